@@ -1,0 +1,55 @@
+"""The `weightkit` command: thin subcommands that call the library and render its answers."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from ..errors import WeightkitError
+
+app = typer.Typer(
+    name="weightkit",
+    help="Inspect, convert, quantize and plan memory for GGUF, safetensors and Ollama models.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+console = Console()
+
+
+@app.command()
+def inspect(
+    path: Annotated[Path, typer.Argument(help="A model file (GGUF; any shard of a split GGUF).")],
+    tensors: Annotated[bool, typer.Option("--tensors", help="List every tensor.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print everything as JSON.")] = False,
+) -> None:
+    """Show a model's architecture, size, quantization mix and metadata."""
+    from .inspect import run_inspect
+
+    run_inspect(path, tensors=tensors, as_json=as_json, console=console)
+
+
+@app.command()
+def demo() -> None:
+    """Inspect a real model: Gemma 3 270M (Q4_K_M GGUF) from the `examples` extra."""
+    from .demo import demo_model_path
+    from .inspect import run_inspect
+
+    path = demo_model_path()
+    console.print(f"[dim]demo model: {path}[/dim]")
+    run_inspect(path, tensors=False, as_json=False, console=console)
+
+
+def main() -> None:
+    """Entry point: library errors become one line on stderr and exit status 1, never a traceback."""
+    try:
+        app()
+    except (WeightkitError, OSError) as e:
+        Console(stderr=True).print(f"[red]error:[/red] {e}", markup=True, highlight=False)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        sys.exit(130)

@@ -1,0 +1,146 @@
+"""`weightkit inspect`: what a model file holds, for people (tables) and scripts (--json)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from .. import open as open_model
+from ..dtypes import ggml_type
+from ..model import ModelFile
+from ..summary import ModelSummary, summarize
+from .render import human_bytes, human_count, json_value, preview, printable, type_label
+
+
+def inspect_json(model: ModelFile) -> dict:
+    """Everything `inspect` knows, as plain JSON-ready data."""
+    md = model.metadata
+    typed = getattr(md, "typed", None)
+    metadata = {}
+    for key in md:
+        entry = {"value": json_value(md[key])}
+        if typed is not None:
+            v = typed(key)
+            entry["type"] = v.type.name
+            if v.element is not None:
+                entry["element_type"] = v.element.name
+        metadata[key] = entry
+    tensors = [
+        {
+            "name": t.name,
+            "type": ggml_type(t.dtype).name,
+            "shape": list(t.shape),
+            "offset": t.offset,
+            "nbytes": t.nbytes,
+            **({"shard": t.shard} if t.shard else {}),
+        }
+        for t in model.tensors.values()
+    ]
+    return {
+        "path": str(model.path),
+        "format": model.format,
+        "summary": summarize(model).to_dict(),
+        "metadata": metadata,
+        "tensors": tensors,
+    }
+
+
+def run_inspect(path: Path, *, tensors: bool, as_json: bool, console: Console) -> None:
+    with open_model(path) as model:
+        if as_json:
+            json.dump(inspect_json(model), sys.stdout, indent=1)
+            sys.stdout.write("\n")
+            return
+        s = summarize(model)
+        console.print(_overview(model, s))
+        console.print(_types_table(s))
+        console.print(_metadata_table(model))
+        if tensors:
+            console.print(_tensors_table(model))
+
+
+def _overview(model: ModelFile, s: ModelSummary) -> Table:
+    version = getattr(model, "version", None)
+    fmt = model.format.upper() + (f" v{version}" if version else "")
+    shards = getattr(model, "shards", None)
+    if shards:
+        fmt += f", {len(shards)} shards"
+    t = Table(title=f"{escape(printable(model.path.name))}  ({fmt})", show_header=False, title_justify="left")
+    t.add_column(style="bold")
+    t.add_column()
+    rows = [
+        ("Architecture", s.architecture),
+        ("Name", s.name),
+        ("Parameters", f"{human_count(s.parameters)} ({s.parameters:,})"),
+        ("Tensor data", f"{human_bytes(s.tensor_bytes)} in {s.tensor_count} tensors"),
+        ("Quantization", f"{s.file_type or '-'}, {s.bits_per_weight:.2f} bits per weight overall"),
+        ("Context length", s.context_length),
+        ("Layers", s.block_count),
+        ("Embedding", s.embedding_length),
+        ("Heads", _heads(s)),
+        ("Vocabulary", s.vocab_size),
+    ]
+    for label, value in rows:
+        if value is not None:
+            t.add_row(label, escape(printable(str(value))))
+    return t
+
+
+def _heads(s: ModelSummary) -> str | None:
+    if s.head_count is None:
+        return None
+    kv = "" if s.head_count_kv is None else f" (KV heads {s.head_count_kv})"
+    return f"{s.head_count}{kv}"
+
+
+def _types_table(s: ModelSummary) -> Table:
+    t = Table(title="Tensor types", title_justify="left")
+    for col in ("type", "tensors", "parameters", "share", "size", "bits/weight"):
+        t.add_column(col, justify="left" if col == "type" else "right")
+    for u in s.types:
+        share = 100 * u.parameters / s.parameters if s.parameters else 0
+        t.add_row(
+            u.type,
+            str(u.tensors),
+            human_count(u.parameters),
+            f"{share:.1f}%",
+            human_bytes(u.nbytes),
+            f"{u.bits_per_weight:.2f}",
+        )
+    return t
+
+
+def _metadata_table(model: ModelFile) -> Table:
+    md = model.metadata
+    t = Table(title=f"Metadata ({len(md)} keys)", title_justify="left")
+    t.add_column("key", style="cyan", no_wrap=True)
+    t.add_column("type")
+    t.add_column("value", overflow="fold")
+    typed = getattr(md, "typed", None)
+    for key in md:
+        if typed is not None:
+            v = typed(key)
+            t.add_row(escape(printable(key)), type_label(v), escape(preview(v)))
+        else:
+            t.add_row(escape(printable(key)), "", escape(printable(str(md[key]))))
+    return t
+
+
+def _tensors_table(model: ModelFile) -> Table:
+    t = Table(title=f"Tensors ({len(model.tensors)})", title_justify="left")
+    for col in ("name", "type", "shape", "size", "offset"):
+        t.add_column(col, justify="right" if col in ("size", "offset") else "left")
+    for info in model.tensors.values():
+        t.add_row(
+            escape(printable(info.name)),
+            ggml_type(info.dtype).name,
+            "×".join(map(str, info.shape)),
+            human_bytes(info.nbytes),
+            str(info.offset),
+        )
+    return t

@@ -1,0 +1,91 @@
+"""Turning library objects into text and JSON for people and scripts."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..gguf.values import Value
+
+PREVIEW_ITEMS = 6
+PREVIEW_CHARS = 60
+
+
+def human_bytes(n: int | float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def human_count(n: int) -> str:
+    for div, unit in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if n >= div:
+            return f"{n / div:.2f} {unit}"
+    return str(n)
+
+
+def printable(s: str) -> str:
+    """A string safe for any terminal: undecodable bytes and control characters shown escaped."""
+    s = s.encode("utf-8", "backslashreplace").decode("utf-8")
+    if s.isprintable():
+        return s
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in s)
+
+
+def _short(s: str) -> str:
+    s = printable(s)
+    return s if len(s) <= PREVIEW_CHARS else s[: PREVIEW_CHARS - 1] + "…"
+
+
+def type_label(value: Value) -> str:
+    if value.element is None:
+        return value.type.name.lower()
+    return f"{value.element.name.lower()}[{len(value.value)}]"
+
+
+def preview(value: Value) -> str:
+    """One line for a metadata value; long arrays and strings are cut short."""
+    if value.element is None:
+        return repr(_short(value.value)) if isinstance(value.value, str) else _scalar(value.value)
+    items = value.value
+    shown = [preview(v) if isinstance(v, Value) else _item(v) for v in items[:PREVIEW_ITEMS]]
+    more = f", … ({len(items) - PREVIEW_ITEMS} more)" if len(items) > PREVIEW_ITEMS else ""
+    return "[" + ", ".join(shown) + more + "]"
+
+
+def _item(v: Any) -> str:
+    return repr(_short(v)) if isinstance(v, str) else _scalar(v)
+
+
+def _scalar(v: Any) -> str:
+    if isinstance(v, (float, np.floating)):
+        return f"{float(v):.6g}"
+    if isinstance(v, (bool, np.bool_)):
+        return "true" if v else "false"
+    return str(v)
+
+
+def json_value(v: Any) -> Any:
+    """A value JSON can hold: arrays become lists; NaN and infinities become the strings JSON lacks."""
+    if isinstance(v, Value):
+        return json_value(v.plain())
+    if isinstance(v, np.ndarray):
+        if v.dtype.kind == "f" and not np.isfinite(v).all():
+            return [json_value(float(x)) for x in v]
+        return v.tolist()
+    if isinstance(v, list):
+        return [json_value(x) for x in v]
+    if isinstance(v, (float, np.floating)):
+        f = float(v)
+        if math.isnan(f):
+            return "NaN"
+        if math.isinf(f):
+            return "Infinity" if f > 0 else "-Infinity"
+        return f
+    if isinstance(v, np.generic):
+        return v.item()
+    return v

@@ -1,0 +1,77 @@
+"""Opened GGUF models: one file (`GGUFFile`) or the shards of a split model (`GGUFSplit`)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from ..model import ModelFile, TensorInfo
+from .reader import read_gguf
+from .values import Metadata
+
+
+class GGUFFile(ModelFile):
+    """One GGUF file, memory-mapped; tensor data is read only when asked for, and never copied by `raw`."""
+
+    format = "gguf"
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self._src, parsed = read_gguf(path)
+        self.version = parsed.version
+        self.alignment = parsed.alignment
+        self.data_offset = parsed.data_offset
+        self._order = parsed.byte_order
+        super().__init__(Path(path), Metadata(parsed.metadata), parsed.tensors)
+
+    @property
+    def byte_order(self) -> str:
+        return self._order
+
+    @property
+    def file_size(self) -> int:
+        return self._src.size
+
+    def raw(self, name: str) -> np.ndarray:
+        info = self.tensors[name]
+        return self._src.array(info.offset, np.uint8, info.nbytes, f"tensor {name!r}")
+
+    def close(self) -> None:
+        self._src.close()
+
+
+class GGUFSplit(ModelFile):
+    """A model split across several GGUF files (llama.cpp's gguf-split): one model, many maps.
+
+    Metadata comes from the first shard (which holds all of it); tensors from every shard, with
+    `TensorInfo.shard` telling which.
+    """
+
+    format = "gguf"
+
+    def __init__(self, shards: list[GGUFFile]) -> None:
+        self.shards = shards
+        tensors: dict[str, TensorInfo] = {}
+        for i, shard in enumerate(shards):
+            for name, info in shard.tensors.items():
+                tensors[name] = TensorInfo(info.name, info.dtype, info.shape, info.offset, info.nbytes, i)
+        first = shards[0]
+        self.version = first.version
+        self.alignment = first.alignment
+        super().__init__(first.path, first.metadata, tensors)
+
+    @property
+    def byte_order(self) -> str:
+        return self.shards[0].byte_order
+
+    @property
+    def file_size(self) -> int:
+        return sum(s.file_size for s in self.shards)
+
+    def raw(self, name: str) -> np.ndarray:
+        return self.shards[self.tensors[name].shard].raw(name)
+
+    def close(self) -> None:
+        for s in self.shards:
+            s.close()

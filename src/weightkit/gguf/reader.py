@@ -1,0 +1,292 @@
+"""Parse a GGUF file's header, metadata and tensor infos from a memory map, checking every number.
+
+Every count, length and offset read from the file is checked against the bytes that remain before it is
+used, so a hostile file costs at most its own size in memory and raises `FormatError` at the byte where
+it goes wrong. Large arrays are parsed with numpy; string arrays with one tight loop.
+"""
+
+from __future__ import annotations
+
+import itertools
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .._io import ByteSource
+from ..dtypes import GGML_TYPES, GGMLType
+from ..errors import FormatError
+from ..model import TensorInfo
+from .constants import (
+    DEFAULT_ALIGNMENT,
+    KEY_ALIGNMENT,
+    MAGIC,
+    MAX_ARRAY_NESTING,
+    MAX_DIMS,
+    SCALAR_CODES,
+    GGUFValueType,
+)
+from .values import Value
+
+_T = GGUFValueType
+_INT64_MAX = 2**63 - 1
+# Smallest possible encodings, used to refuse counts the remaining bytes cannot hold.
+_MIN_KV_BYTES = 8 + 1 + 4 + 1  # key length, a 1-byte key, value type, a 1-byte value
+_MIN_TENSOR_INFO_BYTES = 8 + 4 + 4 + 8  # name length, n_dims, type, offset
+_MIN_ELEMENT_BYTES = {_T.STRING: 8, _T.ARRAY: 12}
+
+
+@dataclass
+class ParsedGGUF:
+    """Everything in a GGUF file but the tensor data."""
+
+    version: int
+    byte_order: str
+    metadata: dict[str, Value]
+    tensors: dict[str, TensorInfo]
+    alignment: int
+    data_offset: int  # where the tensor data section starts
+
+
+class _Parser:
+    def __init__(self, src: ByteSource) -> None:
+        self.src = src
+        self.buf = src.buffer
+        self.pos = 0
+
+    def fail(self, reason: str, offset: int | None = None) -> FormatError:
+        return self.src.error(self.pos if offset is None else offset, reason)
+
+    def header(self) -> tuple[int, int, int]:
+        src = self.src
+        if src.size < 4 or src.bytes(0, 4, "magic") != MAGIC:
+            head = src.bytes(0, min(4, src.size), "magic")
+            raise self.fail(f"not a GGUF file: starts with {head!r}, expected {MAGIC!r}", 0)
+        (version,) = src.unpack(struct.Struct("<I"), 4, "the GGUF version")
+        self.order = "<"
+        if version & 0xFFFF == 0 and version:  # written on a big-endian machine: every number is swapped
+            self.order = ">"
+            version = int.from_bytes(version.to_bytes(4, "little"), "big")
+        if version == 1:
+            raise self.fail("GGUF version 1 is no longer supported (re-convert the model)", 4)
+        if version not in (2, 3):
+            raise self.fail(f"unsupported GGUF version {version} (weightkit reads versions 2 and 3)", 4)
+        self.u32 = struct.Struct(self.order + "I")
+        self.u64 = struct.Struct(self.order + "Q")
+        self.scalars = {t: struct.Struct(self.order + code) for t, code in _STRUCT_CODES.items()}
+        self.pos = 8
+        n_tensors = self.read(self.u64, "the tensor count")
+        n_kv = self.read(self.u64, "the metadata key count")
+        remain = src.size - self.pos
+        if n_kv * _MIN_KV_BYTES + n_tensors * _MIN_TENSOR_INFO_BYTES > remain:
+            raise self.fail(
+                f"header claims {n_kv} metadata keys and {n_tensors} tensors, "
+                f"more than the {remain} remaining bytes can hold",
+                8,
+            )
+        return version, n_tensors, n_kv
+
+    def read(self, fmt: struct.Struct, what: str) -> int:
+        (value,) = self.src.unpack(fmt, self.pos, what)
+        self.pos += fmt.size
+        return value
+
+    def string(self, what: str) -> str:
+        start = self.pos
+        n = self.read(self.u64, f"the length of {what}")
+        if n > self.src.size - self.pos:
+            raise self.fail(f"{what} claims {n} bytes; only {self.src.size - self.pos} remain", start)
+        raw = self.buf[self.pos : self.pos + n]
+        self.pos += n
+        return raw.decode("utf-8", "surrogateescape")
+
+    def value_type(self, what: str) -> GGUFValueType:
+        start = self.pos
+        t = self.read(self.u32, what)
+        try:
+            return GGUFValueType(t)
+        except ValueError:
+            raise self.fail(f"{what} is {t}, not a GGUF value type (0-12)", start) from None
+
+    def value(self, t: GGUFValueType, key: str, depth: int = 0) -> Value:
+        if t == _T.ARRAY:
+            return self.array(key, depth)
+        if t == _T.STRING:
+            return Value(self.string(f"the value of {key!r}"), t)
+        v = self.read(self.scalars[t], f"the value of {key!r}")
+        if t == _T.BOOL:
+            v = v != 0
+        return Value(v, t)
+
+    def array(self, key: str, depth: int) -> Value:
+        if depth >= MAX_ARRAY_NESTING:
+            raise self.fail(f"{key!r}: arrays nested more than {MAX_ARRAY_NESTING} deep")
+        element = self.value_type(f"the element type of {key!r}")
+        count_at = self.pos
+        n = self.read(self.u64, f"the element count of {key!r}")
+        remain = self.src.size - self.pos
+        size = _MIN_ELEMENT_BYTES.get(element) or np.dtype(SCALAR_CODES[element]).itemsize
+        if n * size > remain:
+            raise self.fail(
+                f"{key!r}: {n} {element.name} elements cannot fit in the {remain} remaining bytes", count_at
+            )
+        if element == _T.STRING:
+            return Value(self.strings(n, key), _T.ARRAY, element)
+        if element == _T.ARRAY:  # each item is itself (element type, count, items)
+            return Value([self.array(key, depth + 1) for _ in range(n)], _T.ARRAY, element)
+        raw = np.frombuffer(self.buf, np.dtype(self.order + SCALAR_CODES[element]), n, self.pos)
+        self.pos += n * size
+        arr = raw != 0 if element == _T.BOOL else raw.astype(raw.dtype.newbyteorder("="))
+        return Value(arr, _T.ARRAY, element)
+
+    def strings(self, n: int, key: str) -> list[str]:
+        """`n` length-prefixed strings; the hot loop of every vocabulary (262,144 tokens for Gemma 3)."""
+        buf, pos, end = self.buf, self.pos, self.src.size
+        unpack = self.u64.unpack_from
+        out: list[str] = [""] * n
+        i = 0
+        try:
+            for i in range(n):
+                (length,) = unpack(buf, pos)
+                pos += 8
+                stop = pos + length
+                if stop > end:
+                    raise self.fail(f"{key!r}: string {i} claims {length} bytes; only {end - pos} remain", pos - 8)
+                out[i] = buf[pos:stop].decode("utf-8", "surrogateescape")
+                pos = stop
+        except struct.error:
+            raise self.fail(f"{key!r}: the file ends inside string {i} of {n}", pos) from None
+        self.pos = pos
+        return out
+
+    def metadata(self, n_kv: int) -> dict[str, Value]:
+        values: dict[str, Value] = {}
+        for i in range(n_kv):
+            start = self.pos
+            key = self.string(f"metadata key {i}")
+            if not key:
+                raise self.fail(f"metadata key {i} is empty", start)
+            if key in values:
+                raise self.fail(f"duplicate metadata key {key!r}", start)
+            t = self.value_type(f"the value type of {key!r}")
+            values[key] = self.value(t, key)
+        return values
+
+    def tensor_infos(self, n: int) -> list[tuple[str, GGMLType, tuple[int, ...], int, int, int]]:
+        """(name, type, numpy shape, relative offset, nbytes, position of the entry) for every tensor."""
+        infos = []
+        seen: set[str] = set()
+        for i in range(n):
+            start = self.pos
+            name = self.string(f"the name of tensor {i}")
+            if name in seen:
+                raise self.fail(f"duplicate tensor name {name!r}", start)
+            seen.add(name)
+            n_dims = self.read(self.u32, f"the dimension count of {name!r}")
+            if n_dims > MAX_DIMS:
+                raise self.fail(
+                    f"tensor {name!r} has {n_dims} dimensions; ggml allows at most {MAX_DIMS}", self.pos - 4
+                )
+            dims_at = self.pos
+            ne = self.src.unpack(struct.Struct(f"{self.order}{n_dims}Q"), dims_at, f"the dimensions of {name!r}")
+            self.pos += 8 * n_dims
+            count = 1
+            for d in ne:
+                if d == 0:
+                    raise self.fail(f"tensor {name!r} has a zero dimension {list(ne)}", dims_at)
+                count *= d
+                if count > _INT64_MAX:
+                    raise self.fail(f"tensor {name!r} has more than 2^63 elements {list(ne)}", dims_at)
+            type_at = self.pos
+            type_id = self.read(self.u32, f"the type of {name!r}")
+            try:
+                tinfo = GGML_TYPES[GGMLType(type_id)]
+            except ValueError:
+                raise self.fail(f"tensor {name!r} has unknown GGML type id {type_id}", type_at) from None
+            if tinfo.removed:
+                raise self.fail(
+                    f"tensor {name!r} uses GGML type {tinfo.name} (id {type_id}), which ggml "
+                    "removed; re-convert the model",
+                    type_at,
+                )
+            row = ne[0] if ne else 1
+            if row % tinfo.block_size:
+                raise self.fail(
+                    f"tensor {name!r}: rows of {row} elements are not a whole number of "
+                    f"{tinfo.name} blocks of {tinfo.block_size}",
+                    dims_at,
+                )
+            offset = self.read(self.u64, f"the data offset of {name!r}")
+            infos.append((name, tinfo.type, tuple(reversed(ne)), offset, tinfo.nbytes(count), start))
+        return infos
+
+
+_STRUCT_CODES = {
+    _T.UINT8: "B",
+    _T.INT8: "b",
+    _T.UINT16: "H",
+    _T.INT16: "h",
+    _T.UINT32: "I",
+    _T.INT32: "i",
+    _T.FLOAT32: "f",
+    _T.BOOL: "B",
+    _T.UINT64: "Q",
+    _T.INT64: "q",
+    _T.FLOAT64: "d",
+}
+
+
+def parse(src: ByteSource) -> ParsedGGUF:
+    """Parse and validate everything but the tensor data of the GGUF file behind `src`."""
+    p = _Parser(src)
+    version, n_tensors, n_kv = p.header()
+    metadata = p.metadata(n_kv)
+    alignment = _alignment(src, metadata)
+    raw_infos = p.tensor_infos(n_tensors)
+    data_offset = -(-p.pos // alignment) * alignment
+    tensors = _place_tensors(src, raw_infos, data_offset, alignment)
+    return ParsedGGUF(version, p.order, metadata, tensors, alignment, data_offset)
+
+
+def _alignment(src: ByteSource, metadata: dict[str, Value]) -> int:
+    value = metadata.get(KEY_ALIGNMENT)
+    if value is None:
+        return DEFAULT_ALIGNMENT
+    if value.type != _T.UINT32:
+        raise src.error(None, f"{KEY_ALIGNMENT} must be a UINT32, not {value.type.name}")
+    a = value.value
+    if a == 0 or a & (a - 1):
+        raise src.error(None, f"{KEY_ALIGNMENT} is {a}, not a power of two")
+    return a
+
+
+def _place_tensors(src: ByteSource, raw_infos, data_offset: int, alignment: int) -> dict[str, TensorInfo]:
+    """Turn relative offsets into absolute ones, refusing misaligned, overlapping or truncated tensors."""
+    tensors: dict[str, TensorInfo] = {}
+    for name, t, shape, rel, nbytes, entry in raw_infos:
+        if rel % alignment:
+            raise src.error(
+                entry, f"tensor {name!r} starts at data offset {rel}, not a multiple of the alignment {alignment}"
+            )
+        start = data_offset + rel
+        if start + nbytes > src.size:
+            raise src.error(
+                entry, f"tensor {name!r} occupies bytes {start}..{start + nbytes} but the file ends at {src.size}"
+            )
+        tensors[name] = TensorInfo(name, t, shape, start, nbytes)
+    spans = sorted((i.offset, i.offset + i.nbytes, i.name) for i in tensors.values())
+    for (_, end_a, name_a), (start_b, _, name_b) in itertools.pairwise(spans):
+        if start_b < end_a:
+            raise src.error(start_b, f"tensors {name_a!r} and {name_b!r} overlap")
+    return tensors
+
+
+def read_gguf(path: str | Path) -> tuple[ByteSource, ParsedGGUF]:
+    """Map `path` and parse it; the caller owns (and closes) the returned `ByteSource`."""
+    src = ByteSource(path)
+    try:
+        return src, parse(src)
+    except BaseException:
+        src.close()
+        raise

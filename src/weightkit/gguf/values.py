@@ -1,0 +1,200 @@
+"""Typed GGUF metadata values, and the read-only mapping a reader exposes.
+
+A value keeps its GGUF type so that a file read and written again comes out byte for byte the same; the
+mapping hands out plain Python/numpy values for everyday use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .constants import SCALAR_CODES, GGUFValueType
+
+_T = GGUFValueType
+_INT_RANGES = {
+    _T.UINT8: (0, 2**8),
+    _T.INT8: (-(2**7), 2**7),
+    _T.UINT16: (0, 2**16),
+    _T.INT16: (-(2**15), 2**15),
+    _T.UINT32: (0, 2**32),
+    _T.INT32: (-(2**31), 2**31),
+    _T.UINT64: (0, 2**64),
+    _T.INT64: (-(2**63), 2**63),
+}
+
+
+@dataclass(frozen=True, eq=False)
+class Value:
+    """One metadata value with its GGUF type; `element` is the element type of an array.
+
+    Arrays hold a numpy array (numeric and bool elements), a list of str (strings), or a list of `Value`
+    (arrays of arrays).
+    """
+
+    value: Any
+    type: GGUFValueType
+    element: GGUFValueType | None = None
+
+    def plain(self) -> Any:
+        """The value without type information: nested arrays become lists of plain values."""
+        if self.element == _T.ARRAY:
+            return [v.plain() for v in self.value]
+        return self.value
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Value):
+            return NotImplemented
+        if (self.type, self.element) != (other.type, other.element):
+            return False
+        a, b = self.value, other.value
+        if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+            return np.array_equal(np.asarray(a), np.asarray(b), equal_nan=a.dtype.kind == "f")
+        if isinstance(a, float) and isinstance(b, float) and a != a and b != b:
+            return True  # NaN read back as NaN
+        return a == b
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def numpy_dtype(t: GGUFValueType, order: str = "<") -> np.dtype:
+    """The numpy dtype of a fixed-size GGUF value type in the given byte order."""
+    if t == _T.BOOL:
+        return np.dtype(np.bool_)
+    return np.dtype(order + SCALAR_CODES[t])
+
+
+_NUMPY_KINDS = {np.dtype(SCALAR_CODES[t]): t for t in SCALAR_CODES if t != _T.BOOL}
+
+
+def infer(value: Any, type: GGUFValueType | None = None) -> Value:
+    """Turn a Python or numpy value into a typed `Value` (checking it fits the type, if one is given).
+
+    Without a type: bool -> BOOL, int -> INT32 (INT64/UINT64 when it does not fit), float -> FLOAT32,
+    str -> STRING, numpy scalars and arrays by their dtype, lists -> arrays of the inferred element type.
+    """
+    if isinstance(value, Value):
+        if type is not None and type != value.type:
+            return infer(value.plain(), type)
+        return value
+    if type == _T.ARRAY or (type is None and isinstance(value, (list, tuple, np.ndarray))):
+        return _infer_array(value)
+    if type is None:
+        type = _scalar_type(value)
+    return Value(_coerce_scalar(value, type), type)
+
+
+def _scalar_type(value: Any) -> GGUFValueType:
+    if isinstance(value, (bool, np.bool_)):
+        return _T.BOOL
+    if isinstance(value, np.generic):
+        return _NUMPY_KINDS[np.dtype(value.dtype).newbyteorder("=")]
+    if isinstance(value, int):
+        for t in (_T.INT32, _T.INT64, _T.UINT64):
+            lo, hi = _INT_RANGES[t]
+            if lo <= value < hi:
+                return t
+        raise ValueError(f"integer {value} does not fit in any GGUF integer type")
+    if isinstance(value, float):
+        return _T.FLOAT32
+    if isinstance(value, (str, bytes)):
+        return _T.STRING
+    raise TypeError(f"cannot store a {type(value).__name__} in GGUF metadata")
+
+
+def _coerce_scalar(value: Any, t: GGUFValueType) -> Any:
+    if t == _T.STRING:
+        if isinstance(value, bytes):
+            return value.decode("utf-8", "surrogateescape")
+        if not isinstance(value, str):
+            raise TypeError(f"GGUF STRING needs a str, not {type(value).__name__}")
+        return value
+    if t == _T.BOOL:
+        return bool(value)
+    if t in (_T.FLOAT32, _T.FLOAT64):
+        return float(np.dtype(SCALAR_CODES[t]).type(value))
+    if t in _INT_RANGES:
+        if isinstance(value, float) and not value.is_integer():
+            raise ValueError(f"{value} is not an integer; GGUF {t.name} needs one")
+        v = int(value)
+        lo, hi = _INT_RANGES[t]
+        if not lo <= v < hi:
+            raise ValueError(f"{v} does not fit in GGUF {t.name}")
+        return v
+    raise ValueError(f"{t.name} is not a scalar GGUF type")
+
+
+def _infer_array(value: Any) -> Value:
+    if isinstance(value, np.ndarray):
+        if value.ndim != 1:
+            raise ValueError("GGUF arrays are one-dimensional")
+        dt = value.dtype.newbyteorder("=")
+        if dt == np.bool_:
+            return Value(value.astype(np.bool_), _T.ARRAY, _T.BOOL)
+        if dt.kind in "US":
+            return Value([_coerce_scalar(v.item(), _T.STRING) for v in value], _T.ARRAY, _T.STRING)
+        if dt not in _NUMPY_KINDS:
+            raise TypeError(f"no GGUF array type for numpy dtype {value.dtype}")
+        return Value(value.astype(dt), _T.ARRAY, _NUMPY_KINDS[dt])
+    items = list(value)
+    if not items:
+        return Value(np.empty(0, np.int32), _T.ARRAY, _T.INT32)
+    if all(isinstance(v, (list, tuple, np.ndarray)) or (isinstance(v, Value) and v.type == _T.ARRAY)
+           for v in items):  # fmt: skip
+        return Value([infer(v, _T.ARRAY) for v in items], _T.ARRAY, _T.ARRAY)
+    if all(isinstance(v, (str, bytes)) for v in items):
+        return Value([_coerce_scalar(v, _T.STRING) for v in items], _T.ARRAY, _T.STRING)
+    types = {_scalar_type(v) for v in items}
+    if types == {_T.BOOL}:
+        return Value(np.array(items, dtype=np.bool_), _T.ARRAY, _T.BOOL)
+    if _T.FLOAT32 in types or _T.FLOAT64 in types:
+        element = _T.FLOAT64 if _T.FLOAT64 in types else _T.FLOAT32
+    else:
+        element = max(types, key=[_T.INT32, _T.INT64, _T.UINT64].index)
+    return typed_array(items, element)
+
+
+def typed_array(items: Any, element: GGUFValueType) -> Value:
+    """An array `Value` with an explicit element type (values are checked to fit)."""
+    if element == _T.STRING:
+        return Value([_coerce_scalar(v, _T.STRING) for v in items], _T.ARRAY, _T.STRING)
+    if element == _T.ARRAY:
+        return Value([infer(v, _T.ARRAY) for v in items], _T.ARRAY, _T.ARRAY)
+    if element in _INT_RANGES:
+        for v in items if not isinstance(items, np.ndarray) else ():
+            _coerce_scalar(v, element)
+    return Value(np.asarray(items).astype(numpy_dtype(element, "=")), _T.ARRAY, element)
+
+
+class Metadata(Mapping[str, Any]):
+    """A read-only, ordered mapping of GGUF keys to plain values; `.typed(key)` keeps the GGUF type."""
+
+    def __init__(self, values: Mapping[str, Value]) -> None:
+        self._values = dict(values)
+
+    def __getitem__(self, key: str) -> Any:
+        return self._values[key].plain()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __repr__(self) -> str:
+        return f"Metadata({len(self)} keys)"
+
+    def typed(self, key: str) -> Value:
+        return self._values[key]
+
+    def value_type(self, key: str) -> GGUFValueType:
+        return self._values[key].type
+
+    def element_type(self, key: str) -> GGUFValueType | None:
+        return self._values[key].element
+
+    def typed_items(self) -> Iterator[tuple[str, Value]]:
+        return iter(self._values.items())

@@ -1,0 +1,296 @@
+"""Write GGUF files as a stream: header and tensor infos first, then each tensor's data, atomically.
+
+The layout matches ggml and gguf-py byte for byte: metadata in insertion order, tensor infos in order,
+zero padding to the alignment after the infos and after every tensor, tensor offsets contiguous.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import struct
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+
+from .._io import atomic_write
+from ..dtypes import GGMLType, as_bytes, ggml_type, ggml_type_of_numpy
+from .constants import (
+    DEFAULT_ALIGNMENT,
+    KEY_ALIGNMENT,
+    MAGIC,
+    MAX_DIMS,
+    SCALAR_CODES,
+    VERSION,
+    GGUFValueType,
+)
+from .values import Value, infer
+
+_T = GGUFValueType
+TensorData = np.ndarray | bytes | bytearray | memoryview
+DataSource = TensorData | Callable[[], TensorData]
+
+
+@dataclass
+class PlannedTensor:
+    """A tensor declared to the writer: its info now, its bytes later."""
+
+    name: str
+    type: GGMLType
+    shape: tuple[int, ...]  # numpy order
+    nbytes: int
+    offset: int = 0  # relative to the data section
+    data: DataSource | None = None
+
+
+def plan_tensor(name: str, shape: Iterable[int], dtype: GGMLType | int | str, data: DataSource | None = None):
+    """Check a tensor's declaration (ggml's rules: 1-4 dims, none zero, whole blocks per row)."""
+    info = ggml_type(dtype)
+    shape = tuple(int(d) for d in shape)
+    if info.removed:
+        raise ValueError(f"{name}: GGML type {info.name} was removed from ggml")
+    if len(shape) > MAX_DIMS:
+        raise ValueError(f"{name}: GGUF tensors have at most {MAX_DIMS} dimensions, not {len(shape)}")
+    if any(d <= 0 for d in shape):
+        raise ValueError(f"{name}: every dimension must be positive, got {shape}")
+    row = shape[-1] if shape else 1
+    if row % info.block_size:
+        raise ValueError(f"{name}: rows of {row} are not whole {info.name} blocks of {info.block_size}")
+    n = int(np.prod(shape, dtype=object)) if shape else 1
+    return PlannedTensor(name, info.type, shape, info.nbytes(n), data=data)
+
+
+def encode_value(value: Value, order: str = "<") -> bytes:
+    """The bytes of one metadata value (after its type tag)."""
+    if value.type == _T.STRING:
+        raw = value.value.encode("utf-8", "surrogateescape")
+        return struct.pack(order + "Q", len(raw)) + raw
+    if value.type == _T.ARRAY:
+        head = struct.pack(order + "IQ", value.element, len(value.value))
+        if value.element == _T.STRING:
+            q = struct.Struct(order + "Q").pack
+            parts = [s.encode("utf-8", "surrogateescape") for s in value.value]
+            return head + b"".join(q(len(p)) + p for p in parts)
+        if value.element == _T.ARRAY:
+            return head + b"".join(encode_value(v, order) for v in value.value)
+        if value.element == _T.BOOL:
+            return head + np.asarray(value.value, dtype=np.bool_).astype(np.uint8).tobytes()
+        return head + np.asarray(value.value).astype(order + SCALAR_CODES[value.element]).tobytes()
+    code = SCALAR_CODES[value.type]
+    return np.array(value.value, dtype=order + code).tobytes()
+
+
+def encode_header(metadata: Mapping[str, Value], tensors: list[PlannedTensor], alignment: int, order: str) -> bytes:
+    """Everything before the tensor data, padding included; fills in each tensor's relative offset."""
+    parts = [MAGIC, struct.pack(order + "IQQ", VERSION, len(tensors), len(metadata))]
+    for key, value in metadata.items():
+        k = key.encode("utf-8", "surrogateescape")
+        parts += [struct.pack(order + "Q", len(k)), k, struct.pack(order + "I", value.type), encode_value(value, order)]
+    offset = 0
+    for t in tensors:
+        t.offset = offset
+        name = t.name.encode("utf-8", "surrogateescape")
+        ne = tuple(reversed(t.shape))
+        parts += [
+            struct.pack(order + "Q", len(name)),
+            name,
+            struct.pack(f"{order}I{len(ne)}QIQ", len(ne), *ne, t.type, offset),
+        ]
+        offset += _pad(t.nbytes, alignment)
+    header = b"".join(parts)
+    return header + bytes(_pad(len(header), alignment) - len(header))
+
+
+def _pad(n: int, alignment: int) -> int:
+    return -(-n // alignment) * alignment
+
+
+def tensor_bytes(t: PlannedTensor, data: TensorData, order: str = "<") -> memoryview:
+    """`data` as the exact bytes of tensor `t`: numpy arrays are cast (or quantized) to its type."""
+    info = ggml_type(t.type)
+    if isinstance(data, np.ndarray) and data.dtype != np.uint8:  # values, not bytes
+        if info.numpy is not None:
+            data = np.ascontiguousarray(data, dtype=info.numpy.newbyteorder(order))
+        else:
+            from .. import quant
+
+            data = quant.quantize(np.asarray(data).reshape(t.shape), info.type)
+    view = memoryview(as_bytes(data) if isinstance(data, np.ndarray) else data).cast("B")
+    if view.nbytes != t.nbytes:
+        raise ValueError(f"tensor {t.name!r}: {info.name} {t.shape} takes {t.nbytes} bytes, {view.nbytes} given")
+    return view
+
+
+class GGUFWriter:
+    """Stream a GGUF file: declare metadata and tensors, then hand over tensor data in order.
+
+    Nothing appears at `path` until `close()` succeeds; an exception inside a `with` block, or an
+    interrupted process, leaves the destination as it was.
+
+        with GGUFWriter("out.gguf", {"general.architecture": "llama"}) as w:
+            w.add_tensor("a", np.zeros((4, 8), np.float32))        # data now (or a callable for later)
+            w.add_tensor_info("b", (4, 256), "Q4_K")               # data later ...
+            w.write_tensor("b", raw_bytes)                          # ... in declaration order
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        metadata: Mapping[str, Any] | None = None,
+        *,
+        alignment: int | None = None,
+        byte_order: str = "<",
+    ) -> None:
+        if byte_order not in "<>":
+            raise ValueError("byte_order is '<' or '>'")
+        self.path = Path(path)
+        self.order = byte_order
+        self.metadata: dict[str, Value] = {}
+        self.tensors: list[PlannedTensor] = []
+        self._names: set[str] = set()
+        self._next = 0  # index of the next tensor whose data goes to the file
+        self._file: IO[bytes] | None = None
+        self._ctx = None
+        self._done = False
+        for key, value in (metadata or {}).items():
+            self.set(key, value)
+        if alignment is not None:
+            self.set(KEY_ALIGNMENT, Value(alignment, _T.UINT32))
+
+    @property
+    def alignment(self) -> int:
+        value = self.metadata.get(KEY_ALIGNMENT)
+        return DEFAULT_ALIGNMENT if value is None else value.value
+
+    def set(self, key: str, value: Any, type: GGUFValueType | None = None) -> None:
+        """Set a metadata key; `type` forces the GGUF type (else inferred, see `values.infer`)."""
+        self._before_data()
+        typed = infer(value, type)
+        if key == KEY_ALIGNMENT:
+            a = typed.value
+            if typed.type != _T.UINT32 or a <= 0 or a & (a - 1):
+                raise ValueError(f"{KEY_ALIGNMENT} must be a UINT32 power of two, got {a!r} ({typed.type.name})")
+        self.metadata[key] = typed
+
+    def add_tensor_info(self, name: str, shape: Iterable[int], dtype: GGMLType | int | str) -> PlannedTensor:
+        """Declare a tensor whose data `write_tensor` will provide."""
+        return self.add_planned(plan_tensor(name, shape, dtype))
+
+    def add_tensor(
+        self,
+        name: str,
+        data: DataSource,
+        *,
+        dtype: GGMLType | int | str | None = None,
+        shape: Iterable[int] | None = None,
+    ) -> PlannedTensor:
+        """Declare a tensor with its data: a numpy array (type from its dtype unless `dtype` says otherwise;
+        float arrays with a quantized `dtype` are quantized), raw bytes with `dtype` and `shape`, or a
+        callable returning either, called when the tensor's turn to be written comes."""
+        if dtype is None:
+            if not isinstance(data, np.ndarray):
+                raise ValueError(f"{name}: raw bytes and callables need dtype= and shape=")
+            dtype = ggml_type_of_numpy(data.dtype)
+        if shape is None:
+            if not isinstance(data, np.ndarray) or data.dtype == np.uint8:
+                raise ValueError(f"{name}: shape= is needed unless data is an array of the tensor's values")
+            shape = data.shape
+        return self.add_planned(plan_tensor(name, shape, dtype, data))
+
+    def add_planned(self, t: PlannedTensor) -> PlannedTensor:
+        """Declare a tensor made by `plan_tensor` (with or without its data)."""
+        self._before_data()
+        if t.name in self._names:
+            raise ValueError(f"duplicate tensor name {t.name!r}")
+        self._names.add(t.name)
+        self.tensors.append(t)
+        return t
+
+    def _before_data(self) -> None:
+        if self._file is not None:
+            raise RuntimeError("metadata and tensor infos are fixed once tensor data has been written")
+
+    def _open(self) -> IO[bytes]:
+        if self._done:
+            raise RuntimeError(f"the writer of {self.path} is closed")
+        if self._file is None:
+            self._ctx = atomic_write(self.path)
+            self._file = self._ctx.__enter__()
+            self._file.write(encode_header(self.metadata, self.tensors, self.alignment, self.order))
+        return self._file
+
+    def write_tensor(self, name: str, data: TensorData) -> None:
+        """Write the data of the next declared tensor (tensors with data already given go first)."""
+        self._flush_ready()
+        if self._next >= len(self.tensors) or self.tensors[self._next].name != name:
+            expected = self.tensors[self._next].name if self._next < len(self.tensors) else "nothing"
+            raise ValueError(f"tensors are written in declaration order: expected {expected!r}, got {name!r}")
+        self._emit(self.tensors[self._next], data)
+
+    def _flush_ready(self) -> None:
+        self._open()
+        while self._next < len(self.tensors) and self.tensors[self._next].data is not None:
+            t = self.tensors[self._next]
+            self._emit(t, t.data() if callable(t.data) else t.data)
+
+    def _emit(self, t: PlannedTensor, data: TensorData) -> None:
+        f = self._open()
+        view = tensor_bytes(t, data, self.order)
+        f.write(view)
+        f.write(bytes(_pad(t.nbytes, self.alignment) - t.nbytes))
+        t.data = None  # let the caller's array go
+        self._next += 1
+
+    def close(self) -> None:
+        """Write what remains and move the file into place (on any failure, nothing is moved)."""
+        if self._done:
+            return
+        try:
+            self._flush_ready()
+            if self._next != len(self.tensors):
+                raise ValueError(f"tensor {self.tensors[self._next].name!r} was declared but its data never written")
+        except BaseException:
+            self.abort()
+            raise
+        self._done = True
+        ctx, self._ctx = self._ctx, None
+        if ctx is not None:
+            ctx.__exit__(None, None, None)
+
+    def abort(self) -> None:
+        """Give up: remove the partial file, leave the destination untouched."""
+        self._done = True
+        ctx, self._ctx = self._ctx, None
+        if ctx is not None:
+            with contextlib.suppress(RuntimeError):
+                ctx.__exit__(RuntimeError, RuntimeError("aborted"), None)
+
+    def __enter__(self) -> GGUFWriter:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+
+def write_gguf(
+    path: str | os.PathLike[str],
+    metadata: Mapping[str, Any],
+    tensors: Mapping[str, DataSource] | Iterable[PlannedTensor],
+    *,
+    alignment: int | None = None,
+    byte_order: str = "<",
+) -> None:
+    """Write a whole GGUF file: `tensors` maps names to numpy arrays, or is a list of `plan_tensor`s."""
+    with GGUFWriter(path, metadata, alignment=alignment, byte_order=byte_order) as w:
+        if isinstance(tensors, Mapping):
+            for name, data in tensors.items():
+                w.add_tensor(name, data)
+        else:
+            for t in tensors:
+                w.add_planned(t)

