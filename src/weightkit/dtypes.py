@@ -165,3 +165,75 @@ def as_bytes(values: np.ndarray, order: str = "<") -> np.ndarray:
     if order != NATIVE_ORDER and values.dtype.itemsize > 1:
         values = values.view(f"u{values.dtype.itemsize}").byteswap()
     return values.reshape(-1).view(np.uint8)
+
+
+class SafetensorsDType(enum.Enum):
+    """The dtypes of safetensors, in the order of the reference's `Dtype` enum (its writer sorts by it)."""
+
+    BOOL = "BOOL"
+    F4 = "F4"
+    F6_E2M3 = "F6_E2M3"
+    F6_E3M2 = "F6_E3M2"
+    U8 = "U8"
+    I8 = "I8"
+    F8_E5M2 = "F8_E5M2"
+    F8_E4M3 = "F8_E4M3"
+    F8_E8M0 = "F8_E8M0"
+    F8_E4M3FNUZ = "F8_E4M3FNUZ"
+    F8_E5M2FNUZ = "F8_E5M2FNUZ"
+    I16 = "I16"
+    U16 = "U16"
+    F16 = "F16"
+    BF16 = "BF16"
+    I32 = "I32"
+    U32 = "U32"
+    F32 = "F32"
+    C64 = "C64"
+    F64 = "F64"
+    I64 = "I64"
+    U64 = "U64"
+
+    @property
+    def bits(self) -> int:
+        return _ST_BITS.get(self, 0) or np.dtype(_ST_NUMPY[self]).itemsize * 8
+
+    @property
+    def numpy(self) -> np.dtype | None:
+        """The numpy dtype of one element; None for the sub-byte types, which stay packed bytes."""
+        return None if self in _ST_BITS else np.dtype(_ST_NUMPY[self])
+
+    @property
+    def rank(self) -> int:
+        """Position in the reference's enum: its writer orders tensors by descending rank."""
+        return _ST_ORDER[self]
+
+
+_S = SafetensorsDType
+_ST_BITS = {_S.F4: 4, _S.F6_E2M3: 6, _S.F6_E3M2: 6}
+_ST_NUMPY = {
+    _S.BOOL: np.bool_, _S.U8: np.uint8, _S.I8: np.int8, _S.F8_E5M2: ml_dtypes.float8_e5m2,
+    _S.F8_E4M3: ml_dtypes.float8_e4m3fn, _S.F8_E8M0: ml_dtypes.float8_e8m0fnu,
+    _S.F8_E4M3FNUZ: ml_dtypes.float8_e4m3fnuz, _S.F8_E5M2FNUZ: ml_dtypes.float8_e5m2fnuz, _S.I16: np.int16,
+    _S.U16: np.uint16, _S.F16: np.float16, _S.BF16: ml_dtypes.bfloat16, _S.I32: np.int32, _S.U32: np.uint32,
+    _S.F32: np.float32, _S.C64: np.complex64, _S.F64: np.float64, _S.I64: np.int64, _S.U64: np.uint64,
+}  # fmt: skip
+_ST_ORDER = {t: i for i, t in enumerate(SafetensorsDType)}
+
+
+def safetensors_dtype_of_numpy(dtype: np.dtype) -> SafetensorsDType:
+    """The safetensors dtype that stores numpy `dtype`."""
+    dtype = np.dtype(dtype).newbyteorder("=") if np.dtype(dtype).byteorder not in "|" else np.dtype(dtype)
+    for t, code in _ST_NUMPY.items():
+        if np.dtype(code) == dtype:
+            return t
+    raise ValueError(f"safetensors has no dtype for numpy {dtype}")
+
+
+TensorDType = GGMLType | SafetensorsDType
+
+
+def numpy_dtype(dtype: TensorDType) -> np.dtype | None:
+    """The numpy dtype a tensor type's elements load as directly; None for quantized and packed types."""
+    if isinstance(dtype, SafetensorsDType):
+        return dtype.numpy
+    return GGML_TYPES[GGMLType(dtype)].numpy

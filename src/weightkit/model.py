@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .dtypes import GGMLType, ggml_type, view_as
+from .dtypes import GGMLType, TensorDType, numpy_dtype, view_as
 from .errors import UnsupportedError
 
 
@@ -24,7 +24,7 @@ class TensorInfo:
     """
 
     name: str
-    dtype: GGMLType
+    dtype: TensorDType  # a GGMLType (GGUF) or a SafetensorsDType
     shape: tuple[int, ...]
     offset: int
     nbytes: int
@@ -63,14 +63,16 @@ class ModelFile(abc.ABC):
         from . import quant  # the kernels load on first use: plain reads never pay for them
 
         info = self.tensors[name]
-        tinfo = ggml_type(info.dtype)
+        plain = numpy_dtype(info.dtype)
         raw = self.raw(name)
-        if tinfo.numpy is not None:
-            arr = view_as(raw, tinfo.numpy, self.byte_order).reshape(info.shape)
+        if plain is not None:
+            arr = view_as(raw, plain, self.byte_order).reshape(info.shape)
+        elif not isinstance(info.dtype, GGMLType):
+            raise UnsupportedError(f"{self.path}: {name!r} is packed {info.dtype.name}; read its bytes with raw()")
         elif self.byte_order != "<":
-            raise UnsupportedError(f"{self.path}: cannot dequantize {tinfo.name} tensors of a big-endian file")
+            raise UnsupportedError(f"{self.path}: cannot dequantize {info.dtype.name} tensors of a big-endian file")
         else:
-            arr = quant.dequantize(raw, tinfo.type, info.shape)
+            arr = quant.dequantize(raw, info.dtype, info.shape)
         return arr if dtype is None else arr.astype(dtype)
 
     @abc.abstractmethod

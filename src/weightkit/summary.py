@@ -8,7 +8,6 @@ from typing import Any
 
 import numpy as np
 
-from .dtypes import ggml_type
 from .gguf.constants import FILE_TYPES
 from .model import ModelFile
 
@@ -61,7 +60,7 @@ def summarize(model: ModelFile) -> ModelSummary:
     usage: dict[str, TypeUsage] = {}
     params = nbytes = 0
     for info in model.tensors.values():
-        name = ggml_type(info.dtype).name
+        name = info.dtype.name
         u = usage.setdefault(name, TypeUsage(name))
         u.tensors += 1
         u.parameters += info.n_elements

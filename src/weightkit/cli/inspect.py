@@ -11,7 +11,6 @@ from rich.markup import escape
 from rich.table import Table
 
 from .. import open as open_model
-from ..dtypes import ggml_type
 from ..model import ModelFile
 from ..summary import ModelSummary, summarize
 from .render import human_bytes, human_count, json_value, preview, printable, type_label
@@ -33,7 +32,7 @@ def inspect_json(model: ModelFile) -> dict:
     tensors = [
         {
             "name": t.name,
-            "type": ggml_type(t.dtype).name,
+            "type": t.dtype.name,
             "shape": list(t.shape),
             "offset": t.offset,
             "nbytes": t.nbytes,
@@ -138,7 +137,7 @@ def _tensors_table(model: ModelFile) -> Table:
     for info in model.tensors.values():
         t.add_row(
             escape(printable(info.name)),
-            ggml_type(info.dtype).name,
+            info.dtype.name,
             "×".join(map(str, info.shape)),
             human_bytes(info.nbytes),
             str(info.offset),

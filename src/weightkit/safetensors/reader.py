@@ -1,0 +1,175 @@
+"""Parse and validate a safetensors header exactly as Hugging Face's reference (its Rust core) does.
+
+The reference accepts and rejects by these rules, which weightkit follows one for one (tested against it):
+- 8-byte little-endian header length N, at most 100,000,000, and 8 + N within the file;
+- the header is UTF-8 JSON (serde_json's dialect: no NaN/Infinity, no lone surrogates, nesting under 128
+  levels, whitespace allowed before and after), an object whose keys are tensor names, plus the optional
+  `__metadata__`, a map of strings to strings (or null);
+- a tensor is an object with `dtype` (one of the reference's names), `shape` (integers 0..2^64-1) and
+  `data_offsets` (exactly two such integers); other fields are ignored; a repeated field is an error;
+  a repeated tensor name is not (the last one wins, as in the reference);
+- sorted by offsets, the tensors tile the data buffer from 0 with no hole or overlap, each exactly
+  elements x bits / 8 bytes long (whole bytes, no overflow past 2^64), and the buffer ends where the file does.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from .._io import ByteSource
+from ..dtypes import SafetensorsDType
+from ..model import TensorInfo
+
+MAX_HEADER_SIZE = 100_000_000
+METADATA_KEY = "__metadata__"
+_U64 = 2**64
+_MAX_DEPTH = 127  # serde_json refuses the 128th level of nesting
+_FIELDS = ("dtype", "shape", "data_offsets")
+_DTYPES = {t.value: t for t in SafetensorsDType}
+
+
+class _Object(dict):
+    """A JSON object that remembers which of its keys appeared more than once."""
+
+    __slots__ = ("repeated",)
+
+
+def _object(pairs: list[tuple[str, Any]]) -> _Object:
+    obj = _Object(pairs)
+    obj.repeated = frozenset()
+    if len(obj) != len(pairs):
+        obj.repeated = frozenset(k for k, n in Counter(k for k, _ in pairs).items() if n > 1)
+    return obj
+
+
+def _int(literal: str) -> int | float:
+    """serde_json reads "-0" as a float, which no size or offset may be."""
+    return -0.0 if literal == "-0" else int(literal)
+
+
+def _no_constants(name: str) -> None:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+@dataclass
+class ParsedSafetensors:
+    metadata: dict[str, str] | None
+    tensors: dict[str, TensorInfo]  # in data order
+    header_size: int
+
+
+def parse(src: ByteSource) -> ParsedSafetensors:
+    """Validate the header of the safetensors file behind `src` and return its tensors."""
+    if src.size < 8:
+        raise src.error(0, f"file of {src.size} bytes is too small for the 8-byte header length")
+    (n,) = src.unpack(struct.Struct("<Q"), 0, "the header length")
+    if n > MAX_HEADER_SIZE:
+        raise src.error(0, f"header length {n} is over the limit of {MAX_HEADER_SIZE} bytes")
+    if 8 + n > src.size:
+        raise src.error(0, f"header length {n} runs past the end of the file ({src.size} bytes)")
+    raw = src.bytes(8, n, "the header")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise src.error(8 + e.start, "the header is not valid UTF-8") from None
+    try:
+        header = json.loads(text, object_pairs_hook=_object, parse_constant=_no_constants, parse_int=_int)
+    except json.JSONDecodeError as e:
+        raise src.error(8 + len(text[: e.pos].encode()), f"the header is not valid JSON: {e.msg}") from None
+    except (ValueError, RecursionError) as e:
+        raise src.error(8, f"the header is not valid JSON: {e}") from None
+    if not isinstance(header, dict):
+        raise src.error(8, f"the header is a JSON {type(header).__name__}, not an object")
+    if METADATA_KEY in header.repeated:
+        raise src.error(8, f"{METADATA_KEY} appears more than once")
+    metadata = _metadata(src, header.pop(METADATA_KEY, None))
+    entries = sorted(((_tensor(src, name, info), name) for name, info in header.items()), key=lambda e: e[0][2])
+    tensors: dict[str, TensorInfo] = {}
+    base = 8 + n
+    end = 0
+    for (dtype, shape, (start, stop)), name in entries:
+        if start != end or stop < start:
+            raise src.error(
+                base + start if base + start <= src.size else None,
+                f"tensor {name!r} has data offsets [{start}, {stop}]; the previous tensor ends at {end} "
+                "(no holes or overlaps allowed)",
+            )
+        count = 1
+        for d in shape:
+            count *= d
+        bits = count * dtype.bits
+        if count >= _U64 or bits >= _U64:
+            raise src.error(8, f"tensor {name!r}: the size of shape {shape} overflows 64 bits")
+        if bits % 8:
+            raise src.error(8, f"tensor {name!r}: {count} {dtype.value} elements are not a whole number of bytes")
+        if stop - start != bits // 8:
+            raise src.error(
+                base + start if base + start <= src.size else None,
+                f"tensor {name!r}: {dtype.value} {shape} takes {bits // 8} bytes, its data offsets span {stop - start}",
+            )
+        tensors[name] = TensorInfo(name, dtype, tuple(shape), base + start, stop - start)
+        end = stop
+    if base + end != src.size:
+        raise src.error(base + end, f"the tensors cover {end} bytes of data but the file holds {src.size - base}")
+    return ParsedSafetensors(metadata, tensors, n)
+
+
+def _metadata(src: ByteSource, value: Any) -> dict[str, str] | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise src.error(8, f"{METADATA_KEY} must map strings to strings")
+    for s in (*value.keys(), *value.values()):
+        _check_text(src, s)
+    return dict(value)
+
+
+def _check_text(src: ByteSource, s: str) -> None:
+    """serde_json refuses escaped lone surrogates (\\ud800), which Python's json lets through."""
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        raise src.error(8, f"the header holds a lone surrogate escape in {s!r}") from None
+
+
+def _tensor(src: ByteSource, name: str, info: Any) -> tuple[SafetensorsDType, list[int], tuple[int, int]]:
+    _check_text(src, name)
+    if not isinstance(info, dict):
+        raise src.error(8, f"tensor {name!r} is a JSON {type(info).__name__}, not an object")
+    for field in _FIELDS:
+        if field in info.repeated:
+            raise src.error(8, f"tensor {name!r} repeats the field {field!r}")
+        if field not in info:
+            raise src.error(8, f"tensor {name!r} has no {field!r}")
+    dtype = info["dtype"]
+    if not isinstance(dtype, str) or dtype not in _DTYPES:
+        raise src.error(8, f"tensor {name!r} has unknown dtype {dtype!r}")
+    shape = _uints(src, name, "shape", info["shape"])
+    offsets = _uints(src, name, "data_offsets", info["data_offsets"])
+    if len(offsets) != 2:
+        raise src.error(8, f"tensor {name!r}: data_offsets must hold 2 numbers, not {len(offsets)}")
+    for key, value in info.items():
+        if key not in _FIELDS and _depth(value) > _MAX_DEPTH - 2:
+            raise src.error(8, f"tensor {name!r}: field {key!r} nests deeper than JSON parsers allow")
+    return _DTYPES[dtype], shape, (offsets[0], offsets[1])
+
+
+def _uints(src: ByteSource, name: str, field: str, value: Any) -> list[int]:
+    if not isinstance(value, list) or not all(type(v) is int and 0 <= v < _U64 for v in value):
+        raise src.error(8, f"tensor {name!r}: {field} must be a list of integers from 0 to 2^64-1")
+    return value
+
+
+def _depth(value: Any) -> int:
+    """Nesting depth of a JSON value (a scalar is 0, [] is 1), without recursion."""
+    depth, level = 0, [value]
+    while True:
+        containers = [v for v in level if isinstance(v, (list, dict))]
+        if not containers:
+            return depth
+        depth += 1
+        level = [c for v in containers for c in (v.values() if isinstance(v, dict) else v)]
