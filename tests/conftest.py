@@ -29,3 +29,11 @@ def gemma_path(tmp_path_factory) -> Path:
     if cached.exists() and cached.stat().st_size > 0:
         return cached
     return gemma.assemble(tmp_path_factory.mktemp("gemma") / gemma.MODEL_NAME)
+
+
+@pytest.fixture(scope="session")
+def gemma_reader(gemma_path):
+    """gguf-py's reader on the Gemma file: it takes gguf-py about 13 s, so it is read once per run."""
+    import gguf
+
+    return gguf.GGUFReader(gemma_path)

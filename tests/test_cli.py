@@ -81,3 +81,18 @@ def test_bad_input_is_one_line_not_a_traceback(tmp_path, content, message):
 def test_missing_file(tmp_path):
     r = run("inspect", str(tmp_path / "nope.gguf"))
     assert r.returncode == 1 and "No such file" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_demo_inspects_the_real_gemma_file(tmp_path, gemma_path):
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / gemma_path.name).symlink_to(gemma_path)  # what `demo` would assemble on first run
+    r = subprocess.run(
+        [sys.executable, "-m", "weightkit", "demo"],
+        capture_output=True,
+        text=True,
+        env={"COLUMNS": "160", "PATH": "", "WEIGHTKIT_CACHE": str(cache)},
+    )
+    assert r.returncode == 0, r.stderr
+    for expected in ("gemma3", "Gemma 3 270m", "262144", "Q4_K_M", "268,098,176", "32768"):
+        assert expected in r.stdout, expected

@@ -4,16 +4,10 @@ from __future__ import annotations
 
 import gguf
 import numpy as np
-import pytest
 
 import weightkit
 
 from .reference import gguf_py_view, same_value
-
-
-@pytest.fixture(scope="module")
-def gemma_reader(gemma_path):
-    return gguf.GGUFReader(gemma_path)  # takes gguf-py about 13 s: read once
 
 
 def test_gemma_matches_gguf_py(gemma_path, gemma_reader):

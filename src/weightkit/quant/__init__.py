@@ -19,7 +19,7 @@ import numpy as np
 
 from ..dtypes import GGMLType, GGMLTypeInfo, ggml_type
 from ..errors import UnsupportedError
-from . import plain
+from . import fp4, iquants, kquants, legacy, plain, ternary
 from ._parallel import map_chunks
 
 Dequantizer = Callable[[np.ndarray, np.ndarray], None]
@@ -27,7 +27,7 @@ Quantizer = Callable[[np.ndarray, "np.ndarray | None"], np.ndarray]
 
 DEQUANTIZERS: dict[GGMLType, Dequantizer] = {}
 QUANTIZERS: dict[GGMLType, Quantizer] = {}
-for _family in (plain,):
+for _family in (plain, legacy, kquants, ternary, fp4, iquants):
     DEQUANTIZERS.update(_family.DEQUANTIZERS)
     QUANTIZERS.update(_family.QUANTIZERS)
 

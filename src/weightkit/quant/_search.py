@@ -1,0 +1,468 @@
+"""What ggml's legacy and K-quant kernels share: scale searches, C rounding, float16 and byte layouts.
+
+ggml searches a scale (and a min) for each small group of values with sequential float32 loops. To give
+the same bytes, the searches here keep ggml's float32 operation order: products are formed left to right
+as in the C expressions, and sums run in index order (`seq_sum`). They take position-major arrays, shape
+`(n, m)`: `n` values per group along axis 0, `m` groups along axis 1, so a sum over a group is a reduction
+over the outer axis, which numpy does in index order. They loop over candidate scales (or refinement
+steps) in Python, each step handling every group of the chunk in one numpy call.
+
+The byte-layout helpers (`bitfields`, `packfields`, `assemble`) and `scale_codes_into` exist for speed:
+numpy is slow on many short rows, so they move whole byte runs as opaque items and keep ufunc loops long.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import TypeVar
+
+import numpy as np
+
+_Fn = TypeVar("_Fn", bound=Callable)
+
+F32 = np.float32
+GROUP_MAX_EPS = F32(1e-15)
+_MAGIC = F32(12582912.0)  # 1.5 * 2**23
+
+
+def readonly(a: np.ndarray) -> np.ndarray:
+    """Freeze a module-level table: kernels run on many threads and must never write to shared state."""
+    a.flags.writeable = False
+    return a
+
+
+def quiet(kernel: _Fn) -> _Fn:
+    """Run `kernel` with float warnings off: inf/NaN scales and 0/0 in searches are expected, as in C."""
+
+    @functools.wraps(kernel)
+    def wrapper(*args, **kwargs):
+        with np.errstate(all="ignore"):
+            return kernel(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def nearest_int(v: np.ndarray) -> np.ndarray:
+    """ggml's `nearest_int`: add 1.5*2^23 and read the low mantissa bits (int32).
+
+    Inside ±2^22 this is round-half-to-even; outside it wraps exactly as the C code does.
+    """
+    bits = (np.asarray(v, dtype=F32) + _MAGIC).view(np.int32)
+    return (bits & 0x7FFFFF) - 0x400000
+
+
+def round_clip(v: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    """`MAX(lo, MIN(hi, nearest_int(v)))` as float32, for arguments known to lie within ±2^22.
+
+    There `nearest_int` is `rint`; the callers' arguments are bounded by construction (a scale times values
+    it was derived from), so the cheaper form gives the same integers. Works in place on `v`.
+    """
+    np.rint(v, out=v)
+    return np.clip(v, F32(lo), F32(hi), out=v)
+
+
+def seq_sum(a: np.ndarray, axis: int = 0) -> np.ndarray:
+    """Sum over `axis` in index order in float32, as a C `for` loop accumulates.
+
+    numpy reduces over an axis that is not the innermost by adding whole slices in order (pairwise
+    summation only applies along the contiguous axis), which is what we want; when the innermost axis has
+    a single element numpy would fold the two together, so that case goes through `cumsum`, which is
+    sequential by definition.
+    """
+    a = np.ascontiguousarray(a, dtype=F32)
+    if a.shape[-1] > 1 and axis % a.ndim != a.ndim - 1:
+        return np.add.reduce(a, axis=axis)
+    return np.take(np.cumsum(a, axis=axis), -1, axis=axis)
+
+
+def signed_absmax(x: np.ndarray, axis: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Per group of a 2-D array, (max |x|, the x that has it first), as ggml's
+    `if (ax > amax) {amax = ax; max = x[i];}`; an all-zero group gives +0, as C's initial value.
+
+    Along rows (axis 1) argmax is quick; down columns (axis 0, position-major) max and min are, and only
+    groups holding both +amax and -amax need the first-occurrence search.
+    """
+    x = np.ascontiguousarray(x)
+    if axis == 1:
+        ax = np.abs(x)
+        flat = np.argmax(ax, axis=1) + np.arange(0, x.size, x.shape[1])
+        amax, signed = np.take(ax, flat), np.take(x, flat)
+        signed[amax == 0] = 0
+        return amax, signed
+    hi, lo = x.max(axis=0), x.min(axis=0)
+    amax = np.maximum(hi, -lo)
+    signed = np.where(hi >= -lo, hi, lo)
+    tie = np.flatnonzero((hi == -lo) & (hi > 0))
+    if tie.size:
+        sub = x[:, tie]
+        neg_first = np.argmax(sub == lo[tie], axis=0) < np.argmax(sub == hi[tie], axis=0)
+        signed[tie] = np.where(neg_first, lo[tie], hi[tie])
+    return amax, np.where(amax > 0, signed, F32(0))
+
+
+def inverse(d: np.ndarray) -> np.ndarray:
+    """`d ? 1.0f/d : 0.0f`, elementwise."""
+    with np.errstate(divide="ignore"):
+        inv = F32(1) / d
+    inv[d == 0] = 0
+    return inv
+
+
+def row_min_max(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """min and max of each row of a contiguous 2-D array (argmin/argmax beat min/max along short rows)."""
+    starts = np.arange(0, x.size, x.shape[1])
+    return np.take(x, np.argmin(x, axis=1) + starts), np.take(x, np.argmax(x, axis=1) + starts)
+
+
+def make_qx_quants(x: np.ndarray, nmax: int, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """ggml `make_qx_quants(n, nmax, x, L, rmse_type=1, w)`: symmetric scale with a 19-step search.
+
+    Returns (scale (m,), L uint8 (n, m) in [0, 2*nmax)); all-zero groups get scale 0 and L 0.
+    """
+    amax, mx = signed_absmax(x)
+    zero = amax < GROUP_MAX_EPS
+    mx = np.where(zero, F32(1), mx)
+    wx = w * x
+    lf = np.empty_like(x)
+    products = np.empty((2, *x.shape), F32)
+
+    def sums(iscale: np.ndarray) -> np.ndarray:
+        """(Σ w*x*l, Σ w*l*l) for the levels l = clamp(nearest_int(iscale * x))."""
+        round_clip(np.multiply(x, iscale, out=lf), -nmax, nmax - 1)
+        np.multiply(wx, lf, out=products[0])
+        np.multiply(w, lf, out=products[1])
+        products[1] *= lf
+        return seq_sum(products, axis=1)
+
+    iscale = F32(-nmax) / mx
+    sumlx, suml2 = sums(iscale)
+    scale = np.where(suml2 != 0, sumlx / np.where(suml2 != 0, suml2, F32(1)), F32(0))
+    best = scale * sumlx
+    best_iscale = iscale
+    for step in range(-9, 10):
+        if step == 0:
+            continue
+        cand = -(F32(nmax) + F32(0.1) * F32(step)) / mx
+        sumlx, suml2 = sums(cand)
+        better = (suml2 > 0) & (sumlx * sumlx > best * suml2)
+        if better.any():
+            new_scale = sumlx / np.where(better, suml2, F32(1))
+            scale = np.where(better, new_scale, scale)
+            best = np.where(better, scale * sumlx, best)
+            best_iscale = np.where(better, cand, best_iscale)
+    ll = np.clip(nearest_int(best_iscale * x), -nmax, nmax - 1) + nmax
+    ll[:, zero] = 0
+    return np.where(zero, F32(0), scale), ll.astype(np.uint8)
+
+
+def _refine_pass(
+    x: np.ndarray, w: np.ndarray, L: np.ndarray, sumlx: np.ndarray, suml2: np.ndarray, lo: int, hi: int, qp: bool
+) -> np.ndarray:
+    """One pass of `_refine` over groups (columns), in place; returns which groups changed."""
+    wx = w * x
+    changed = np.zeros(x.shape[1], dtype=bool)
+    for i in range(x.shape[0]):
+        li = L[i].astype(F32)
+        slx = sumlx - wx[i] * li
+        sl2 = suml2 - w[i] * li * li
+        ok = (slx > 0) & (sl2 > 0) if qp else slx > 0
+        if not ok.any():
+            continue
+        new_l = np.clip(nearest_int(x[i] * sl2 / slx), lo, hi)
+        ok &= new_l != L[i]
+        nl = new_l.astype(F32)
+        slx += wx[i] * nl
+        sl2 += w[i] * nl * nl
+        better = slx * slx * suml2 > sumlx * sumlx * sl2
+        ok &= better if qp else (sl2 > 0) & better
+        L[i, ok] = (new_l & 0xFF if qp else new_l)[ok]
+        sumlx[ok] = slx[ok]
+        suml2[ok] = sl2[ok]
+        changed |= ok
+    return changed
+
+
+def _refine(
+    x: np.ndarray,
+    w: np.ndarray,
+    L: np.ndarray,
+    sumlx: np.ndarray,
+    suml2: np.ndarray,
+    lo: int,
+    hi: int,
+    qp: bool,
+) -> None:
+    """The coordinate-descent passes of make_q3_quants / make_qp_quants, in place on L, sumlx, suml2.
+
+    Element by element (sequentially, as in C), try the level that is optimal for the scale the other
+    elements give, and keep it if the weighted fit improves. Up to 5 passes; as in C a group stops after a
+    pass that changed nothing, so later passes only run over the groups still changing.
+    `qp` selects make_qp_quants' variant: it tests sl2 > 0 before the move rather than after, and keeps L in
+    uint8 (levels wrap modulo 256, as in C).
+    """
+    with np.errstate(all="ignore"):
+        changed = _refine_pass(x, w, L, sumlx, suml2, lo, hi, qp)
+        active = np.flatnonzero(changed)
+        for _ in range(4):
+            if not active.size:
+                return
+            sub = [a[:, active] for a in (x, w, L)] + [sumlx[active], suml2[active]]
+            changed = _refine_pass(*sub, lo, hi, qp)
+            L[:, active], sumlx[active], suml2[active] = sub[2], sub[3], sub[4]
+            active = active[changed]
+
+
+def make_q3_quants(x: np.ndarray, nmax: int) -> tuple[np.ndarray, np.ndarray]:
+    """ggml `make_q3_quants(n, nmax, x, L, do_rmse=true)`: x²-weighted symmetric fit with refinement.
+
+    Returns (scale (m,), L uint8 (n, m) in [0, 2*nmax)); all-zero groups get scale 0 and L 0.
+    """
+    amax, mx = signed_absmax(x)
+    zero = amax < GROUP_MAX_EPS
+    iscale = F32(-nmax) / np.where(zero, F32(1), mx)
+    L = np.clip(nearest_int(iscale * x), -nmax, nmax - 1)
+    w = x * x
+    lf = L.astype(F32)
+    sumlx = seq_sum(w * x * lf)
+    suml2 = seq_sum(w * lf * lf)
+    _refine(x, w, L, sumlx, suml2, -nmax, nmax - 1, qp=False)
+    pos = suml2 > 0
+    scale = np.where(pos & ~zero, sumlx / np.where(pos, suml2, F32(1)), F32(0))
+    L += nmax
+    L[:, zero] = 0
+    return scale, L.astype(np.uint8)
+
+
+def make_qp_quants(x: np.ndarray, nmax: int, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """ggml `make_qp_quants(n, nmax, x, L, w)`: positive values (sub-block scales) on [0, nmax].
+
+    Returns (scale (m,), L uint8 (n, m)); groups whose max is below 1e-15 get scale 0 and L 0.
+    """
+    mx = np.maximum(np.max(x, axis=0), F32(0))
+    zero = mx < GROUP_MAX_EPS
+    mx = np.where(zero, F32(1), mx)
+    iscale = F32(nmax) / mx
+    scale = F32(1) / iscale
+    diff = x - scale * (nearest_int(iscale * x) & 0xFF).astype(F32)
+    best = seq_sum(w * diff * diff)
+    for step in range(-4, 5):
+        if step == 0:
+            continue
+        cand = (F32(0.1) * F32(step) + F32(nmax)) / mx
+        diff = x - (F32(1) / cand) * np.minimum(nmax, nearest_int(cand * x)).astype(F32)
+        mse = seq_sum(w * diff * diff)
+        better = mse < best
+        best = np.where(better, mse, best)
+        iscale = np.where(better, cand, iscale)
+    lv = np.minimum(nmax, nearest_int(iscale * x))
+    lf = lv.astype(F32)
+    sumlx = seq_sum(w * x * lf)
+    suml2 = seq_sum(w * lf * lf)
+    L = lv & 0xFF
+    _refine(x, w, L, sumlx, suml2, np.iinfo(np.int32).min, nmax, qp=True)
+    pos = suml2 > 0
+    scale = np.where(pos & ~zero, sumlx / np.where(pos, suml2, F32(1)), F32(0))
+    L[:, zero] = 0
+    return scale, (L & 0xFF).astype(np.uint8)
+
+
+def make_qkx_quants(
+    x: np.ndarray,
+    w: np.ndarray,
+    nmax: int,
+    rmin: float,
+    rdelta: float,
+    nstep: int,
+    use_mad: bool,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """ggml `make_qkx2_quants` / `make_qkx3_quants` (identical for non-null weights): affine fit x ≈ s*L - m.
+
+    Tries scales (rmin + rdelta*is + nmax)/(max - min) for is = 0..nstep, each followed by a weighted
+    least-squares (scale, min), keeping the one with the smallest weighted error (|diff| if `use_mad`, else
+    diff²). As in C, a candidate is measured against the min of the best fit so far.
+    Returns (scale (m,), the_min (m,) = -min >= 0, L uint8 (n, m) in [0, nmax]).
+    """
+    with np.errstate(all="ignore"):
+        mx = np.max(x, axis=0)
+        mn = np.min(x, axis=0)
+        mn[mn > 0] = 0
+        flat = ~(mx > mn)
+        sum_w = seq_sum(w)
+        sum_x = seq_sum(w * x)
+        lf, tmp = np.empty_like(x), np.empty_like(x)  # the levels (as float) and scratch
+        sums = np.empty((3, *x.shape), F32)
+
+        def levels(iscale: np.ndarray, base: np.ndarray) -> None:
+            np.subtract(x, base, out=lf)
+            np.multiply(lf, iscale, out=lf)
+            round_clip(lf, 0, nmax)
+
+        def error(scale: np.ndarray, the_min: np.ndarray) -> np.ndarray:
+            diff = np.multiply(lf, scale, out=tmp)
+            diff += the_min
+            diff -= x
+            if use_mad:
+                np.abs(diff, out=diff)
+            else:
+                diff *= diff
+            diff *= w
+            return seq_sum(diff)
+
+        iscale = F32(nmax) / (mx - mn)
+        scale = F32(1) / iscale
+        levels(iscale, mn)
+        best = error(scale, mn)
+        cur_min = mn
+        best_iscale, best_base = iscale, mn
+        for step in range(nstep + 1):
+            cand = (F32(rmin) + F32(rdelta) * F32(step) + F32(nmax)) / (mx - cur_min)
+            levels(cand, cur_min)
+            np.multiply(w, lf, out=sums[0])
+            np.multiply(sums[0], lf, out=sums[1])
+            np.multiply(sums[0], x, out=sums[2])
+            sum_l, sum_l2, sum_xl = seq_sum(sums, axis=1)
+            D = sum_w * sum_l2 - sum_l * sum_l
+            this_scale = (sum_w * sum_xl - sum_x * sum_l) / D
+            this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D
+            clamp = this_min > 0
+            this_min[clamp] = 0
+            this_scale[clamp] = (sum_xl / sum_l2)[clamp]
+            err = error(this_scale, this_min)
+            better = (D > 0) & (err < best)
+            if better.any():
+                best[better] = err[better]
+                scale = np.where(better, this_scale, scale)
+                best_iscale = np.where(better, cand, best_iscale)
+                best_base = np.where(better, cur_min, best_base)
+                cur_min = np.where(better, this_min, cur_min)
+        L = np.clip(nearest_int(best_iscale * (x - best_base)), 0, nmax)
+    L[:, flat] = 0
+    return np.where(flat, F32(0), scale), -cur_min, L.astype(np.uint8)
+
+
+_JUST_BELOW_HALF = F32(0.49999997)  # 0.5 - 2**-25
+
+
+def roundf(v: np.ndarray, dtype: type | None = None) -> np.ndarray:
+    """C `roundf` (half away from zero) of float32 values; as `dtype` integers if given (in range).
+
+    trunc(v + copysign(0.5 - 2^-25, v)): adding exactly 0.5 would round 0.49999997 up to 1; with the
+    constant just below a half, every float32 lands on the right side (checked exhaustively near halves).
+    A cast to an integer type truncates toward zero, so it does the trunc.
+    """
+    half_away = v.view(np.uint32) & np.uint32(0x80000000)  # copysign, on the bits (np.copysign is slow)
+    half_away |= _JUST_BELOW_HALF.view(np.uint32)
+    v = v + half_away.view(F32)
+    return np.trunc(v, out=v) if dtype is None else v.astype(dtype)
+
+
+def half(blocks: np.ndarray, offset: int, count: int = 1) -> np.ndarray:
+    """`count` float16 values at byte `offset` of every block, widened to float32: (n_blocks, count)."""
+    return blocks[:, offset : offset + 2 * count].view(np.float16).astype(F32)
+
+
+def group_scales(d: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """Super-block scales d (n, k) times integer sub-block scale codes (n, k, G): float32 (n, k, G).
+
+    Flat, so numpy runs one long loop rather than one short loop per block.
+    """
+    return (np.repeat(d.reshape(-1), codes.shape[-1]) * codes.reshape(-1)).reshape(codes.shape)
+
+
+def to_half(v: np.ndarray) -> np.ndarray:
+    """`GGML_FP32_TO_FP16` (round to nearest even) of every value, as raw bytes: shape (..., 2) uint8."""
+    return np.asarray(v, dtype=F32).astype(np.float16)[..., None].view(np.uint8)
+
+
+def half_round(v: np.ndarray) -> np.ndarray:
+    """The float32 value a scale has after being stored as float16 and read back."""
+    return np.asarray(v, dtype=F32).astype(np.float16).astype(F32)
+
+
+_BYTE_LANES = 0x0101010101010101
+
+
+@functools.cache
+def _word_shifts(shifts: tuple[int, ...]) -> np.ndarray:
+    return readonly(np.array(shifts, dtype=np.uint64)[:, None])
+
+
+def bitfields(data: np.ndarray, shifts: tuple[int, ...], mask: int, to: int = 0) -> np.ndarray:
+    """Unpack codes: bytes (..., L) to (..., len(shifts), L) uint8, field i = ((byte >> shifts[i]) & mask) << to.
+
+    This is how ggml lays codes out (nibbles, 2-bit fields, bit planes of one byte run go to consecutive
+    runs of values). Works 8 bytes at a time with every field in one long ufunc loop, then interleaves the
+    runs by moving them as opaque L-byte items: numpy is slow on many short rows (and on uint8 left shifts),
+    fast on long ones. L must be a multiple of 8.
+    """
+    run = data.shape[-1]
+    item = np.dtype((np.void, run))
+    words = np.ascontiguousarray(data.view(item)).view(np.uint64).reshape(-1)
+    fields = words >> _word_shifts(shifts)
+    fields &= np.uint64(mask * _BYTE_LANES)
+    if to:
+        fields <<= np.uint64(to)
+    runs = np.ascontiguousarray(fields.view(item).reshape(len(shifts), -1).T)
+    return runs.view(np.uint8).reshape(*data.shape[:-1], len(shifts), run)
+
+
+def scale_codes_into(out: np.ndarray, codes: np.ndarray, scales: np.ndarray, sign: int = 1) -> None:
+    """out = codes * scale + sign * shift, one scale (and shift) per equal group of values of each block.
+
+    `out` float32 (n_blocks, block_size); `codes` any integer array of the same size in output order;
+    `scales` float32 (n_blocks, 1, n_groups) of scales, or (n_blocks, 2, n_groups) of scales then shifts;
+    (n_blocks, k) means one group per block.
+    The product is rounded before the add, as ggml's `d * q + m` / `d * q - m` are (no fused
+    multiply-add in its generic code). Repeating the scales out to full size keeps every ufunc loop long,
+    which is much faster than broadcasting over short groups.
+    """
+    if scales.ndim == 2:
+        scales = scales[:, :, None]
+    size = out.shape[1] // scales.shape[2]
+    np.copyto(out, codes.reshape(out.shape))
+    out *= np.repeat(scales[:, 0], size, axis=1)
+    if scales.shape[1] == 2:
+        shift = np.repeat(scales[:, 1], size, axis=1)
+        if sign > 0:
+            out += shift
+        else:
+            out -= shift
+
+
+def position_major(x: np.ndarray, group: int) -> np.ndarray:
+    """Rows of `x` cut into groups of `group` values, laid out (group, n_groups) for the searches."""
+    return np.ascontiguousarray(x.reshape(-1, group).T)
+
+
+def _items(a: np.ndarray) -> np.ndarray:
+    """View each row's bytes as one opaque item: moves of whole rows then run in one long loop."""
+    rows = np.ascontiguousarray(a).reshape(len(a), -1).view(np.uint8)
+    return rows.view(np.dtype((np.void, rows.shape[1])))[:, 0]
+
+
+def assemble(n_rows: int, *parts: np.ndarray) -> np.ndarray:
+    """Lay per-block fields (any dtype, first axis = block) side by side into `n_rows` rows of ggml blocks."""
+    items = [_items(p) for p in parts]
+    sizes = [i.dtype.itemsize for i in items]
+    out = np.empty((len(items[0]), sum(sizes)), np.uint8)
+    offset = 0
+    for item, size in zip(items, sizes, strict=True):
+        out[:, offset : offset + size].view(item.dtype)[:, 0] = item
+        offset += size
+    return out.reshape(n_rows, -1)
+
+
+def packfields(codes: np.ndarray, shifts: tuple[int, ...]) -> np.ndarray:
+    """Inverse of `bitfields`: (..., k, L) codes to (..., L) bytes, OR of codes[..., i, :] << shifts[i].
+
+    Codes must fit their field (no carry into the next byte); L must be a multiple of 8.
+    """
+    k, run = codes.shape[-2:]
+    item = np.dtype((np.void, run))
+    runs = np.ascontiguousarray(np.ascontiguousarray(codes).reshape(-1, k, run).view(item)[..., 0].T)
+    words = runs.view(np.uint64).reshape(k, -1)
+    packed = words[0] << np.uint64(shifts[0])
+    for i in range(1, k):
+        packed |= words[i] << np.uint64(shifts[i])
+    return packed.view(np.uint8).reshape(*codes.shape[:-2], run)

@@ -1,0 +1,126 @@
+"""K-quants (Q2_K … Q8_K) and the shared scale-search helpers: exact against ggml, sane on arbitrary input."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from _reference import extra_problems, fixture_problems, worst_relative_error
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from weightkit import quant
+from weightkit.dtypes import ggml_type
+from weightkit.quant import _search
+
+WITH_FIXTURES = ["Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"]
+ALL = [*WITH_FIXTURES, "Q8_K"]
+# Worst |error| / max|x| over a super-block, measured on thousands of heavy-tailed samples, with margin
+# (the searches and the quantized sub-block scales make these empirical rather than exact).
+BOUND = {"Q2_K": 0.5, "Q3_K": 0.3, "Q4_K": 0.1, "Q5_K": 0.055, "Q6_K": 0.025, "Q8_K": 0.004}
+IMATRIX_BOUND = {"Q2_K": 0.9, "Q3_K": 0.5, "Q4_K": 0.2, "Q5_K": 0.12, "Q6_K": 0.08}
+
+
+@pytest.mark.parametrize("name", WITH_FIXTURES)
+def test_matches_ggml_fixtures(ggml_fixtures, name):
+    assert fixture_problems(ggml_fixtures, name) == {}
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_matches_extra_ggml_vectors(name):
+    """imatrix paths, Q8_K, a single row, and scales that decode to inf/NaN/subnormals."""
+    assert extra_problems(name) == {}
+
+
+@pytest.mark.parametrize("name", ALL)
+@settings(max_examples=10, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    rows=st.integers(1, 2),
+    blocks=st.integers(1, 2),
+    scale=st.sampled_from([1e-2, 1.0, 300.0]),
+    zeros=st.sampled_from([0.0, 0.5]),
+    weighted=st.booleans(),
+)
+def test_round_trip_error_is_bounded(name, seed, rows, blocks, scale, zeros, weighted):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_t(3, (rows, blocks * 256)) * scale
+    x[rng.random(x.shape) < zeros] = 0.0
+    x = x.astype(np.float32)
+    imatrix = rng.uniform(0.1, 2.0, x.shape[1]).astype(np.float32) if weighted else None
+    bound = IMATRIX_BOUND.get(name, BOUND[name]) if weighted else BOUND[name]
+    assert worst_relative_error(x, name, imatrix, 256) <= bound
+
+
+@pytest.mark.parametrize("name", ALL)
+@settings(max_examples=15, deadline=None)
+@given(data=st.data())
+def test_dequantize_accepts_any_bytes(name, data):
+    info = ggml_type(name)
+    n_blocks = data.draw(st.integers(1, 3))
+    raw = data.draw(hnp.arrays(np.uint8, n_blocks * info.type_size))
+    out = quant.dequantize(raw, name, (n_blocks, info.block_size))
+    assert out.dtype == np.float32 and out.shape == (n_blocks, info.block_size)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_non_finite_input_does_not_crash(name):
+    """ggml gives no meaningful bytes for inf/NaN input either; it only must not raise."""
+    x = np.random.default_rng(0).standard_normal((2, 512)).astype(np.float32)
+    x[0, ::7], x[0, 3::7], x[1, 5::11], x[1, 1::13] = np.inf, -np.inf, np.nan, 3e38
+    raw = quant.quantize(x, name, np.ones(x.shape[1], np.float32))
+    assert quant.dequantize(raw, name, x.shape).shape == x.shape
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_all_zero_rows_round_trip_to_zero(name):
+    x = np.zeros((2, 512), np.float32)
+    assert not quant.dequantize(quant.quantize(x, name), name, x.shape).any()
+
+
+def test_q8_k_block_sums():
+    x = np.random.default_rng(5).standard_normal((1, 512)).astype(np.float32)
+    raw = quant.quantize(x, "Q8_K").reshape(2, 292)
+    codes = raw[:, 4:260].view(np.int8).astype(np.int16)
+    assert np.array_equal(raw[:, 260:].view(np.int16), codes.reshape(2, 16, 16).sum(axis=2))
+
+
+# ------------------------------------------------------------------------------------ shared helpers
+@pytest.mark.parametrize("m", [1, 2, 3, 64])
+@pytest.mark.parametrize("stacked", [False, True])
+def test_seq_sum_adds_in_index_order(m, stacked):
+    """Must equal a left-to-right float32 loop (numpy's pairwise summation would not)."""
+    rng = np.random.default_rng(m)
+    a = (rng.standard_normal((3, 32, m)) * np.exp(rng.uniform(-12, 12, (3, 32, m)))).astype(np.float32)
+    want = a[:, 0].copy()
+    for i in range(1, 32):
+        want = want + a[:, i]
+    got = _search.seq_sum(a, axis=1) if stacked else np.stack([_search.seq_sum(s) for s in a])
+    assert np.array_equal(got, want)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.floats(-4194303, 4194303, width=32))
+def test_nearest_int_rounds_half_to_even(v):
+    assert _search.nearest_int(np.array([v], np.float32))[0] == round(v)
+
+
+def test_nearest_int_wraps_like_c_outside_its_range():
+    v = np.array([2.0**23, -(2.0**23), np.inf, np.nan], np.float32)
+    # 2^23 + 1.5*2^23 rounds to 5*2^22, whose low 23 mantissa bits are 2^21
+    assert _search.nearest_int(v).tolist() == [2**21 - 2**22, -(2**22), -(2**22), 0]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.floats(-1e9, 1e9, width=32))
+def test_roundf_rounds_half_away_from_zero(v):
+    want = math.copysign(math.floor(abs(v) + 0.5), v)  # exact: a float32 plus 0.5 fits a double
+    got = _search.roundf(np.array([v], np.float32))[0]
+    assert got == want
+
+
+def test_roundf_ties():
+    v = np.array([0.5, 1.5, 2.5, -0.5, -2.5, 0.49999997, -0.49999997], np.float32)
+    assert _search.roundf(v).tolist() == [1, 2, 3, -1, -3, 0, 0]
