@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from ._io import ByteSource
 from .dtypes import GGMLType, TensorDType, numpy_dtype, view_as
 from .errors import UnsupportedError
 
@@ -87,3 +88,20 @@ class ModelFile(abc.ABC):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {str(self.path)!r}: {len(self.metadata)} keys, {len(self.tensors)} tensors>"
+
+
+class MappedModelFile(ModelFile):
+    """A model held in one memory-mapped file (`_src`), whose tensors are byte ranges of it."""
+
+    _src: ByteSource
+
+    @property
+    def file_size(self) -> int:
+        return self._src.size
+
+    def raw(self, name: str) -> np.ndarray:
+        info = self.tensors[name]
+        return self._src.array(info.offset, np.uint8, info.nbytes, f"tensor {name!r}")
+
+    def close(self) -> None:
+        self._src.close()

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ..model import ModelFile, TensorInfo
+from ..model import MappedModelFile, ModelFile, TensorInfo
 from .reader import read_gguf
 from .values import Metadata
 
 
-class GGUFFile(ModelFile):
+class GGUFFile(MappedModelFile):
     """One GGUF file, memory-mapped; tensor data is read only when asked for, and never copied by `raw`."""
 
     format = "gguf"
@@ -28,17 +28,6 @@ class GGUFFile(ModelFile):
     @property
     def byte_order(self) -> str:
         return self._order
-
-    @property
-    def file_size(self) -> int:
-        return self._src.size
-
-    def raw(self, name: str) -> np.ndarray:
-        info = self.tensors[name]
-        return self._src.array(info.offset, np.uint8, info.nbytes, f"tensor {name!r}")
-
-    def close(self) -> None:
-        self._src.close()
 
 
 class GGUFSplit(ModelFile):

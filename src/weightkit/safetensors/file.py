@@ -6,14 +6,12 @@ import os
 from pathlib import Path
 from types import MappingProxyType
 
-import numpy as np
-
 from .._io import ByteSource
-from ..model import ModelFile
+from ..model import MappedModelFile
 from .reader import parse
 
 
-class SafetensorsFile(ModelFile):
+class SafetensorsFile(MappedModelFile):
     """One safetensors file. `tensor(name)` is a zero-copy view of the map, so slicing it (say, some rows)
     reads only those bytes from disk."""
 
@@ -28,14 +26,3 @@ class SafetensorsFile(ModelFile):
             raise
         self.header_size = parsed.header_size
         super().__init__(Path(path), MappingProxyType(parsed.metadata or {}), parsed.tensors)
-
-    @property
-    def file_size(self) -> int:
-        return self._src.size
-
-    def raw(self, name: str) -> np.ndarray:
-        info = self.tensors[name]
-        return self._src.array(info.offset, np.uint8, info.nbytes, f"tensor {name!r}")
-
-    def close(self) -> None:
-        self._src.close()
