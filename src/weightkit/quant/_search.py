@@ -151,9 +151,10 @@ def make_qx_quants(x: np.ndarray, nmax: int, w: np.ndarray) -> tuple[np.ndarray,
             scale = np.where(better, new_scale, scale)
             best = np.where(better, scale * sumlx, best)
             best_iscale = np.where(better, cand, best_iscale)
-    ll = np.clip(nearest_int(best_iscale * x), -nmax, nmax - 1) + nmax
-    ll[:, zero] = 0
-    return np.where(zero, F32(0), scale), ll.astype(np.uint8)
+    levels = round_clip(np.multiply(x, best_iscale, out=lf), -nmax, nmax - 1)
+    levels += F32(nmax)
+    levels[:, zero] = 0
+    return np.where(zero, F32(0), scale), levels.astype(np.uint8)
 
 
 def _refine_pass(
@@ -336,9 +337,9 @@ def make_qkx_quants(
                 best_iscale = np.where(better, cand, best_iscale)
                 best_base = np.where(better, cur_min, best_base)
                 cur_min = np.where(better, this_min, cur_min)
-        L = np.clip(nearest_int(best_iscale * (x - best_base)), 0, nmax)
-    L[:, flat] = 0
-    return np.where(flat, F32(0), scale), -cur_min, L.astype(np.uint8)
+        levels(best_iscale, best_base)
+    lf[:, flat] = 0
+    return np.where(flat, F32(0), scale), -cur_min, lf.astype(np.uint8)
 
 
 _JUST_BELOW_HALF = F32(0.49999997)  # 0.5 - 2**-25

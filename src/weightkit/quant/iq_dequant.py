@@ -308,13 +308,10 @@ def dequantize_iq1_m(blocks: np.ndarray, out: np.ndarray) -> None:
     out.reshape(n, 16, 16)[...] *= dl[:, :, None]
 
 
-_IQ4_GROUPS = 8192  # 32-weight groups covered by the cached offsets (a whole default chunk)
-
-
 @cached
-def _iq4_offsets() -> np.ndarray:
-    """(_IQ4_GROUPS, 2, 8) intp: 0 for the low-nibble half of each group, 65536 for the high half."""
-    return np.broadcast_to(np.array([[0], [65536]]), (_IQ4_GROUPS, 2, 8)).copy()
+def _iq4_offsets(groups: int) -> np.ndarray:
+    """(groups, 2, 8) intp: 0 for the low-nibble half of each group, 65536 for the high half."""
+    return np.broadcast_to(np.array([[0], [65536]]), (groups, 2, 8)).copy()
 
 
 def _iq4_gather(codes: np.ndarray, out: np.ndarray) -> None:
@@ -326,7 +323,7 @@ def _iq4_gather(codes: np.ndarray, out: np.ndarray) -> None:
     """
     groups = len(codes)
     idx = np.repeat(codes.view("<u2").astype(np.intp)[:, None, :], 2, axis=1)
-    idx += _iq4_offsets()[:groups] if groups <= _IQ4_GROUPS else np.array([[0], [65536]])
+    idx += _iq4_offsets(1 << (groups - 1).bit_length())[:groups]  # cached per power of two
     _take(_iq4_pair_table(), idx, out.view(np.uint64).reshape(groups, 2, 8))
 
 
