@@ -14,11 +14,12 @@ def gemma_path() -> Path:
     return demo_model_path()
 
 
-def best_of(fn: Callable[[], object], repeat: int) -> float:
-    """The fastest of `repeat` runs, in seconds: the least disturbed by the rest of the machine."""
-    best = float("inf")
+def best_of(fn: Callable[[], object], repeat: int) -> tuple[float, object]:
+    """The fastest of `repeat` runs in seconds (the least disturbed by the rest of the machine), and the
+    last run's result."""
+    best, result = float("inf"), None
     for _ in range(repeat):
         t = time.perf_counter()
-        fn()
+        result = fn()
         best = min(best, time.perf_counter() - t)
-    return best
+    return best, result

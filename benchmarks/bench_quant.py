@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
+import weightkit
 from weightkit import quant
 from weightkit.dtypes import GGML_TYPES, GGMLType, ggml_type
 from weightkit.quant._parallel import workers
@@ -35,6 +35,9 @@ try:
     import gguf.quants
 except ImportError:  # gguf-py is optional: its columns then read "n/a"
     gguf = None
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _common import best_of
 
 REPO = Path(__file__).resolve().parents[1]
 ORACLE_DIR = REPO.parent / "shared" / "tools"
@@ -58,16 +61,6 @@ def load_ggml():
     import ggml_oracle
 
     return ggml_oracle
-
-
-def best_of(fn: Callable[[], object], repeat: int) -> tuple[float, object]:
-    """The fastest of `repeat` calls (seconds) and the last result."""
-    best, result = float("inf"), None
-    for _ in range(repeat):
-        start = time.perf_counter()
-        result = fn()
-        best = min(best, time.perf_counter() - start)
-    return best, result
 
 
 def gguf_type(t: GGMLType):
@@ -221,23 +214,12 @@ def bench_quantize(ggml, types: list[GGMLType], size: int, repeat: int) -> None:
 
 
 def read_gguf_tensors(path: str) -> list[tuple[str, GGMLType, tuple[int, ...], Array]]:
-    """(name, GGML type, numpy shape, raw bytes in memory) of every tensor in a GGUF file.
-
-    SWITCH TO WEIGHTKIT'S READER HERE: this uses gguf-py's GGUFReader until weightkit's own GGUF reader
-    lands; nothing else in this script reads the file.
-    """
-    reader = gguf.GGUFReader(path)
-    tensors = []
-    for t in reader.tensors:
-        shape = tuple(int(d) for d in reversed(t.shape.tolist()))  # GGUF lists the innermost axis first
-        raw = np.ascontiguousarray(t.data).reshape(-1).view(np.uint8).copy()
-        tensors.append((t.name, GGMLType(int(t.tensor_type)), shape, raw))
-    return tensors
+    """(name, GGML type, numpy shape, raw bytes in memory) of every tensor in a GGUF file."""
+    with weightkit.open(path) as model:
+        return [(name, info.dtype, info.shape, np.array(model.raw(name))) for name, info in model.tensors.items()]
 
 
 def bench_gguf(ggml, path: str, repeat: int) -> None:
-    if gguf is None:
-        sys.exit("--gguf needs gguf-py (pip install gguf) to read the file")
     tensors = read_gguf_tensors(path)
     by_type: dict[GGMLType, list[tuple[GGMLType, tuple[int, ...], Array]]] = {}
     for _, t, shape, raw in tensors:

@@ -34,6 +34,35 @@ def inspect(
 
 
 @app.command()
+def quantize(
+    src: Annotated[Path, typer.Argument(help="The GGUF model to quantize (any shard of a split model).")],
+    dst: Annotated[Path, typer.Argument(help="Where to write the quantized GGUF (written atomically).")],
+    type: Annotated[str, typer.Option("--type", "-t", help="GGML type for the weight matrices, e.g. Q4_K.")],
+    output_tensor_type: Annotated[
+        str | None, typer.Option("--output-tensor-type", help="Type for output.weight (as llama-quantize).")
+    ] = None,
+    token_embedding_type: Annotated[
+        str | None, typer.Option("--token-embedding-type", help="Type for token_embd.weight (as llama-quantize).")
+    ] = None,
+    imatrix: Annotated[
+        Path | None, typer.Option("--imatrix", help="Importance matrix: a llama.cpp imatrix GGUF.")
+    ] = None,
+) -> None:
+    """Re-quantize a GGUF: weight matrices to --type, norms and vectors kept, metadata kept."""
+    from .quantize import run_quantize
+
+    run_quantize(
+        src,
+        dst,
+        type,
+        output_type=output_tensor_type,
+        token_embedding_type=token_embedding_type,
+        imatrix=imatrix,
+        console=console,
+    )
+
+
+@app.command()
 def demo() -> None:
     """Inspect a real model: Gemma 3 270M (Q4_K_M GGUF) from the `examples` extra."""
     from .demo import demo_model_path

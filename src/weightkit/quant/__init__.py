@@ -20,7 +20,7 @@ import numpy as np
 from ..dtypes import GGMLType, GGMLTypeInfo, ggml_type
 from ..errors import UnsupportedError
 from . import fp4, iquants, kquants, legacy, plain, ternary
-from ._parallel import map_chunks
+from ._parallel import map_chunks, workers
 
 Dequantizer = Callable[[np.ndarray, np.ndarray], None]
 Quantizer = Callable[[np.ndarray, "np.ndarray | None"], np.ndarray]
@@ -31,9 +31,11 @@ for _family in (plain, legacy, kquants, ternary, fp4, iquants):
     DEQUANTIZERS.update(_family.DEQUANTIZERS)
     QUANTIZERS.update(_family.QUANTIZERS)
 
-# Elements handled per task: big enough to amortize the call, small enough that a kernel's
-# temporaries stay in L2 cache.
-CHUNK_ELEMENTS = 1 << 16
+# Elements handled per task. Each kernel makes a few dozen numpy calls per chunk, and threads only
+# overlap inside those calls (numpy releases the GIL there): chunks must be large enough that the calls
+# dominate the hand-offs. Measured on 2 cores: 64K-element chunks made two threads slower than one;
+# 1M-element chunks run 1.3-2x faster than one thread. The working set stays bounded by the chunk.
+CHUNK_ELEMENTS = 1 << 20
 
 __all__ = ["DEQUANTIZERS", "QUANTIZERS", "can_dequantize", "can_quantize", "dequantize", "quantize"]
 
@@ -54,6 +56,15 @@ def _check_row_length(info: GGMLTypeInfo, n_per_row: int) -> None:
             f"{info.name} stores rows in blocks of {info.block_size} elements; "
             f"a row of {n_per_row} is not a multiple of that"
         )
+
+
+# Below this many elements a task is not worth handing to another thread.
+MIN_TASK_ELEMENTS = 1 << 16
+
+
+def _step(n_units: int, per_chunk: int, per_min: int) -> int:
+    """Units per task: at most a chunk, few enough that every worker gets a share, but not tiny."""
+    return max(1, per_min, min(per_chunk, -(-n_units // workers())))
 
 
 def dequantize(raw: np.ndarray | bytes | memoryview, qtype: GGMLType | int | str, shape) -> np.ndarray:
@@ -78,7 +89,7 @@ def dequantize(raw: np.ndarray | bytes | memoryview, qtype: GGMLType | int | str
     n_blocks = n // info.block_size
     blocks = data.reshape(n_blocks, info.type_size)
     out_blocks = out.reshape(n_blocks, info.block_size)
-    step = max(1, CHUNK_ELEMENTS // info.block_size)
+    step = _step(n_blocks, CHUNK_ELEMENTS // info.block_size, MIN_TASK_ELEMENTS // info.block_size)
 
     def run(start: int) -> None:
         kernel(blocks[start : start + step], out_blocks[start : start + step])
@@ -109,7 +120,7 @@ def quantize(x: np.ndarray, qtype: GGMLType | int | str, imatrix: np.ndarray | N
             raise ValueError(f"the importance matrix has {imatrix.size} values; rows have {n_per_row}")
     row_bytes = info.nbytes(n_per_row)
     out = np.empty((rows.shape[0], row_bytes), dtype=np.uint8)
-    step = max(1, CHUNK_ELEMENTS // max(n_per_row, 1))
+    step = _step(rows.shape[0], CHUNK_ELEMENTS // max(n_per_row, 1), MIN_TASK_ELEMENTS // max(n_per_row, 1))
 
     def run(start: int) -> None:
         out[start : start + step] = kernel(rows[start : start + step], imatrix)

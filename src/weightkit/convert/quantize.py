@@ -1,0 +1,227 @@
+"""Re-quantize a GGUF model the way llama.cpp's `llama-quantize` does (with `--pure`: one type for every
+weight matrix), streaming one tensor, and within it a bounded group of rows, at a time.
+
+Which tensors are quantized, the fallback for rows that are not whole blocks of the chosen type, the
+`--output-tensor-type` / `--token-embedding-type` overrides, the imatrix file and `general.file_type`
+follow llama.cpp's `src/llama-quant.cpp` and `tools/quantize/quantize.cpp`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .. import quant
+from ..dtypes import GGMLType, ggml_type, view_as
+from ..errors import FormatError, WeightkitError
+from ..gguf import GGUFValueType, GGUFWriter, Value, open_gguf, plan_tensor
+from ..gguf.constants import KEY_FILE_TYPE
+from ..gguf.file import GGUFFile
+from ..model import ModelFile
+
+_T = GGMLType
+
+# Name fragments llama.cpp never quantizes: norms, MoE routers, tiny, positional or multimodal matrices
+# (tensor_allows_quantization in src/llama-quant.cpp).
+_NEVER = (
+    "_norm.weight", "ffn_gate_inp.weight", "ffn_gate_tid2eid.weight", "altup", "laurel", "per_layer_model_proj",
+    "ssm_conv1d", "shortconv.conv.weight", "indexer.k_proj.weight", "indexer.q_proj.weight",
+    "time_mix_first.weight", "time_mix_w0.weight", "time_mix_w1.weight", "time_mix_w2.weight",
+    "time_mix_v0.weight", "time_mix_v1.weight", "time_mix_v2.weight", "time_mix_a0.weight", "time_mix_a1.weight",
+    "time_mix_a2.weight", "time_mix_g1.weight", "time_mix_g2.weight", "time_mix_decay_w1.weight",
+    "time_mix_decay_w2.weight", "time_mix_lerp_fused.weight", "attn_rel_b.weight", ".position_embd",
+    "sam.pos_embd", "sam.neck.", "sam.net_", ".rel_pos", ".patch_embd", ".patch_merger", "a.rvq.codebook",
+    "mm.a.code_embd",
+)  # fmt: skip
+_NEVER_EXACT = ("position_embd.weight", "token_types.weight")
+_TOKEN_EMBD = ("token_embd.weight", "per_layer_token_embd.weight")
+
+# tensor_type_fallback: for rows that are not whole blocks of the chosen type (then F16 if that fails too).
+_FALLBACK = {
+    _T.IQ1_S: _T.IQ4_NL, _T.IQ1_M: _T.IQ4_NL, _T.IQ2_XXS: _T.IQ4_NL, _T.IQ2_XS: _T.IQ4_NL, _T.IQ2_S: _T.IQ4_NL,
+    _T.IQ3_XXS: _T.IQ4_NL, _T.IQ3_S: _T.IQ4_NL, _T.IQ4_XS: _T.IQ4_NL, _T.Q2_0: _T.Q4_0, _T.Q2_K: _T.Q4_0,
+    _T.Q3_K: _T.Q4_0, _T.TQ1_0: _T.Q4_0, _T.TQ2_0: _T.Q4_0, _T.Q4_K: _T.Q5_0, _T.Q5_K: _T.Q5_1, _T.Q6_K: _T.Q8_0,
+}  # fmt: skip
+
+# general.file_type (llama_ftype) for a model quantized to one type: the ftype whose base type it is
+# (llama_ftype_get_default_type), the "_S" mix for the K types, IQ2_M for IQ2_S.
+FILE_TYPES = {
+    _T.F32: 0, _T.F16: 1, _T.Q4_0: 2, _T.Q4_1: 3, _T.Q8_0: 7, _T.Q5_0: 8, _T.Q5_1: 9, _T.Q2_K: 10, _T.Q3_K: 11,
+    _T.Q4_K: 14, _T.Q5_K: 16, _T.Q6_K: 18, _T.IQ2_XXS: 19, _T.IQ2_XS: 20, _T.IQ3_XXS: 23, _T.IQ1_S: 24,
+    _T.IQ4_NL: 25, _T.IQ3_S: 26, _T.IQ2_S: 29, _T.IQ4_XS: 30, _T.IQ1_M: 31, _T.BF16: 32, _T.TQ1_0: 36,
+    _T.TQ2_0: 37, _T.MXFP4: 38, _T.NVFP4: 39, _T.Q1_0: 40,
+}  # fmt: skip
+
+# ggml cannot quantize these without an importance matrix (ggml_quantize_requires_imatrix) ...
+GGML_NEEDS_IMATRIX = frozenset({_T.IQ2_XXS, _T.IQ2_XS, _T.IQ1_S})
+# ... and llama-quantize refuses these too without one, except for the embedding and output matrices.
+LLAMA_NEEDS_IMATRIX = GGML_NEEDS_IMATRIX | {_T.IQ3_XXS, _T.IQ2_S, _T.IQ1_M}
+_IMATRIX_EXEMPT = (*_TOKEN_EMBD, "output.weight")
+
+KEY_QUANT_VERSION = "general.quantization_version"
+GGML_QNT_VERSION = 2
+
+ROWS_ELEMENTS = 1 << 24  # elements converted per step: bounds the float32 working set to 64 MiB
+
+
+def is_quantizable(name: str, shape: tuple[int, ...]) -> bool:
+    """Does llama-quantize quantize this tensor at all? (2-D and 3-D weights, but not norms and the like)"""
+    return (
+        name.endswith("weight")
+        and len(shape) >= 2
+        and name not in _NEVER_EXACT
+        and not any(fragment in name for fragment in _NEVER)
+    )
+
+
+def compatible_type(target: GGMLType, row: int) -> GGMLType:
+    """`target`, or llama.cpp's fallback when a row of `row` elements is not whole blocks of it."""
+    if row % ggml_type(target).block_size == 0:
+        return target
+    fallback = _FALLBACK.get(target)
+    if fallback is None:
+        raise WeightkitError(f"rows of {row} elements cannot be stored as {target.name}, and it has no fallback")
+    return fallback if row % ggml_type(fallback).block_size == 0 else _T.F16
+
+
+def plan_types(
+    model: ModelFile,
+    target: GGMLType | str,
+    *,
+    output_type: GGMLType | str | None = None,
+    token_embedding_type: GGMLType | str | None = None,
+) -> dict[str, GGMLType]:
+    """The type every tensor gets; tensors that are not quantized keep their own."""
+    target = ggml_type(target).type
+    embd = None if token_embedding_type is None else ggml_type(token_embedding_type).type
+    overrides = {"output.weight": None if output_type is None else ggml_type(output_type).type}
+    overrides.update(dict.fromkeys(_TOKEN_EMBD, embd))
+    plan = {}
+    for name, info in model.tensors.items():
+        if not is_quantizable(name, info.shape):
+            plan[name] = info.dtype
+            continue
+        chosen = overrides.get(name) or target
+        plan[name] = compatible_type(chosen, info.shape[-1])
+    return plan
+
+
+def read_imatrix(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
+    """llama.cpp's imatrix GGUF: per weight, `<name>.in_sum2` (sums of squared activations, one row per
+    matrix: experts have several) divided by `<name>.counts`; a matrix never seen gets weights of 1."""
+    with GGUFFile(path) as f:
+        out = {}
+        for key, info in f.tensors.items():
+            if not key.endswith(".in_sum2"):
+                continue
+            name = key[: -len(".in_sum2")]
+            counts_key = name + ".counts"
+            if counts_key not in f.tensors:
+                raise FormatError(path, info.offset, f"imatrix entry {name!r} has no {counts_key!r}")
+            sums = f.tensor(key, np.float32).reshape(-1, info.shape[-1])
+            counts = f.tensor(counts_key, np.float32).reshape(-1)
+            if counts.size != sums.shape[0]:
+                raise FormatError(path, info.offset, f"imatrix {name!r}: {sums.shape[0]} rows, {counts.size} counts")
+            with np.errstate(divide="ignore", invalid="ignore"):
+                values = np.where(counts[:, None] > 0, sums / counts[:, None], np.float32(1))
+            out[name] = values.astype(np.float32)
+        if not out:
+            raise FormatError(path, None, "no '<tensor>.in_sum2' entries: not a llama.cpp imatrix GGUF")
+        return out
+
+
+def _needs_imatrix(name: str, t: GGMLType) -> bool:
+    return t in GGML_NEEDS_IMATRIX or (t in LLAMA_NEEDS_IMATRIX and name not in _IMATRIX_EXEMPT)
+
+
+@dataclass
+class QuantizeReport:
+    """What a quantization did: bytes before and after, and each tensor's type change."""
+
+    bytes_before: int = 0
+    bytes_after: int = 0
+    changes: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+
+Progress = Callable[[str, int, int], None]  # (tensor name, bytes done, bytes in all)
+
+
+def quantize_gguf(
+    src: str | os.PathLike[str],
+    dst: str | os.PathLike[str],
+    target: GGMLType | str,
+    *,
+    output_type: GGMLType | str | None = None,
+    token_embedding_type: GGMLType | str | None = None,
+    imatrix: Mapping[str, np.ndarray] | str | os.PathLike[str] | None = None,
+    progress: Progress | None = None,
+) -> QuantizeReport:
+    """Write `src` to `dst` with its weight matrices quantized to `target` (metadata kept, file type updated)."""
+    if imatrix is not None and not isinstance(imatrix, Mapping):
+        imatrix = read_imatrix(imatrix)
+    report = QuantizeReport()
+    with open_gguf(src) as model:
+        plan = plan_types(model, target, output_type=output_type, token_embedding_type=token_embedding_type)
+        missing = [n for n, t in plan.items() if _needs_imatrix(n, t) and (imatrix is None or n not in imatrix)]
+        if missing:
+            raise WeightkitError(
+                f"{plan[missing[0]].name} needs an importance matrix (--imatrix) for {missing[0]!r}"
+                + (f" and {len(missing) - 1} more tensors" if len(missing) > 1 else "")
+            )
+        metadata = dict(model.metadata.typed_items())
+        for key in ("split.no", "split.count", "split.tensors.count"):
+            metadata.pop(key, None)  # the output is one file
+        metadata[KEY_FILE_TYPE] = Value(FILE_TYPES.get(ggml_type(target).type, 1024), GGUFValueType.UINT32)
+        if ggml_type(target).quantized:
+            metadata[KEY_QUANT_VERSION] = Value(GGML_QNT_VERSION, GGUFValueType.UINT32)
+        total = sum(i.nbytes for i in model.tensors.values())
+        done = 0
+        with GGUFWriter(dst, metadata, byte_order=model.byte_order) as w:
+            for name, info in model.tensors.items():
+                planned = w.add_planned(plan_tensor(name, info.shape, plan[name]))
+                report.bytes_before += info.nbytes
+                report.bytes_after += planned.nbytes
+                if plan[name] != info.dtype:
+                    report.changes[name] = (info.dtype.name, plan[name].name)
+            for name, info in model.tensors.items():
+                weights = None if imatrix is None else imatrix.get(name)
+                w.write_tensor(name, _convert(model, name, plan[name], weights))
+                done += info.nbytes
+                if progress is not None:
+                    progress(name, done, total)
+    return report
+
+
+def _convert(model: ModelFile, name: str, new: GGMLType, weights: np.ndarray | None) -> np.ndarray:
+    """The tensor's bytes as type `new`, decoding and encoding a bounded group of rows at a time."""
+    info = model.tensors[name]
+    raw = model.raw(name)
+    if new == info.dtype:
+        return raw
+    old_t, new_t = ggml_type(info.dtype), ggml_type(new)
+    row = info.shape[-1]
+    per_matrix = info.shape[-2]
+    n_matrices = info.n_elements // (row * per_matrix)
+    src_rows = raw.reshape(n_matrices * per_matrix, -1)
+    out = np.empty((n_matrices * per_matrix, new_t.nbytes(row)), dtype=np.uint8)
+    if weights is not None:
+        weights = np.asarray(weights, np.float32).reshape(-1, row)
+        if weights.shape[0] not in (1, n_matrices):
+            raise WeightkitError(
+                f"the imatrix for {name!r} has {weights.shape[0]} rows; the tensor holds {n_matrices} matrices"
+            )
+    step = max(1, ROWS_ELEMENTS // row)
+    for m in range(n_matrices):
+        w = None if weights is None else weights[m if weights.shape[0] > 1 else 0]  # experts: one row each
+        for start in range(m * per_matrix, (m + 1) * per_matrix, step):
+            stop = min(start + step, (m + 1) * per_matrix)
+            block = src_rows[start:stop]
+            if old_t.numpy is None:
+                x = quant.dequantize(block, old_t.type, (stop - start, row))
+            else:
+                x = view_as(block.reshape(-1), old_t.numpy, model.byte_order).astype(np.float32)
+            out[start:stop] = quant.quantize(x.reshape(stop - start, row), new_t.type, w).reshape(stop - start, -1)
+    return out

@@ -1,0 +1,179 @@
+"""`quantize_gguf` / `weightkit quantize`: llama-quantize's tensor policy, ggml's bytes, gguf-py reads it back."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import gguf
+import numpy as np
+import pytest
+from gguf import quants
+
+import weightkit
+from weightkit.convert import plan_types, quantize_gguf, read_imatrix
+from weightkit.convert.quantize import compatible_type, is_quantizable
+from weightkit.dtypes import GGMLType as T
+from weightkit.errors import WeightkitError
+from weightkit.gguf import GGUFValueType, GGUFWriter, Value, write_gguf
+from weightkit.quant import quantize
+
+# Relative RMS error a round trip through each type stays under, on Gaussian data.
+ERROR = {"Q8_0": 0.01, "Q6_K": 0.025, "Q5_0": 0.05, "Q5_1": 0.05, "Q4_K": 0.09, "Q4_0": 0.12, "IQ4_XS": 0.09}
+ERROR["IQ4_NL"] = ERROR["IQ4_XS"]
+
+
+@pytest.fixture
+def model(tmp_path):
+    rng = np.random.default_rng(0)
+    tensors = {
+        "token_embd.weight": rng.standard_normal((64, 256)).astype(np.float32),
+        "blk.0.attn_norm.weight": rng.standard_normal(256).astype(np.float32),
+        "blk.0.attn_q.weight": rng.standard_normal((256, 256)).astype(np.float16),
+        "blk.0.attn_q.bias": rng.standard_normal(256).astype(np.float32),
+        "blk.0.ffn_down.weight": rng.standard_normal((256, 96)).astype(np.float32),  # 96: not whole K blocks
+        "blk.0.ffn_gate_inp.weight": rng.standard_normal((4, 256)).astype(np.float32),  # MoE router
+        "blk.0.ffn_up_exps.weight": rng.standard_normal((4, 32, 256)).astype(np.float32),  # experts
+        "output.weight": rng.standard_normal((64, 256)).astype(np.float32),
+    }
+    path = tmp_path / "m.gguf"
+    md = {"general.architecture": "llama", "general.name": "tiny", "general.file_type": Value(0, GGUFValueType.UINT32)}
+    write_gguf(path, md, tensors)
+    return path, tensors
+
+
+def test_policy_matches_llama_quantize():
+    assert is_quantizable("blk.0.attn_q.weight", (256, 256))
+    assert is_quantizable("blk.0.ffn_up_exps.weight", (4, 32, 256))
+    assert not is_quantizable("blk.0.attn_norm.weight", (256, 256))
+    assert not is_quantizable("blk.0.attn_q.bias", (256, 256))
+    assert not is_quantizable("blk.0.attn_q.weight", (256,))
+    assert not is_quantizable("blk.0.ffn_gate_inp.weight", (4, 256))
+    assert not is_quantizable("position_embd.weight", (512, 256))
+    assert compatible_type(T.Q4_K, 96) == T.Q5_0
+    assert compatible_type(T.Q6_K, 96) == T.Q8_0
+    assert compatible_type(T.IQ4_XS, 96) == T.IQ4_NL
+    assert compatible_type(T.Q4_K, 48) == T.F16  # the fallback does not fit either
+    assert compatible_type(T.Q3_K, 96) == T.Q4_0
+    assert compatible_type(T.Q8_0, 96) == T.Q8_0
+
+
+def test_plan(model):
+    path, _ = model
+    with weightkit.open(path) as m:
+        plan = plan_types(m, "Q4_K", output_type="Q6_K", token_embedding_type="Q8_0")
+    assert plan == {
+        "token_embd.weight": T.Q8_0,
+        "blk.0.attn_norm.weight": T.F32,
+        "blk.0.attn_q.weight": T.Q4_K,
+        "blk.0.attn_q.bias": T.F32,
+        "blk.0.ffn_down.weight": T.Q5_0,
+        "blk.0.ffn_gate_inp.weight": T.F32,
+        "blk.0.ffn_up_exps.weight": T.Q4_K,
+        "output.weight": T.Q6_K,
+    }
+
+
+@pytest.mark.parametrize("target", ["Q8_0", "Q4_K", "Q6_K", "IQ4_XS"])
+def test_output_is_ggml_bytes_and_reads_back_in_gguf_py(tmp_path, model, target):
+    path, tensors = model
+    out = tmp_path / "q.gguf"
+    report = quantize_gguf(path, out, target)
+    assert report.bytes_after < report.bytes_before
+    reader = gguf.GGUFReader(out)
+    assert reader.fields["general.name"].contents() == "tiny"
+    with weightkit.open(out) as m:
+        assert m.metadata["general.file_type"] == {"Q8_0": 7, "Q4_K": 14, "Q6_K": 18, "IQ4_XS": 30}[target]
+        for t in reader.tensors:
+            info = m.tensors[t.name]
+            original = tensors[t.name].astype(np.float32)
+            if t.tensor_type.name in ("F32", "F16"):
+                assert np.array_equal(np.asarray(t.data).astype(np.float32).reshape(original.shape), original)
+                continue
+            expected = quantize(original, info.dtype)  # ggml's bytes, per the kernels' own tests
+            assert np.array_equal(m.raw(t.name), expected), t.name
+            back = quants.dequantize(np.asarray(t.data), t.tensor_type).reshape(original.shape)
+            rel = np.sqrt(np.mean((back - original) ** 2) / np.mean(original**2))
+            assert rel < ERROR[t.tensor_type.name], (t.name, t.tensor_type.name, rel)
+
+
+def _imatrix_file(path, tensors, rng):
+    """An imatrix GGUF as llama-imatrix writes it: <name>.in_sum2 and <name>.counts per weight."""
+    values = {}
+    with GGUFWriter(path, {"imatrix.chunk_count": Value(3, GGUFValueType.UINT32)}) as w:
+        for name in ("blk.0.attn_q.weight", "blk.0.ffn_up_exps.weight"):
+            arr = tensors[name]
+            n_mat = arr.shape[0] if arr.ndim == 3 else 1
+            sums = rng.uniform(1, 5, (n_mat, arr.shape[-1])).astype(np.float32)
+            counts = np.full((n_mat, 1), 3.0, np.float32)
+            counts[-1] = 0 if n_mat > 1 else 3.0  # an expert never routed to
+            w.add_tensor(name + ".in_sum2", sums)
+            w.add_tensor(name + ".counts", counts)
+            values[name] = np.where(counts > 0, sums / np.maximum(counts, 1), 1).astype(np.float32)
+    return values
+
+
+def test_imatrix_is_applied_per_matrix(tmp_path, model):
+    path, tensors = model
+    imatrix_path = tmp_path / "imatrix.gguf"
+    expected = _imatrix_file(imatrix_path, tensors, np.random.default_rng(1))
+    loaded = read_imatrix(imatrix_path)
+    for name, values in expected.items():
+        assert np.array_equal(loaded[name], values)
+    out = tmp_path / "q.gguf"
+    quantize_gguf(path, out, "IQ4_XS", imatrix=imatrix_path)
+    with weightkit.open(out) as m:
+        q = tensors["blk.0.attn_q.weight"].astype(np.float32)
+        assert np.array_equal(m.raw("blk.0.attn_q.weight"), quantize(q, "IQ4_XS", expected["blk.0.attn_q.weight"][0]))
+        experts = tensors["blk.0.ffn_up_exps.weight"]
+        per_expert = [quantize(experts[e], "IQ4_XS", expected["blk.0.ffn_up_exps.weight"][e]) for e in range(4)]
+        assert np.array_equal(m.raw("blk.0.ffn_up_exps.weight"), np.concatenate(per_expert))
+        assert not np.array_equal(
+            m.raw("blk.0.ffn_up_exps.weight")[: per_expert[0].size], quantize(experts[0], "IQ4_XS")
+        )
+
+
+def test_types_that_need_an_imatrix_refuse_without_one(tmp_path, model):
+    path, _ = model
+    with pytest.raises(WeightkitError, match="IQ2_XS needs an importance matrix"):
+        quantize_gguf(path, tmp_path / "q.gguf", "IQ2_XS")
+    with pytest.raises(WeightkitError, match="IQ3_XXS needs an importance matrix"):  # llama-quantize's rule
+        quantize_gguf(path, tmp_path / "q.gguf", "IQ3_XXS", token_embedding_type="Q8_0", output_type="Q8_0")
+    assert not (tmp_path / "q.gguf").exists()
+
+
+def test_command_line(tmp_path, model):
+    path, _ = model
+    out = tmp_path / "cli.gguf"
+    r = subprocess.run(
+        [sys.executable, "-m", "weightkit", "quantize", str(path), str(out), "--type", "Q4_K",
+         "--output-tensor-type", "Q8_0"],
+        capture_output=True, text=True, env={"COLUMNS": "120", "PATH": ""},
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "Q4_K" in r.stdout and "->" in r.stdout and "tensors changed type" in r.stdout
+    with weightkit.open(out) as m:
+        assert m.tensors["output.weight"].dtype == T.Q8_0
+    bad = subprocess.run(
+        [sys.executable, "-m", "weightkit", "quantize", str(path), str(out), "--type", "Q9"],
+        capture_output=True, text=True, env={"PATH": ""},
+    )  # fmt: skip
+    assert bad.returncode == 1 and "unknown GGML type name 'Q9'" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_gemma_requantized_reads_back_in_gguf_py(tmp_path, gemma_path):
+    """The real model to Q8_0: every tensor gguf-py reads back is within Q8_0's error of the source."""
+    out = tmp_path / "gemma-q8.gguf"
+    quantize_gguf(gemma_path, out, "Q8_0")
+    reader = gguf.GGUFReader(out)
+    with weightkit.open(gemma_path) as src:
+        assert len(reader.tensors) == len(src.tensors)
+        for t in reader.tensors:
+            if t.name == "token_embd.weight":
+                continue  # already Q8_0 in the source, so copied byte for byte (checked below)
+            original = src.tensor(t.name, np.float32)
+            back = quants.dequantize(np.asarray(t.data), t.tensor_type).reshape(original.shape)
+            rel = np.sqrt(np.mean((back - original) ** 2) / max(np.mean(original**2), 1e-30))
+            assert rel <= ERROR.get(t.tensor_type.name, 0), (t.name, rel)  # F32: exact
+        emb = next(t for t in reader.tensors if t.name == "token_embd.weight")
+        assert np.array_equal(np.asarray(emb.data).reshape(-1).view(np.uint8), src.raw("token_embd.weight"))
