@@ -23,16 +23,18 @@ from .errors import FormatError
 class ByteSource:
     """A read-only memory map of one file with checked access.
 
-    Views handed out (`array`, `view`) stay valid after `close()`: the mapping is released when the last
-    view is garbage-collected.
+    Views handed out (`array`) stay valid after `close()`: the mapping is released when the last view is
+    garbage-collected. They are read-only, unless `copy_on_write`: then writes go to private copies of
+    the pages touched, never to the file (for frameworks such as torch that want writable memory).
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, copy_on_write: bool = False) -> None:
         self.path = Path(path)
+        access = mmap.ACCESS_COPY if copy_on_write else mmap.ACCESS_READ
         with open(self.path, "rb") as f:
             self.size = os.fstat(f.fileno()).st_size
             # mmap refuses empty files; an empty bytes object behaves the same for every read.
-            self._buf: mmap.mmap | bytes = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if self.size else b""
+            self._buf: mmap.mmap | bytes = mmap.mmap(f.fileno(), 0, access=access) if self.size else b""
 
     @property
     def buffer(self) -> mmap.mmap | bytes:

@@ -6,26 +6,36 @@ import os
 from pathlib import Path
 
 from .errors import FormatError
-from .model import ModelFile
+from .model import FRAMEWORKS, ModelFile
 
 _JSON_SPACE = b" \t\n\r"
 
 
-def open_model(path: str | os.PathLike[str]) -> ModelFile:
-    """Open a model file, whatever its format (decided by its first bytes, not its name)."""
+def open_model(path: str | os.PathLike[str], *, framework: str = "numpy") -> ModelFile:
+    """Open a model, whatever its format (decided by its bytes, not its name): a GGUF file (any shard of a
+    split model opens all of it), a safetensors file, or a Hugging Face checkpoint folder or its
+    `model.safetensors.index.json`. `framework="torch"` makes `tensor()` return torch tensors."""
+    if framework not in FRAMEWORKS:
+        raise ValueError(f"framework is one of {FRAMEWORKS}, not {framework!r}")
     path = Path(path)
     if path.is_dir():
-        raise FormatError(path, None, "is a folder; expected a model file")
+        from .safetensors import SafetensorsCheckpoint
+
+        return SafetensorsCheckpoint(path, framework=framework)
     with open(path, "rb") as f:
         head = f.read(64)
     if head[:4] == b"GGUF":
         from .gguf import open_gguf
 
-        return open_gguf(path)
+        return open_gguf(path, framework=framework)
     if _looks_like_safetensors(head):
         from .safetensors import SafetensorsFile
 
-        return SafetensorsFile(path)
+        return SafetensorsFile(path, framework=framework)
+    if head.lstrip(_JSON_SPACE)[:1] == b"{" and path.name.endswith(".json"):
+        from .safetensors import SafetensorsCheckpoint
+
+        return SafetensorsCheckpoint(path, framework=framework)
     raise FormatError(
         path, 0, f"not a recognised model file (it starts with {head[:8]!r}; expected GGUF or safetensors)"
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +15,8 @@ import numpy as np
 from ._io import ByteSource
 from .dtypes import GGMLType, TensorDType, numpy_dtype, view_as
 from .errors import UnsupportedError
+
+FRAMEWORKS = ("numpy", "torch")
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,7 @@ class ModelFile(abc.ABC):
     """An opened model: `.metadata`, `.tensors`, `.tensor(name)`, `.raw(name)`, `close()`."""
 
     format: str = ""
+    framework: str = "numpy"  # what tensor() returns: "numpy" arrays or "torch" tensors
 
     def __init__(self, path: Path, metadata: Mapping[str, Any], tensors: Mapping[str, TensorInfo]) -> None:
         self.path = path
@@ -58,9 +62,9 @@ class ModelFile(abc.ABC):
         """'<' or '>': the byte order of the tensor data."""
         return "<"
 
-    def tensor(self, name: str, dtype: np.dtype | type | str | None = None) -> np.ndarray:
-        """The tensor as numpy: plain types as stored (a zero-copy view), quantized ones dequantized to
-        float32; with `dtype`, converted to it."""
+    def tensor(self, name: str, dtype: np.dtype | type | str | None = None):
+        """The tensor: plain types as stored (a zero-copy view), quantized ones dequantized to float32;
+        with `dtype`, converted to it. A numpy array, or a torch tensor when opened with framework="torch"."""
         from . import quant  # the kernels load on first use: plain reads never pay for them
 
         info = self.tensors[name]
@@ -74,7 +78,13 @@ class ModelFile(abc.ABC):
             raise UnsupportedError(f"{self.path}: cannot dequantize {info.dtype.name} tensors of a big-endian file")
         else:
             arr = quant.dequantize(raw, info.dtype, info.shape)
-        return arr if dtype is None else arr.astype(dtype)
+        if dtype is not None:
+            arr = arr.astype(dtype)
+        if self.framework == "torch":
+            from ._torch import numpy_to_torch
+
+            return numpy_to_torch(arr)
+        return arr
 
     @abc.abstractmethod
     def close(self) -> None:
@@ -94,6 +104,14 @@ class MappedModelFile(ModelFile):
     """A model held in one memory-mapped file (`_src`), whose tensors are byte ranges of it."""
 
     _src: ByteSource
+
+    def _map(self, path: str | os.PathLike[str], framework: str) -> ByteSource:
+        """Map `path` for this model: read-only for numpy; copy-on-write for torch, which wants writable
+        memory (writes then touch private pages, never the file)."""
+        if framework not in FRAMEWORKS:
+            raise ValueError(f"framework is one of {FRAMEWORKS}, not {framework!r}")
+        self.framework = framework
+        return ByteSource(path, copy_on_write=framework == "torch")
 
     @property
     def file_size(self) -> int:

@@ -10,6 +10,7 @@ import numpy as np
 
 from .gguf.constants import FILE_TYPES
 from .model import ModelFile
+from .safetensors.checkpoint import read_config
 
 
 @dataclass
@@ -80,7 +81,28 @@ def summarize(model: ModelFile) -> ModelSummary:
         s.head_count_kv = _ints(md.get(f"{arch}.attention.head_count_kv"))
     tokens = md.get("tokenizer.ggml.tokens")
     s.vocab_size = len(tokens) if isinstance(tokens, (list, np.ndarray)) else None
+    config = getattr(model, "config", None)
+    if config is None and model.format == "safetensors":
+        config = read_config(model.path if model.path.is_dir() else model.path.parent)
+    if config:
+        _from_config(s, config)
     return s
+
+
+def _from_config(s: ModelSummary, config: Mapping[str, Any]) -> None:
+    """What a Hugging Face config.json says (safetensors files carry no such metadata themselves)."""
+    architectures = config.get("architectures")
+    s.architecture = _str(config.get("model_type")) or (
+        _str(architectures[0]) if isinstance(architectures, list) and architectures else None
+    )
+    s.name = _str(config.get("_name_or_path")) or s.name
+    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+    s.context_length = _int(text.get("max_position_embeddings"))
+    s.embedding_length = _int(text.get("hidden_size"))
+    s.block_count = _int(text.get("num_hidden_layers"))
+    s.head_count = _int(text.get("num_attention_heads"))
+    s.head_count_kv = _int(text.get("num_key_value_heads"))
+    s.vocab_size = _int(text.get("vocab_size"))
 
 
 def _file_type(md: Mapping[str, Any]) -> str | None:

@@ -67,7 +67,7 @@ def _overview(model: ModelFile, s: ModelSummary) -> Table:
     version = getattr(model, "version", None)
     fmt = model.format.upper() + (f" v{version}" if version else "")
     shards = getattr(model, "shards", None)
-    if shards:
+    if shards and len(shards) > 1:
         fmt += f", {len(shards)} shards"
     t = Table(title=f"{escape(printable(model.path.name))}  ({fmt})", show_header=False, title_justify="left")
     t.add_column(style="bold")
@@ -126,7 +126,7 @@ def _metadata_table(model: ModelFile) -> Table:
             v = typed(key)
             t.add_row(escape(printable(key)), type_label(v), escape(preview(v)))
         else:
-            t.add_row(escape(printable(key)), "", escape(printable(str(md[key]))))
+            t.add_row(escape(printable(key)), type(md[key]).__name__, escape(printable(str(md[key]))))
     return t
 
 

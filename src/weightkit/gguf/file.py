@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from ..model import MappedModelFile, ModelFile, TensorInfo
-from .reader import read_gguf
+from .reader import parse
 from .values import Metadata
 
 
@@ -17,8 +17,13 @@ class GGUFFile(MappedModelFile):
 
     format = "gguf"
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self._src, parsed = read_gguf(path)
+    def __init__(self, path: str | os.PathLike[str], *, framework: str = "numpy") -> None:
+        self._src = self._map(path, framework)
+        try:
+            parsed = parse(self._src)
+        except BaseException:
+            self._src.close()
+            raise
         self.version = parsed.version
         self.alignment = parsed.alignment
         self.data_offset = parsed.data_offset
@@ -46,6 +51,7 @@ class GGUFSplit(ModelFile):
             for name, info in shard.tensors.items():
                 tensors[name] = TensorInfo(info.name, info.dtype, info.shape, info.offset, info.nbytes, i)
         first = shards[0]
+        self.framework = first.framework
         self.version = first.version
         self.alignment = first.alignment
         super().__init__(first.path, first.metadata, tensors)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import itertools
 import struct
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
@@ -280,13 +279,3 @@ def _place_tensors(src: ByteSource, raw_infos, data_offset: int, alignment: int)
         if start_b < end_a:
             raise src.error(start_b, f"tensors {name_a!r} and {name_b!r} overlap")
     return tensors
-
-
-def read_gguf(path: str | Path) -> tuple[ByteSource, ParsedGGUF]:
-    """Map `path` and parse it; the caller owns (and closes) the returned `ByteSource`."""
-    src = ByteSource(path)
-    try:
-        return src, parse(src)
-    except BaseException:
-        src.close()
-        raise

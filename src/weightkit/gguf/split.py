@@ -37,9 +37,9 @@ def split_prefix(path: str | os.PathLike[str]) -> tuple[str, int, int] | None:
     return m["prefix"], int(m["no"]) - 1, int(m["count"])
 
 
-def open_gguf(path: str | os.PathLike[str]) -> GGUFFile | GGUFSplit:
+def open_gguf(path: str | os.PathLike[str], *, framework: str = "numpy") -> GGUFFile | GGUFSplit:
     """Open a GGUF file; a shard of a split model (any shard) opens the whole model."""
-    first = GGUFFile(path)
+    first = GGUFFile(path, framework=framework)
     try:
         count = _split_int(first, KEY_SPLIT_COUNT, 1)
         if count <= 1:
@@ -59,7 +59,7 @@ def open_gguf(path: str | os.PathLike[str]) -> GGUFFile | GGUFSplit:
     shards: list[GGUFFile] = []
     try:
         for i in range(count):
-            shards.append(first if i == index else GGUFFile(split_path(prefix, i, count)))
+            shards.append(first if i == index else GGUFFile(split_path(prefix, i, count), framework=framework))
         _check_shards(shards, count)
     except BaseException:
         for s in [*shards, first]:

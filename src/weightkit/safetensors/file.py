@@ -6,7 +6,6 @@ import os
 from pathlib import Path
 from types import MappingProxyType
 
-from .._io import ByteSource
 from ..model import MappedModelFile
 from .reader import parse
 
@@ -17,8 +16,8 @@ class SafetensorsFile(MappedModelFile):
 
     format = "safetensors"
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self._src = ByteSource(path)
+    def __init__(self, path: str | os.PathLike[str], *, framework: str = "numpy") -> None:
+        self._src = self._map(path, framework)
         try:
             parsed = parse(self._src)
         except BaseException:

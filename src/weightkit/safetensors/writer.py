@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from .._io import atomic_write
+from .._torch import torch_to_numpy
 from ..dtypes import SafetensorsDType, as_bytes, safetensors_dtype_of_numpy
 from .reader import MAX_HEADER_SIZE, METADATA_KEY
 
@@ -47,24 +48,13 @@ class SafetensorsTensor:
 def tensor_from(name: str, data: Source, dtype: SafetensorsDType | str | None = None, shape=None) -> SafetensorsTensor:
     """Describe a tensor from a numpy array (or torch tensor), or from raw bytes with `dtype` and `shape`."""
     if hasattr(data, "detach") and hasattr(data, "cpu"):  # a torch tensor: its bytes, without importing torch
-        data = _torch_to_numpy(data)
+        data = torch_to_numpy(data)
     if isinstance(data, np.ndarray) and dtype is None:
         return SafetensorsTensor(name, safetensors_dtype_of_numpy(data.dtype), data.shape, data)
     if dtype is None or shape is None:
         raise ValueError(f"{name}: raw bytes and callables need dtype= and shape=")
     dtype = dtype if isinstance(dtype, SafetensorsDType) else SafetensorsDType(dtype)
     return SafetensorsTensor(name, dtype, tuple(int(d) for d in shape), data)
-
-
-def _torch_to_numpy(t) -> np.ndarray:
-    import torch  # only reached with a torch tensor in hand
-
-    from .torch_support import numpy_dtype_of_torch
-
-    t = t.detach().cpu().contiguous()
-    target = numpy_dtype_of_torch(t.dtype)
-    width = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()]
-    return t.view(width).numpy().view(target)
 
 
 def reference_order(tensors: Iterable[SafetensorsTensor]) -> list[SafetensorsTensor]:
@@ -95,7 +85,7 @@ def encode_header(tensors: list[SafetensorsTensor], metadata: Mapping[str, str] 
 def data_bytes(t: SafetensorsTensor) -> memoryview:
     data = t.data() if callable(t.data) else t.data
     if hasattr(data, "detach") and hasattr(data, "cpu"):
-        data = _torch_to_numpy(data)
+        data = torch_to_numpy(data)
     if isinstance(data, np.ndarray) and t.dtype.numpy is not None and data.dtype != np.uint8:
         data = as_bytes(np.asarray(data, dtype=t.dtype.numpy))
     view = memoryview(as_bytes(data) if isinstance(data, np.ndarray) else data).cast("B")

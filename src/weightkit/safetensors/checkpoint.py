@@ -1,0 +1,157 @@
+"""Hugging Face checkpoints: a folder of safetensors shards with `model.safetensors.index.json`, opened as
+one model, and written the way `save_pretrained` shards them."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from .._io import atomic_write
+from ..errors import FormatError
+from ..model import ModelFile, TensorInfo
+from .file import SafetensorsFile
+from .writer import SafetensorsTensor, Source, tensor_from, write_safetensors
+
+INDEX_NAME = "model.safetensors.index.json"
+SINGLE_NAME = "model.safetensors"
+MAX_INDEX_BYTES = 64 << 20  # an index lists names only; anything this large is not one
+
+
+def read_config(folder: Path) -> dict[str, Any] | None:
+    """The folder's `config.json` as a dict, or None when there is none or it is not a JSON object."""
+    path = folder / "config.json"
+    try:
+        if path.stat().st_size > MAX_INDEX_BYTES:
+            return None
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return config if isinstance(config, dict) else None
+
+
+def read_index(path: Path) -> tuple[dict[str, str], dict[str, Any]]:
+    """(weight_map, metadata) of an index file, refusing names that would leave the folder."""
+    size = path.stat().st_size
+    if size > MAX_INDEX_BYTES:
+        raise FormatError(path, 0, f"index of {size} bytes is larger than any real index ({MAX_INDEX_BYTES})")
+    try:
+        index = json.loads(path.read_bytes().decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise FormatError(path, 0, f"not a JSON index: {e}") from None
+    weight_map = index.get("weight_map") if isinstance(index, dict) else None
+    if not isinstance(weight_map, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in weight_map.items()
+    ):
+        raise FormatError(path, 0, "the index has no 'weight_map' of tensor names to file names")
+    for file in set(weight_map.values()):
+        if not file or Path(file).name != file or file in (".", ".."):
+            raise FormatError(path, 0, f"the index names {file!r}, which is not a file in the checkpoint folder")
+    metadata = index.get("metadata") or {}
+    if not isinstance(metadata, dict):
+        raise FormatError(path, 0, "the index's 'metadata' is not an object")
+    return weight_map, metadata
+
+
+class SafetensorsCheckpoint(ModelFile):
+    """A sharded (or single-file) Hugging Face checkpoint folder as one model. `TensorInfo.shard` indexes
+    `.files`; `.config` is the folder's config.json (or None)."""
+
+    format = "safetensors"
+
+    def __init__(self, path: str | os.PathLike[str], *, framework: str = "numpy") -> None:
+        path = Path(path)
+        folder, index = (path.parent, path) if path.is_file() else (path, path / INDEX_NAME)
+        self.config = read_config(folder)
+        self.shards: list[SafetensorsFile] = []
+        try:
+            if index.is_file():
+                weight_map, index_meta = read_index(index)
+                self.files = list(dict.fromkeys(weight_map.values()))
+            else:
+                weight_map, index_meta = None, {}
+                self.files = sorted(p.name for p in folder.glob("*.safetensors"))
+                if not self.files:
+                    raise FormatError(folder, None, "no model.safetensors.index.json and no .safetensors files")
+            self.shards = [SafetensorsFile(folder / f, framework=framework) for f in self.files]
+            tensors = self._tensors(index, weight_map)
+        except BaseException:
+            self.close()
+            raise
+        self.framework = framework
+        metadata = {**self.shards[0].metadata, **{k: str(v) for k, v in index_meta.items()}}
+        super().__init__(folder, MappingProxyType(metadata), tensors)
+
+    def _tensors(self, index: Path, weight_map: dict[str, str] | None) -> dict[str, TensorInfo]:
+        found: dict[str, TensorInfo] = {}
+        for i, shard in enumerate(self.shards):
+            for name, info in shard.tensors.items():
+                if weight_map is None and name in found:
+                    raise FormatError(shard.path, None, f"tensor {name!r} is also in {self.files[found[name].shard]}")
+                if weight_map is None or weight_map.get(name) == self.files[i]:
+                    found[name] = TensorInfo(name, info.dtype, info.shape, info.offset, info.nbytes, i)
+        if weight_map is not None:
+            for name, file in weight_map.items():
+                if name not in found:
+                    raise FormatError(index, None, f"the index puts tensor {name!r} in {file}, which lacks it")
+            found = {name: found[name] for name in weight_map}
+        return found
+
+    @property
+    def file_size(self) -> int:
+        return sum(s.file_size for s in self.shards)
+
+    def raw(self, name: str) -> np.ndarray:
+        return self.shards[self.tensors[name].shard].raw(name)
+
+    def close(self) -> None:
+        for s in self.shards:
+            s.close()
+
+
+def plan_shards(tensors: list[SafetensorsTensor], max_shard_bytes: int) -> list[list[SafetensorsTensor]]:
+    """Group tensors in order, as huggingface_hub does: a new shard when the next tensor would overflow
+    the current one; a tensor larger than the limit gets a shard of its own."""
+    shards: list[list[SafetensorsTensor]] = []
+    size = 0
+    for t in tensors:
+        if not shards or (shards[-1] and size + t.nbytes > max_shard_bytes):
+            shards.append([])
+            size = 0
+        shards[-1].append(t)
+        size += t.nbytes
+    return shards or [[]]
+
+
+def write_checkpoint(
+    folder: str | os.PathLike[str],
+    tensors: Mapping[str, Source] | Iterable[SafetensorsTensor],
+    metadata: Mapping[str, str] | None = None,
+    *,
+    max_shard_bytes: int = 5 * 10**9,
+) -> list[Path]:
+    """Write `model-0000i-of-0000n.safetensors` shards and `model.safetensors.index.json` into `folder`
+    (one shard: just `model.safetensors`, as save_pretrained does). Returns the files written."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    if isinstance(tensors, Mapping):
+        tensors = [tensor_from(name, data) for name, data in tensors.items()]
+    shards = plan_shards(list(tensors), max_shard_bytes)
+    if len(shards) == 1:
+        write_safetensors(folder / SINGLE_NAME, shards[0], metadata)
+        return [folder / SINGLE_NAME]
+    names = [f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors" for i in range(len(shards))]
+    for name, shard in zip(names, shards, strict=True):
+        write_safetensors(folder / name, shard, metadata)
+    index = {
+        "metadata": {"total_size": sum(t.nbytes for shard in shards for t in shard)},
+        "weight_map": {t.name: name for name, shard in zip(names, shards, strict=True) for t in shard},
+    }
+    with atomic_write(folder / INDEX_NAME) as f:  # last: an index never points at a missing shard
+        f.write((json.dumps(index, indent=2, sort_keys=True) + "\n").encode("utf-8"))
+    return [folder / n for n in names] + [folder / INDEX_NAME]
