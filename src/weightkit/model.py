@@ -5,10 +5,9 @@ from __future__ import annotations
 import abc
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -19,9 +18,9 @@ from .errors import UnsupportedError
 FRAMEWORKS = ("numpy", "torch")
 
 
-@dataclass(frozen=True)
-class TensorInfo:
-    """Where one tensor lives and what it is.
+class TensorInfo(NamedTuple):
+    """Where one tensor lives and what it is (a named tuple: immutable, and cheap to make by the ten
+    thousand).
 
     `shape` is in numpy order (outermost first). `offset` is the absolute byte offset in the file that
     holds the tensor (shard `shard` of a split model), `nbytes` its length.
