@@ -13,10 +13,18 @@ _JSON_SPACE = b" \t\n\r"
 
 def open_model(path: str | os.PathLike[str], *, framework: str = "numpy") -> ModelFile:
     """Open a model, whatever its format (decided by its bytes, not its name): a GGUF file (any shard of a
-    split model opens all of it), a safetensors file, or a Hugging Face checkpoint folder or its
-    `model.safetensors.index.json`. `framework="torch"` makes `tensor()` return torch tensors."""
+    split model opens all of it), a safetensors file, a Hugging Face checkpoint folder or its
+    `model.safetensors.index.json`, or a model name in Ollama's store (`gemma3:270m`) when no such file
+    exists. `framework="torch"` makes `tensor()` return torch tensors."""
     if framework not in FRAMEWORKS:
         raise ValueError(f"framework is one of {FRAMEWORKS}, not {framework!r}")
+    if not Path(path).exists() and _looks_like_model_name(str(path)):
+        from .ollama import ModelNotFound, open_store_model
+
+        try:
+            return open_store_model(str(path), framework=framework)
+        except ModelNotFound as e:
+            raise ModelNotFound(f"{path}: no such file, and {e}") from None
     path = Path(path)
     if path.is_dir():
         from .safetensors import SafetensorsCheckpoint
@@ -39,6 +47,17 @@ def open_model(path: str | os.PathLike[str], *, framework: str = "numpy") -> Mod
     raise FormatError(
         path, 0, f"not a recognised model file (it starts with {head[:8]!r}; expected GGUF or safetensors)"
     )
+
+
+def _looks_like_model_name(text: str) -> bool:
+    """`name`, `name:tag` or `namespace/name:tag`: something to look up in Ollama's store."""
+    from .ollama import InvalidName, parse_name
+
+    try:
+        parse_name(text)
+    except InvalidName:
+        return False
+    return True
 
 
 def _looks_like_safetensors(head: bytes) -> bool:

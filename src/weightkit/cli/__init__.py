@@ -62,6 +62,68 @@ def quantize(
     )
 
 
+StoreOption = Annotated[
+    Path | None, typer.Option("--store", help="The model store (default: $OLLAMA_MODELS, else ~/.ollama/models).")
+]
+
+
+def _store(path: Path | None):
+    from ..ollama import Store
+
+    return Store(path)
+
+
+@app.command()
+def create(
+    name: Annotated[str, typer.Argument(help="The model's name, e.g. mymodel:latest.")],
+    source: Annotated[Path, typer.Option("--from", help="A GGUF file (any shard of a split model).")],
+    store: StoreOption = None,
+) -> None:
+    """Import a model into Ollama's store."""
+    from .store import run_create
+
+    run_create(_store(store), name, source, console)
+
+
+@app.command("ls")
+def list_models(
+    store: StoreOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """List the models in Ollama's store."""
+    from .store import run_ls
+
+    run_ls(_store(store), as_json, console)
+
+
+@app.command()
+def show(
+    name: Annotated[str, typer.Argument(help="A model in the store.")],
+    store: StoreOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Show a stored model's manifest: config, layers, sizes."""
+    from .store import run_show
+
+    run_show(_store(store), name, as_json, console)
+
+
+@app.command()
+def rm(name: Annotated[str, typer.Argument(help="A model in the store.")], store: StoreOption = None) -> None:
+    """Remove a model, and the blobs no other model uses."""
+    from .store import run_rm
+
+    run_rm(_store(store), name, console)
+
+
+@app.command()
+def verify(name: Annotated[str, typer.Argument(help="A model in the store.")], store: StoreOption = None) -> None:
+    """Re-hash every blob of a model and report any that do not match."""
+    from .store import run_verify
+
+    run_verify(_store(store), name, console)
+
+
 @app.command()
 def demo() -> None:
     """Inspect a real model: Gemma 3 270M (Q4_K_M GGUF) from the `examples` extra."""

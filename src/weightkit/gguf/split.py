@@ -68,6 +68,22 @@ def open_gguf(path: str | os.PathLike[str], *, framework: str = "numpy") -> GGUF
     return GGUFSplit(shards)
 
 
+def open_gguf_shards(paths: list[str | os.PathLike[str]], *, framework: str = "numpy") -> GGUFFile | GGUFSplit:
+    """Open the shards of a split model given in order, whatever their file names (e.g. store blobs)."""
+    shards: list[GGUFFile] = []
+    try:
+        for p in paths:
+            shards.append(GGUFFile(p, framework=framework))
+        if len(shards) == 1:
+            return shards[0]
+        _check_shards(shards, len(shards))
+    except BaseException:
+        for s in shards:
+            s.close()
+        raise
+    return GGUFSplit(shards)
+
+
 def _split_int(f: GGUFFile, key: str, default: int) -> int:
     if key not in f.metadata:
         return default

@@ -1,0 +1,102 @@
+"""`weightkit create / ls / show / rm / verify`: Ollama's model store from the command line."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import datetime
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from ..errors import WeightkitError
+from ..ollama import Store, create_from_gguf, parse_name
+from ..ollama.store import MEDIA, parse_manifest
+from .render import human_bytes
+
+
+def run_create(store: Store, name: str, source: Path, console: Console) -> None:
+    model_name = parse_name(name)
+    if not source.exists():
+        raise WeightkitError(f"{source}: no such file or folder")
+    if source.is_dir():
+        raise WeightkitError("importing safetensors checkpoints is not supported yet; give a GGUF file")
+    columns = (TextColumn("[bold]importing"), BarColumn(), DownloadColumn(binary_units=True), TimeRemainingColumn())
+    with Progress(*columns, console=console, transient=True) as bar:
+        task = bar.add_task("", total=None)
+        manifest = create_from_gguf(
+            store, model_name, source, progress=lambda done, total: bar.update(task, completed=done, total=total)
+        )
+    console.print(f"created {model_name.short} ({human_bytes(manifest.size)}, {len(manifest.layers)} layers)")
+
+
+def run_ls(store: Store, as_json: bool, console: Console) -> None:
+    rows = []
+    for name, path in store.models():
+        try:
+            manifest = parse_manifest(path, path.read_bytes())
+            size = manifest.size
+        except WeightkitError:
+            size = None
+        modified = datetime.fromtimestamp(path.stat().st_mtime)
+        rows.append({"name": name.short, "size": size, "modified": modified.isoformat(timespec="seconds")})
+    if as_json:
+        json.dump(rows, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return
+    table = Table(title=f"models in {store.root}", title_justify="left")
+    for col in ("name", "size", "modified"):
+        table.add_column(col, justify="right" if col == "size" else "left")
+    for r in rows:
+        table.add_row(r["name"], "?" if r["size"] is None else human_bytes(r["size"]), r["modified"])
+    console.print(table)
+
+
+def run_show(store: Store, name: str, as_json: bool, console: Console) -> None:
+    model_name = parse_name(name)
+    manifest = store.manifest(model_name)
+    config = json.loads(store.blob_path(manifest.config.digest).read_bytes() or b"{}")
+    if as_json:
+        doc = {
+            "name": str(model_name),
+            "size": manifest.size,
+            "config": config,
+            "layers": [layer.to_json() for layer in manifest.layers],
+        }
+        json.dump(doc, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return
+    table = Table(title=model_name.short, show_header=False, title_justify="left")
+    table.add_column(style="bold")
+    table.add_column()
+    for key in ("model_format", "model_family", "model_type", "file_type"):
+        if config.get(key):
+            table.add_row(key.replace("_", " "), str(config[key]))
+    table.add_row("size", human_bytes(manifest.size))
+    console.print(table)
+    layers = Table(title=f"layers ({len(manifest.layers)})", title_justify="left")
+    for col in ("media type", "name", "size", "digest"):
+        layers.add_column(col, justify="right" if col == "size" else "left")
+    for layer in manifest.layers:
+        layers.add_row(
+            layer.media_type.removeprefix(MEDIA), layer.name, human_bytes(layer.size), layer.digest[:19] + "…"
+        )
+    console.print(layers)
+
+
+def run_rm(store: Store, name: str, console: Console) -> None:
+    model_name = parse_name(name)
+    removed = store.remove(model_name)
+    console.print(f"deleted {model_name.short}; removed {len(removed)} blobs no other model uses")
+
+
+def run_verify(store: Store, name: str, console: Console) -> None:
+    model_name = parse_name(name)
+    problems = store.verify(model_name)
+    if problems:
+        for layer, problem in problems:
+            console.print(f"[red]bad blob[/red] {layer.digest} ({layer.name or layer.media_type}): {problem}")
+        raise WeightkitError(f"{model_name.short}: {len(problems)} blobs do not match the manifest")
+    console.print(f"{model_name.short}: every blob matches its digest")

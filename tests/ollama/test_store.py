@@ -1,0 +1,189 @@
+"""Ollama's store: names, blobs, manifests, import, open, remove, verify."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import weightkit
+from weightkit.errors import FormatError, WeightkitError
+from weightkit.gguf import write_gguf
+from weightkit.ollama import InvalidName, ModelNotFound, Store, create_from_gguf, parse_name
+from weightkit.ollama.create import human_number
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("gemma3", "registry.ollama.ai/library/gemma3:latest"),
+        ("gemma3:270m", "registry.ollama.ai/library/gemma3:270m"),
+        ("me/my-model:v1.0", "registry.ollama.ai/me/my-model:v1.0"),
+        ("example.com:5000/team/m:t", "example.com:5000/team/m:t"),
+        ("https://example.com/team/m", "example.com/team/m:latest"),
+        ("Mixed_Case.1", "registry.ollama.ai/library/Mixed_Case.1:latest"),
+    ],
+)
+def test_names_parse_like_ollama(text, expected):
+    assert str(parse_name(text)) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", ":tag", "m:", "/m", "../m", "a/../m", "ns.x/m", "m:t:x", "-m", "m/", "a b", "m:ta/g", "x" * 81, "é"],
+)
+def test_invalid_names_are_refused(text):
+    with pytest.raises(InvalidName):
+        parse_name(text)
+
+
+def test_human_number_like_ollama():
+    assert [human_number(n) for n in (268_098_176, 8_000_000_000, 7_241_732_096, 999, 22_713_728)] == [
+        "268.10M", "8B", "7.2B", "999", "22.71M",
+    ]  # fmt: skip
+
+
+@pytest.fixture
+def gguf_file(tmp_path):
+    path = tmp_path / "tiny.gguf"
+    rng = np.random.default_rng(0)
+    write_gguf(
+        path,
+        {"general.architecture": "llama", "general.file_type": np.uint32(7)},
+        {"a": rng.standard_normal((4, 32)).astype(np.float32)},
+    )
+    return path
+
+
+def test_import_open_verify_remove(tmp_path, gguf_file):
+    store = Store(tmp_path / "models")
+    manifest = create_from_gguf(store, "tiny:1", gguf_file)
+    blob = store.blob_path(manifest.layers[0].digest)
+    assert blob.read_bytes() == gguf_file.read_bytes()
+    assert manifest.layers[0].digest == "sha256:" + hashlib.sha256(gguf_file.read_bytes()).hexdigest()
+    path = store.manifest_path("tiny:1")
+    assert path == tmp_path / "models/manifests/registry.ollama.ai/library/tiny/1"
+    doc = json.loads(path.read_text())
+    assert doc["schemaVersion"] == 2 and doc["mediaType"] == "application/vnd.docker.distribution.manifest.v2+json"
+    assert doc["layers"][0]["mediaType"] == "application/vnd.ollama.image.model"
+    config = json.loads(store.blob_path(doc["config"]["digest"]).read_text())
+    assert config["model_format"] == "gguf" and config["model_family"] == "llama" and config["file_type"] == "Q8_0"
+    with weightkit.open(str(blob)) as direct, weightkit.ollama.open_store_model("tiny:1", store=store) as m:
+        assert np.array_equal(m.tensor("a"), direct.tensor("a"))
+    assert store.verify("tiny:1") == []
+
+    create_from_gguf(store, "other:latest", gguf_file)  # the same blob, stored once
+    assert len(list(store.blobs.iterdir())) == 2
+    assert store.remove("tiny:1") == []  # everything is still used by "other"
+    assert [str(n) for n, _ in store.models()] == ["registry.ollama.ai/library/other:latest"]
+    assert len(store.remove("other")) == 2
+    assert list(store.blobs.iterdir()) == [] and list(store.manifests.iterdir()) == []
+    with pytest.raises(ModelNotFound):
+        store.manifest("other")
+
+
+def test_verify_finds_damage(tmp_path, gguf_file):
+    store = Store(tmp_path)
+    manifest = create_from_gguf(store, "tiny", gguf_file)
+    blob = store.blob_path(manifest.layers[0].digest)
+    data = bytearray(blob.read_bytes())
+    data[100] ^= 1
+    blob.write_bytes(data)
+    assert [problem for _, problem in store.verify("tiny")] == ["content does not match its digest"]
+    blob.unlink()
+    assert [problem for _, problem in store.verify("tiny")] == ["missing"]
+
+
+def test_interrupted_blob_leaves_nothing(tmp_path):
+    store = Store(tmp_path)
+
+    def chunks():
+        yield b"x" * 1000
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        store.add_blob(chunks(), "application/vnd.ollama.image.tensor")
+    assert list(store.blobs.iterdir()) == []
+
+
+def test_manifest_never_points_at_a_missing_blob(tmp_path):
+    store = Store(tmp_path)
+    layer = store.add_bytes(b"{}", "application/vnd.docker.container.image.v1+json")
+    ghost = weightkit.ollama.Layer("application/vnd.ollama.image.model", "sha256:" + "0" * 64, 5)
+    with pytest.raises(WeightkitError, match="not in the store"):
+        store.write_manifest("m", weightkit.ollama.Manifest(layer, [ghost]))
+    assert not store.manifest_path("m").exists()
+
+
+def test_reads_a_store_as_ollama_writes_it(tmp_path, gguf_file):
+    """A manifest byte for byte as Ollama's Go encoder writes it, with fields weightkit does not write."""
+    store = Store(tmp_path)
+    data = gguf_file.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    config = (
+        b'{"model_format":"gguf","model_family":"llama","model_families":["llama"],"model_type":"128",'
+        b'"file_type":"Q8_0","architecture":"amd64","os":"linux","rootfs":{"type":"layers","diff_ids":[]}}'
+    )
+    cdigest = hashlib.sha256(config).hexdigest()
+    store.blobs.mkdir(parents=True)
+    (store.blobs / f"sha256-{digest}").write_bytes(data)
+    (store.blobs / f"sha256-{cdigest}").write_bytes(config)
+    manifest = (
+        '{"schemaVersion":2,"mediaType":"application/vnd.docker.distribution.manifest.v2+json",'
+        f'"config":{{"mediaType":"application/vnd.docker.container.image.v1+json","digest":"sha256:{cdigest}",'
+        f'"size":{len(config)}}},"layers":[{{"mediaType":"application/vnd.ollama.image.model",'
+        f'"digest":"sha256:{digest}","size":{len(data)},"from":"/root/.ollama/models/blobs/sha256-{digest}"}},'
+        '{"mediaType":"application/vnd.ollama.image.template","digest":"sha256:' + "a" * 64 + '","size":3}]}\n'
+    )
+    path = store.manifests / "registry.ollama.ai/library/tiny/latest"
+    path.parent.mkdir(parents=True)
+    path.write_text(manifest)
+    m = store.manifest("tiny")
+    assert m.layers[0].from_.endswith(digest) and m.layers[1].media_type.endswith("template")
+    assert m.to_bytes().decode() == manifest
+    with weightkit.ollama.open_store_model("tiny", store=store) as model:
+        assert model.tensors["a"].shape == (4, 32)
+
+
+@pytest.mark.parametrize(
+    "manifest, message",
+    [
+        ("not json", "not a JSON manifest"),
+        ('{"layers": 5}', "'layers' list"),
+        (
+            '{"config": {"mediaType": "x", "digest": "sha256:../../etc", "size": 1}, "layers": []}',
+            "invalid blob digest",
+        ),
+        ('{"config": {"mediaType": "x", "digest": "sha256:' + "0" * 64 + '", "size": -1}, "layers": []}', "size"),
+    ],
+)
+def test_malformed_manifests(tmp_path, manifest, message):
+    store = Store(tmp_path)
+    path = store.manifest_path("bad")
+    path.parent.mkdir(parents=True)
+    path.write_text(manifest)
+    with pytest.raises(FormatError, match=message):
+        store.manifest("bad")
+
+
+def test_command_line(tmp_path, gguf_file):
+    env = {"OLLAMA_MODELS": str(tmp_path / "store"), "COLUMNS": "150", "PATH": ""}
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "weightkit", *args], capture_output=True, text=True, env=env)
+
+    r = run("create", "tiny:v1", "--from", str(gguf_file))
+    assert r.returncode == 0 and "created tiny:v1" in r.stdout, r.stderr
+    assert json.loads(run("ls", "--json").stdout)[0]["name"] == "tiny:v1"
+    show = json.loads(run("show", "tiny:v1", "--json").stdout)
+    assert show["config"]["model_family"] == "llama" and show["layers"][0]["mediaType"].endswith(".model")
+    assert "every blob matches" in run("verify", "tiny:v1").stdout
+    assert "llama" in run("inspect", "tiny:v1").stdout
+    bad = run("show", "../etc/passwd")
+    assert bad.returncode == 1 and "invalid model name" in bad.stderr and "Traceback" not in bad.stderr
+    assert run("rm", "tiny:v1").returncode == 0
+    assert json.loads(run("ls", "--json").stdout) == []
