@@ -229,11 +229,44 @@ def safetensors_dtype_of_numpy(dtype: np.dtype) -> SafetensorsDType:
     raise ValueError(f"safetensors has no dtype for numpy {dtype}")
 
 
-TensorDType = GGMLType | SafetensorsDType
+class MLXQuantType(enum.Enum):
+    """The MLX quantization modes of Ollama's tensor blobs, by Ollama's names: (mode, bits, group size)."""
+
+    INT4 = "int4"
+    INT8 = "int8"
+    NVFP4 = "nvfp4"
+    MXFP4 = "mxfp4"
+    MXFP8 = "mxfp8"
+
+    @property
+    def mode(self) -> str:
+        return _MLX[self][0]
+
+    @property
+    def bits(self) -> int:
+        return _MLX[self][1]
+
+    @property
+    def group_size(self) -> int:
+        """The group size Ollama writes (x/quant/quant.go); blobs say theirs in their metadata."""
+        return _MLX[self][2]
+
+
+_MLX = {
+    MLXQuantType.INT4: ("affine", 4, 64),
+    MLXQuantType.INT8: ("affine", 8, 64),
+    MLXQuantType.NVFP4: ("nvfp4", 4, 16),
+    MLXQuantType.MXFP4: ("mxfp4", 4, 32),
+    MLXQuantType.MXFP8: ("mxfp8", 8, 32),
+}
+
+TensorDType = GGMLType | SafetensorsDType | MLXQuantType
 
 
 def numpy_dtype(dtype: TensorDType) -> np.dtype | None:
     """The numpy dtype a tensor type's elements load as directly; None for quantized and packed types."""
     if isinstance(dtype, SafetensorsDType):
         return dtype.numpy
+    if isinstance(dtype, MLXQuantType):
+        return None
     return GGML_TYPES[GGMLType(dtype)].numpy

@@ -76,13 +76,18 @@ def _store(path: Path | None):
 @app.command()
 def create(
     name: Annotated[str, typer.Argument(help="The model's name, e.g. mymodel:latest.")],
-    source: Annotated[Path, typer.Option("--from", help="A GGUF file (any shard of a split model).")],
+    source: Annotated[
+        Path, typer.Option("--from", help="A GGUF file, or a Hugging Face safetensors checkpoint folder.")
+    ],
+    quantize: Annotated[
+        str | None, typer.Option("--quantize", help="For checkpoints: int4, int8, nvfp4, mxfp4 or mxfp8 (MLX modes).")
+    ] = None,
     store: StoreOption = None,
 ) -> None:
     """Import a model into Ollama's store."""
     from .store import run_create
 
-    run_create(_store(store), name, source, console)
+    run_create(_store(store), name, source, quantize, console)
 
 
 @app.command("ls")

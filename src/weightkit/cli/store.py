@@ -12,23 +12,28 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeR
 from rich.table import Table
 
 from ..errors import WeightkitError
-from ..ollama import Store, create_from_gguf, parse_name
+from ..ollama import Store, create_from_checkpoint, create_from_gguf, parse_name
 from ..ollama.store import MEDIA, parse_manifest
 from .render import human_bytes
 
 
-def run_create(store: Store, name: str, source: Path, console: Console) -> None:
+def run_create(store: Store, name: str, source: Path, quantize: str | None, console: Console) -> None:
     model_name = parse_name(name)
     if not source.exists():
         raise WeightkitError(f"{source}: no such file or folder")
-    if source.is_dir():
-        raise WeightkitError("importing safetensors checkpoints is not supported yet; give a GGUF file")
+    if quantize and not source.is_dir():
+        raise WeightkitError("--quantize applies to safetensors checkpoints; quantize GGUFs with weightkit quantize")
     columns = (TextColumn("[bold]importing"), BarColumn(), DownloadColumn(binary_units=True), TimeRemainingColumn())
     with Progress(*columns, console=console, transient=True) as bar:
         task = bar.add_task("", total=None)
-        manifest = create_from_gguf(
-            store, model_name, source, progress=lambda done, total: bar.update(task, completed=done, total=total)
-        )
+
+        def progress(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        if source.is_dir():
+            manifest = create_from_checkpoint(store, model_name, source, quantize=quantize, progress=progress)
+        else:
+            manifest = create_from_gguf(store, model_name, source, progress=progress)
     console.print(f"created {model_name.short} ({human_bytes(manifest.size)}, {len(manifest.layers)} layers)")
 
 

@@ -1,6 +1,6 @@
 """Ollama's model store: names, manifests, content-addressed blobs, importing and opening models."""
 
-from .create import create_from_gguf
+from .create import create_from_checkpoint, create_from_gguf
 from .model import open_store_model
 from .names import DEFAULT_HOST, DEFAULT_NAMESPACE, DEFAULT_TAG, InvalidName, ModelName, parse_name
 from .store import Layer, Manifest, ModelNotFound, Store, default_root
@@ -15,6 +15,7 @@ __all__ = [
     "ModelName",
     "ModelNotFound",
     "Store",
+    "create_from_checkpoint",
     "create_from_gguf",
     "default_root",
     "open_store_model",

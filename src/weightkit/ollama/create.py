@@ -1,4 +1,5 @@
-"""Importing models into an Ollama store: a GGUF file as a `.model` layer."""
+"""Importing models into an Ollama store: a GGUF file as a `.model` layer, or a Hugging Face safetensors
+checkpoint as tensor blobs (quantized with MLX's modes as Ollama quantizes them) plus its `.json` files."""
 
 from __future__ import annotations
 
@@ -8,10 +9,16 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+import ml_dtypes
+import numpy as np
+
+from ..dtypes import MLXQuantType
 from ..gguf import GGUFFile, open_gguf
 from ..gguf.constants import FILE_TYPES, KEY_ARCHITECTURE, KEY_FILE_TYPE
+from ..safetensors import SafetensorsCheckpoint, tensor_from, write_safetensors
 from .names import ModelName, parse_name
-from .store import CONFIG_MEDIA_TYPE, MEDIA_TYPES, Manifest, Store
+from .store import CONFIG_MEDIA_TYPE, MEDIA_TYPES, Layer, Manifest, Store
+from .tensor_blobs import blob_metadata, canonical_quant, expert_group_prefix, tensor_quantization
 
 Progress = Callable[[int, int], None]  # (bytes done, bytes in all)
 
@@ -71,3 +78,91 @@ def create_from_gguf(
     manifest = Manifest(config_layer, layers)
     store.write_manifest(name, manifest)
     return manifest
+
+
+def create_from_checkpoint(
+    store: Store,
+    name: ModelName | str,
+    folder: str | os.PathLike[str],
+    *,
+    quantize: str | None = None,
+    progress: Progress | None = None,
+) -> Manifest:
+    """Import a safetensors checkpoint folder as a tensor-blob model, as `ollama create --quantize` does."""
+    name = parse_name(name) if isinstance(name, str) else name
+    target = canonical_quant(quantize) if quantize else None
+    folder = Path(folder)
+    layers = []
+    with SafetensorsCheckpoint(folder) as model:
+        groups: dict[str, list[str]] = {}
+        for tensor_name in model.tensors:
+            groups.setdefault(expert_group_prefix(tensor_name) or tensor_name, []).append(tensor_name)
+        total = sum(i.nbytes for i in model.tensors.values())
+        done = 0
+        for layer_name, members in groups.items():
+            plan: list[tuple[str, MLXQuantType | None]] = []
+            for t in members:
+                info = model.tensors[t]
+                q = None if target is None else tensor_quantization(t, info.shape, target)
+                plan.append((t, q))
+            layers.append(_write_tensor_blob(store, model, layer_name, plan))
+            done += sum(model.tensors[t].nbytes for t in members)
+            if progress is not None:
+                progress(done, total)
+        counts: dict[str, int] = {}
+        for info in model.tensors.values():
+            counts[info.dtype.value] = counts.get(info.dtype.value, 0) + info.n_elements
+        source_type = max(counts, key=counts.get).lower() if counts else ""
+        params = sum(i.n_elements for i in model.tensors.values())
+        arch = _architecture(model.config or {})
+    for path in sorted(folder.glob("*.json")):
+        if path.name != "model.safetensors.index.json":
+            layers.append(store.add_file(path, MEDIA_TYPES["json"], path.name))
+    config = {
+        "model_format": "safetensors",
+        "model_family": arch,
+        "model_families": [arch] if arch else None,
+        "model_type": human_number(params),
+        "file_type": target.value if target else source_type,
+        "capabilities": ["completion"],
+        "architecture": "amd64",
+        "os": "linux",
+    }
+    config_layer = store.add_bytes(json.dumps(config, separators=(",", ":")).encode(), CONFIG_MEDIA_TYPE)
+    manifest = Manifest(config_layer, layers)
+    store.write_manifest(name, manifest)
+    return manifest
+
+
+def _architecture(config: dict) -> str:
+    arch = config.get("architectures")
+    if isinstance(arch, list) and arch and isinstance(arch[0], str):
+        return arch[0]
+    return config.get("model_type", "") if isinstance(config.get("model_type"), str) else ""
+
+
+def _write_tensor_blob(store: Store, model, layer_name: str, plan) -> Layer:
+    """One blob: each tensor as it is, or quantized into {name}, {name}.scale and {name}.bias."""
+    from ..quant.mlx import mlx_quantize
+
+    tensors = []
+    for t, q in plan:
+        if q is None:
+            info = model.tensors[t]
+            tensors.append(tensor_from(t, model.raw(t), info.dtype, info.shape))
+            continue
+        w = model.tensor(t)
+        if w.dtype not in (np.dtype(np.float32), np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)):
+            w = w.astype(ml_dtypes.bfloat16)  # as Ollama: other types are quantized from bfloat16
+        packed, scales, biases = mlx_quantize(w, q.value, q.group_size)
+        tensors.append(tensor_from(t, packed))
+        tensors.append(tensor_from(f"{t}.scale", scales))
+        if biases is not None:
+            tensors.append(tensor_from(f"{t}.bias", biases))
+    tmp = store.temp_blob_path()
+    try:
+        write_safetensors(tmp, tensors, blob_metadata(plan))
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return store.adopt(tmp, MEDIA_TYPES["tensor"], layer_name)

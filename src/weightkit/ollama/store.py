@@ -171,6 +171,34 @@ class Store:
                 os.unlink(tmp)
             raise
 
+    def adopt(self, tmp: Path, media_type: str, name: str = "") -> Layer:
+        """Move a finished file written inside `blobs/` (e.g. by a writer) into place under its digest."""
+        try:
+            digest, size = hashlib.sha256(), 0
+            with open(tmp, "rb") as f:
+                for chunk in _chunks(f):
+                    digest.update(chunk)
+                    size += len(chunk)
+            layer = Layer(media_type, "sha256:" + digest.hexdigest(), size, name)
+            target = self.blob_path(layer.digest)
+            if target.exists():
+                tmp.unlink()
+            else:
+                os.chmod(tmp, 0o644)
+                os.replace(tmp, target)
+            return layer
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+            raise
+
+    def temp_blob_path(self) -> Path:
+        """A fresh path inside `blobs/` for a blob being written (same filesystem: the rename is atomic)."""
+        self.blobs.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix="sha256-", suffix=".partial", dir=self.blobs)
+        os.close(fd)
+        return Path(tmp)
+
     def add_file(self, path: str | os.PathLike[str], media_type: str, name: str = "") -> Layer:
         with open(path, "rb") as f:
             return self.add_blob(_chunks(f), media_type, name)

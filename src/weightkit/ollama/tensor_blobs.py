@@ -1,0 +1,193 @@
+"""Ollama's safetensors tensor blobs: Ollama's quantization policy, expert packing, the blob layout, and
+the loader that turns a manifest's tensor layers back into one model.
+
+A blob holds one tensor, or one tensor quantized with MLX (`{name}` packed U32, `{name}.scale`, and for the
+affine modes `{name}.bias`), or every expert tensor of one layer. `__metadata__` says `quant_type` and
+`group_size` for the whole blob, or `<name>.quant_type` / `<name>.group_size` per tensor when a blob mixes
+types (x/create/quantize.go).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from types import MappingProxyType
+
+import numpy as np
+
+from ..dtypes import MLXQuantType
+from ..errors import UnsupportedError
+from ..model import ModelFile, TensorInfo
+from ..safetensors import SafetensorsFile
+from .store import Layer
+
+_QUANT_ALIASES = {
+    "NVFP4": "nvfp4", "MXFP4": "mxfp4", "MXFP8": "mxfp8", "INT4": "int4", "FP4": "int4", "Q4": "int4",
+    "INT8": "int8", "FP8": "int8", "Q8": "int8",
+}  # fmt: skip
+_EXPERT_MARKERS = (
+    ".mlp.experts.", ".mlp.shared_experts.", ".mlp.switch_mlp.", ".moe.experts.", ".mixer.experts.",
+    ".mixer.shared_experts.",
+)  # fmt: skip
+_EXPERT_LAYER = re.compile(
+    r"^(?:model\.language_model\.backbone\.|model\.language_model\.|language_model(?:\.model)?\.|"
+    r"language_model\.backbone\.|model\.|backbone\.|mtp\.)?layers\.\d+$"
+)
+_ROUTING_GATES = (".mlp.gate.weight", ".mixer.gate.weight", ".shared_expert_gate.weight", ".router.proj.weight")
+
+
+def canonical_quant(text: str) -> MLXQuantType:
+    """Ollama's spellings (int4, Q4, FP8, NVFP4, ...) to a quant type."""
+    name = _QUANT_ALIASES.get(text.strip().upper())
+    if name is None:
+        raise UnsupportedError(f"unknown quantization {text!r}; one of int4, int8, nvfp4, mxfp4, mxfp8")
+    return MLXQuantType(name)
+
+
+def _stacked_expert(name: str) -> bool:
+    if name.endswith((".bias", ".scale", ".qbias")):
+        return False
+    return any(m in name for m in (".experts.", ".mlp.switch_mlp.", ".mlp.shared_experts.", ".mixer.shared_experts."))
+
+
+def _should_quantize(name: str) -> bool:
+    """ShouldQuantize (for language models): linear weights, not embeddings, norms, biases or audio."""
+    if "audio_tower" in name or "embed_audio" in name or "embed" in name:
+        return False
+    if "norm" in name or "ln_" in name or "layernorm" in name:
+        return False
+    return name.endswith(".weight")
+
+
+def _aligned(shape: tuple[int, ...], q: MLXQuantType) -> bool:
+    group = 16 if q is MLXQuantType.NVFP4 else 64 if q.mode == "affine" else 32
+    return bool(shape) and shape[-1] % group == 0
+
+
+def _eight_bit(q: MLXQuantType) -> MLXQuantType:
+    return MLXQuantType.INT8 if q.mode == "affine" else MLXQuantType.MXFP8
+
+
+def tensor_quantization(name: str, shape: tuple[int, ...], quantize: MLXQuantType) -> MLXQuantType | None:
+    """The type Ollama quantizes a tensor to, or None to keep it (x/create's GetTensorQuantization):
+    2-D linear weights (3-D stacked experts) of 1024+ elements, not routers or vision; lm_head, and for
+    int4 (and fp4 outside experts) v_proj, k_proj and down_proj, promoted to the 8-bit type."""
+    stacked = _stacked_expert(name)
+    if not stacked and not _should_quantize(name):
+        return None
+    if len(shape) != 2 and not (len(shape) == 3 and stacked):
+        return None
+    if int(np.prod(shape)) < 1024 or name.endswith(_ROUTING_GATES):
+        return None
+    if name.endswith("lm_head.weight"):
+        eight = _eight_bit(quantize)
+        return eight if _aligned(shape, eight) else None
+    if "vision" in name or "visual" in name or not _aligned(shape, quantize):
+        return None
+    fp4 = quantize in (MLXQuantType.NVFP4, MLXQuantType.MXFP4)
+    sensitive = ".v_proj" in name or ".k_proj" in name or "down_proj" in name
+    if sensitive and (quantize is MLXQuantType.INT4 or (fp4 and not stacked)):
+        eight = _eight_bit(quantize)
+        if _aligned(shape, eight):
+            return eight
+    return quantize
+
+
+def expert_group_prefix(name: str) -> str:
+    """The blob an expert tensor is packed into (`model.layers.1.mlp.experts`), or "" for its own blob."""
+    if not name.endswith(".weight"):
+        return ""
+    for marker in _EXPERT_MARKERS:
+        i = name.find(marker)
+        if i >= 0 and _EXPERT_LAYER.match(name[:i]):
+            return name[:i] + marker.rstrip(".")
+    return ""
+
+
+def blob_metadata(items: Iterable[tuple[str, MLXQuantType | None]]) -> dict[str, str] | None:
+    """One quant_type/group_size for a blob whose quantized tensors agree, else per-tensor keys, as Ollama
+    decides it (an unquantized tensor after a quantized one also makes the blob mixed)."""
+    items = list(items)
+    uniform, mixed, seen = None, False, False
+    for _, q in items:
+        if q is None:
+            mixed = mixed or seen
+        elif not seen:
+            seen, uniform = True, q
+        elif q is not uniform:
+            mixed = True
+    if not seen:
+        return None
+    if not mixed:
+        return {"quant_type": uniform.value, "group_size": str(uniform.group_size)}
+    md: dict[str, str] = {}
+    for name, q in items:
+        if q is not None:
+            md[f"{name}.quant_type"] = q.value
+            md[f"{name}.group_size"] = str(q.group_size)
+    return md
+
+
+class TensorBlobModel(ModelFile):
+    """A model stored as tensor blobs, opened as one model. Quantized tensors have an `MLXQuantType` dtype and
+    their logical shape; `tensor(name)` dequantizes them as MLX does, `raw(name)` is the packed words."""
+
+    format = "ollama"
+
+    def __init__(self, path: Path, layers: list[Layer], blob_path, config: dict | None) -> None:
+        self.config = config
+        self.blobs: list[SafetensorsFile] = []
+        self._quant: dict[str, tuple[MLXQuantType, int, str | None, str | None]] = {}
+        tensors: dict[str, TensorInfo] = {}
+        try:
+            for layer in layers:
+                blob = SafetensorsFile(blob_path(layer.digest))
+                self.blobs.append(blob)
+                self._add_blob(len(self.blobs) - 1, blob, layer.name, tensors)
+        except BaseException:
+            self.close()
+            raise
+        super().__init__(path, MappingProxyType({"ollama.layers": str(len(layers))}), tensors)
+
+    def _add_blob(self, index: int, blob: SafetensorsFile, layer_name: str, tensors: dict[str, TensorInfo]) -> None:
+        """A layer named by a tensor key brings that tensor; one named by a group prefix brings them all."""
+        md = dict(blob.metadata)
+        names = [layer_name] if layer_name in blob.tensors else list(blob.tensors)
+        quantized = {
+            name
+            for name in names
+            if md.get(f"{name}.quant_type", md.get("quant_type")) and f"{name}.scale" in blob.tensors
+        }
+        companions = {f"{name}.{part}" for name in quantized for part in ("scale", "bias")}
+        for name in names:
+            info = blob.tensors[name]
+            if name in companions:
+                continue
+            if name not in quantized:
+                tensors[name] = info._replace(shard=index)
+                continue
+            q = canonical_quant(md.get(f"{name}.quant_type", md.get("quant_type", "")))
+            group = int(md.get(f"{name}.group_size", md.get("group_size", q.group_size)))
+            shape = (*info.shape[:-1], info.shape[-1] * 32 // q.bits)
+            bias = f"{name}.bias" if f"{name}.bias" in blob.tensors else None
+            self._quant[name] = (q, group, f"{name}.scale", bias)
+            tensors[name] = TensorInfo(name, q, shape, info.offset, info.nbytes, index)
+
+    def raw(self, name: str) -> np.ndarray:
+        return self.blobs[self.tensors[name].shard].raw(name)
+
+    def tensor(self, name: str, dtype=None):
+        if name not in self._quant:
+            return super().tensor(name, dtype)
+        from ..quant.mlx import mlx_dequantize
+
+        q, group, scale, bias = self._quant[name]
+        blob = self.blobs[self.tensors[name].shard]
+        packed = blob.tensor(name)
+        out = mlx_dequantize(packed, blob.tensor(scale), None if bias is None else blob.tensor(bias), q.value, group)
+        return out if dtype is None else out.astype(dtype)
+
+    def close(self) -> None:
+        for b in self.blobs:
+            b.close()
