@@ -143,14 +143,14 @@ def _architecture(config: dict) -> str:
 
 def _write_tensor_blob(store: Store, model, layer_name: str, plan) -> Layer:
     """One blob: each tensor as it is, or quantized into {name}, {name}.scale and {name}.bias."""
-    from ..quant.mlx import mlx_quantize
-
     tensors = []
     for t, q in plan:
         if q is None:
             info = model.tensors[t]
             tensors.append(tensor_from(t, model.raw(t), info.dtype, info.shape))
             continue
+        from ..quant.mlx import mlx_quantize
+
         w = model.tensor(t)
         if w.dtype not in (np.dtype(np.float32), np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)):
             w = w.astype(ml_dtypes.bfloat16)  # as Ollama: other types are quantized from bfloat16
