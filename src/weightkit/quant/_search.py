@@ -364,11 +364,8 @@ def half(blocks: np.ndarray, offset: int, count: int = 1) -> np.ndarray:
 
 
 def group_scales(d: np.ndarray, codes: np.ndarray) -> np.ndarray:
-    """Super-block scales d (n, k) times integer sub-block scale codes (n, k, G): float32 (n, k, G).
-
-    Flat, so numpy runs one long loop rather than one short loop per block.
-    """
-    return (np.repeat(d.reshape(-1), codes.shape[-1]) * codes.reshape(-1)).reshape(codes.shape)
+    """Super-block scales d (n, k) times integer sub-block scale codes (n, k, G): float32 (n, k, G)."""
+    return np.multiply(d[:, :, None], codes, dtype=F32)
 
 
 def to_half(v: np.ndarray) -> np.ndarray:
@@ -411,24 +408,21 @@ def bitfields(data: np.ndarray, shifts: tuple[int, ...], mask: int, to: int = 0)
 def scale_codes_into(out: np.ndarray, codes: np.ndarray, scales: np.ndarray, sign: int = 1) -> None:
     """out = codes * scale + sign * shift, one scale (and shift) per equal group of values of each block.
 
-    `out` float32 (n_blocks, block_size); `codes` any integer array of the same size in output order;
-    `scales` float32 (n_blocks, 1, n_groups) of scales, or (n_blocks, 2, n_groups) of scales then shifts;
-    (n_blocks, k) means one group per block.
+    `out` float32 (n_blocks, block_size); `codes` any integer array (or strided view) whose elements in
+    C order are the output's; `scales` float32 (n_blocks, 1, n_groups) of scales, or (n_blocks, 2,
+    n_groups) of scales then shifts; (n_blocks, k) means one group per block.
     The product is rounded before the add, as ggml's `d * q + m` / `d * q - m` are (no fused
-    multiply-add in its generic code). Repeating the scales out to full size keeps every ufunc loop long,
-    which is much faster than broadcasting over short groups.
+    multiply-add in its generic code). The codes are cast straight into `out` (a strided view costs no
+    temporary) and the scales broadcast over their groups: materializing them (np.repeat) costs a pass
+    and holds the GIL, so the pool's threads would not overlap.
     """
     if scales.ndim == 2:
         scales = scales[:, :, None]
-    size = out.shape[1] // scales.shape[2]
-    np.copyto(out, codes.reshape(out.shape))
-    out *= np.repeat(scales[:, 0], size, axis=1)
+    np.copyto(out.reshape(codes.shape), codes)
+    groups = out.reshape(out.shape[0], scales.shape[2], -1)
+    groups *= scales[:, 0, :, None]
     if scales.shape[1] == 2:
-        shift = np.repeat(scales[:, 1], size, axis=1)
-        if sign > 0:
-            out += shift
-        else:
-            out -= shift
+        (np.add if sign > 0 else np.subtract)(groups, scales[:, 1, :, None], out=groups)
 
 
 def position_major(x: np.ndarray, group: int) -> np.ndarray:

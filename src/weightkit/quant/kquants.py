@@ -144,20 +144,31 @@ def _dequantize_q3_k(blocks: np.ndarray, out: np.ndarray) -> None:
     scale_codes_into(out, q, group_scales(half(blocks, 108), _unpack_q3_scales(blocks[:, 96:108])[:, None]))
 
 
-def _dequantize_k4(blocks: np.ndarray, out: np.ndarray, qs: np.ndarray, qh: np.ndarray | None) -> None:
-    """Q4_K/Q5_K: sub-block s of 32 values is d*sc[s]*q - dmin*m[s]."""
-    q = bitfields(qs.reshape(-1, 4, 32), (0, 4), 0x0F).reshape(-1, 8, 32)
+# Q4_K/Q5_K blocks (144 and 176 bytes) are whole uint64 words: their nibbles are cut out of the block in
+# two long ufunc loops, without first copying the code bytes out.
+_NIBBLE_SHIFTS = readonly(np.array([0, 4], dtype=np.uint64)[:, None, None])
+_LOW_NIBBLES = np.uint64(0x0F0F0F0F0F0F0F0F)
+
+
+def _dequantize_k4(blocks: np.ndarray, out: np.ndarray, qs: int, qh: int | None) -> None:
+    """Q4_K/Q5_K: sub-block s of 32 values is d*sc[s]*q - dmin*m[s]; byte l of the 32-byte run j of the
+    codes (at byte `qs`) holds value l of sub-block 2j (low nibble) and 2j+1 (high); bit s of qh byte l
+    (at byte `qh`) is bit 4 of value l of sub-block s."""
+    n = len(blocks)
+    nibbles = blocks.view(np.uint64) >> _NIBBLE_SHIFTS
+    nibbles &= _LOW_NIBBLES
+    q = nibbles.view(np.uint8)[:, :, qs : qs + 128].reshape(2, n, 4, 32).transpose(1, 2, 0, 3)
     if qh is not None:
-        q |= _bit_planes(qh, to=4)
+        q |= _bit_planes(blocks[:, qh : qh + 32], to=4).reshape(q.shape)
     scale_codes_into(out, q, group_scales(half(blocks, 0, 2), _unpack_k4_scales(blocks[:, 4:16])), -1)
 
 
 def _dequantize_q4_k(blocks: np.ndarray, out: np.ndarray) -> None:
-    _dequantize_k4(blocks, out, blocks[:, 16:144], None)
+    _dequantize_k4(blocks, out, 16, None)
 
 
 def _dequantize_q5_k(blocks: np.ndarray, out: np.ndarray) -> None:
-    _dequantize_k4(blocks, out, blocks[:, 48:176], blocks[:, 16:48])
+    _dequantize_k4(blocks, out, 48, 16)
 
 
 def _dequantize_q6_k(blocks: np.ndarray, out: np.ndarray) -> None:

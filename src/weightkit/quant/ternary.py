@@ -13,25 +13,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..dtypes import GGMLType
+from ._search import bitfields, readonly
 
-
-def _tq1_trit_tables() -> np.ndarray:
-    """Value (trit - 1) of trit n of every TQ1_0 byte, as ggml's `((uint8_t)(q * 3**n) * 3) >> 8` reads it:
-    row n is the table for trit n."""
-    q = (np.arange(256)[None, :] * 3 ** np.arange(5)[:, None]) & 0xFF
-    return (((q * 3) >> 8) - 1).astype(np.float32)
-
-
-def _tq2_trit_tables() -> np.ndarray:
-    """Value (code - 1) of the 2-bit code at bits 2n of every byte: row n is the table for code n."""
-    return (((np.arange(256)[None, :] >> (2 * np.arange(4))[:, None]) & 3) - 1).astype(np.float32)
-
-
-_TQ1_TRITS = _tq1_trit_tables()  # (5, 256)
-_TQ2_TRITS = _tq2_trit_tables()  # (4, 256)
 # TQ1_0 byte groups: (first byte, bytes, trits per byte); trit n of byte m of a group covers element
 # start + n*bytes + m, where start counts the elements of the groups before.
 _TQ1_GROUPS = ((0, 32, 5), (32, 16, 5), (48, 4, 4))
+_POW3 = readonly(np.array([1, 3, 9, 27, 81], dtype=np.uint8)[:, None])
 
 
 def _scale(blocks: np.ndarray) -> np.ndarray:
@@ -40,26 +27,38 @@ def _scale(blocks: np.ndarray) -> np.ndarray:
 
 
 def dequantize_tq1_0(blocks: np.ndarray, out: np.ndarray) -> None:
-    """ggml's `dequantize_row_tq1_0`: one table lookup per trit position, each filling a run of outputs."""
-    d = _scale(blocks)
+    """ggml's `dequantize_row_tq1_0`: trit n of byte b is `((uint8_t)(b * 3**n) * 3) >> 8`, i.e. 0, 1 or 2
+    as the wrapped product q is below 86, below 171, or not.
+
+    Every byte of the chunk is multiplied by each power of 3 in one uint8 loop (the scale bytes too; their
+    trits are never read), and the trits of each byte group are cast straight into their runs of `out`.
+    The temporaries share one allocation: glibc then keeps it between calls rather than handing it back to
+    the OS, whose fresh pages cost more to fault in than the arithmetic.
+    """
+    n = len(blocks)
+    q, low = np.empty((2, len(_POW3), blocks.size), dtype=np.uint8)
+    np.multiply(blocks.reshape(1, -1), _POW3, out=q)
+    np.less(q, 86, out=low.view(bool))
+    trits = np.greater_equal(q, 171, out=q.view(bool)).view(np.int8)
+    trits -= low.view(np.int8)  # trit - 1
+    trits = trits.reshape(len(_POW3), n, -1)
     start = 0
+    for first, size, n_trits in _TQ1_GROUPS:
+        runs = out[:, start : start + n_trits * size].reshape(n, n_trits, size)
+        np.copyto(runs, trits[:n_trits, :, first : first + size].transpose(1, 0, 2))
+        start += n_trits * size
     with np.errstate(invalid="ignore"):  # 0 * inf is NaN in ggml too
-        for first, size, n_trits in _TQ1_GROUPS:
-            qs = blocks[:, first : first + size]
-            for n in range(n_trits):
-                np.multiply(np.take(_TQ1_TRITS[n], qs), d, out=out[:, start : start + size])
-                start += size
+        out *= _scale(blocks)
 
 
 def dequantize_tq2_0(blocks: np.ndarray, out: np.ndarray) -> None:
-    """ggml's `dequantize_row_tq2_0`: one table lookup per 2-bit position, each filling 32 outputs."""
-    d = _scale(blocks)
+    """ggml's `dequantize_row_tq2_0`: (code - 1) * d, code n of byte m being element m + 32n of its
+    128-element half; the codes are unpacked as int8, shifted by -1, then cast and scaled in `out`."""
+    codes = bitfields(blocks[:, :64].reshape(-1, 2, 32), (0, 2, 4, 6), 3).view(np.int8)
+    codes -= np.int8(1)
+    np.copyto(out.reshape(codes.shape), codes)
     with np.errstate(invalid="ignore"):
-        for half in range(2):
-            qs = blocks[:, 32 * half : 32 * half + 32]
-            for n in range(4):
-                start = 128 * half + 32 * n
-                np.multiply(np.take(_TQ2_TRITS[n], qs), d, out=out[:, start : start + 32])
+        out *= _scale(blocks)
 
 
 def _abs_max(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
