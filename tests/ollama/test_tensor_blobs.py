@@ -113,3 +113,89 @@ def test_experts_packed_one_blob_per_layer(tmp_path):
         assert set(m.tensors) == set(tensors)
         for name, arr in tensors.items():
             assert np.array_equal(m.tensor(name), arr)
+
+
+@pytest.mark.parametrize("quantize", ["int4", "int8", "nvfp4", "mxfp4", "mxfp8"])
+def test_quantized_import_matches_mlx(tmp_path, quantize):
+    import ml_dtypes
+    import mlx.core as mx
+
+    rng = np.random.default_rng(1)
+    tensors = {
+        "model.layers.0.self_attn.q_proj.weight": rng.standard_normal((64, 128)).astype(ml_dtypes.bfloat16),
+        "model.layers.0.self_attn.v_proj.weight": rng.standard_normal((64, 128)).astype(ml_dtypes.bfloat16),
+        "model.layers.0.input_layernorm.weight": rng.standard_normal(128).astype(ml_dtypes.bfloat16),
+        "model.embed_tokens.weight": rng.standard_normal((32, 128)).astype(ml_dtypes.bfloat16),
+    }
+    write_checkpoint(tmp_path / "ckpt", tensors)
+    store = Store(tmp_path / "store")
+    manifest = create_from_checkpoint(store, "q", tmp_path / "ckpt", quantize=quantize)
+    config = json.loads(store.blob_path(manifest.config.digest).read_bytes())
+    assert config["file_type"] == quantize
+    layers = {layer.name: layer for layer in manifest.layers_of("tensor")}
+    for name, arr in tensors.items():
+        q = tensor_quantization(name, arr.shape, canonical_quant(quantize))
+        with safe_open(str(store.blob_path(layers[name].digest)), framework="np") as f:
+            keys = set(f.keys())
+            if q is None:
+                assert keys == {name} and f.metadata() is None
+                continue
+            assert f.metadata() == {"quant_type": q.value, "group_size": str(q.group_size)}
+            w = mx.array(arr.astype(np.float32)).astype(mx.bfloat16)
+            expected = mx.quantize(w, group_size=q.group_size, bits=q.bits, mode=q.mode)
+            assert np.array_equal(f.get_tensor(name), np.array(expected[0]))
+            scale = f.get_tensor(f"{name}.scale")
+            if expected[1].dtype == mx.bfloat16:  # numpy cannot take MLX's bfloat16 directly; float32 is exact
+                assert np.array_equal(scale.astype(np.float32), np.array(expected[1].astype(mx.float32)))
+            else:
+                assert np.array_equal(scale, np.array(expected[1]))
+            assert (f"{name}.bias" in keys) == (q.mode == "affine")
+    with open_store_model("q", store=store) as m:
+        assert set(m.tensors) == set(tensors)
+        q_name = "model.layers.0.self_attn.q_proj.weight"
+        assert m.tensors[q_name].shape == (64, 128) and m.tensors[q_name].dtype.value == quantize
+        back = np.asarray(m.tensor(q_name), np.float32)
+        rel = np.linalg.norm(back - tensors[q_name].astype(np.float32)) / np.linalg.norm(
+            tensors[q_name].astype(np.float32)
+        )
+        assert rel < (0.12 if "4" in quantize else 0.03)
+        assert np.array_equal(m.tensor("model.embed_tokens.weight"), tensors["model.embed_tokens.weight"])
+
+
+def test_interrupted_import_leaves_no_manifest(tmp_path, monkeypatch):
+    rng = np.random.default_rng(2)
+    write_checkpoint(tmp_path / "ckpt", {f"model.layers.{i}.mlp.up_proj.weight": rng.standard_normal((64, 64)).astype(
+        np.float32) for i in range(4)})  # fmt: skip
+    store = Store(tmp_path / "store")
+    from weightkit.ollama import create as create_module
+
+    calls = []
+    real = create_module._write_tensor_blob
+
+    def dying(*args):
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # the process is killed halfway
+        calls.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(create_module, "_write_tensor_blob", dying)
+    with pytest.raises(KeyboardInterrupt):
+        create_from_checkpoint(store, "half", tmp_path / "ckpt", quantize="int4")
+    assert not store.manifest_path("half").exists()
+    assert not list(store.blobs.glob("*.partial"))  # no half-written blob either
+    monkeypatch.setattr(create_module, "_write_tensor_blob", real)
+    create_from_checkpoint(store, "half", tmp_path / "ckpt", quantize="int4")  # a retry completes
+    assert store.verify("half") == []
+
+
+def test_minilm_int8_end_to_end(tmp_path):
+    store = Store(tmp_path)
+    create_from_checkpoint(store, "minilm:int8", minilm_folder(), quantize="int8")
+    reference = load_file(str(minilm_folder() / "model.safetensors"))
+    with open_store_model("minilm:int8", store=store) as m:
+        quantized = [n for n, t in m.tensors.items() if t.dtype.value == "int8"]
+        assert len(quantized) == 37  # q/k/v/output and both feed-forward matrices of 6 layers, and the pooler
+        for name, arr in reference.items():
+            got = np.asarray(m.tensor(name), np.float32)
+            tol = 0.02 * np.abs(arr).max() if name in quantized else 0
+            assert np.abs(got - arr).max() <= tol, name

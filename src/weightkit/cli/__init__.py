@@ -62,6 +62,48 @@ def quantize(
     )
 
 
+@app.command()
+def estimate(
+    model: Annotated[str, typer.Argument(help="A GGUF file (any shard of a split model) or a stored model name.")],
+    ctx: Annotated[
+        str | None, typer.Option("--ctx", help="Context length, or several: 2048,8192,32768 (default: Ollama's).")
+    ] = None,
+    parallel: Annotated[
+        int | None, typer.Option("--parallel", help="Parallel sequences (OLLAMA_NUM_PARALLEL).")
+    ] = None,
+    batch: Annotated[int, typer.Option("--batch", help="Batch size (Ollama's num_batch).")] = 512,
+    kv_cache_type: Annotated[
+        str | None, typer.Option("--kv-cache-type", help="f16, q8_0, q4_0 or f32 (OLLAMA_KV_CACHE_TYPE).")
+    ] = None,
+    flash_attention: Annotated[
+        bool | None, typer.Option("--flash-attention/--no-flash-attention", help="(OLLAMA_FLASH_ATTENTION)")
+    ] = None,
+    gpu: Annotated[
+        list[str] | None, typer.Option("--gpu", help="A GPU's free memory: 24GiB, CUDA:24GiB, Metal:64GiB. Repeat.")
+    ] = None,
+    num_gpu: Annotated[int, typer.Option("--num-gpu", help="Layers to offload (Ollama's num_gpu; -1: auto).")] = -1,
+    ram: Annotated[str | None, typer.Option("--ram", help="Free system memory, e.g. 64GiB (checked if given).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Predict memory use and GPU layer placement as Ollama would load the model."""
+    from .estimate import run_estimate
+
+    contexts = [None] if ctx is None else [int(c) for c in ctx.split(",") if c.strip()]
+    run_estimate(
+        model,
+        contexts=contexts,
+        gpus_text=gpu or [],
+        ram=ram,
+        console=console,
+        as_json=as_json,
+        batch=batch,
+        parallel=parallel,
+        kv_cache_type=kv_cache_type,
+        flash_attention=flash_attention,
+        num_gpu=num_gpu,
+    )
+
+
 StoreOption = Annotated[
     Path | None, typer.Option("--store", help="The model store (default: $OLLAMA_MODELS, else ~/.ollama/models).")
 ]

@@ -15,6 +15,7 @@ import numpy as np
 from ..dtypes import MLXQuantType
 from ..gguf import GGUFFile, open_gguf
 from ..gguf.constants import FILE_TYPES, KEY_ARCHITECTURE, KEY_FILE_TYPE
+from ..quant.mlx import mlx_quantize
 from ..safetensors import SafetensorsCheckpoint, tensor_from, write_safetensors
 from .names import ModelName, parse_name
 from .store import CONFIG_MEDIA_TYPE, MEDIA_TYPES, Layer, Manifest, Store
@@ -149,8 +150,6 @@ def _write_tensor_blob(store: Store, model, layer_name: str, plan) -> Layer:
             info = model.tensors[t]
             tensors.append(tensor_from(t, model.raw(t), info.dtype, info.shape))
             continue
-        from ..quant.mlx import mlx_quantize
-
         w = model.tensor(t)
         if w.dtype not in (np.dtype(np.float32), np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)):
             w = w.astype(ml_dtypes.bfloat16)  # as Ollama: other types are quantized from bfloat16

@@ -19,6 +19,7 @@ import numpy as np
 from ..dtypes import MLXQuantType
 from ..errors import UnsupportedError
 from ..model import ModelFile, TensorInfo
+from ..quant.mlx import mlx_dequantize
 from ..safetensors import SafetensorsFile
 from .store import Layer
 
@@ -180,8 +181,6 @@ class TensorBlobModel(ModelFile):
     def tensor(self, name: str, dtype=None):
         if name not in self._quant:
             return super().tensor(name, dtype)
-        from ..quant.mlx import mlx_dequantize
-
         q, group, scale, bias = self._quant[name]
         blob = self.blobs[self.tensors[name].shard]
         packed = blob.tensor(name)
