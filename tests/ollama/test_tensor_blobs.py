@@ -199,3 +199,48 @@ def test_minilm_int8_end_to_end(tmp_path):
             got = np.asarray(m.tensor(name), np.float32)
             tol = 0.02 * np.abs(arr).max() if name in quantized else 0
             assert np.abs(got - arr).max() <= tol, name
+
+
+def test_show_lists_quant_types(tmp_path):
+    import subprocess
+    import sys
+
+    rng = np.random.default_rng(3)
+    write_checkpoint(tmp_path / "ckpt", {
+        "model.layers.0.self_attn.q_proj.weight": rng.standard_normal((64, 128)).astype(np.float32),
+        "model.layers.0.self_attn.v_proj.weight": rng.standard_normal((64, 128)).astype(np.float32),
+    })  # fmt: skip
+    env = {"OLLAMA_MODELS": str(tmp_path / "store"), "PATH": "", "COLUMNS": "200"}
+    run = [sys.executable, "-m", "weightkit"]
+    r = subprocess.run([*run, "create", "q4", "--from", str(tmp_path / "ckpt"), "--quantize", "int4"],
+                       capture_output=True, text=True, env=env)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(subprocess.run([*run, "show", "q4", "--json"], capture_output=True, text=True, env=env).stdout)
+    by_name = {layer["name"]: layer["quant_types"] for layer in doc["layers"]}
+    assert by_name["model.layers.0.self_attn.q_proj.weight"] == ["int4"]
+    assert by_name["model.layers.0.self_attn.v_proj.weight"] == ["int8"]  # promoted, as Ollama does
+    assert doc["config"]["file_type"] == "int4"
+
+
+def test_two_imports_at_once_share_one_store(tmp_path):
+    """Two processes importing into one store at the same time: both models complete and verify."""
+    import subprocess
+    import sys
+
+    rng = np.random.default_rng(4)
+    shared = {
+        f"model.layers.{i}.mlp.up_proj.weight": rng.standard_normal((128, 128)).astype(np.float32) for i in range(6)
+    }
+    write_checkpoint(tmp_path / "ckpt", shared)
+    env = {"OLLAMA_MODELS": str(tmp_path / "store"), "PATH": ""}
+    procs = [
+        subprocess.Popen([sys.executable, "-m", "weightkit", "create", f"m{i}", "--from", str(tmp_path / "ckpt"),
+                          "--quantize", "int8"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for i in range(2)
+    ]  # fmt: skip
+    for p in procs:
+        assert p.wait(timeout=120) == 0, p.stderr.read()
+    store = Store(tmp_path / "store")
+    assert store.verify("m0") == [] and store.verify("m1") == []
+    assert store.manifest("m0").layers == store.manifest("m1").layers  # same content, same blobs
+    assert not list(store.blobs.glob("*.partial"))

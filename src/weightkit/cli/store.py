@@ -14,6 +14,7 @@ from rich.table import Table
 from ..errors import WeightkitError
 from ..ollama import Store, create_from_checkpoint, create_from_gguf, parse_name
 from ..ollama.store import MEDIA, parse_manifest
+from ..safetensors import SafetensorsFile
 from .render import human_bytes
 
 
@@ -59,16 +60,25 @@ def run_ls(store: Store, as_json: bool, console: Console) -> None:
     console.print(table)
 
 
+def _quant_types(store: Store, layer) -> list[str]:
+    """The quant types a tensor blob declares in its metadata (none for unquantized blobs)."""
+    if not layer.media_type.endswith(".tensor"):
+        return []
+    with SafetensorsFile(store.blob_path(layer.digest)) as blob:
+        return sorted({v for k, v in blob.metadata.items() if k == "quant_type" or k.endswith(".quant_type")})
+
+
 def run_show(store: Store, name: str, as_json: bool, console: Console) -> None:
     model_name = parse_name(name)
     manifest = store.manifest(model_name)
     config = json.loads(store.blob_path(manifest.config.digest).read_bytes() or b"{}")
+    quants = [_quant_types(store, layer) for layer in manifest.layers]
     if as_json:
         doc = {
             "name": str(model_name),
             "size": manifest.size,
             "config": config,
-            "layers": [layer.to_json() for layer in manifest.layers],
+            "layers": [{**layer.to_json(), "quant_types": q} for layer, q in zip(manifest.layers, quants, strict=True)],
         }
         json.dump(doc, sys.stdout, indent=1)
         sys.stdout.write("\n")
@@ -82,11 +92,15 @@ def run_show(store: Store, name: str, as_json: bool, console: Console) -> None:
     table.add_row("size", human_bytes(manifest.size))
     console.print(table)
     layers = Table(title=f"layers ({len(manifest.layers)})", title_justify="left")
-    for col in ("media type", "name", "size", "digest"):
+    for col in ("media type", "name", "quant", "size", "digest"):
         layers.add_column(col, justify="right" if col == "size" else "left")
-    for layer in manifest.layers:
+    for layer, q in zip(manifest.layers, quants, strict=True):
         layers.add_row(
-            layer.media_type.removeprefix(MEDIA), layer.name, human_bytes(layer.size), layer.digest[:19] + "…"
+            layer.media_type.removeprefix(MEDIA),
+            layer.name,
+            ",".join(q),
+            human_bytes(layer.size),
+            layer.digest[:19] + "…",
         )
     console.print(layers)
 
