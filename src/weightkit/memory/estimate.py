@@ -16,6 +16,11 @@ from .layout import GPU, LayoutPlan, SystemMemory, layout_env, plan_layout
 
 GIB = 1 << 30
 QUANTIZED_KV = ("q8_0", "q4_0")
+# Architectures Ollama's scheduler loads with num_parallel 1 (server/sched.go).
+SINGLE_SEQUENCE = frozenset({
+    "mllama", "qwen3vl", "qwen3vlmoe", "qwen35", "qwen35moe", "qwen3next", "lfm2", "lfm2moe", "nemotron_h",
+    "nemotron_h_moe", "nemotron_h_omni",
+})  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -84,8 +89,12 @@ def resolve_settings(
         notes.append(f"context {context} is longer than the model's trained {trained}: Ollama uses {trained}")
         context = trained
     batch = min(batch, context)
-    if f"{arch}.pooling_type" in model.metadata and batch < context:
+    embedding = f"{arch}.pooling_type" in model.metadata
+    if embedding and batch < context:
         batch = context  # embedding models take the whole context as one batch
+    if parallel != 1 and (embedding or arch in SINGLE_SEQUENCE):
+        notes.append(f"Ollama loads {'embedding models' if embedding else arch} with one parallel sequence")
+        parallel = 1
     if kv_cache_type in QUANTIZED_KV and not flash_attention:
         notes.append(f"a {kv_cache_type} KV cache needs flash attention: Ollama falls back to f16")
         kv_cache_type = "f16"
