@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -81,3 +82,14 @@ def worst_relative_error(x: np.ndarray, name: str, imatrix: np.ndarray | None, g
     amax = np.abs(xb).max(axis=1)
     err = np.abs(xb.astype(np.float64) - yb).max(axis=1)
     return float((err / np.maximum(amax, 1e-30)).max())
+
+
+def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
+    return np.array_equal(np.asarray(a, np.float32).view(np.uint32), np.asarray(b, np.float32).view(np.uint32))
+
+
+def dequantize_silently(raw: np.ndarray, qtype: str, shape: tuple[int, ...]) -> np.ndarray:
+    """Dequantize with numpy warnings turned into errors: inf/NaN scales must not leak warnings."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        return quant.dequantize(raw, qtype, shape)

@@ -6,7 +6,6 @@ import math
 
 import numpy as np
 import pytest
-from _reference import extra_problems, fixture_problems, worst_relative_error
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -14,6 +13,8 @@ from hypothesis.extra import numpy as hnp
 from weightkit import quant
 from weightkit.dtypes import ggml_type
 from weightkit.quant import _search
+
+from ._reference import extra_problems, fixture_problems, worst_relative_error
 
 WITH_FIXTURES = ["Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"]
 ALL = [*WITH_FIXTURES, "Q8_K"]

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _reference import extra_problems, fixture_problems, worst_relative_error
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from weightkit import quant
 from weightkit.dtypes import ggml_type
+
+from ._reference import extra_problems, fixture_problems, worst_relative_error
 
 WITH_FIXTURES = ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q8_1", "Q1_0"]
 ALL = [*WITH_FIXTURES, "Q2_0"]
