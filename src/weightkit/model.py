@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import abc
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -16,6 +16,7 @@ from .dtypes import GGMLType, TensorDType, numpy_dtype, view_as
 from .errors import UnsupportedError
 
 FRAMEWORKS = ("numpy", "torch")
+T = TypeVar("T")
 
 
 class TensorInfo(NamedTuple):
@@ -104,13 +105,18 @@ class MappedModelFile(ModelFile):
 
     _src: ByteSource
 
-    def _map(self, path: str | os.PathLike[str], framework: str) -> ByteSource:
-        """Map `path` for this model: read-only for numpy; copy-on-write for torch, which wants writable
-        memory (writes then touch private pages, never the file)."""
+    def _map_and_parse(self, path: str | os.PathLike[str], framework: str, parse: Callable[[ByteSource], T]) -> T:
+        """Map `path` (read-only for numpy; copy-on-write for torch, which wants writable memory, so writes
+        touch private pages and never the file) and parse it, unmapping again if the parse fails."""
         if framework not in FRAMEWORKS:
             raise ValueError(f"framework is one of {FRAMEWORKS}, not {framework!r}")
         self.framework = framework
-        return ByteSource(path, copy_on_write=framework == "torch")
+        self._src = ByteSource(path, copy_on_write=framework == "torch")
+        try:
+            return parse(self._src)
+        except BaseException:
+            self._src.close()
+            raise
 
     @property
     def file_size(self) -> int:
@@ -122,3 +128,20 @@ class MappedModelFile(ModelFile):
 
     def close(self) -> None:
         self._src.close()
+
+
+class ShardedModelFile(ModelFile):
+    """A model whose tensors live in several opened files (`shards`), each tensor in `TensorInfo.shard`."""
+
+    shards: Sequence[ModelFile]
+
+    @property
+    def file_size(self) -> int:
+        return sum(s.file_size for s in self.shards)
+
+    def raw(self, name: str) -> np.ndarray:
+        return self.shards[self.tensors[name].shard].raw(name)
+
+    def close(self) -> None:
+        for s in self.shards:
+            s.close()

@@ -5,9 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import numpy as np
-
-from ..model import MappedModelFile, ModelFile, TensorInfo
+from ..model import MappedModelFile, ShardedModelFile, TensorInfo
 from .reader import parse
 from .values import Metadata
 
@@ -18,12 +16,7 @@ class GGUFFile(MappedModelFile):
     format = "gguf"
 
     def __init__(self, path: str | os.PathLike[str], *, framework: str = "numpy") -> None:
-        self._src = self._map(path, framework)
-        try:
-            parsed = parse(self._src)
-        except BaseException:
-            self._src.close()
-            raise
+        parsed = self._map_and_parse(path, framework, parse)
         self.version = parsed.version
         self.alignment = parsed.alignment
         self.data_offset = parsed.data_offset
@@ -35,7 +28,7 @@ class GGUFFile(MappedModelFile):
         return self._order
 
 
-class GGUFSplit(ModelFile):
+class GGUFSplit(ShardedModelFile):
     """A model split across several GGUF files (llama.cpp's gguf-split): one model, many maps.
 
     Metadata comes from the first shard (which holds all of it); tensors from every shard, with
@@ -59,14 +52,3 @@ class GGUFSplit(ModelFile):
     @property
     def byte_order(self) -> str:
         return self.shards[0].byte_order
-
-    @property
-    def file_size(self) -> int:
-        return sum(s.file_size for s in self.shards)
-
-    def raw(self, name: str) -> np.ndarray:
-        return self.shards[self.tensors[name].shard].raw(name)
-
-    def close(self) -> None:
-        for s in self.shards:
-            s.close()

@@ -145,52 +145,44 @@ class Store:
     # blobs
 
     def add_blob(self, chunks: Iterable[bytes | memoryview], media_type: str, name: str = "") -> Layer:
-        """Stream `chunks` into a blob; returns its layer. Same content, same blob: stored once."""
-        self.blobs.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix="sha256-", suffix=".partial", dir=self.blobs)
+        """Stream `chunks` into a blob, hashing on the way; returns its layer. Same content: stored once."""
+        tmp = self.temp_blob_path()
         try:
-            digest = hashlib.sha256()
-            size = 0
-            with os.fdopen(fd, "wb") as f:
+            digest, size = hashlib.sha256(), 0
+            with open(tmp, "wb") as f:
                 for chunk in chunks:
                     f.write(chunk)
                     digest.update(chunk)
                     size += len(memoryview(chunk).cast("B"))
                 f.flush()
                 os.fsync(f.fileno())
-            layer = Layer(media_type, "sha256:" + digest.hexdigest(), size, name)
-            target = self.blob_path(layer.digest)
-            if target.exists():
-                os.unlink(tmp)
-            else:
-                os.chmod(tmp, 0o644)
-                os.replace(tmp, target)
-            return layer
         except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
+            tmp.unlink(missing_ok=True)
             raise
+        return self._place(tmp, Layer(media_type, "sha256:" + digest.hexdigest(), size, name))
 
     def adopt(self, tmp: Path, media_type: str, name: str = "") -> Layer:
-        """Move a finished file written inside `blobs/` (e.g. by a writer) into place under its digest."""
+        """Move a finished, synced file written inside `blobs/` (e.g. by a writer) into place by its digest."""
         try:
             digest, size = hashlib.sha256(), 0
             with open(tmp, "rb") as f:
                 for chunk in _chunks(f):
                     digest.update(chunk)
                     size += len(chunk)
-            layer = Layer(media_type, "sha256:" + digest.hexdigest(), size, name)
-            target = self.blob_path(layer.digest)
-            if target.exists():
-                tmp.unlink()
-            else:
-                os.chmod(tmp, 0o644)
-                os.replace(tmp, target)
-            return layer
         except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                tmp.unlink()
+            tmp.unlink(missing_ok=True)
             raise
+        return self._place(tmp, Layer(media_type, "sha256:" + digest.hexdigest(), size, name))
+
+    def _place(self, tmp: Path, layer: Layer) -> Layer:
+        """Rename `tmp` to its digest's name, or drop it when that content is already stored."""
+        target = self.blob_path(layer.digest)
+        if target.exists():
+            tmp.unlink()
+        else:
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, target)
+        return layer
 
     def temp_blob_path(self) -> Path:
         """A fresh path inside `blobs/` for a blob being written (same filesystem: the rename is atomic)."""

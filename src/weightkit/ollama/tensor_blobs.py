@@ -18,7 +18,7 @@ import numpy as np
 
 from ..dtypes import MLXQuantType
 from ..errors import UnsupportedError
-from ..model import ModelFile, TensorInfo
+from ..model import ShardedModelFile, TensorInfo
 from ..quant.mlx import mlx_dequantize
 from ..safetensors import SafetensorsFile
 from .store import Layer
@@ -130,7 +130,7 @@ def blob_metadata(items: Iterable[tuple[str, MLXQuantType | None]]) -> dict[str,
     return md
 
 
-class TensorBlobModel(ModelFile):
+class TensorBlobModel(ShardedModelFile):
     """A model stored as tensor blobs, opened as one model. Quantized tensors have an `MLXQuantType` dtype and
     their logical shape; `tensor(name)` dequantizes them as MLX does, `raw(name)` is the packed words."""
 
@@ -138,14 +138,14 @@ class TensorBlobModel(ModelFile):
 
     def __init__(self, path: Path, layers: list[Layer], blob_path, config: dict | None) -> None:
         self.config = config
-        self.blobs: list[SafetensorsFile] = []
+        self.shards: list[SafetensorsFile] = []
         self._quant: dict[str, tuple[MLXQuantType, int, str | None, str | None]] = {}
         tensors: dict[str, TensorInfo] = {}
         try:
             for layer in layers:
                 blob = SafetensorsFile(blob_path(layer.digest))
-                self.blobs.append(blob)
-                self._add_blob(len(self.blobs) - 1, blob, layer.name, tensors)
+                self.shards.append(blob)
+                self._add_blob(len(self.shards) - 1, blob, layer.name, tensors)
         except BaseException:
             self.close()
             raise
@@ -175,18 +175,11 @@ class TensorBlobModel(ModelFile):
             self._quant[name] = (q, group, f"{name}.scale", bias)
             tensors[name] = TensorInfo(name, q, shape, info.offset, info.nbytes, index)
 
-    def raw(self, name: str) -> np.ndarray:
-        return self.blobs[self.tensors[name].shard].raw(name)
-
     def tensor(self, name: str, dtype=None):
         if name not in self._quant:
             return super().tensor(name, dtype)
         q, group, scale, bias = self._quant[name]
-        blob = self.blobs[self.tensors[name].shard]
+        blob = self.shards[self.tensors[name].shard]
         packed = blob.tensor(name)
         out = mlx_dequantize(packed, blob.tensor(scale), None if bias is None else blob.tensor(bias), q.value, group)
         return out if dtype is None else out.astype(dtype)
-
-    def close(self) -> None:
-        for b in self.blobs:
-            b.close()

@@ -10,11 +10,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-import numpy as np
-
 from .._io import atomic_write
 from ..errors import FormatError
-from ..model import ModelFile, TensorInfo
+from ..model import ShardedModelFile, TensorInfo
 from .file import SafetensorsFile
 from .writer import SafetensorsTensor, Source, tensor_from, write_safetensors
 
@@ -58,7 +56,7 @@ def read_index(path: Path) -> tuple[dict[str, str], dict[str, Any]]:
     return weight_map, metadata
 
 
-class SafetensorsCheckpoint(ModelFile):
+class SafetensorsCheckpoint(ShardedModelFile):
     """A sharded (or single-file) Hugging Face checkpoint folder as one model. `TensorInfo.shard` indexes
     `.files`; `.config` is the folder's config.json (or None)."""
 
@@ -101,17 +99,6 @@ class SafetensorsCheckpoint(ModelFile):
                     raise FormatError(index, None, f"the index puts tensor {name!r} in {file}, which lacks it")
             found = {name: found[name] for name in weight_map}
         return found
-
-    @property
-    def file_size(self) -> int:
-        return sum(s.file_size for s in self.shards)
-
-    def raw(self, name: str) -> np.ndarray:
-        return self.shards[self.tensors[name].shard].raw(name)
-
-    def close(self) -> None:
-        for s in self.shards:
-            s.close()
 
 
 def plan_shards(tensors: list[SafetensorsTensor], max_shard_bytes: int) -> list[list[SafetensorsTensor]]:

@@ -17,11 +17,6 @@ class SafetensorsFile(MappedModelFile):
     format = "safetensors"
 
     def __init__(self, path: str | os.PathLike[str], *, framework: str = "numpy") -> None:
-        self._src = self._map(path, framework)
-        try:
-            parsed = parse(self._src)
-        except BaseException:
-            self._src.close()
-            raise
+        parsed = self._map_and_parse(path, framework, parse)
         self.header_size = parsed.header_size
         super().__init__(Path(path), MappingProxyType(parsed.metadata or {}), parsed.tensors)
