@@ -205,17 +205,21 @@ def _parse_common_case(src: ByteSource, text: str, base: int) -> tuple[dict[str,
         or base + int(ends[-1]) != src.size
     ):
         return None
-    order = order.tolist()
-    sorted_names = [names[i] for i in order]
+    if (np.diff(order) == 1).all():  # already in data order, as every writer lays files out
+        dtype_list, shape_list = dtypes, shapes
+    else:
+        order = order.tolist()
+        names = [names[i] for i in order]
+        dtype_list, shape_list = [dtypes[i] for i in order], [shapes[i] for i in order]
     rows = zip(
-        sorted_names,
-        [_DTYPES[dtypes[i]] for i in order],
-        [tuple(shapes[i]) for i in order],
+        names,
+        map(_DTYPES.__getitem__, dtype_list),
+        map(tuple, shape_list),
         (starts + np.uint64(base)).tolist(),
         (ends - starts).tolist(),
         repeat(0),
     )
-    return metadata, dict(zip(sorted_names, map(TensorInfo._make, rows), strict=True))
+    return metadata, dict(zip(names, map(TensorInfo._make, rows), strict=True))
 
 
 def _metadata(src: ByteSource, value: Any) -> dict[str, str] | None:
