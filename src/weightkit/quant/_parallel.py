@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import math
 import os
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
+
 _pool: ThreadPoolExecutor | None = None
+_local = threading.local()
 
 
 def workers() -> int:
@@ -32,3 +37,19 @@ def map_chunks(fn: Callable[[int], None], starts: Sequence[int]) -> None:
         _pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="weightkit")
     for future in [_pool.submit(fn, s) for s in starts]:
         future.result()
+
+
+def scratch(key: str, shape: tuple[int, ...], dtype) -> np.ndarray:
+    """An uninitialized array owned by the calling thread, reusing the memory of its last `key` request.
+
+    glibc hands large freed blocks back to the OS, so a fresh temporary page-faults on every call (in this
+    VM that costs more than the arithmetic on it, and how much depends on what ran before). Kernels keep
+    their big per-chunk temporaries here instead. The array stays valid until the same thread asks for
+    `key` again, so each call site uses its own key.
+    """
+    buffers = _local.__dict__.setdefault("buffers", {})
+    nbytes = math.prod(shape) * np.dtype(dtype).itemsize
+    buf = buffers.get(key)
+    if buf is None or buf.size < nbytes:
+        buf = buffers[key] = np.empty(max(nbytes, 1), np.uint8)
+    return buf[:nbytes].view(dtype).reshape(shape)

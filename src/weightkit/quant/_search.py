@@ -19,6 +19,8 @@ from typing import TypeVar
 
 import numpy as np
 
+from ._parallel import scratch
+
 _Fn = TypeVar("_Fn", bound=Callable)
 
 F32 = np.float32
@@ -60,6 +62,13 @@ def round_clip(v: np.ndarray, lo: float, hi: float) -> np.ndarray:
     """
     np.rint(v, out=v)
     return np.clip(v, F32(lo), F32(hi), out=v)
+
+
+def cap(q: np.ndarray, hi: int) -> np.ndarray:
+    """`np.minimum(q, hi, out=q)` for an integer array: numpy's minimum against a scalar runs a scalar loop
+    here, a compare and a masked copy are several times faster."""
+    np.copyto(q, q.dtype.type(hi), where=q > hi)
+    return q
 
 
 def seq_sum(a: np.ndarray, axis: int = 0) -> np.ndarray:
@@ -386,23 +395,33 @@ def _word_shifts(shifts: tuple[int, ...]) -> np.ndarray:
     return readonly(np.array(shifts, dtype=np.uint64)[:, None])
 
 
-def bitfields(data: np.ndarray, shifts: tuple[int, ...], mask: int, to: int = 0) -> np.ndarray:
+def bitfields(data: np.ndarray, shifts: tuple[int, ...], mask: int, to: int = 0, key: str = "codes") -> np.ndarray:
     """Unpack codes: bytes (..., L) to (..., len(shifts), L) uint8, field i = ((byte >> shifts[i]) & mask) << to.
 
     This is how ggml lays codes out (nibbles, 2-bit fields, bit planes of one byte run go to consecutive
     runs of values). Works 8 bytes at a time with every field in one long ufunc loop, then interleaves the
     runs by moving them as opaque L-byte items: numpy is slow on many short rows (and on uint8 left shifts),
     fast on long ones. L must be a multiple of 8.
+    The result and the temporaries live in the calling thread's scratch (`scratch`): the result stays valid
+    until the thread's next call with the same `key`, so a kernel that holds two results names the second.
     """
-    run = data.shape[-1]
+    run, k = data.shape[-1], len(shifts)
     item = np.dtype((np.void, run))
-    words = np.ascontiguousarray(data.view(item)).view(np.uint64).reshape(-1)
-    fields = words >> _word_shifts(shifts)
+    items = data.view(item)
+    n_items = items.size
+    if items.flags.c_contiguous:
+        words = items.view(np.uint64).reshape(-1)
+    else:
+        words = scratch("bitfields.words", (n_items * run // 8,), np.uint64)
+        np.copyto(words.view(item).reshape(items.shape), items)
+    fields = scratch("bitfields.fields", (k, words.size), np.uint64)
+    np.right_shift(words, _word_shifts(shifts), out=fields)
     fields &= np.uint64(mask * _BYTE_LANES)
     if to:
         fields <<= np.uint64(to)
-    runs = np.ascontiguousarray(fields.view(item).reshape(len(shifts), -1).T)
-    return runs.view(np.uint8).reshape(*data.shape[:-1], len(shifts), run)
+    runs = scratch(key, (*data.shape[:-1], k, run), np.uint8)
+    np.copyto(runs.view(item).reshape(n_items, k), fields.view(item).reshape(k, n_items).T)
+    return runs
 
 
 def scale_codes_into(out: np.ndarray, codes: np.ndarray, scales: np.ndarray, sign: int = 1) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..dtypes import GGMLType
+from ._parallel import scratch
 from ._search import (
     F32,
     GROUP_MAX_EPS,
@@ -41,9 +42,9 @@ def _column(values: list[int]) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------------------------ bit fields
-def _unpack_2bit(qs: np.ndarray, to: int = 0) -> np.ndarray:
+def _unpack_2bit(qs: np.ndarray, to: int = 0, key: str = "codes") -> np.ndarray:
     """64 bytes to 256 two-bit codes (n, 2, 4, 32): byte 32h+l holds values 128h+l, +32, +64, +96."""
-    return bitfields(qs.reshape(-1, 2, 32), (0, 2, 4, 6), 3, to)
+    return bitfields(qs.reshape(-1, 2, 32), (0, 2, 4, 6), 3, to, key)
 
 
 def _pack_2bit(L: np.ndarray) -> np.ndarray:
@@ -51,8 +52,10 @@ def _pack_2bit(L: np.ndarray) -> np.ndarray:
 
 
 def _bit_planes(bits: np.ndarray, to: int = 0) -> np.ndarray:
-    """32 bytes to (8, 32) bits: plane s holds bit s of every byte (Q3_K's hmask, Q5_K's qh)."""
-    return bitfields(bits, tuple(range(8)), 1, to)
+    """32 bytes to (8, 32) bits: plane s holds bit s of every byte (Q3_K's hmask, Q5_K's qh).
+
+    Always the second unpacked array of a kernel, so it has its own scratch key."""
+    return bitfields(bits, tuple(range(8)), 1, to, key="planes")
 
 
 def _pack_bit_planes(planes: np.ndarray) -> np.ndarray:
@@ -144,38 +147,41 @@ def _dequantize_q3_k(blocks: np.ndarray, out: np.ndarray) -> None:
     scale_codes_into(out, q, group_scales(half(blocks, 108), _unpack_q3_scales(blocks[:, 96:108])[:, None]))
 
 
-# Q4_K/Q5_K blocks (144 and 176 bytes) are whole uint64 words: their nibbles are cut out of the block in
-# two long ufunc loops, without first copying the code bytes out.
+def _k4_scales(blocks: np.ndarray) -> np.ndarray:
+    """Q4_K/Q5_K (n, 2, 8) sub-block scales d*sc[s], then mins dmin*m[s]."""
+    return group_scales(half(blocks, 0, 2), _unpack_k4_scales(blocks[:, 4:16]))
+
+
+# Q4_K blocks (144 bytes) are whole uint64 words: the nibbles are cut out of the whole block in two long
+# ufunc loops, without first copying the code bytes out, and cast from that strided view.
 _NIBBLE_SHIFTS = readonly(np.array([0, 4], dtype=np.uint64)[:, None, None])
 _LOW_NIBBLES = np.uint64(0x0F0F0F0F0F0F0F0F)
 
 
-def _dequantize_k4(blocks: np.ndarray, out: np.ndarray, qs: int, qh: int | None) -> None:
-    """Q4_K/Q5_K: sub-block s of 32 values is d*sc[s]*q - dmin*m[s]; byte l of the 32-byte run j of the
-    codes (at byte `qs`) holds value l of sub-block 2j (low nibble) and 2j+1 (high); bit s of qh byte l
-    (at byte `qh`) is bit 4 of value l of sub-block s."""
-    n = len(blocks)
-    nibbles = blocks.view(np.uint64) >> _NIBBLE_SHIFTS
-    nibbles &= _LOW_NIBBLES
-    q = nibbles.view(np.uint8)[:, :, qs : qs + 128].reshape(2, n, 4, 32).transpose(1, 2, 0, 3)
-    if qh is not None:
-        q |= _bit_planes(blocks[:, qh : qh + 32], to=4).reshape(q.shape)
-    scale_codes_into(out, q, group_scales(half(blocks, 0, 2), _unpack_k4_scales(blocks[:, 4:16])), -1)
-
-
 def _dequantize_q4_k(blocks: np.ndarray, out: np.ndarray) -> None:
-    _dequantize_k4(blocks, out, 16, None)
+    """Sub-block s of 32 values is d*sc[s]*q - dmin*m[s]; byte l of the 32-byte run j of the codes (from
+    byte 16) holds value l of sub-block 2j (low nibble) and 2j+1 (high)."""
+    n = len(blocks)
+    nibbles = scratch("q4_k.nibbles", (2, n, 18), np.uint64)
+    np.right_shift(blocks.view(np.uint64), _NIBBLE_SHIFTS, out=nibbles)
+    nibbles &= _LOW_NIBBLES
+    q = nibbles.view(np.uint8)[:, :, 16:144].reshape(2, n, 4, 32).transpose(1, 2, 0, 3)
+    scale_codes_into(out, q, _k4_scales(blocks), -1)
 
 
 def _dequantize_q5_k(blocks: np.ndarray, out: np.ndarray) -> None:
-    _dequantize_k4(blocks, out, 48, 16)
+    """Q4_K's layout (codes from byte 48) plus bit s of qh byte l (from byte 16) as bit 4 of value l of
+    sub-block s. The bits are ORed into contiguous codes: on Q4_K's strided view that pass costs more."""
+    q = bitfields(blocks[:, 48:176].reshape(-1, 4, 32), (0, 4), 0x0F)  # (n, 4, 2, 32), in value order
+    q |= _bit_planes(blocks[:, 16:48], to=4).reshape(q.shape)
+    scale_codes_into(out, q, _k4_scales(blocks), -1)
 
 
 def _dequantize_q6_k(blocks: np.ndarray, out: np.ndarray) -> None:
     """Value 128h + 32k + l: low nibble of ql[64h + 32(k&1) + l] (k < 2) or high (k >= 2), top two bits
     from qh[32h + l] >> 2k; times (d * sc[16-group]), rounded in that order as in C."""
     q = bitfields(blocks[:, :128].reshape(-1, 2, 64), (0, 4), 0x0F).reshape(-1, 2, 4, 32)
-    q |= _unpack_2bit(blocks[:, 128:192], to=4)
+    q |= _unpack_2bit(blocks[:, 128:192], to=4, key="high")
     q8 = q.view(np.int8)
     q8 -= np.int8(32)
     scale_codes_into(out, q8, group_scales(half(blocks, 208), blocks[:, None, 192:208].view(np.int8)))

@@ -15,6 +15,7 @@ from ._search import (
     F32,
     assemble,
     bitfields,
+    cap,
     half,
     inverse,
     make_qkx_quants,
@@ -99,11 +100,6 @@ def _blocks(x: np.ndarray, size: int) -> np.ndarray:
     return x.reshape(-1, size)
 
 
-def _per_value(v: np.ndarray, size: int) -> np.ndarray:
-    """A per-block value repeated over the block's `size` values, shape (n_blocks, size)."""
-    return np.repeat(v, size).reshape(-1, size)
-
-
 def _pack_nibbles(q: np.ndarray) -> np.ndarray:
     """Low nibbles of codes (n, 32) to ggml's 16 bytes: value j low nibble, value j+16 high nibble."""
     return packfields(q.reshape(-1, 2, 16) & 0x0F, (0, 4))
@@ -119,10 +115,9 @@ def _symmetric_codes(x: np.ndarray, levels: int) -> tuple[np.ndarray, np.ndarray
     xb = _blocks(x, 32)
     _, mx = signed_absmax(xb, axis=1)
     d = mx / F32(-levels)
-    v = xb * _per_value(inverse(d), 32)
+    v = xb * inverse(d)[:, None]
     v += F32(levels + 0.5)
-    q = v.astype(np.uint8)
-    return d, np.minimum(q, 2 * levels - 1, out=q)
+    return d, cap(v.astype(np.uint8), 2 * levels - 1)
 
 
 def _affine_codes(x: np.ndarray, levels: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -130,11 +125,10 @@ def _affine_codes(x: np.ndarray, levels: int) -> tuple[np.ndarray, np.ndarray, n
     xb = _blocks(x, 32)
     mn, mx = row_min_max(xb)
     d = (mx - mn) / F32(levels - 1)
-    v = xb - _per_value(mn, 32)
-    v *= _per_value(inverse(d), 32)
+    v = xb - mn[:, None]
+    v *= inverse(d)[:, None]
     v += F32(0.5)
-    q = v.astype(np.uint8)
-    return d, mn, np.minimum(q, levels - 1, out=q)
+    return d, mn, cap(v.astype(np.uint8), levels - 1)
 
 
 def _row_weights(x: np.ndarray, imatrix: np.ndarray, group: int) -> tuple[np.ndarray, np.ndarray]:
@@ -191,7 +185,7 @@ def _q8_codes(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     xb = _blocks(x, 32)
     amax, _ = signed_absmax(xb, axis=1)
     d = amax / F32(127)
-    return d, roundf(xb * _per_value(inverse(d), 32), np.int8)
+    return d, roundf(xb * inverse(d)[:, None], np.int8)
 
 
 def _quantize_q8_0(x: np.ndarray, imatrix: np.ndarray | None) -> np.ndarray:
@@ -218,7 +212,7 @@ def _quantize_q2_0(x: np.ndarray, imatrix: np.ndarray | None) -> np.ndarray:
     """d = max |x|, codes roundf(x / d) + 1 clipped to [0, 3], four 2-bit codes per byte."""
     xb = _blocks(x, 64)
     d, _ = signed_absmax(xb, axis=1)
-    q = np.clip(roundf(xb * _per_value(inverse(d), 64)) + F32(1), 0, 3).astype(np.uint8)
+    q = np.clip(roundf(xb * inverse(d)[:, None]) + F32(1), 0, 3).astype(np.uint8)
     w = q.view(np.uint32)  # codes 4j..4j+3 in the bytes of word j
     qs = (w | (w >> 6) | (w >> 12) | (w >> 18)) & 0xFF
     return assemble(len(x), to_half(d), qs.astype(np.uint8))

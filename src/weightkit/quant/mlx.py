@@ -47,6 +47,9 @@ from collections.abc import Mapping
 import ml_dtypes
 import numpy as np
 
+from . import CHUNK_ELEMENTS, MIN_TASK_ELEMENTS, _step
+from ._parallel import map_chunks
+
 __all__ = [
     "MLX_MODES",
     "blob_quant_params",
@@ -172,11 +175,21 @@ def _check_input(w: np.ndarray, gs: int) -> np.ndarray:
 
 
 def _pack(codes: np.ndarray, bits: int) -> np.ndarray:
-    """Pack integer codes (..., n) into uint32 words, element k of a word at bits k * bits."""
-    per = 32 // bits
-    codes = codes.astype(np.uint32).reshape(*codes.shape[:-1], -1, per)
-    shifts = np.arange(0, 32, bits, dtype=np.uint32)
-    return np.bitwise_or.reduce(codes << shifts, axis=-1)
+    """Pack integer codes (..., n) in [0, 2**bits) into uint32 words, element k of a word at bits k * bits.
+
+    8-bit codes are their bytes read as little-endian words. 4-bit codes are merged by shifts and masks on
+    uint64 words (eight codes each) in long loops: numpy is slow on many short rows.
+    """
+    b = np.ascontiguousarray(codes, dtype=np.uint8)
+    if bits == 8:
+        return b.view(np.uint32)
+    v = b.reshape(-1).view(np.uint64)
+    v = v | (v >> np.uint64(4))  # byte 2i: codes 2i, 2i+1
+    v &= np.uint64(0x00FF00FF00FF00FF)
+    v |= v >> np.uint64(8)  # 16 bits at 4j: codes 4j..4j+3
+    v &= np.uint64(0x0000FFFF0000FFFF)
+    v |= v >> np.uint64(16)
+    return v.astype(np.uint32).reshape(*codes.shape[:-1], -1)
 
 
 def _unpack(packed: np.ndarray, bits: int) -> np.ndarray:
@@ -353,10 +366,26 @@ def mlx_quantize(
     """
     _, mode, bits, gs = _params(quant_type, group_size)
     w = _check_input(w, gs)
-    if mode == "affine":
-        return _affine_quantize(w, bits, gs)
-    packed, scales = _fp_quantize(w, mode, bits, gs)
-    return packed, scales, None
+    rows = w.reshape(int(np.prod(w.shape[:-1])), w.shape[-1])
+    n, cols = rows.shape
+    packed = np.empty((n, cols * bits // 32), np.uint32)
+    scales = np.empty((n, cols // gs), w.dtype if mode == "affine" else np.uint8)
+    biases = np.empty_like(scales) if mode == "affine" else None
+    step = _step(n, CHUNK_ELEMENTS // max(cols, 1), MIN_TASK_ELEMENTS // max(cols, 1))
+
+    def run(start: int) -> None:
+        """Groups never straddle rows, so blocks of rows are quantized independently, on the thread pool."""
+        part = slice(start, start + step)
+        if mode == "affine":
+            packed[part], scales[part], biases[part] = _affine_quantize(rows[part], bits, gs)
+        else:
+            packed[part], scales[part] = _fp_quantize(rows[part], mode, bits, gs)
+
+    map_chunks(run, range(0, n, step))
+    lead = w.shape[:-1]
+    if biases is not None:
+        biases = biases.reshape(*lead, -1)
+    return packed.reshape(*lead, -1), scales.reshape(*lead, -1), biases
 
 
 def mlx_dequantize(
