@@ -24,7 +24,8 @@ def _quantizer(t: GGMLType):
     dtype = GGML_TYPES[t].numpy
 
     def quantize(x: np.ndarray, imatrix: np.ndarray | None) -> np.ndarray:
-        return x.astype(dtype).view(np.uint8).reshape(x.shape[0], -1)
+        with np.errstate(over="ignore"):  # too large for F16: inf, as ggml's conversion gives
+            return x.astype(dtype).view(np.uint8).reshape(x.shape[0], -1)
 
     return quantize
 
