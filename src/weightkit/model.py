@@ -46,6 +46,7 @@ class ModelFile(abc.ABC):
     """An opened model: `.metadata`, `.tensors`, `.tensor(name)`, `.raw(name)`, `close()`."""
 
     format: str = ""
+    display_name: str | None = None  # how to call it when not by its file name (a stored model's name)
     framework: str = "numpy"  # what tensor() returns: "numpy" arrays or "torch" tensors
 
     def __init__(self, path: Path, metadata: Mapping[str, Any], tensors: Mapping[str, TensorInfo]) -> None:

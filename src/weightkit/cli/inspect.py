@@ -68,8 +68,9 @@ def _overview(model: ModelFile, s: ModelSummary) -> Table:
     fmt = model.format.upper() + (f" v{version}" if version else "")
     shards = getattr(model, "shards", None)
     if shards and len(shards) > 1:
-        fmt += f", {len(shards)} shards"
-    t = Table(title=f"{escape(printable(model.path.name))}  ({fmt})", show_header=False, title_justify="left")
+        fmt += f", {len(shards)} {'blobs' if model.format == 'ollama' else 'shards'}"
+    title = model.display_name or model.path.name
+    t = Table(title=f"{escape(printable(title))}  ({fmt})", show_header=False, title_justify="left")
     t.add_column(style="bold")
     t.add_column()
     rows = [

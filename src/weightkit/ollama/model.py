@@ -20,7 +20,9 @@ def open_store_model(name: str, *, store: Store | None = None, framework: str = 
     manifest = store.manifest(model_name)
     gguf_layers = manifest.layers_of("model")
     if gguf_layers:
-        return open_gguf_shards([store.blob_path(layer.digest) for layer in gguf_layers], framework=framework)
+        model = open_gguf_shards([store.blob_path(layer.digest) for layer in gguf_layers], framework=framework)
+        model.display_name = model_name.short
+        return model
     tensor_layers = manifest.layers_of("tensor")
     if not tensor_layers:
         raise UnsupportedError(f"{model_name.short} has neither GGUF nor tensor layers")
@@ -30,4 +32,6 @@ def open_store_model(name: str, *, store: Store | None = None, framework: str = 
     for layer in manifest.layers_of("json"):
         if layer.name == "config.json":
             config = json.loads(store.blob_path(layer.digest).read_bytes())
-    return TensorBlobModel(store.manifest_path(model_name), tensor_layers, store.blob_path, config)
+    model = TensorBlobModel(store.manifest_path(model_name), tensor_layers, store.blob_path, config)
+    model.display_name = model_name.short
+    return model
