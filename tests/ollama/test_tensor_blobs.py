@@ -244,3 +244,19 @@ def test_two_imports_at_once_share_one_store(tmp_path):
     assert store.verify("m0") == [] and store.verify("m1") == []
     assert store.manifest("m0").layers == store.manifest("m1").layers  # same content, same blobs
     assert not list(store.blobs.glob("*.partial"))
+
+
+def test_blob_with_bad_group_size_is_a_format_error(tmp_path):
+    from weightkit.errors import FormatError
+    from weightkit.ollama import Manifest
+    from weightkit.safetensors import write_safetensors
+
+    store = Store(tmp_path)
+    blob = tmp_path / "blob.safetensors"
+    tensors = {"w": np.zeros((2, 8), np.uint32), "w.scale": np.ones((2, 1), np.float32)}
+    write_safetensors(blob, tensors, {"quant_type": "int4", "group_size": "7"})
+    layer = store.add_file(blob, "application/vnd.ollama.image.tensor", "w")
+    config = store.add_bytes(b"{}", "application/vnd.docker.container.image.v1+json")
+    store.write_manifest("bad", Manifest(config, [layer]))
+    with pytest.raises(FormatError, match="group sizes"):
+        open_store_model("bad", store=store)

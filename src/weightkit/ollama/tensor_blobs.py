@@ -17,16 +17,12 @@ from types import MappingProxyType
 import numpy as np
 
 from ..dtypes import MLXQuantType
-from ..errors import UnsupportedError
+from ..errors import FormatError, UnsupportedError
 from ..model import ShardedModelFile, TensorInfo
-from ..quant.mlx import mlx_dequantize
+from ..quant.mlx import blob_quant_params, canonical_quant_type, mlx_dequantize
 from ..safetensors import SafetensorsFile
 from .store import Layer
 
-_QUANT_ALIASES = {
-    "NVFP4": "nvfp4", "MXFP4": "mxfp4", "MXFP8": "mxfp8", "INT4": "int4", "FP4": "int4", "Q4": "int4",
-    "INT8": "int8", "FP8": "int8", "Q8": "int8",
-}  # fmt: skip
 _EXPERT_MARKERS = (
     ".mlp.experts.", ".mlp.shared_experts.", ".mlp.switch_mlp.", ".moe.experts.", ".mixer.experts.",
     ".mixer.shared_experts.",
@@ -40,10 +36,10 @@ _ROUTING_GATES = (".mlp.gate.weight", ".mixer.gate.weight", ".shared_expert_gate
 
 def canonical_quant(text: str) -> MLXQuantType:
     """Ollama's spellings (int4, Q4, FP8, NVFP4, ...) to a quant type."""
-    name = _QUANT_ALIASES.get(text.strip().upper())
-    if name is None:
-        raise UnsupportedError(f"unknown quantization {text!r}; one of int4, int8, nvfp4, mxfp4, mxfp8")
-    return MLXQuantType(name)
+    try:
+        return MLXQuantType(canonical_quant_type(text))
+    except ValueError:
+        raise UnsupportedError(f"unknown quantization {text!r}; one of int4, int8, nvfp4, mxfp4, mxfp8") from None
 
 
 def _stacked_expert(name: str) -> bool:
@@ -62,8 +58,8 @@ def _should_quantize(name: str) -> bool:
 
 
 def _aligned(shape: tuple[int, ...], q: MLXQuantType) -> bool:
-    group = 16 if q is MLXQuantType.NVFP4 else 64 if q.mode == "affine" else 32
-    return bool(shape) and shape[-1] % group == 0
+    """MLX quantizes whole groups along the last axis (x/create's isAligned)."""
+    return bool(shape) and shape[-1] % q.group_size == 0
 
 
 def _eight_bit(q: MLXQuantType) -> MLXQuantType:
@@ -130,6 +126,12 @@ def blob_metadata(items: Iterable[tuple[str, MLXQuantType | None]]) -> dict[str,
     return md
 
 
+def _quant_metadata(md: dict[str, str], name: str) -> dict[str, str]:
+    """A tensor's quant_type and group_size: its own keys in a mixed blob, else the blob's."""
+    found = {key: md.get(f"{name}.{key}", md.get(key)) for key in ("quant_type", "group_size")}
+    return {key: value for key, value in found.items() if value is not None}
+
+
 class TensorBlobModel(ShardedModelFile):
     """A model stored as tensor blobs, opened as one model. Quantized tensors have an `MLXQuantType` dtype and
     their logical shape; `tensor(name)` dequantizes them as MLX does, `raw(name)` is the packed words."""
@@ -155,11 +157,8 @@ class TensorBlobModel(ShardedModelFile):
         """A layer named by a tensor key brings that tensor; one named by a group prefix brings them all."""
         md = dict(blob.metadata)
         names = [layer_name] if layer_name in blob.tensors else list(blob.tensors)
-        quantized = {
-            name
-            for name in names
-            if md.get(f"{name}.quant_type", md.get("quant_type")) and f"{name}.scale" in blob.tensors
-        }
+        own = {name: _quant_metadata(md, name) for name in names}
+        quantized = {name for name in names if own[name].get("quant_type") and f"{name}.scale" in blob.tensors}
         companions = {f"{name}.{part}" for name in quantized for part in ("scale", "bias")}
         for name in names:
             info = blob.tensors[name]
@@ -168,8 +167,11 @@ class TensorBlobModel(ShardedModelFile):
             if name not in quantized:
                 tensors[name] = info._replace(shard=index)
                 continue
-            q = canonical_quant(md.get(f"{name}.quant_type", md.get("quant_type", "")))
-            group = int(md.get(f"{name}.group_size", md.get("group_size", q.group_size)))
+            try:
+                q_name, _, _, group = blob_quant_params(own[name])
+            except ValueError as e:
+                raise FormatError(blob.path, None, f"tensor {name!r}: {e}") from None
+            q = MLXQuantType(q_name)
             shape = (*info.shape[:-1], info.shape[-1] * 32 // q.bits)
             bias = f"{name}.bias" if f"{name}.bias" in blob.tensors else None
             self._quant[name] = (q, group, f"{name}.scale", bias)

@@ -47,6 +47,7 @@ from collections.abc import Mapping
 import ml_dtypes
 import numpy as np
 
+from ..dtypes import MLXQuantType
 from . import CHUNK_ELEMENTS, MIN_TASK_ELEMENTS, _step
 from ._parallel import map_chunks
 
@@ -59,14 +60,8 @@ __all__ = [
     "packed_shape",
 ]
 
-# Ollama quant type -> (MLX mode, bits, group size Ollama writes by default).
-MLX_MODES: dict[str, tuple[str, int, int]] = {
-    "int4": ("affine", 4, 64),
-    "int8": ("affine", 8, 64),
-    "nvfp4": ("nvfp4", 4, 16),
-    "mxfp4": ("mxfp4", 4, 32),
-    "mxfp8": ("mxfp8", 8, 32),
-}
+# Ollama quant type -> (MLX mode, bits, group size Ollama writes by default), from the dtype table.
+MLX_MODES: dict[str, tuple[str, int, int]] = {q.value: (q.mode, q.bits, q.group_size) for q in MLXQuantType}
 
 # Ollama's `quant.Canonical` aliases (case-insensitive).
 _ALIASES = {"fp4": "int4", "q4": "int4", "fp8": "int8", "q8": "int8"}
