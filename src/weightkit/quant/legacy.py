@@ -141,23 +141,22 @@ def _row_weights(x: np.ndarray, imatrix: np.ndarray, group: int) -> tuple[np.nda
     return xs, qw * np.sqrt(s2 + xs * xs)
 
 
-def _quantize_q4_0(x: np.ndarray, imatrix: np.ndarray | None) -> np.ndarray:
+def _symmetric(x: np.ndarray, imatrix: np.ndarray | None, nmax: int) -> tuple[np.ndarray, np.ndarray]:
+    """Q4_0/Q5_0 (d, codes): the reference rounding, or the imatrix path (make_qx_quants)."""
     if imatrix is None:
-        d, q = _symmetric_codes(x, 8)
-    else:
-        xs, w = _row_weights(x, imatrix, 32)
-        d, L = make_qx_quants(xs, 8, w)
-        q = L.T
+        return _symmetric_codes(x, nmax)
+    xs, w = _row_weights(x, imatrix, 32)
+    d, levels = make_qx_quants(xs, nmax, w)
+    return d, levels.T
+
+
+def _quantize_q4_0(x: np.ndarray, imatrix: np.ndarray | None) -> np.ndarray:
+    d, q = _symmetric(x, imatrix, 8)
     return assemble(len(x), to_half(d), _pack_nibbles(q))
 
 
 def _quantize_q5_0(x: np.ndarray, imatrix: np.ndarray | None) -> np.ndarray:
-    if imatrix is None:
-        d, q = _symmetric_codes(x, 16)
-    else:
-        xs, w = _row_weights(x, imatrix, 32)
-        d, L = make_qx_quants(xs, 16, w)
-        q = L.T
+    d, q = _symmetric(x, imatrix, 16)
     return assemble(len(x), to_half(d), _pack_high_bits(q), _pack_nibbles(q))
 
 
