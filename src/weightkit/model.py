@@ -42,6 +42,41 @@ class TensorInfo(NamedTuple):
         return n
 
 
+class TensorTable(Mapping[str, TensorInfo]):
+    """Read-only tensor infos kept as columns, each TensorInfo made when asked for: a header of ten
+    thousand tensors opens without building ten thousand objects that may never be read."""
+
+    __slots__ = ("_dtypes", "_index", "_nbytes", "_offsets", "_shapes")
+
+    def __init__(
+        self,
+        names: Sequence[str],
+        dtypes: Sequence[TensorDType],
+        shapes: Sequence[tuple[int, ...]],
+        offsets: Sequence[int] | np.ndarray,
+        nbytes: Sequence[int] | np.ndarray,
+    ) -> None:
+        if not len(names) == len(dtypes) == len(shapes) == len(offsets) == len(nbytes):
+            raise ValueError("every column needs one entry per tensor")
+        self._index = dict(zip(names, range(len(names)), strict=True))
+        if len(self._index) != len(names):
+            raise ValueError("tensor names must be unique")
+        self._dtypes, self._shapes, self._offsets, self._nbytes = dtypes, shapes, offsets, nbytes
+
+    def __getitem__(self, name: str) -> TensorInfo:
+        i = self._index[name]
+        return TensorInfo(name, self._dtypes[i], self._shapes[i], int(self._offsets[i]), int(self._nbytes[i]))
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._index
+
+    def __iter__(self):
+        return iter(self._index)
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+
 class ModelFile(abc.ABC):
     """An opened model: `.metadata`, `.tensors`, `.tensor(name)`, `.raw(name)`, `close()`."""
 
@@ -52,7 +87,9 @@ class ModelFile(abc.ABC):
     def __init__(self, path: Path, metadata: Mapping[str, Any], tensors: Mapping[str, TensorInfo]) -> None:
         self.path = path
         self.metadata = metadata
-        self.tensors: Mapping[str, TensorInfo] = MappingProxyType(dict(tensors))
+        self.tensors: Mapping[str, TensorInfo] = (
+            tensors if isinstance(tensors, TensorTable) else MappingProxyType(dict(tensors))
+        )
 
     @abc.abstractmethod
     def raw(self, name: str) -> np.ndarray:
