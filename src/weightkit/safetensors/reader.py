@@ -198,16 +198,16 @@ def _parse_common_case(src: ByteSource, text: str, base: int) -> tuple[dict[str,
     orders, repeated names, a layout error): the exact path then gives the verdict and the precise message.
     Whatever this accepts, the exact path accepts too, with the same result.
     """
-    if ("-0" in text or "\\u" in text) and _NEEDS_CARE.search(text):
-        return None
     metadata, body = None, 1
     if text.startswith(_METADATA_START):
         try:
             metadata, end = _DECODER.raw_decode(text, len(_METADATA_START))
         except (ValueError, RecursionError):
             return None
-        if text[end : end + 1] != "," or not (
-            metadata is None or (type(metadata) is dict and set(map(type, metadata.values())) <= {str})
+        if (
+            text[end : end + 1] != ","
+            or not (metadata is None or (type(metadata) is dict and set(map(type, metadata.values())) <= {str}))
+            or _NEEDS_CARE.search(text, 0, end)  # the tensors' pattern below admits neither
         ):
             return None
         body = end + 1
