@@ -37,7 +37,7 @@ except ImportError:  # gguf-py is optional: its columns then read "n/a"
     gguf = None
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import best_of
+from _common import best_of, release_freed_memory
 
 REPO = Path(__file__).resolve().parents[1]
 ORACLE_DIR = REPO.parent / "shared" / "tools"
@@ -237,6 +237,7 @@ def bench_gguf(ggml, path: str, repeat: int) -> None:
     rows, totals = [], {"wk": 0.0, "gguf": 0.0, "ggml": 0.0}
     complete = {"wk": True, "gguf": True, "ggml": True}
     n_total = 0
+    ggml_outputs: dict[int, Array] = {}  # by id of the raw input, to check the all-at-once decode
     for t, items in sorted(by_type.items()):
         calls = [side_fns(*item) for item in items]
         seconds: dict[str, float | None] = {}
@@ -246,10 +247,12 @@ def bench_gguf(ggml, path: str, repeat: int) -> None:
             if any(fn is None for fn in fns):
                 seconds[side], outputs[side], complete[side] = None, None, False
                 continue
-            seconds[side], outputs[side] = best_of(lambda fns=fns: [fn() for fn in fns], repeat)
+            seconds[side], outputs[side] = best_of(lambda fns=fns: [fn() for fn in fns], repeat, release_freed_memory)
             totals[side] += seconds[side]
         n = sum(int(np.prod(shape)) for _, shape, _ in items)
         n_total += n
+        if outputs["ggml"] is not None:
+            ggml_outputs.update((id(raw), out) for (_, _, raw), out in zip(items, outputs["ggml"], strict=True))
         exact = "n/a"
         if outputs["wk"] is not None and outputs["ggml"] is not None:
             pairs = zip(outputs["wk"], outputs["ggml"], strict=True)
@@ -258,7 +261,19 @@ def bench_gguf(ggml, path: str, repeat: int) -> None:
         rows.append([t.name, str(len(items)), f"{n / 1e6:.1f}", *row, exact])
     total = [totals[s] if complete[s] else None for s in ("wk", "gguf", "ggml")]
     rows.append(["total", str(len(tensors)), f"{n_total / 1e6:.1f}", *cells(*total, 3, "lower"), ""])
+    if complete["wk"]:
+        # weightkit's way to decode a whole model (what GGUFFile.load() does): every tensor in one call.
+        everything = [(raw, t, shape) for _, t, shape, raw in tensors]
+        seconds_all, outs = best_of(lambda: quant.dequantize_many(everything), repeat, release_freed_memory)
+        exact = "n/a"
+        if len(ggml_outputs) == len(tensors):
+            pairs = ((out, ggml_outputs[id(raw)]) for out, (raw, _, _) in zip(outs, everything, strict=True))
+            exact = "yes" if all(same(a.reshape(-1), b.reshape(-1)) == "yes" for a, b in pairs) else "NO"
+        row = cells(seconds_all, total[1], total[2], 3, "lower")
+        rows.append(["all at once", str(len(tensors)), f"{n_total / 1e6:.1f}", *row, exact])
     print_table(f"Dequantize every tensor of {path} (seconds, best of {repeat})", header, rows)
+    print("(rows by type and 'total': one call per tensor on every side; 'all at once': weightkit's")
+    print(" dequantize_many / GGUFFile.load() over the whole file, against the other sides' totals)")
     missing = [s for s, ok in complete.items() if not ok]
     if missing:
         print(f"(no total for {', '.join(missing)}: some tensor types are not supported there)")

@@ -13,7 +13,9 @@ Kernel contracts:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from itertools import accumulate
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -22,6 +24,7 @@ from ..errors import UnsupportedError
 from . import fp4, iquants, kquants, legacy, plain, ternary
 from ._parallel import map_chunks, workers
 
+RawBytes = np.ndarray | bytes | memoryview
 Dequantizer = Callable[[np.ndarray, np.ndarray], None]
 Quantizer = Callable[[np.ndarray, "np.ndarray | None"], np.ndarray]
 
@@ -37,7 +40,15 @@ for _family in (plain, legacy, kquants, ternary, fp4, iquants):
 # 1M-element chunks run 1.3-2x faster than one thread. The working set stays bounded by the chunk.
 CHUNK_ELEMENTS = 1 << 20
 
-__all__ = ["DEQUANTIZERS", "QUANTIZERS", "can_dequantize", "can_quantize", "dequantize", "quantize"]
+__all__ = [
+    "DEQUANTIZERS",
+    "QUANTIZERS",
+    "can_dequantize",
+    "can_quantize",
+    "dequantize",
+    "dequantize_many",
+    "quantize",
+]
 
 
 def can_dequantize(qtype: GGMLType | int | str) -> bool:
@@ -67,12 +78,56 @@ def _step(n_units: int, per_chunk: int, per_min: int) -> int:
     return max(1, per_min, min(per_chunk, -(-n_units // workers())))
 
 
-def dequantize(raw: np.ndarray | bytes | memoryview, qtype: GGMLType | int | str, shape) -> np.ndarray:
+def dequantize(raw: RawBytes, qtype: GGMLType | int | str, shape) -> np.ndarray:
     """Decode `raw` (the bytes of one tensor of GGML type `qtype`) to a float32 array of `shape`.
 
     `shape` is in numpy order (outermost first); the last axis is the row, whose length must be a
     multiple of the type's block size. Results are bit-identical to ggml's `to_float`.
     """
+    return dequantize_many([(raw, qtype, shape)])[0]
+
+
+# Each tensor's place in the shared output starts on a 64-byte line, as a fresh numpy array would.
+_ALIGN_ELEMENTS = 16
+
+
+def dequantize_many(tensors: Iterable[tuple[RawBytes, GGMLType | int | str, Any]]) -> list[np.ndarray]:
+    """Decode several tensors, each given as `(raw, qtype, shape)` as for `dequantize`, in one go.
+
+    The results are views into one float32 allocation (freed when the last of them is), and the work is
+    one queue of chunks across all the tensors for every core. For a model of many small tensors this is
+    much faster than one `dequantize` call each: no per-tensor hand-offs or idle cores, and one large
+    allocation page-faults far less than many small ones (numpy asks the kernel for huge pages from 4 MiB).
+    """
+    jobs = [_dequantize_job(raw, qtype, shape) for raw, qtype, shape in tensors]
+    starts = list(accumulate((-(-job.n // _ALIGN_ELEMENTS) * _ALIGN_ELEMENTS for job in jobs), initial=0))
+    spare = np.empty(starts[-1] + _ALIGN_ELEMENTS, dtype=np.float32)
+    first = -spare.ctypes.data % (4 * _ALIGN_ELEMENTS) // 4  # malloc aligns to 16 bytes only
+    arena = spare[first : first + starts[-1]]
+    outs = [arena[start : start + job.n].reshape(job.shape) for job, start in zip(jobs, starts, strict=False)]
+    chunks = []
+    for job, out in zip(jobs, outs, strict=True):
+        out_blocks = out.reshape(len(job.blocks), job.block_size)
+        step = _step(len(job.blocks), CHUNK_ELEMENTS // job.block_size, MIN_TASK_ELEMENTS // job.block_size)
+        chunks += [
+            (job.kernel, job.blocks[i : i + step], out_blocks[i : i + step]) for i in range(0, len(out_blocks), step)
+        ]
+    map_chunks(lambda chunk: chunk[0](chunk[1], chunk[2]), chunks)
+    return outs
+
+
+class _Job(NamedTuple):
+    """One tensor to decode: its kernel, raw blocks (n_blocks, type_size), shape and sizes."""
+
+    kernel: Dequantizer
+    blocks: np.ndarray
+    shape: tuple[int, ...]
+    n: int
+    block_size: int
+
+
+def _dequantize_job(raw: RawBytes, qtype: GGMLType | int | str, shape: Any) -> _Job:
+    """The job for one tensor, its arguments checked."""
     info = ggml_type(qtype)
     shape = tuple(int(d) for d in (shape if np.ndim(shape) else (shape,)))
     n = int(np.prod(shape, dtype=np.int64)) if shape else 1
@@ -85,17 +140,7 @@ def dequantize(raw: np.ndarray | bytes | memoryview, qtype: GGMLType | int | str
         raise ValueError(
             f"{info.name} tensor of shape {shape} takes {info.nbytes(n)} bytes, but {data.size} were given"
         )
-    out = np.empty(shape, dtype=np.float32)
-    n_blocks = n // info.block_size
-    blocks = data.reshape(n_blocks, info.type_size)
-    out_blocks = out.reshape(n_blocks, info.block_size)
-    step = _step(n_blocks, CHUNK_ELEMENTS // info.block_size, MIN_TASK_ELEMENTS // info.block_size)
-
-    def run(start: int) -> None:
-        kernel(blocks[start : start + step], out_blocks[start : start + step])
-
-    map_chunks(run, range(0, n_blocks, step))
-    return out
+    return _Job(kernel, data.reshape(n // info.block_size, info.type_size), shape, n, info.block_size)
 
 
 def quantize(x: np.ndarray, qtype: GGMLType | int | str, imatrix: np.ndarray | None = None) -> np.ndarray:

@@ -5,10 +5,13 @@ from __future__ import annotations
 import math
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
 import numpy as np
+
+T = TypeVar("T")
 
 _pool: ThreadPoolExecutor | None = None
 _local = threading.local()
@@ -25,18 +28,49 @@ def workers() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def map_chunks(fn: Callable[[int], None], starts: Sequence[int]) -> None:
-    """Call `fn(start)` for every start, in parallel when there is more than one chunk."""
+def map_chunks(fn: Callable[[T], None], items: Iterable[T]) -> None:
+    """Call `fn(item)` for every item, on every worker thread when there is more than one item.
+
+    The threads (this one included) take items from one shared queue until it is empty, so hundreds of
+    small items cost no more hand-offs than a few large ones. Called from inside a task, it runs serially:
+    the pool's threads are busy with the outer call.
+    """
     global _pool
-    n = workers()
-    if len(starts) <= 1 or n == 1:
-        for s in starts:
-            fn(s)
+    items = list(items)
+    n = min(workers(), len(items))
+    if n <= 1 or getattr(_local, "in_task", False):
+        for item in items:
+            fn(item)
         return
-    if _pool is None or _pool._max_workers != n:
-        _pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="weightkit")
-    for future in [_pool.submit(fn, s) for s in starts]:
-        future.result()
+    if _pool is None or _pool._max_workers != workers() - 1:
+        _pool = ThreadPoolExecutor(max_workers=workers() - 1, thread_name_prefix="weightkit")
+    queue = iter(items)
+    lock = threading.Lock()
+
+    def drain() -> None:
+        _local.in_task = True
+        try:
+            while (item := _next(queue, lock)) is not _DONE:
+                fn(item)
+        finally:
+            _local.in_task = False
+
+    helpers = [_pool.submit(drain) for _ in range(n - 1)]
+    try:
+        drain()
+    finally:
+        errors = [future.exception() for future in helpers]  # waits: no helper still writes when we return
+    for error in errors:
+        if error is not None:
+            raise error
+
+
+def _next(queue, lock: threading.Lock):
+    with lock:
+        return next(queue, _DONE)
+
+
+_DONE = object()
 
 
 def scratch(key: str, shape: tuple[int, ...], dtype) -> np.ndarray:
