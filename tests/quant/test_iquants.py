@@ -76,7 +76,7 @@ def test_extra_special_scales(name: str) -> None:
 
 @pytest.mark.parametrize("name", sorted(NEEDS_IMATRIX))
 def test_imatrix_required(name: str) -> None:
-    with pytest.raises(ValueError, match="imatrix"):
+    with pytest.raises(ValueError, match=f"quantizes {name} only with an importance matrix"):
         quantize(np.ones((1, 256), np.float32), name)
 
 

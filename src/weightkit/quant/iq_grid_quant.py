@@ -214,9 +214,9 @@ def _search(v: _Variant, gs: GridSearch, x: np.ndarray, w: np.ndarray):
 
 def _weights(v: _Variant, x: np.ndarray, imatrix: np.ndarray | None) -> np.ndarray:
     """Per-weight importance, (blocks, 256): imatrix * sqrt(sigma2 + x^2), or ggml's fallback."""
-    name = v.grid.removesuffix("_grid").upper()
     if imatrix is None and v.weight_without_imatrix is None:
-        raise ValueError(f"ggml quantizes {name} only with an importance matrix (imatrix)")
+        name = v.grid.removesuffix("_grid").upper()  # "IQ2XS": the type is IQ2_XS
+        raise ValueError(f"ggml quantizes {name[:3]}_{name[3:]} only with an importance matrix (imatrix)")
     xb = x.reshape(-1, 256)
     sq = xb * xb
     sigma2 = F32(v.sigma) * sequential_sum(sq) / F32(256)
