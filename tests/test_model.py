@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from weightkit.dtypes import SafetensorsDType
-from weightkit.model import TensorInfo, TensorTable
+from weightkit.model import CodedColumn, TensorInfo, TensorTable
 
 F32, I8 = SafetensorsDType.F32, SafetensorsDType.I8
 
@@ -33,3 +33,16 @@ def test_table_refuses_repeated_names_and_ragged_columns():
         TensorTable(["a", "a"], [F32, F32], [(1,), (1,)], [0, 4], [4, 4])
     with pytest.raises(ValueError):
         TensorTable(["a", "b"], [F32], [(1,)], [0], [4])
+
+
+def test_table_reads_coded_columns():
+    shapes = [(2, 3), ()]
+    table = TensorTable(
+        ["a", "b", "c"],
+        CodedColumn([F32, I8], np.array([1, 0, 1])),
+        CodedColumn(shapes, np.array([0, 1, 0])),
+        [8, 32, 33],
+        [24, 4, 6],
+    )
+    assert [(i.dtype, i.shape) for i in table.values()] == [(I8, (2, 3)), (F32, ()), (I8, (2, 3))]
+    assert len(CodedColumn(shapes, np.array([0, 1, 0]))) == 3

@@ -42,6 +42,21 @@ class TensorInfo(NamedTuple):
         return n
 
 
+class CodedColumn(Sequence[T]):
+    """A column of few distinct values (dtypes, shapes) stored as one small integer code per row."""
+
+    __slots__ = ("_codes", "_values")
+
+    def __init__(self, values: Sequence[T], codes: np.ndarray) -> None:
+        self._values, self._codes = values, codes
+
+    def __getitem__(self, i):  # rows one at a time: TensorTable reads no slices
+        return self._values[self._codes[i]]
+
+    def __len__(self) -> int:
+        return len(self._codes)
+
+
 class TensorTable(Mapping[str, TensorInfo]):
     """Read-only tensor infos kept as columns, each TensorInfo made when asked for: a header of ten
     thousand tensors opens without building ten thousand objects that may never be read."""

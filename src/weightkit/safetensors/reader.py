@@ -28,7 +28,7 @@ import numpy as np
 
 from .._io import ByteSource
 from ..dtypes import SafetensorsDType
-from ..model import TensorInfo, TensorTable
+from ..model import CodedColumn, TensorInfo, TensorTable
 
 MAX_HEADER_SIZE = 100_000_000
 METADATA_KEY = "__metadata__"
@@ -141,7 +141,9 @@ def _parse_exactly(src: ByteSource, text: str, base: int) -> tuple[dict[str, str
 
 # What plain json.loads accepts but serde_json refuses or reads otherwise: "-0", and \ud800-\udfff escapes.
 _NEEDS_CARE = re.compile(r"-0(?![0-9.eE])|\\u[dD][89a-fA-F]")
-_BITS = {t.value: t.bits for t in SafetensorsDType}
+_DTYPE_LIST = list(SafetensorsDType)
+_DTYPE_CODES = {t.value: k for k, t in enumerate(_DTYPE_LIST)}
+_DTYPE_BITS = np.array([t.bits for t in _DTYPE_LIST], dtype=np.uint64)
 _UINT = "(?:0|[1-9][0-9]*+)"  # possessive (*+, ++) where nothing could match otherwise: a third faster
 _FIELD_PATTERNS = {
     "dtype": r'"dtype":"[A-Z0-9_]++"',
@@ -220,18 +222,19 @@ def _parse_common_case(src: ByteSource, text: str, base: int) -> tuple[dict[str,
     names = tokens[1::10]
     m = len(names)
     shape_texts = tokens[layout.tokens["shape"] :: 10]
-    # Models repeat a few shapes thousands of times: parse each distinct one once.
-    known = {t: tuple(json.loads(t.translate(_NOT_DIGITS).rstrip(",").join("[]"))) for t in set(shape_texts)}
-    counts = {t: prod(s) for t, s in known.items()}
-    if max(counts.values()) >= _MAX_FAST_COUNT:
+    # Models repeat a few dtypes and shapes thousands of times: each distinct one is parsed once and the
+    # rows hold its number.
+    shape_codes = {t: k for k, t in enumerate(set(shape_texts))}
+    shapes = [tuple(json.loads(t.translate(_NOT_DIGITS).rstrip(",").join("[]"))) for t in shape_codes]
+    counts = list(map(prod, shapes))
+    if max(counts) >= _MAX_FAST_COUNT:
         return None
-    dtype_texts = tokens[layout.tokens["dtype"] :: 10]
     try:
-        dtypes = list(map(_DTYPES.__getitem__, dtype_texts))
+        dtype_codes = np.fromiter(map(_DTYPE_CODES.__getitem__, tokens[layout.tokens["dtype"] :: 10]), np.intp, m)
     except KeyError:
         return None
-    bits = np.fromiter(map(_BITS.__getitem__, dtype_texts), np.uint64, m)
-    bits *= np.fromiter(map(counts.__getitem__, shape_texts), np.uint64, m)
+    shape_rows = np.fromiter(map(shape_codes.__getitem__, shape_texts), np.intp, m)
+    bits = _DTYPE_BITS[dtype_codes] * np.array(counts, dtype=np.uint64)[shape_rows]
     spans = _numbers(tokens[layout.tokens["data_offsets"] :: 10]).reshape(m, 2)
     order = np.lexsort((spans[:, 1], spans[:, 0]))
     starts, ends, bits = spans[order, 0], spans[order, 1], bits[order]
@@ -245,13 +248,13 @@ def _parse_common_case(src: ByteSource, text: str, base: int) -> tuple[dict[str,
     ):
         return None
     if not (np.diff(order) == 1).all():  # writers lay files out in header order; others get sorted here
-        order = order.tolist()
-        names, dtypes, shape_texts = ([column[i] for i in order] for column in (names, dtypes, shape_texts))
+        names = [names[i] for i in order.tolist()]
+        dtype_codes, shape_rows = dtype_codes[order], shape_rows[order]
     try:
         table = TensorTable(
             names,
-            dtypes,
-            list(map(known.__getitem__, shape_texts)),
+            CodedColumn(_DTYPE_LIST, dtype_codes),
+            CodedColumn(shapes, shape_rows),
             starts + np.uint64(base),
             ends - starts,
         )
