@@ -51,6 +51,7 @@ CORPUS = {
     "string shape": st_file('{"a":' + tensor(shape='["1"]') + "}", bytes(4)),
     "shape 2^64": st_file('{"a":' + tensor(shape="[18446744073709551616]") + "}", bytes(4)),
     "shape overflow": st_file('{"a":' + tensor(shape="[4294967296,4294967296]") + "}", bytes(4)),
+    "zero times 2^64": st_file('{"a":' + tensor(shape="[0,18446744073709551616]", offsets="[0,0]") + "}"),
     "zero times huge": st_file('{"a":' + tensor(shape="[0,18446744073709551615]", offsets="[0,0]") + "}"),
     "bits overflow": st_file('{"a":' + tensor("F64", shape="[2305843009213693952]") + "}", bytes(4)),
     "unknown dtype": st_file('{"a":' + tensor("F99") + "}", bytes(4)),

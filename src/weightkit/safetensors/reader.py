@@ -21,6 +21,7 @@ import struct
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
+from itertools import chain
 from math import prod
 from typing import Any
 
@@ -227,8 +228,8 @@ def _parse_common_case(src: ByteSource, text: str, base: int) -> tuple[dict[str,
     shape_codes = {t: k for k, t in enumerate(set(shape_texts))}
     shapes = [tuple(json.loads(t.translate(_NOT_DIGITS).rstrip(",").join("[]"))) for t in shape_codes]
     counts = list(map(prod, shapes))
-    if max(counts) >= _MAX_FAST_COUNT:
-        return None
+    if max(counts) >= _MAX_FAST_COUNT or max(chain.from_iterable(shapes), default=0) >= _U64:
+        return None  # a dimension of 2^64 or more, even beside a zero, is not a u64: the exact path refuses it
     try:
         dtype_codes = np.fromiter(map(_DTYPE_CODES.__getitem__, tokens[layout.tokens["dtype"] :: 10]), np.intp, m)
     except KeyError:
