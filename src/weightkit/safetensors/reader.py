@@ -36,7 +36,8 @@ METADATA_KEY = "__metadata__"
 _U64 = 2**64
 _MAX_DEPTH = 127  # serde_json refuses the 128th level of nesting
 _FIELDS = ("dtype", "shape", "data_offsets")
-_DTYPES = {t.value: t for t in SafetensorsDType}
+_DTYPE_LIST = list(SafetensorsDType)
+_DTYPE_CODES = {t.value: k for k, t in enumerate(_DTYPE_LIST)}  # a dtype's name -> its place in the list
 
 
 class _Object(dict):
@@ -142,8 +143,6 @@ def _parse_exactly(src: ByteSource, text: str, base: int) -> tuple[dict[str, str
 
 # What plain json.loads accepts but serde_json refuses or reads otherwise: "-0", and \ud800-\udfff escapes.
 _NEEDS_CARE = re.compile(r"-0(?![0-9.eE])|\\u[dD][89a-fA-F]")
-_DTYPE_LIST = list(SafetensorsDType)
-_DTYPE_CODES = {t.value: k for k, t in enumerate(_DTYPE_LIST)}
 _DTYPE_BITS = np.array([t.bits for t in _DTYPE_LIST], dtype=np.uint64)
 _UINT = "(?:0|[1-9][0-9]*+)"  # possessive (*+, ++) where nothing could match otherwise: a third faster
 _FIELD_PATTERNS = {
@@ -292,7 +291,7 @@ def _tensor(src: ByteSource, name: str, info: Any) -> tuple[SafetensorsDType, li
         if field not in info:
             raise src.error(8, f"tensor {name!r} has no {field!r}")
     dtype = info["dtype"]
-    if not isinstance(dtype, str) or dtype not in _DTYPES:
+    if not isinstance(dtype, str) or dtype not in _DTYPE_CODES:
         raise src.error(8, f"tensor {name!r} has unknown dtype {dtype!r}")
     shape = _uints(src, name, "shape", info["shape"])
     offsets = _uints(src, name, "data_offsets", info["data_offsets"])
@@ -301,7 +300,7 @@ def _tensor(src: ByteSource, name: str, info: Any) -> tuple[SafetensorsDType, li
     for key, value in info.items():
         if key not in _FIELDS and _depth(value) > _MAX_DEPTH - 2:
             raise src.error(8, f"tensor {name!r}: field {key!r} nests deeper than JSON parsers allow")
-    return _DTYPES[dtype], shape, (offsets[0], offsets[1])
+    return _DTYPE_LIST[_DTYPE_CODES[dtype]], shape, (offsets[0], offsets[1])
 
 
 def _uints(src: ByteSource, name: str, field: str, value: Any) -> list[int]:
