@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from weightkit import quant
+from weightkit.dtypes import ggml_type
 
 TYPES = sorted(t.name for t in quant.QUANTIZERS)
+DECODABLE = sorted(t.name for t in quant.DEQUANTIZERS)
 ONES = np.ones(512, np.float32)  # an importance matrix, for the types ggml cannot quantize without one
 
 
@@ -24,3 +28,15 @@ def test_non_finite_input_does_not_crash(name):
 def test_all_zero_rows_round_trip_to_zero(name):
     x = np.zeros((2, 512), np.float32)
     assert not quant.dequantize(quant.quantize(x, name, ONES), name, x.shape).any()
+
+
+@pytest.mark.parametrize("name", DECODABLE)
+@settings(max_examples=15, deadline=None)
+@given(data=st.data())
+def test_dequantize_accepts_any_bytes(name, data):
+    """Every bit pattern of scales and codes decodes to float32s of the right shape, without raising."""
+    info = ggml_type(name)
+    n_blocks = data.draw(st.integers(1, 8))
+    raw = data.draw(st.binary(min_size=n_blocks * info.type_size, max_size=n_blocks * info.type_size))
+    out = quant.dequantize(raw, name, (n_blocks, info.block_size))
+    assert out.dtype == np.float32 and out.shape == (n_blocks, info.block_size)

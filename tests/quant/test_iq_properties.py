@@ -26,16 +26,6 @@ ERROR_BOUND = {
 NEEDS_IMATRIX = {"IQ2_XXS", "IQ2_XS", "IQ1_S"}
 
 
-@settings(max_examples=60, deadline=None)
-@given(name=st.sampled_from(sorted(ERROR_BOUND)), data=st.data())
-def test_dequantize_any_bytes(name: str, data: st.DataObject) -> None:
-    info = ggml_type(name)
-    n_blocks = data.draw(st.integers(1, 3))
-    raw = data.draw(st.binary(min_size=n_blocks * info.type_size, max_size=n_blocks * info.type_size))
-    out = dequantize(raw, name, (n_blocks * info.block_size,))
-    assert out.dtype == np.float32 and out.shape == (n_blocks * info.block_size,)
-
-
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     name=st.sampled_from(sorted(ERROR_BOUND)),

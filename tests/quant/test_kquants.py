@@ -8,10 +8,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from hypothesis.extra import numpy as hnp
 
 from weightkit import quant
-from weightkit.dtypes import ggml_type
 from weightkit.quant import _search
 
 from ._reference import extra_problems, fixture_problems, worst_relative_error
@@ -53,17 +51,6 @@ def test_round_trip_error_is_bounded(name, seed, rows, blocks, scale, zeros, wei
     imatrix = rng.uniform(0.1, 2.0, x.shape[1]).astype(np.float32) if weighted else None
     bound = IMATRIX_BOUND.get(name, BOUND[name]) if weighted else BOUND[name]
     assert worst_relative_error(x, name, imatrix, 256) <= bound
-
-
-@pytest.mark.parametrize("name", ALL)
-@settings(max_examples=15, deadline=None)
-@given(data=st.data())
-def test_dequantize_accepts_any_bytes(name, data):
-    info = ggml_type(name)
-    n_blocks = data.draw(st.integers(1, 3))
-    raw = data.draw(hnp.arrays(np.uint8, n_blocks * info.type_size))
-    out = quant.dequantize(raw, name, (n_blocks, info.block_size))
-    assert out.dtype == np.float32 and out.shape == (n_blocks, info.block_size)
 
 
 def test_q8_k_block_sums():

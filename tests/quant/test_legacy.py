@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from hypothesis.extra import numpy as hnp
 
 from weightkit import quant
 from weightkit.dtypes import ggml_type
@@ -76,14 +75,3 @@ def test_round_trip_error_is_bounded(name, seed, rows, blocks, scale, zeros, wei
         imatrix = np.random.default_rng(seed + 1).uniform(0.1, 2.0, x.shape[1]).astype(np.float32)
     bound = IMATRIX_BOUND.get(name, BOUND[name]) if weighted else BOUND[name]
     assert worst_relative_error(x, name, imatrix, block) <= bound
-
-
-@pytest.mark.parametrize("name", ALL)
-@settings(max_examples=20, deadline=None)
-@given(data=st.data())
-def test_dequantize_accepts_any_bytes(name, data):
-    info = ggml_type(name)
-    n_blocks = data.draw(st.integers(1, 8))
-    raw = data.draw(hnp.arrays(np.uint8, n_blocks * info.type_size))
-    out = quant.dequantize(raw, name, (n_blocks * info.block_size,))
-    assert out.dtype == np.float32 and out.shape == (n_blocks * info.block_size,)
