@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from weightkit import quant
+from weightkit.convert.quantize import GGML_NEEDS_IMATRIX
 from weightkit.dtypes import ggml_type
 
 TYPES = sorted(t.name for t in quant.QUANTIZERS)
@@ -40,3 +41,17 @@ def test_dequantize_accepts_any_bytes(name, data):
     raw = data.draw(st.binary(min_size=n_blocks * info.type_size, max_size=n_blocks * info.type_size))
     out = quant.dequantize(raw, name, (n_blocks, info.block_size))
     assert out.dtype == np.float32 and out.shape == (n_blocks, info.block_size)
+
+
+@pytest.mark.parametrize("name", TYPES)
+def test_quantize_split_into_many_tasks_gives_the_same_bytes(name, monkeypatch):
+    """However quantize cuts the rows into tasks (the size depends on the type and on the imatrix), every
+    row comes out as it does alone: the threads' tasks must not see each other's rows."""
+    x = np.random.default_rng(11).standard_normal((7, 512)).astype(np.float32)
+    imatrix = np.linspace(0.2, 2, 512, dtype=np.float32)
+    weighted = [imatrix] if ggml_type(name).type in GGML_NEEDS_IMATRIX else [None, imatrix]
+    whole = [quant.quantize(x, name, w) for w in weighted]
+    monkeypatch.setattr(quant, "MIN_TASK_ELEMENTS", 1)
+    monkeypatch.setattr(quant, "_quantize_chunk", lambda qtype, weighted: 2 * 512)  # tasks of 2 rows
+    for w, expected in zip(weighted, whole, strict=True):
+        assert np.array_equal(quant.quantize(x, name, w), expected)
