@@ -37,8 +37,8 @@ for _family in (plain, legacy, kquants, ternary, fp4, iquants):
 # Elements per dequantizing task (quantizing: `_quantize_chunk`). Each kernel makes a few dozen numpy
 # calls per chunk, and threads only overlap inside those calls (numpy releases the GIL there): chunks must
 # be large enough that the calls dominate the hand-offs. Measured on 2 cores: 64K-element chunks made two
-# threads slower than one; 1M-element chunks run 1.3-2x faster than one thread (and 256K-2M decode the
-# Gemma file equally fast). The working set stays bounded by the chunk.
+# threads slower than one; 1M-element chunks run 1.3-2x faster than one thread (512K-2M decode the
+# Gemma file equally fast, 256K 15% slower). The working set stays bounded by the chunk.
 CHUNK_ELEMENTS = 1 << 20
 
 __all__ = [
