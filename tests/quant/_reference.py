@@ -75,6 +75,18 @@ def extra_problems(name: str) -> dict[str, str]:
     return {k: v for k, v in problems.items() if v}
 
 
+def round_trip_sample(
+    seed: int, rows: int, n_per_row: int, scale: float, zeros: float, weighted: bool
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """The round-trip tests' input: heavy-tailed rows (Student's t, 3 degrees of freedom) times `scale`
+    with a `zeros` fraction of exact zeros, and an importance matrix when `weighted`."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_t(3, (rows, n_per_row)) * scale
+    x[rng.random(x.shape) < zeros] = 0.0
+    imatrix = np.random.default_rng(seed + 1).uniform(0.1, 2.0, n_per_row).astype(np.float32) if weighted else None
+    return x.astype(np.float32), imatrix
+
+
 def worst_relative_error(x: np.ndarray, name: str, imatrix: np.ndarray | None, group: int) -> float:
     """max |x - dequantize(quantize(x))| over each group of `group` values, relative to its max |x|."""
     y = quant.dequantize(quant.quantize(x, name, imatrix), name, x.shape)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from weightkit import quant
 from weightkit.quant import _search
 
-from ._reference import extra_problems, fixture_problems, worst_relative_error
+from ._reference import extra_problems, fixture_problems, round_trip_sample, worst_relative_error
 
 WITH_FIXTURES = ["Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"]
 ALL = [*WITH_FIXTURES, "Q8_K"]
@@ -44,11 +44,7 @@ def test_matches_extra_ggml_vectors(name):
     weighted=st.booleans(),
 )
 def test_round_trip_error_is_bounded(name, seed, rows, blocks, scale, zeros, weighted):
-    rng = np.random.default_rng(seed)
-    x = rng.standard_t(3, (rows, blocks * 256)) * scale
-    x[rng.random(x.shape) < zeros] = 0.0
-    x = x.astype(np.float32)
-    imatrix = rng.uniform(0.1, 2.0, x.shape[1]).astype(np.float32) if weighted else None
+    x, imatrix = round_trip_sample(seed, rows, blocks * 256, scale, zeros, weighted)
     bound = IMATRIX_BOUND.get(name, BOUND[name]) if weighted else BOUND[name]
     assert worst_relative_error(x, name, imatrix, 256) <= bound
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from weightkit import quant
 from weightkit.dtypes import ggml_type
 
-from ._reference import extra_problems, fixture_problems, worst_relative_error
+from ._reference import extra_problems, fixture_problems, round_trip_sample, worst_relative_error
 
 WITH_FIXTURES = ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q8_1", "Q1_0"]
 ALL = [*WITH_FIXTURES, "Q2_0"]
@@ -50,13 +50,6 @@ def test_q8_1_stores_scaled_code_sum():
     assert np.array_equal(raw[:, 2:4].view(np.float16)[:, 0], want)
 
 
-def _sample(seed: int, rows: int, blocks: int, block: int, scale: float, zeros: float) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    x = rng.standard_t(3, (rows, blocks * block)) * scale
-    x[rng.random(x.shape) < zeros] = 0.0
-    return x.astype(np.float32)
-
-
 @pytest.mark.parametrize("name", ALL)
 @settings(max_examples=15, deadline=None)
 @given(
@@ -69,9 +62,6 @@ def _sample(seed: int, rows: int, blocks: int, block: int, scale: float, zeros: 
 )
 def test_round_trip_error_is_bounded(name, seed, rows, blocks, scale, zeros, weighted):
     block = ggml_type(name).block_size
-    x = _sample(seed, rows, blocks, block, scale, zeros)
-    imatrix = None
-    if weighted:
-        imatrix = np.random.default_rng(seed + 1).uniform(0.1, 2.0, x.shape[1]).astype(np.float32)
+    x, imatrix = round_trip_sample(seed, rows, blocks * block, scale, zeros, weighted)
     bound = IMATRIX_BOUND.get(name, BOUND[name]) if weighted else BOUND[name]
     assert worst_relative_error(x, name, imatrix, block) <= bound
