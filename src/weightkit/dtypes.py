@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import enum
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import ml_dtypes
@@ -165,6 +166,20 @@ def as_bytes(values: np.ndarray, order: str = "<") -> np.ndarray:
     if order != NATIVE_ORDER and values.dtype.itemsize > 1:
         values = values.view(f"u{values.dtype.itemsize}").byteswap()
     return values.reshape(-1).view(np.uint8)
+
+
+# What the writers take as a tensor's data: an array or a buffer now, or a callable giving one when the
+# tensor's turn to be written comes (so a whole model need not be in memory at once).
+TensorData = np.ndarray | bytes | bytearray | memoryview
+DataSource = TensorData | Callable[[], TensorData]
+
+
+def exact_bytes(data: TensorData, nbytes: int, what: str) -> memoryview:
+    """`data` as flat bytes, which must be exactly the `nbytes` that `what` (a tensor) takes."""
+    view = memoryview(as_bytes(data) if isinstance(data, np.ndarray) else data).cast("B")
+    if view.nbytes != nbytes:
+        raise ValueError(f"{what} takes {nbytes} bytes, {view.nbytes} given")
+    return view
 
 
 class SafetensorsDType(enum.Enum):

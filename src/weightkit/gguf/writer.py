@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import struct
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -17,7 +17,7 @@ from typing import IO, Any
 import numpy as np
 
 from .._io import atomic_write
-from ..dtypes import GGMLType, as_bytes, ggml_type, ggml_type_of_numpy
+from ..dtypes import DataSource, GGMLType, TensorData, exact_bytes, ggml_type, ggml_type_of_numpy
 from .constants import (
     DEFAULT_ALIGNMENT,
     KEY_ALIGNMENT,
@@ -30,8 +30,6 @@ from .constants import (
 from .values import Value, infer
 
 _T = GGUFValueType
-TensorData = np.ndarray | bytes | bytearray | memoryview
-DataSource = TensorData | Callable[[], TensorData]
 
 
 @dataclass
@@ -118,10 +116,7 @@ def tensor_bytes(t: PlannedTensor, data: TensorData, order: str = "<") -> memory
             from .. import quant
 
             data = quant.quantize(np.asarray(data).reshape(t.shape), info.type)
-    view = memoryview(as_bytes(data) if isinstance(data, np.ndarray) else data).cast("B")
-    if view.nbytes != t.nbytes:
-        raise ValueError(f"tensor {t.name!r}: {info.name} {t.shape} takes {t.nbytes} bytes, {view.nbytes} given")
-    return view
+    return exact_bytes(data, t.nbytes, f"tensor {t.name!r}: {info.name} {t.shape}")
 
 
 class GGUFWriter:

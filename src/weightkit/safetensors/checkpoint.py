@@ -11,10 +11,11 @@ from types import MappingProxyType
 from typing import Any
 
 from .._io import atomic_write
+from ..dtypes import DataSource
 from ..errors import FormatError
 from ..model import ShardedModelFile, TensorInfo
 from .file import SafetensorsFile
-from .writer import SafetensorsTensor, Source, tensor_from, write_safetensors
+from .writer import SafetensorsTensor, tensor_from, write_safetensors
 
 INDEX_NAME = "model.safetensors.index.json"
 SINGLE_NAME = "model.safetensors"
@@ -117,7 +118,7 @@ def plan_shards(tensors: list[SafetensorsTensor], max_shard_bytes: int) -> list[
 
 def write_checkpoint(
     folder: str | os.PathLike[str],
-    tensors: Mapping[str, Source] | Iterable[SafetensorsTensor],
+    tensors: Mapping[str, DataSource] | Iterable[SafetensorsTensor],
     metadata: Mapping[str, str] | None = None,
     *,
     max_shard_bytes: int = 5 * 10**9,

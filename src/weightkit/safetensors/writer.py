@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import struct
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,11 +18,8 @@ import numpy as np
 
 from .._io import atomic_write
 from .._torch import torch_to_numpy
-from ..dtypes import SafetensorsDType, as_bytes, safetensors_dtype_of_numpy
+from ..dtypes import DataSource, SafetensorsDType, as_bytes, exact_bytes, safetensors_dtype_of_numpy
 from .reader import MAX_HEADER_SIZE, METADATA_KEY
-
-Data = np.ndarray | bytes | bytearray | memoryview
-Source = Data | Callable[[], Data]
 
 
 @dataclass
@@ -32,7 +29,7 @@ class SafetensorsTensor:
     name: str
     dtype: SafetensorsDType
     shape: tuple[int, ...]
-    data: Source
+    data: DataSource
 
     @property
     def nbytes(self) -> int:
@@ -45,7 +42,9 @@ class SafetensorsTensor:
         return bits // 8
 
 
-def tensor_from(name: str, data: Source, dtype: SafetensorsDType | str | None = None, shape=None) -> SafetensorsTensor:
+def tensor_from(
+    name: str, data: DataSource, dtype: SafetensorsDType | str | None = None, shape=None
+) -> SafetensorsTensor:
     """Describe a tensor from a numpy array (or torch tensor), or from raw bytes with `dtype` and `shape`."""
     if hasattr(data, "detach") and hasattr(data, "cpu"):  # a torch tensor: its bytes, without importing torch
         data = torch_to_numpy(data)
@@ -88,15 +87,12 @@ def data_bytes(t: SafetensorsTensor) -> memoryview:
         data = torch_to_numpy(data)
     if isinstance(data, np.ndarray) and t.dtype.numpy is not None and data.dtype != np.uint8:
         data = as_bytes(np.asarray(data, dtype=t.dtype.numpy))
-    view = memoryview(as_bytes(data) if isinstance(data, np.ndarray) else data).cast("B")
-    if view.nbytes != t.nbytes:
-        raise ValueError(f"tensor {t.name!r}: {t.dtype.value} {t.shape} takes {t.nbytes} bytes, {view.nbytes} given")
-    return view
+    return exact_bytes(data, t.nbytes, f"tensor {t.name!r}: {t.dtype.value} {t.shape}")
 
 
 def write_safetensors(
     path: str | os.PathLike[str],
-    tensors: Mapping[str, Source] | Iterable[SafetensorsTensor],
+    tensors: Mapping[str, DataSource] | Iterable[SafetensorsTensor],
     metadata: Mapping[str, str] | None = None,
 ) -> None:
     """Write a safetensors file. `tensors` maps names to numpy arrays (or torch tensors), or is a list of
