@@ -13,6 +13,7 @@ Kernel contracts:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from itertools import accumulate
 from typing import Any, NamedTuple
@@ -74,9 +75,14 @@ def _check_row_length(info: GGMLTypeInfo, n_per_row: int) -> None:
 MIN_TASK_ELEMENTS = 1 << 16
 
 
-def _step(n_units: int, per_chunk: int, per_min: int) -> int:
-    """Units per task: at most a chunk, few enough that every worker gets a share, but not tiny."""
-    return max(1, per_min, min(per_chunk, -(-n_units // workers())))
+def _share(n: int) -> int:
+    """Each worker's part of `n` units of work, rounded up."""
+    return -(-n // workers())
+
+
+def _step(share: int, per_chunk: int, per_min: int) -> int:
+    """Units per task: at most a chunk and at most `share` (so every worker gets some), but not tiny."""
+    return max(1, per_min, min(per_chunk, share))
 
 
 def dequantize(raw: RawBytes, qtype: GGMLType | int | str, shape) -> np.ndarray:
@@ -106,10 +112,12 @@ def dequantize_many(tensors: Iterable[tuple[RawBytes, GGMLType | int | str, Any]
     first = -spare.ctypes.data % (4 * _ALIGN_ELEMENTS) // 4  # malloc aligns to 16 bytes only
     arena = spare[first : first + starts[-1]]
     outs = [arena[start : start + job.n].reshape(job.shape) for job, start in zip(jobs, starts, strict=False)]
+    share = _share(starts[-1])  # of all the elements: with many tensors, a tensor need not be cut in two
     chunks = []
     for job, out in zip(jobs, outs, strict=True):
         out_blocks = out.reshape(len(job.blocks), job.block_size)
-        step = _step(len(job.blocks), CHUNK_ELEMENTS // job.block_size, MIN_TASK_ELEMENTS // job.block_size)
+        size = job.block_size
+        step = _step(-(-share // size), CHUNK_ELEMENTS // size, MIN_TASK_ELEMENTS // size)
         chunks += [
             (job.kernel, job.blocks[i : i + step], out_blocks[i : i + step]) for i in range(0, len(out_blocks), step)
         ]
@@ -130,8 +138,8 @@ class _Job(NamedTuple):
 def _dequantize_job(raw: RawBytes, qtype: GGMLType | int | str, shape: Any) -> _Job:
     """The job for one tensor, its arguments checked."""
     info = ggml_type(qtype)
-    shape = tuple(int(d) for d in (shape if np.ndim(shape) else (shape,)))
-    n = int(np.prod(shape, dtype=np.int64)) if shape else 1
+    shape = tuple(int(d) for d in ((shape,) if isinstance(shape, int | np.integer) else shape))
+    n = math.prod(shape)
     _check_row_length(info, shape[-1] if shape else 1)
     kernel = DEQUANTIZERS.get(info.type)
     if kernel is None:
@@ -186,7 +194,7 @@ def quantize(x: np.ndarray, qtype: GGMLType | int | str, imatrix: np.ndarray | N
     row_bytes = info.nbytes(n_per_row)
     out = np.empty((rows.shape[0], row_bytes), dtype=np.uint8)
     chunk = _quantize_chunk(info.type, imatrix is not None)
-    step = _step(rows.shape[0], chunk // max(n_per_row, 1), MIN_TASK_ELEMENTS // max(n_per_row, 1))
+    step = _step(_share(rows.shape[0]), chunk // max(n_per_row, 1), MIN_TASK_ELEMENTS // max(n_per_row, 1))
 
     def run(start: int) -> None:
         out[start : start + step] = kernel(rows[start : start + step], imatrix)

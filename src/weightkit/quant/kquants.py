@@ -16,6 +16,7 @@ from ._search import (
     GROUP_MAX_EPS,
     assemble,
     bitfields,
+    block_bytes,
     group_scales,
     half,
     half_round,
@@ -70,7 +71,7 @@ _K4_TOP = (readonly(np.array([0, 0, 1, 1])), np.uint32(2), _column([0, 0x3030303
 
 def _word_rows(s: np.ndarray) -> np.ndarray:
     """12 scale bytes per block as 3 little-endian uint32 words (4 byte lanes each), word-major (3, n)."""
-    return np.ascontiguousarray(s).view(np.uint32).T
+    return block_bytes(s).view(np.uint32).T
 
 
 def _lanes(words: np.ndarray) -> np.ndarray:
@@ -134,7 +135,7 @@ def _pack_q3_scales(codes: np.ndarray) -> np.ndarray:
 # ---------------------------------------------------------------------------------------- dequantize
 def _dequantize_q2_k(blocks: np.ndarray, out: np.ndarray) -> None:
     """Sub-block s of 16 values: d*(sc[s] & 15) * q - dmin*(sc[s] >> 4)."""
-    sc = np.ascontiguousarray(blocks[:, :16])
+    sc = block_bytes(blocks[:, :16])
     codes = np.stack([sc & 0x0F, sc >> 4], axis=1)  # scale codes, min codes
     scale_codes_into(out, _unpack_2bit(blocks[:, 16:80]), group_scales(half(blocks, 80, 2), codes), -1)
 

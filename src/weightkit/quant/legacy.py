@@ -15,6 +15,7 @@ from ._search import (
     F32,
     assemble,
     bitfields,
+    block_bytes,
     cap,
     half,
     inverse,
@@ -45,7 +46,7 @@ def _nibbles(qs: np.ndarray) -> np.ndarray:
 
 def _with_high_bits(q: np.ndarray, qh: np.ndarray) -> np.ndarray:
     """Add the 5th bit of each of 32 values: bit j of the little-endian uint32 `qh`."""
-    high = np.unpackbits(np.ascontiguousarray(qh).reshape(-1), bitorder="little").reshape(q.shape)
+    high = np.unpackbits(block_bytes(qh).reshape(-1), bitorder="little").reshape(q.shape)
     q |= np.multiply(high, 16, out=high)  # numpy's uint8 left shift is slow
     return q
 
