@@ -75,14 +75,9 @@ def _check_row_length(info: GGMLTypeInfo, n_per_row: int) -> None:
 MIN_TASK_ELEMENTS = 1 << 16
 
 
-def _share(n: int) -> int:
-    """Each worker's part of `n` units of work, rounded up."""
-    return -(-n // workers())
-
-
-def _step(share: int, per_chunk: int, per_min: int) -> int:
-    """Units per task: at most a chunk and at most `share` (so every worker gets some), but not tiny."""
-    return max(1, per_min, min(per_chunk, share))
+def _step(n_units: int, per_chunk: int, per_min: int) -> int:
+    """Units per task: at most a chunk, few enough that every worker gets a share, but not tiny."""
+    return max(1, per_min, min(per_chunk, -(-n_units // workers())))
 
 
 def dequantize(raw: RawBytes, qtype: GGMLType | int | str, shape) -> np.ndarray:
@@ -112,12 +107,12 @@ def dequantize_many(tensors: Iterable[tuple[RawBytes, GGMLType | int | str, Any]
     first = -spare.ctypes.data % (4 * _ALIGN_ELEMENTS) // 4  # malloc aligns to 16 bytes only
     arena = spare[first : first + starts[-1]]
     outs = [arena[start : start + job.n].reshape(job.shape) for job, start in zip(jobs, starts, strict=False)]
-    share = _share(starts[-1])  # of all the elements: with many tensors, a tensor need not be cut in two
     chunks = []
     for job, out in zip(jobs, outs, strict=True):
         out_blocks = out.reshape(len(job.blocks), job.block_size)
+        # Shares of all the elements (in this tensor's blocks): with many tensors, one need not be cut in two.
         size = job.block_size
-        step = _step(-(-share // size), CHUNK_ELEMENTS // size, MIN_TASK_ELEMENTS // size)
+        step = _step(-(-starts[-1] // size), CHUNK_ELEMENTS // size, MIN_TASK_ELEMENTS // size)
         chunks += [
             (job.kernel, job.blocks[i : i + step], out_blocks[i : i + step]) for i in range(0, len(out_blocks), step)
         ]
@@ -138,7 +133,7 @@ class _Job(NamedTuple):
 def _dequantize_job(raw: RawBytes, qtype: GGMLType | int | str, shape: Any) -> _Job:
     """The job for one tensor, its arguments checked."""
     info = ggml_type(qtype)
-    shape = tuple(int(d) for d in ((shape,) if isinstance(shape, int | np.integer) else shape))
+    shape = tuple(int(d) for d in (shape if np.ndim(shape) else (shape,)))
     n = math.prod(shape)
     _check_row_length(info, shape[-1] if shape else 1)
     kernel = DEQUANTIZERS.get(info.type)
@@ -194,7 +189,7 @@ def quantize(x: np.ndarray, qtype: GGMLType | int | str, imatrix: np.ndarray | N
     row_bytes = info.nbytes(n_per_row)
     out = np.empty((rows.shape[0], row_bytes), dtype=np.uint8)
     chunk = _quantize_chunk(info.type, imatrix is not None)
-    step = _step(_share(rows.shape[0]), chunk // max(n_per_row, 1), MIN_TASK_ELEMENTS // max(n_per_row, 1))
+    step = _step(rows.shape[0], chunk // max(n_per_row, 1), MIN_TASK_ELEMENTS // max(n_per_row, 1))
 
     def run(start: int) -> None:
         out[start : start + step] = kernel(rows[start : start + step], imatrix)

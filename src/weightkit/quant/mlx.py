@@ -48,7 +48,7 @@ import ml_dtypes
 import numpy as np
 
 from ..dtypes import MLXQuantType
-from . import CHUNK_ELEMENTS, MIN_TASK_ELEMENTS, _share, _step
+from . import CHUNK_ELEMENTS, MIN_TASK_ELEMENTS, _step
 from ._parallel import map_chunks
 
 __all__ = [
@@ -366,7 +366,7 @@ def mlx_quantize(
     packed = np.empty((n, cols * bits // 32), np.uint32)
     scales = np.empty((n, cols // gs), w.dtype if mode == "affine" else np.uint8)
     biases = np.empty_like(scales) if mode == "affine" else None
-    step = _step(_share(n), CHUNK_ELEMENTS // max(cols, 1), MIN_TASK_ELEMENTS // max(cols, 1))
+    step = _step(n, CHUNK_ELEMENTS // max(cols, 1), MIN_TASK_ELEMENTS // max(cols, 1))
 
     def run(start: int) -> None:
         """Groups never straddle rows, so blocks of rows are quantized independently, on the thread pool."""
