@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 
 import numpy as np
 import pytest
 
 import weightkit
 from weightkit import quant
-from weightkit.dtypes import GGML_TYPES
+from weightkit.dtypes import GGML_TYPES, GGMLType
 from weightkit.gguf import GGUFWriter
 from weightkit.quant._parallel import map_chunks
 
@@ -43,6 +44,52 @@ def test_dequantize_many_matches_one_call_each():
         assert out.shape == shape and out.dtype == np.float32
         assert np.array_equal(out.view(np.uint32), alone.view(np.uint32)), qtype
         assert out.ctypes.data % 64 == 0  # every tensor starts on its own cache line
+
+
+# Same-type tensors share runs of the output; odd-sized F16 ones leave alignment gaps that break a run.
+SMALL = [("Q8_0", (3, 64)), ("F16", (5,)), ("Q8_0", (2, 32)), ("F16", (7,)), ("Q4_K", (1, 256)),
+         ("Q8_0", (4, 96)), ("F16", (16,)), ("F16", (3,))]  # fmt: skip
+
+
+def counted_kernels(monkeypatch) -> Counter:
+    """Count each type's kernel calls from now on."""
+    calls: Counter = Counter()
+    for name in {qtype for qtype, _ in SMALL}:
+        kernel = quant.DEQUANTIZERS[GGMLType[name]]
+
+        def counting(blocks, out, kernel=kernel, name=name):
+            calls[name] += 1
+            kernel(blocks, out)
+
+        monkeypatch.setitem(quant.DEQUANTIZERS, GGMLType[name], counting)
+    return calls
+
+
+def test_dequantize_many_decodes_small_tensors_of_a_type_in_one_call(monkeypatch):
+    rng = np.random.default_rng(5)
+    tensors = [(random_raw(t, s, rng), t, s) for t, s in SMALL]
+    alone = [quant.dequantize(*t) for t in tensors]
+    calls = counted_kernels(monkeypatch)
+    together = quant.dequantize_many(tensors)
+    # Q8_0: three tensors, one call; F16: (5,) and (7,) are each followed by a gap, (16,) and (3,) are not.
+    assert calls == {"Q8_0": 1, "F16": 3, "Q4_K": 1}
+    for a, b in zip(together, alone, strict=True):
+        assert a.shape == b.shape and np.array_equal(a.view(np.uint32), b.view(np.uint32))
+        assert a.ctypes.data % 64 == 0
+
+
+def test_dequantize_many_chunks_across_tensor_boundaries(monkeypatch):
+    """Chunks of 3 blocks: Q8_0's 6 + 2 + 12 blocks are cut at 3, 6 | 8 (2 + 1 of the next), ..."""
+    monkeypatch.setattr(quant, "CHUNK_ELEMENTS", 3 * 32)
+    monkeypatch.setattr(quant, "MIN_TASK_ELEMENTS", 32)
+    rng = np.random.default_rng(6)
+    tensors = [(random_raw(t, s, rng), t, s) for t, s in SMALL]
+    alone = [quant.dequantize(*t) for t in tensors]
+    calls = counted_kernels(monkeypatch)
+    together = quant.dequantize_many(tensors)
+    assert calls["Q8_0"] == 7  # 20 blocks in chunks of 3
+    for a, b in zip(together, alone, strict=True):
+        assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
 
 
 def test_dequantize_many_checks_everything_before_decoding():

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from itertools import accumulate
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -23,7 +22,7 @@ import numpy as np
 from ..dtypes import GGMLType, GGMLTypeInfo, ggml_type
 from ..errors import UnsupportedError
 from . import fp4, iquants, kquants, legacy, plain, ternary
-from ._parallel import map_chunks, workers
+from ._parallel import map_chunks, scratch, workers
 
 RawBytes = np.ndarray | bytes | memoryview
 Dequantizer = Callable[[np.ndarray, np.ndarray], None]
@@ -100,29 +99,89 @@ def dequantize_many(tensors: Iterable[tuple[RawBytes, GGMLType | int | str, Any]
     one queue of chunks across all the tensors for every core. For a model of many small tensors this is
     much faster than one `dequantize` call each: no per-tensor hand-offs or idle cores, and one large
     allocation page-faults far less than many small ones (numpy asks the kernel for huge pages from 4 MiB).
+    Tensors of one type sit side by side in the allocation, so one chunk can decode several small ones.
     """
     jobs = [_dequantize_job(raw, qtype, shape) for raw, qtype, shape in tensors]
-    starts = list(accumulate((-(-job.n // _ALIGN_ELEMENTS) * _ALIGN_ELEMENTS for job in jobs), initial=0))
-    spare = np.empty(starts[-1] + _ALIGN_ELEMENTS, dtype=np.float32)
+    order = sorted(range(len(jobs)), key=lambda i: jobs[i].qtype)
+    starts, total = [0] * len(jobs), 0
+    for i in order:
+        starts[i] = total
+        total += -(-jobs[i].n // _ALIGN_ELEMENTS) * _ALIGN_ELEMENTS
+    spare = np.empty(total + _ALIGN_ELEMENTS, dtype=np.float32)
     first = -spare.ctypes.data % (4 * _ALIGN_ELEMENTS) // 4  # malloc aligns to 16 bytes only
-    arena = spare[first : first + starts[-1]]
-    outs = [arena[start : start + job.n].reshape(job.shape) for job, start in zip(jobs, starts, strict=False)]
-    chunks = []
-    for job, out in zip(jobs, outs, strict=True):
-        out_blocks = out.reshape(len(job.blocks), job.block_size)
-        # Shares of all the elements (in this tensor's blocks): with many tensors, one need not be cut in two.
-        size = job.block_size
-        step = _step(-(-starts[-1] // size), CHUNK_ELEMENTS // size, MIN_TASK_ELEMENTS // size)
-        chunks += [
-            (job.kernel, job.blocks[i : i + step], out_blocks[i : i + step]) for i in range(0, len(out_blocks), step)
-        ]
-    map_chunks(lambda chunk: chunk[0](chunk[1], chunk[2]), chunks)
-    return outs
+    arena = spare[first : first + total]
+    tasks = []
+    for run in _runs([(jobs[i], starts[i]) for i in order]):
+        size = run.block_size
+        # Shares of all the elements: with many tensors, one need not be cut in two.
+        step = _step(-(-total // size), CHUNK_ELEMENTS // size, MIN_TASK_ELEMENTS // size)
+        start = run.start
+        for chunk in _cut(run.blocks, step):
+            end = start + sum(len(blocks) for blocks in chunk) * size
+            tasks.append((run.kernel, chunk, arena[start:end].reshape(-1, size)))
+            start = end
+    map_chunks(_decode, tasks)
+    return [arena[start : start + job.n].reshape(job.shape) for job, start in zip(jobs, starts, strict=True)]
+
+
+class _Run(NamedTuple):
+    """Tensors of one type whose outputs follow each other in the allocation with no gap."""
+
+    kernel: Dequantizer
+    block_size: int
+    blocks: list[np.ndarray]
+    start: int
+
+
+def _runs(placed: list[tuple[_Job, int]]) -> list[_Run]:
+    """Group `(job, output start)` pairs, in allocation order, into runs: a new one starts where the type
+    changes or alignment left a gap (only types of single-element blocks can leave one)."""
+    runs: list[_Run] = []
+    qtype, end = None, -1
+    for job, start in placed:
+        if job.qtype == qtype and start == end:
+            runs[-1].blocks.append(job.blocks)
+        else:
+            runs.append(_Run(job.kernel, job.block_size, [job.blocks], start))
+        qtype, end = job.qtype, start + job.n
+    return runs
+
+
+def _cut(tensors: list[np.ndarray], step: int) -> list[list[np.ndarray]]:
+    """The blocks of consecutive tensors cut into chunks of `step` blocks; a chunk may span tensors."""
+    chunks: list[list[np.ndarray]] = []
+    chunk: list[np.ndarray] = []
+    room = step
+    for blocks in tensors:
+        while len(blocks):
+            chunk.append(blocks[:room])
+            room -= len(chunk[-1])
+            blocks = blocks[len(chunk[-1]) :]
+            if not room:
+                chunks.append(chunk)
+                chunk, room = [], step
+    if chunk:
+        chunks.append(chunk)
+    return chunks
+
+
+def _decode(task: tuple[Dequantizer, list[np.ndarray], np.ndarray]) -> None:
+    """Run one chunk. Pieces of several tensors are first copied into one run of blocks: one kernel call
+    over them costs far less than one each. A call makes a few dozen numpy calls, and short ones serialize
+    the threads on the GIL: 128K-value Q5_0 chunks decode no faster on two threads than on one, 1M-value
+    ones 1.8x faster."""
+    kernel, pieces, out = task
+    blocks = pieces[0]
+    if len(pieces) > 1:
+        blocks = scratch("dequantize_many.blocks", (len(out), blocks.shape[1]), np.uint8)
+        np.concatenate(pieces, out=blocks)
+    kernel(blocks, out)
 
 
 class _Job(NamedTuple):
-    """One tensor to decode: its kernel, raw blocks (n_blocks, type_size), shape and sizes."""
+    """One tensor to decode: its type, kernel, raw blocks (n_blocks, type_size), shape and sizes."""
 
+    qtype: GGMLType
     kernel: Dequantizer
     blocks: np.ndarray
     shape: tuple[int, ...]
@@ -144,7 +203,7 @@ def _dequantize_job(raw: RawBytes, qtype: GGMLType | int | str, shape: Any) -> _
         raise ValueError(
             f"{info.name} tensor of shape {shape} takes {info.nbytes(n)} bytes, but {data.size} were given"
         )
-    return _Job(kernel, data.reshape(n // info.block_size, info.type_size), shape, n, info.block_size)
+    return _Job(info.type, kernel, data.reshape(n // info.block_size, info.type_size), shape, n, info.block_size)
 
 
 # The quantizers that search (K-quants, IQ types, and every importance-weighted path) carry several

@@ -19,6 +19,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..dtypes import GGMLType
+from ._search import half
 from .iq_tables import cached, codebooks, grid_bytes, sign_bits
 
 _F32 = np.float32
@@ -37,11 +38,6 @@ def _quiet(kernel: Callable[[np.ndarray, np.ndarray], None]) -> Callable[[np.nda
             kernel(blocks, out)
 
     return run
-
-
-def _half(blocks: np.ndarray, offset: int) -> np.ndarray:
-    """The float16 at byte `offset` of each block, as float32 of shape (n, 1)."""
-    return blocks[:, offset : offset + 2].view("<f2").astype(_F32)
 
 
 def _take(table: np.ndarray, idx: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
@@ -212,7 +208,7 @@ def dequantize_iq2_xxs(blocks: np.ndarray, out: np.ndarray) -> None:
     n = len(blocks)
     q = blocks[:, 2:66].reshape(n, 8, 8)
     aux = q[:, :, 4:8].view("<u4")  # (n, 8, 1)
-    d = _half(blocks, 0)
+    d = half(blocks, 0)
     db = d[:, :, None] * (_F32(0.5) + (aux >> 28).astype(_F32)) * _F32(0.25)
     idx = (aux.astype(np.intp) << 8 >> _SHIFT7) & (127 << 8)
     idx |= q[:, :, :4]
@@ -225,7 +221,7 @@ def dequantize_iq2_xxs(blocks: np.ndarray, out: np.ndarray) -> None:
 def dequantize_iq2_xs(blocks: np.ndarray, out: np.ndarray) -> None:
     """74-byte blocks: f16 d, 32 uint16 codes (9-bit entry, 7-bit sign index), 16 4-bit scales."""
     n = len(blocks)
-    d = _half(blocks, 0)
+    d = half(blocks, 0)
     db = _take(_half_plus_nibbles(), blocks[:, 66:74]).reshape(n, 16)
     db *= d
     db *= _F32(0.25)
@@ -239,7 +235,7 @@ def dequantize_iq2_xs(blocks: np.ndarray, out: np.ndarray) -> None:
 def dequantize_iq2_s(blocks: np.ndarray, out: np.ndarray) -> None:
     """82-byte blocks: f16 d, 32 low entry bytes, 32 sign bytes, 8 bytes of entry high bits, 16 scales."""
     n = len(blocks)
-    d = _half(blocks, 0)
+    d = half(blocks, 0)
     db = _take(_half_plus_nibbles(), blocks[:, 74:82]).reshape(n, 16)
     db *= d
     db *= _F32(0.25)
@@ -256,7 +252,7 @@ def dequantize_iq3_xxs(blocks: np.ndarray, out: np.ndarray) -> None:
     """98-byte blocks: f16 d, 64 entry bytes (4 weights each), 8 uint32 of 4x7 sign bits + 4-bit scale."""
     n = len(blocks)
     aux = blocks[:, 66:98].view("<u4")[:, :, None]  # (n, 8, 1)
-    d = _half(blocks, 0)
+    d = half(blocks, 0)
     db = d[:, :, None] * (_F32(0.5) + (aux >> 28).astype(_F32)) * _F32(0.5)
     sign = (aux.astype(np.intp) << 9 >> _SHIFT7) & (127 << 9)  # (n, 8, 4): one per 8 weights
     idx = np.bitwise_or(sign[..., None], blocks[:, 2:66].reshape(n, 8, 4, 2))
@@ -270,7 +266,7 @@ def dequantize_iq3_xxs(blocks: np.ndarray, out: np.ndarray) -> None:
 def dequantize_iq3_s(blocks: np.ndarray, out: np.ndarray) -> None:
     """110-byte blocks: f16 d, 64 low entry bytes, 8 bytes of entry bit 8, 32 sign bytes, 8 4-bit scales."""
     n = len(blocks)
-    d = _half(blocks, 0)
+    d = half(blocks, 0)
     db = _take(_odd_nibbles(), blocks[:, 106:110]).reshape(n, 8)
     db *= d
     idx = _take(_iq3s_sign_nibbles(), blocks[:, 74:106]).reshape(n, 64)
@@ -287,7 +283,7 @@ def dequantize_iq1_s(blocks: np.ndarray, out: np.ndarray) -> None:
     n = len(blocks)
     qh = blocks[:, 34:50].view("<u2")
     dl = _take(_iq1s_scale(), qh)
-    dl *= _half(blocks, 0)
+    dl *= half(blocks, 0)
     idx = _take(_iq1s_high(), qh)
     idx += blocks[:, 2:34].reshape(n, 8, 4)
     _take(_iq1_table(), idx, out.reshape(n, 8, 4, 8))
@@ -330,7 +326,7 @@ def _iq4_gather(codes: np.ndarray, out: np.ndarray) -> None:
 def dequantize_iq4_nl(blocks: np.ndarray, out: np.ndarray) -> None:
     """18-byte blocks: f16 d and 32 4-bit indices into kvalues_iq4nl (16 bytes, low nibbles first)."""
     _iq4_gather(blocks[:, 2:18], out)
-    out *= _half(blocks, 0)
+    out *= half(blocks, 0)
 
 
 def dequantize_iq4_xs(blocks: np.ndarray, out: np.ndarray) -> None:
@@ -338,7 +334,7 @@ def dequantize_iq4_xs(blocks: np.ndarray, out: np.ndarray) -> None:
     n = len(blocks)
     ls = _take(_iq4xs_low(), blocks[:, 4:8]).reshape(n, 8)
     ls += _take(_iq4xs_high(), blocks[:, 2:4]).reshape(n, 8)
-    dl = ls * _half(blocks, 0)  # ggml: d * (ls - 32)
+    dl = ls * half(blocks, 0)  # ggml: d * (ls - 32)
     _iq4_gather(blocks[:, 8:136].reshape(n * 8, 16), out.reshape(n * 8, 32))
     out.reshape(n, 8, 32)[...] *= dl[:, :, None]
 
