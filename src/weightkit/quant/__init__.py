@@ -113,7 +113,8 @@ def dequantize_many(tensors: Iterable[tuple[RawBytes, GGMLType | int | str, Any]
     tasks = []
     for run in _runs([(jobs[i], starts[i]) for i in order]):
         size = run.block_size
-        # Shares of all the elements: with many tensors, one need not be cut in two.
+        # Each worker's share of all the elements, not of this run's: with many tensors the queue keeps
+        # both cores busy, so chunks stay at full size.
         step = _step(-(-total // size), CHUNK_ELEMENTS // size, MIN_TASK_ELEMENTS // size)
         start = run.start
         for chunk in _cut(run.blocks, step):
