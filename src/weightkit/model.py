@@ -139,7 +139,9 @@ class ModelFile(abc.ABC):
 
         names = list(self.tensors if names is None else names)
         infos = [self.tensors[name] for name in names]
-        quantized = [info for info in infos if numpy_dtype(info.dtype) is None]
+        # Only GGML types go to the shared decode; any other packed type is the subclass's `tensor()`'s
+        # (a tensor-blob model's MLX modes) or its error.
+        quantized = [info for info in infos if isinstance(info.dtype, GGMLType) and numpy_dtype(info.dtype) is None]
         decoded = quant.dequantize_many((self._quantized_raw(i), i.dtype, i.shape) for i in quantized)
         arrays = dict(zip((info.name for info in quantized), decoded, strict=True))
         return {n: self._hand_out(arrays[n], dtype) if n in arrays else self.tensor(n, dtype) for n in names}

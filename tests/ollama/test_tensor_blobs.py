@@ -160,6 +160,9 @@ def test_quantized_import_matches_mlx(tmp_path, quantize):
         )
         assert rel < (0.12 if "4" in quantize else 0.03)
         assert np.array_equal(m.tensor("model.embed_tokens.weight"), tensors["model.embed_tokens.weight"])
+        loaded = m.load()  # the MLX-quantized tensors through the model's own tensor(), not the GGML decode
+        assert loaded.keys() == tensors.keys()
+        assert all(np.array_equal(loaded[name], m.tensor(name)) for name in tensors)
 
 
 def test_interrupted_import_leaves_no_manifest(tmp_path, monkeypatch):

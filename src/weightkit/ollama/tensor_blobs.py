@@ -184,4 +184,4 @@ class TensorBlobModel(ShardedModelFile):
         blob = self.shards[self.tensors[name].shard]
         packed = blob.tensor(name)
         out = mlx_dequantize(packed, blob.tensor(scale), None if bias is None else blob.tensor(bias), q.value, group)
-        return out if dtype is None else out.astype(dtype)
+        return self._hand_out(out, dtype)
