@@ -13,31 +13,16 @@ fewer, larger calls are what lets the thread pool's chunks overlap.
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
-
 import numpy as np
 
 from ..dtypes import GGMLType
-from ._search import half
+from ._search import half, quiet
 from .iq_tables import cached, codebooks, grid_bytes, sign_bits
 
 _F32 = np.float32
 _U32_SIGN = np.uint32(0x80000000)
 _SHIFT7 = np.array([0, 7, 14, 21])  # where a uint32 packs four 7-bit ksigns_iq2xs indices
 _BYTES = np.arange(256)
-
-
-def _quiet(kernel: Callable[[np.ndarray, np.ndarray], None]) -> Callable[[np.ndarray, np.ndarray], None]:
-    """Run a kernel without numpy's floating-point warnings: garbage scales legitimately decode to
-    NaN/inf (ggml does the same arithmetic, silently)."""
-
-    @functools.wraps(kernel)
-    def run(blocks: np.ndarray, out: np.ndarray) -> None:
-        with np.errstate(all="ignore"):
-            kernel(blocks, out)
-
-    return run
 
 
 def _take(table: np.ndarray, idx: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
@@ -340,7 +325,7 @@ def dequantize_iq4_xs(blocks: np.ndarray, out: np.ndarray) -> None:
 
 
 DEQUANTIZERS = {
-    t: _quiet(k)
+    t: quiet(k)
     for t, k in {
         GGMLType.IQ2_XXS: dequantize_iq2_xxs,
         GGMLType.IQ2_XS: dequantize_iq2_xs,
