@@ -289,6 +289,8 @@ def test_default_group_sizes_and_errors() -> None:
         mlx_dequantize(packed, scales[:, :1], biases[:, :1], "int4")
     with pytest.raises(ValueError):
         mlx_dequantize(packed, scales, biases, "int4", 32)
+    with pytest.raises(TypeError):  # integer scales beside float biases
+        mlx_dequantize(packed, scales.astype(np.int32), biases, "int4")
     packed, scales, _ = mlx_quantize(w, "mxfp4")
     with pytest.raises(ValueError):
         mlx_dequantize(packed, scales, scales, "mxfp4")

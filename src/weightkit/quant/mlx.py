@@ -236,14 +236,13 @@ def _affine_quantize(w: np.ndarray, bits: int, gs: int):
 def _affine_dequantize(packed, scales, biases, bits, gs, dtype):
     scales = np.asarray(scales)
     biases = np.asarray(biases)
+    for what, a in (("scales", scales), ("biases", biases)):
+        if a.dtype not in _FLOAT_DTYPES:
+            raise TypeError(f"affine {what} must be float32, float16 or bfloat16, not {a.dtype}")
     # MLX multiplies in the scales' dtype, then adds in the promotion of that and the biases' dtype
     work = scales.dtype if scales.dtype == biases.dtype else np.dtype(np.float32)
-    if work not in _FLOAT_DTYPES:
-        raise TypeError(f"affine scales and biases must be float32, float16 or bfloat16, not {work}")
     q = _unpack(packed, bits).astype(np.float32)
     q = q.reshape(*q.shape[:-1], -1, gs)
-    if biases.dtype not in _FLOAT_DTYPES:
-        raise TypeError(f"affine biases must be float32, float16 or bfloat16, not {biases.dtype}")
     s = _widen(scales)[..., None]
     b = _widen(biases)[..., None]
     with np.errstate(all="ignore"):
