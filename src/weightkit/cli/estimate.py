@@ -101,7 +101,8 @@ def _as_json(ctx: int | None, est: Estimate | None, error: str | None) -> dict:
 def run_estimate(path: str, *, contexts: list[int | None], gpus_text: list[str], ram: str | None,
                  console: Console, as_json: bool, **args) -> None:  # fmt: skip
     gpus = [parse_gpu(i, text) for i, text in enumerate(gpus_text)]
-    system = None if ram is None else SystemMemory(parse_size(ram), parse_size(ram), 0)
+    free = None if ram is None else parse_size(ram)
+    system = None if free is None else SystemMemory(free, free, 0)
     with open_model(path) as model:
         if model.format != "gguf":
             raise WeightkitError("the estimate follows Ollama's llama engine, which loads GGUF models")
