@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tracemalloc
 import warnings
 import zlib
 
@@ -13,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from weightkit.quant import mlx as mlx_module
 from weightkit.quant.mlx import (
     MLX_MODES,
     blob_quant_params,
@@ -220,6 +222,37 @@ def test_dequantize_arbitrary_words_matches_mlx(qt: str, gs: int) -> None:
                 mlx_dequant_reference(packed, scales, None, qt, gs, dtype),
                 f"{qt} -> {dtype}",
             )
+
+
+@pytest.mark.parametrize(("qt", "gs"), COMBOS)
+def test_dequantize_in_many_chunks_matches_mlx(qt: str, gs: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stacked experts cut into tasks of four groups (across rows; the last task short) decode as MLX does."""
+    monkeypatch.setattr(mlx_module, "CHUNK_ELEMENTS", 4 * gs)
+    monkeypatch.setattr(mlx_module, "MIN_TASK_ELEMENTS", 1)
+    w = (np.random.default_rng(3).standard_normal((3, 7, 10 * gs)) * 4).astype(BF16)
+    packed, scales, biases = mlx_quantize(w, qt, gs)
+    ref = mlx_reference(w, qt, gs)
+    for dtype in (None, np.float32):
+        assert_same(
+            quiet(mlx_dequantize, packed, scales, biases, qt, gs, dtype=dtype),
+            mlx_dequant_reference(*ref, qt, gs, dtype),
+            f"{qt}/{gs} in chunks to {dtype}",
+        )
+
+
+@pytest.mark.parametrize("qt", ["int4", "mxfp8"])
+def test_dequantize_working_set_is_bounded(qt: str) -> None:
+    """Decoding needs the output plus chunk-sized temporaries, not float32 copies of the whole tensor."""
+    packed, scales, biases = mlx_quantize(np.random.default_rng(4).standard_normal((8, 8192), np.float32), qt)
+    reps = 2048 // 8
+    packed, scales = np.tile(packed, (reps, 1)), np.tile(scales, (reps, 1))
+    biases = None if biases is None else np.tile(biases, (reps, 1))
+    tracemalloc.start()
+    out = mlx_dequantize(packed, scales, biases, qt, dtype=np.float32)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert out.shape == (2048, 8192)
+    assert peak < out.nbytes + 64 * 2**20  # the 64 MiB output plus two threads' chunk temporaries
 
 
 def test_packing_layout() -> None:

@@ -43,6 +43,7 @@ working dtype wherever MLX rounds:
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 
 import ml_dtypes
 import numpy as np
@@ -187,13 +188,19 @@ def _pack(codes: np.ndarray, bits: int) -> np.ndarray:
     return v.astype(np.uint32).reshape(*codes.shape[:-1], -1)
 
 
-def _unpack(packed: np.ndarray, bits: int) -> np.ndarray:
-    packed = np.asarray(packed)
-    if packed.dtype != np.uint32:
-        raise TypeError(f"packed MLX weights are uint32 words, not {packed.dtype}")
-    shifts = np.arange(0, 32, bits, dtype=np.uint32)
-    codes = (packed[..., None] >> shifts) & np.uint32((1 << bits) - 1)
-    return codes.reshape(*packed.shape[:-1], -1)
+def _unpack(words: np.ndarray, bits: int) -> np.ndarray:
+    """The inverse of `_pack`: uint8 codes (n, codes per row) from uint32 words (n, words per row).
+
+    8-bit codes are the words' bytes. 4-bit codes spread each byte's two nibbles over the two bytes of a
+    uint16 (low nibble first), so every step is a long loop over the whole chunk.
+    """
+    b = np.ascontiguousarray(words).view(np.uint8)
+    if bits == 8:
+        return b
+    spread = b.astype(np.uint16)
+    spread |= spread << np.uint16(4)
+    spread &= np.uint16(0x0F0F)
+    return spread.view(np.uint8)
 
 
 # ---------------------------------------------------------------------------------------------- affine
@@ -233,21 +240,15 @@ def _affine_quantize(w: np.ndarray, bits: int, gs: int):
     return packed, scales, biases
 
 
-def _affine_dequantize(packed, scales, biases, bits, gs, dtype):
-    scales = np.asarray(scales)
-    biases = np.asarray(biases)
-    for what, a in (("scales", scales), ("biases", biases)):
-        if a.dtype not in _FLOAT_DTYPES:
-            raise TypeError(f"affine {what} must be float32, float16 or bfloat16, not {a.dtype}")
-    # MLX multiplies in the scales' dtype, then adds in the promotion of that and the biases' dtype
-    work = scales.dtype if scales.dtype == biases.dtype else np.dtype(np.float32)
-    q = _unpack(packed, bits).astype(np.float32)
-    q = q.reshape(*q.shape[:-1], -1, gs)
-    s = _widen(scales)[..., None]
-    b = _widen(biases)[..., None]
+def _affine_groups(words, scales, biases, *, bits: int, work: np.dtype, out_t: np.dtype) -> np.ndarray:
+    """Groups of affine codes (one group a row) times their scales plus their biases, each operation rounded
+    as MLX rounds it: the product to the scales' dtype, the sum to `work`."""
+    q = _unpack(words, bits).astype(np.float32)
     with np.errstate(all="ignore"):
-        out = _round_to(_round_to(q * s, scales.dtype) + b, work)  # each operation rounded as MLX rounds it
-    return _cast(out.reshape(*out.shape[:-2], -1), work if dtype is None else np.dtype(dtype))
+        q *= _widen(scales)[:, None]
+        q = _round_to(q, scales.dtype)
+        q += _widen(biases)[:, None]
+        return _cast(q if out_t == work else _round_to(q, work), out_t)
 
 
 # ---------------------------------------------------------------------------------------------- fp modes
@@ -326,23 +327,15 @@ def _fp_quantize(w: np.ndarray, mode: str, bits: int, gs: int):
     return packed, scale_codes[..., 0].astype(np.uint8)
 
 
-def _fp_dequantize(packed, scales, mode, bits, gs, dtype):
-    out_t = _BF16 if dtype is None else np.dtype(dtype)
-    if out_t not in _FLOAT_DTYPES:
-        raise TypeError(f"MLX dequantizes to float32, float16 or bfloat16, not {out_t}")
-    scales = np.asarray(scales)
-    if scales.dtype != np.uint8:
-        raise TypeError(f"{mode} scales are uint8 codes, not {scales.dtype}")
-    codes = _unpack(packed, bits)
-    codes = codes.reshape(*codes.shape[:-1], -1, gs)
-    vals = _round_to(_FP4_LUT if bits == 4 else _FP8_DECODE, out_t)[codes]
+def _fp_groups(words, scales, *, mode: str, bits: int, out_t: np.dtype) -> np.ndarray:
+    """Groups of FP4 / FP8 codes (one group a row) times their decoded E4M3 or E8M0 scales, in `out_t`."""
+    vals = _round_to(_FP4_LUT if bits == 4 else _FP8_DECODE, out_t)[_unpack(words, bits)]
     with np.errstate(all="ignore"):
         if mode == "nvfp4":
             sc = _round_to(_FP8_DECODE, out_t)[scales]
         else:
             sc = _round_to(np.exp2(scales.astype(np.float32) - np.float32(127)), out_t)
-        out = _round_to(vals * sc[..., None], out_t)
-    return _cast(out.reshape(*out.shape[:-2], -1), out_t)
+        return _cast(vals * sc[:, None], out_t)
 
 
 # ---------------------------------------------------------------------------------------------- public
@@ -393,11 +386,14 @@ def mlx_dequantize(
     """Decode MLX-quantized weights; bit-identical to `mlx.core.dequantize(..., dtype=dtype)`.
 
     The default output dtype follows MLX: the scales' (and biases') dtype for affine types, bfloat16 for
-    the fp types. Affine results are computed in the scales' dtype and then cast to `dtype`.
+    the fp types. Affine results are computed in the scales' dtype and then cast to `dtype`. Groups are
+    decoded in chunks on every core, so the working set beside the output stays bounded.
     """
     _, mode, bits, gs = _params(quant_type, group_size)
     packed = np.asarray(packed)
     scales = np.asarray(scales)
+    if packed.dtype != np.uint32:
+        raise TypeError(f"packed MLX weights are uint32 words, not {packed.dtype}")
     n_out = packed.shape[-1] * 32 // bits
     if packed.shape[:-1] != scales.shape[:-1] or scales.shape[-1] * gs != n_out:
         raise ValueError(
@@ -407,11 +403,34 @@ def mlx_dequantize(
     if mode == "affine":
         if biases is None:
             raise ValueError("affine quantization needs biases")
-        if np.shape(biases) != scales.shape:
-            raise ValueError(f"biases of shape {np.shape(biases)} do not match scales of shape {scales.shape}")
-        if dtype is not None and np.dtype(dtype) not in _FLOAT_DTYPES:
-            raise TypeError(f"MLX dequantizes to float32, float16 or bfloat16, not {np.dtype(dtype)}")
-        return _affine_dequantize(packed, scales, biases, bits, gs, dtype)
-    if biases is not None:
-        raise ValueError(f"{mode} quantization has no biases")
-    return _fp_dequantize(packed, scales, mode, bits, gs, dtype)
+        biases = np.asarray(biases)
+        if biases.shape != scales.shape:
+            raise ValueError(f"biases of shape {biases.shape} do not match scales of shape {scales.shape}")
+        for what, a in (("scales", scales), ("biases", biases)):
+            if a.dtype not in _FLOAT_DTYPES:
+                raise TypeError(f"affine {what} must be float32, float16 or bfloat16, not {a.dtype}")
+        # MLX multiplies in the scales' dtype, then adds in the promotion of that and the biases' dtype
+        work = scales.dtype if scales.dtype == biases.dtype else np.dtype(np.float32)
+        default, sides, decode = work, (scales, biases), partial(_affine_groups, bits=bits, work=work)
+    else:
+        if biases is not None:
+            raise ValueError(f"{mode} quantization has no biases")
+        if scales.dtype != np.uint8:
+            raise TypeError(f"{mode} scales are uint8 codes, not {scales.dtype}")
+        default, sides, decode = _BF16, (scales,), partial(_fp_groups, mode=mode, bits=bits)
+    out_t = default if dtype is None else np.dtype(dtype)
+    if out_t not in _FLOAT_DTYPES:
+        raise TypeError(f"MLX dequantizes to float32, float16 or bfloat16, not {out_t}")
+
+    n_groups = scales.size
+    words = packed.reshape(n_groups, gs * bits // 32)
+    sides = tuple(a.reshape(n_groups) for a in sides)
+    out = np.empty((n_groups, gs), out_t)
+    step = _step(n_groups, CHUNK_ELEMENTS // gs, MIN_TASK_ELEMENTS // gs)
+
+    def run(start: int) -> None:
+        part = slice(start, start + step)
+        out[part] = decode(words[part], *(a[part] for a in sides), out_t=out_t)
+
+    map_chunks(run, range(0, n_groups, step))
+    return out.reshape(*packed.shape[:-1], n_out)
