@@ -118,15 +118,18 @@ class ModelFile(abc.ABC):
     def tensor(self, name: str, dtype: np.dtype | type | str | None = None):
         """The tensor: plain types as stored (a zero-copy view), quantized ones dequantized to float32;
         with `dtype`, converted to it. A numpy array, or a torch tensor when opened with framework="torch"."""
+        return self._hand_out(self._array(name), dtype)
+
+    def _array(self, name: str) -> np.ndarray:
+        """The tensor as numpy, before any conversion: what `tensor()` hands out. Models with packed types
+        of their own decode them here."""
         from . import quant  # the kernels load on first use: plain reads never pay for them
 
         info = self.tensors[name]
         plain = numpy_dtype(info.dtype)
         if plain is not None:
-            arr = view_as(self.raw(name), plain, self.byte_order).reshape(info.shape)
-        else:
-            arr = quant.dequantize(self._quantized_raw(info), info.dtype, info.shape)
-        return self._hand_out(arr, dtype)
+            return view_as(self.raw(name), plain, self.byte_order).reshape(info.shape)
+        return quant.dequantize(self._quantized_raw(info), info.dtype, info.shape)
 
     def load(self, names: Iterable[str] | None = None, dtype: np.dtype | type | str | None = None) -> dict[str, Any]:
         """Several tensors (all by default), each as `tensor(name, dtype)` gives it, in one go.
@@ -139,7 +142,7 @@ class ModelFile(abc.ABC):
 
         names = list(self.tensors if names is None else names)
         infos = [self.tensors[name] for name in names]
-        # Only GGML types go to the shared decode; any other packed type is the subclass's `tensor()`'s
+        # Only GGML types go to the shared decode; any other packed type is the subclass's `_array()`'s
         # (a tensor-blob model's MLX modes) or its error.
         quantized = [info for info in infos if isinstance(info.dtype, GGMLType) and numpy_dtype(info.dtype) is None]
         decoded = quant.dequantize_many((self._quantized_raw(i), i.dtype, i.shape) for i in quantized)

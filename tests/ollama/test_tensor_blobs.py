@@ -163,6 +163,14 @@ def test_quantized_import_matches_mlx(tmp_path, quantize):
         loaded = m.load()  # the MLX-quantized tensors through the model's own tensor(), not the GGML decode
         assert loaded.keys() == tensors.keys()
         assert all(np.array_equal(loaded[name], m.tensor(name)) for name in tensors)
+    import torch
+
+    with open_store_model("q", store=store, framework="torch") as t, open_store_model("q", store=store) as m:
+        for name in tensors:
+            got = t.tensor(name)
+            assert isinstance(got, torch.Tensor) and got.shape == m.tensors[name].shape
+            assert np.array_equal(got.float().numpy(), m.tensor(name).astype(np.float32))
+        assert all(isinstance(v, torch.Tensor) for v in t.load().values())
 
 
 def test_interrupted_import_leaves_no_manifest(tmp_path, monkeypatch):

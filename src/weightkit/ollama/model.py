@@ -26,12 +26,12 @@ def open_store_model(name: str, *, store: Store | None = None, framework: str = 
     tensor_layers = manifest.layers_of("tensor")
     if not tensor_layers:
         raise UnsupportedError(f"{model_name.short} has neither GGUF nor tensor layers")
-    if framework != "numpy":
-        raise UnsupportedError("tensor-blob models load as numpy")
     config = None
     for layer in manifest.layers_of("json"):
         if layer.name == "config.json":
             config = json.loads(store.blob_path(layer.digest).read_bytes())
-    model = TensorBlobModel(store.manifest_path(model_name), tensor_layers, store.blob_path, config)
+    model = TensorBlobModel(
+        store.manifest_path(model_name), tensor_layers, store.blob_path, config, framework=framework
+    )
     model.display_name = model_name.short
     return model

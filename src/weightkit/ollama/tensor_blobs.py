@@ -138,19 +138,22 @@ class TensorBlobModel(ShardedModelFile):
 
     format = "ollama"
 
-    def __init__(self, path: Path, layers: list[Layer], blob_path, config: dict | None) -> None:
+    def __init__(
+        self, path: Path, layers: list[Layer], blob_path, config: dict | None, *, framework: str = "numpy"
+    ) -> None:
         self.config = config
         self.shards: list[SafetensorsFile] = []
         self._quant: dict[str, tuple[MLXQuantType, int, str | None, str | None]] = {}
         tensors: dict[str, TensorInfo] = {}
         try:
             for layer in layers:
-                blob = SafetensorsFile(blob_path(layer.digest))
+                blob = SafetensorsFile(blob_path(layer.digest), framework=framework)
                 self.shards.append(blob)
                 self._add_blob(len(self.shards) - 1, blob, layer.name, tensors)
         except BaseException:
             self.close()
             raise
+        self.framework = framework
         super().__init__(path, MappingProxyType({"ollama.layers": str(len(layers))}), tensors)
 
     def _add_blob(self, index: int, blob: SafetensorsFile, layer_name: str, tensors: dict[str, TensorInfo]) -> None:
@@ -177,11 +180,10 @@ class TensorBlobModel(ShardedModelFile):
             self._quant[name] = (q, group, f"{name}.scale", bias)
             tensors[name] = TensorInfo(name, q, shape, info.offset, info.nbytes, index)
 
-    def tensor(self, name: str, dtype=None):
+    def _array(self, name: str) -> np.ndarray:
         if name not in self._quant:
-            return super().tensor(name, dtype)
+            return super()._array(name)
         q, group, scale, bias = self._quant[name]
         blob = self.shards[self.tensors[name].shard]
-        packed = blob.tensor(name)
-        out = mlx_dequantize(packed, blob.tensor(scale), None if bias is None else blob.tensor(bias), q.value, group)
-        return self._hand_out(out, dtype)
+        biases = None if bias is None else blob._array(bias)
+        return mlx_dequantize(blob._array(name), blob._array(scale), biases, q.value, group)
