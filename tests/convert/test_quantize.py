@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -154,6 +155,19 @@ def test_command_line(tmp_path, model):
     assert "Q4_K" in r.stdout and "->" in r.stdout and "tensors changed type" in r.stdout
     with weightkit.open(out) as m:
         assert m.tensors["output.weight"].dtype == T.Q8_0
+    as_json = subprocess.run(
+        [sys.executable, "-m", "weightkit", "quantize", str(path), str(tmp_path / "j.gguf"), "-t", "Q8_0", "--json"],
+        capture_output=True, text=True, env={"PATH": ""},
+    )  # fmt: skip
+    assert as_json.returncode == 0, as_json.stderr
+    summary = json.loads(as_json.stdout)  # only JSON on stdout: the progress bar is on stderr
+    with weightkit.open(path) as src, weightkit.open(tmp_path / "j.gguf") as m:
+        assert summary["type"] == "Q8_0" and summary["output"] == str(tmp_path / "j.gguf")
+        assert summary["bytes_before"] == sum(i.nbytes for i in src.tensors.values())
+        assert summary["bytes_after"] == sum(i.nbytes for i in m.tensors.values())
+        changed = {n: {"from": src.tensors[n].dtype.name, "to": m.tensors[n].dtype.name} for n in m.tensors}
+        assert summary["changed"] == {n: c for n, c in changed.items() if c["from"] != c["to"]}
+        assert summary["changed"]  # the fixture's weight matrices do change type
     bad = subprocess.run(
         [sys.executable, "-m", "weightkit", "quantize", str(path), str(out), "--type", "Q9"],
         capture_output=True, text=True, env={"PATH": ""},

@@ -6,6 +6,7 @@ import hashlib
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -182,8 +183,23 @@ def test_command_line(tmp_path, gguf_file):
     show = json.loads(run("show", "tiny:v1", "--json").stdout)
     assert show["config"]["model_family"] == "llama" and show["layers"][0]["mediaType"].endswith(".model")
     assert "every blob matches" in run("verify", "tiny:v1").stdout
+    assert json.loads(run("verify", "tiny:v1", "--json").stdout) == {"model": "tiny:v1", "ok": True, "problems": []}
+    blob = Path(env["OLLAMA_MODELS"]) / "blobs" / show["layers"][0]["digest"].replace(":", "-")
+    kept = blob.read_bytes()
+    blob.write_bytes(kept[:-1] + bytes([kept[-1] ^ 1]))
+    damaged = run("verify", "tiny:v1", "--json")
+    assert damaged.returncode == 1 and "do not match" in damaged.stderr
+    assert json.loads(damaged.stdout)["problems"] == [
+        {"digest": show["layers"][0]["digest"], "layer": show["layers"][0]["mediaType"],
+         "problem": "content does not match its digest"}
+    ]  # fmt: skip
+    blob.write_bytes(kept)
     assert "llama" in run("inspect", "tiny:v1").stdout
     bad = run("show", "../etc/passwd")
     assert bad.returncode == 1 and "invalid model name" in bad.stderr and "Traceback" not in bad.stderr
+    created = json.loads(run("create", "tiny:v2", "--from", str(gguf_file), "--json").stdout)
+    assert created["model"] == "tiny:v2"
+    assert [layer["digest"] for layer in created["layers"]] == [layer["digest"] for layer in show["layers"]]
+    assert json.loads(run("rm", "tiny:v2", "--json").stdout) == {"model": "tiny:v2", "removed_blobs": []}  # shared
     assert run("rm", "tiny:v1").returncode == 0
     assert json.loads(run("ls", "--json").stdout) == []

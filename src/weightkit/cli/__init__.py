@@ -47,6 +47,9 @@ def quantize(
     imatrix: Annotated[
         Path | None, typer.Option("--imatrix", help="Importance matrix: a llama.cpp imatrix GGUF.")
     ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the summary as JSON (the progress bar goes to stderr).")
+    ] = False,
 ) -> None:
     """Re-quantize a GGUF: weight matrices to --type, norms and vectors kept, metadata kept."""
     from .quantize import run_quantize
@@ -58,6 +61,7 @@ def quantize(
         output_type=output_tensor_type,
         token_embedding_type=token_embedding_type,
         imatrix=imatrix,
+        as_json=as_json,
         console=console,
     )
 
@@ -125,11 +129,12 @@ def create(
         str | None, typer.Option("--quantize", help="For checkpoints: int4, int8, nvfp4, mxfp4 or mxfp8 (MLX modes).")
     ] = None,
     store: StoreOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the new manifest's layers as JSON.")] = False,
 ) -> None:
     """Import a model into Ollama's store."""
     from .store import run_create
 
-    run_create(_store(store), name, source, quantize, console)
+    run_create(_store(store), name, source, quantize, as_json, console)
 
 
 @app.command("ls")
@@ -156,19 +161,27 @@ def show(
 
 
 @app.command()
-def rm(name: Annotated[str, typer.Argument(help="A model in the store.")], store: StoreOption = None) -> None:
+def rm(
+    name: Annotated[str, typer.Argument(help="A model in the store.")],
+    store: StoreOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the removed blobs' digests as JSON.")] = False,
+) -> None:
     """Remove a model, and the blobs no other model uses."""
     from .store import run_rm
 
-    run_rm(_store(store), name, console)
+    run_rm(_store(store), name, as_json, console)
 
 
 @app.command()
-def verify(name: Annotated[str, typer.Argument(help="A model in the store.")], store: StoreOption = None) -> None:
+def verify(
+    name: Annotated[str, typer.Argument(help="A model in the store.")],
+    store: StoreOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON (exit status 1 still marks damage).")] = False,
+) -> None:
     """Re-hash every blob of a model and report any that do not match."""
     from .store import run_verify
 
-    run_verify(_store(store), name, console)
+    run_verify(_store(store), name, as_json, console)
 
 
 @app.command()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -23,6 +25,7 @@ def run_quantize(
     output_type: str | None,
     token_embedding_type: str | None,
     imatrix: Path | None,
+    as_json: bool,
     console: Console,
 ) -> None:
     for name in (target, output_type, token_embedding_type):
@@ -35,7 +38,7 @@ def run_quantize(
         TimeRemainingColumn(),
         TextColumn("{task.description}"),
     )
-    with Progress(*columns, console=console, transient=True) as bar:
+    with Progress(*columns, console=Console(stderr=True) if as_json else console, transient=True) as bar:
         task = bar.add_task("", total=None)
 
         def progress(name: str, done: int, total: int) -> None:
@@ -50,6 +53,18 @@ def run_quantize(
             imatrix=imatrix,
             progress=progress,
         )
+    if as_json:
+        summary = {
+            "source": str(src),
+            "output": str(dst),
+            "type": ggml_type(target).name,
+            "bytes_before": report.bytes_before,
+            "bytes_after": report.bytes_after,
+            "changed": {name: {"from": old, "to": new} for name, (old, new) in report.changes.items()},
+        }
+        json.dump(summary, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return
     table = Table(title=f"{src.name} -> {dst.name}", title_justify="left")
     table.add_column("tensors", justify="right")
     table.add_column("from")

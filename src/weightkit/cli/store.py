@@ -18,14 +18,14 @@ from ..safetensors import SafetensorsFile
 from .render import human_bytes
 
 
-def run_create(store: Store, name: str, source: Path, quantize: str | None, console: Console) -> None:
+def run_create(store: Store, name: str, source: Path, quantize: str | None, as_json: bool, console: Console) -> None:
     model_name = parse_name(name)
     if not source.exists():
         raise WeightkitError(f"{source}: no such file or folder")
     if quantize and not source.is_dir():
         raise WeightkitError("--quantize applies to safetensors checkpoints; quantize GGUFs with weightkit quantize")
     columns = (TextColumn("[bold]importing"), BarColumn(), DownloadColumn(binary_units=True), TimeRemainingColumn())
-    with Progress(*columns, console=console, transient=True) as bar:
+    with Progress(*columns, console=Console(stderr=True) if as_json else console, transient=True) as bar:
         task = bar.add_task("", total=None)
 
         def progress(done: int, total: int) -> None:
@@ -35,6 +35,11 @@ def run_create(store: Store, name: str, source: Path, quantize: str | None, cons
             manifest = create_from_checkpoint(store, model_name, source, quantize=quantize, progress=progress)
         else:
             manifest = create_from_gguf(store, model_name, source, progress=progress)
+    if as_json:
+        layers = [layer.to_json() for layer in manifest.layers]
+        json.dump({"model": model_name.short, "size": manifest.size, "layers": layers}, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return
     console.print(f"created {model_name.short} ({human_bytes(manifest.size)}, {len(manifest.layers)} layers)")
 
 
@@ -105,17 +110,28 @@ def run_show(store: Store, name: str, as_json: bool, console: Console) -> None:
     console.print(layers)
 
 
-def run_rm(store: Store, name: str, console: Console) -> None:
+def run_rm(store: Store, name: str, as_json: bool, console: Console) -> None:
     model_name = parse_name(name)
     removed = store.remove(model_name)
+    if as_json:
+        json.dump({"model": model_name.short, "removed_blobs": removed}, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return
     console.print(f"deleted {model_name.short}; removed {len(removed)} blobs no other model uses")
 
 
-def run_verify(store: Store, name: str, console: Console) -> None:
+def run_verify(store: Store, name: str, as_json: bool, console: Console) -> None:
     model_name = parse_name(name)
     problems = store.verify(model_name)
-    if problems:
+    if as_json:
+        found = [{"digest": layer.digest, "layer": layer.name or layer.media_type, "problem": problem}
+                 for layer, problem in problems]  # fmt: skip
+        json.dump({"model": model_name.short, "ok": not problems, "problems": found}, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
         for layer, problem in problems:
             console.print(f"[red]bad blob[/red] {layer.digest} ({layer.name or layer.media_type}): {problem}")
+    if problems:
         raise WeightkitError(f"{model_name.short}: {len(problems)} blobs do not match the manifest")
-    console.print(f"{model_name.short}: every blob matches its digest")
+    if not as_json:
+        console.print(f"{model_name.short}: every blob matches its digest")
