@@ -78,6 +78,7 @@ CASES = {
     "alignment not u32": (gguf_bytes([kv("general.alignment", T.INT32, struct.pack("<i", 32))], []), "UINT32", None),
     "alignment zero": (gguf_bytes([u32kv("general.alignment", 0)], []), "not a power of two", None),
     "alignment 48": (gguf_bytes([u32kv("general.alignment", 48)], []), "not a power of two", None),
+    "split.count a bool": (gguf_bytes([kv("split.count", T.BOOL, b"\x01")], []), "must be an integer", None),
     "duplicate tensor": (gguf_bytes([], [F32_4x8, F32_4x8], bytes(256)), "duplicate tensor name 'w'", None),
     "5 dimensions": (gguf_bytes([], [tinfo("w", (1, 1, 1, 1, 1), 0, 0)], bytes(32)), "5 dimensions", None),
     "zero dimension": (gguf_bytes([], [tinfo("w", (8, 0), 0, 0)], bytes(32)), "zero dimension", 37),
