@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import re
-import sys
 from pathlib import Path
 
 from rich.console import Console
@@ -14,7 +12,7 @@ from .. import open as open_model
 from ..errors import WeightkitError
 from ..memory import GPU, SystemMemory
 from ..memory.estimate import Estimate, estimate, resolve_settings
-from .render import human_bytes
+from .render import human_bytes, print_json
 
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "kib": 2**10, "m": 10**6, "mb": 10**6, "mib": 2**20,
           "g": 10**9, "gb": 10**9, "gib": 2**30, "t": 10**12, "tb": 10**12, "tib": 2**40}  # fmt: skip
@@ -108,8 +106,7 @@ def run_estimate(path: str, *, contexts: list[int | None], gpus_text: list[str],
             raise WeightkitError("the estimate follows Ollama's llama engine, which loads GGUF models")
         results = [_one(model, gpus, system, ctx, args) for ctx in contexts]
     if as_json:
-        json.dump([_as_json(c, e, err) for c, (e, err) in zip(contexts, results, strict=True)], sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        print_json([_as_json(c, e, err) for c, (e, err) in zip(contexts, results, strict=True)])
         return
     table = Table(title=f"{Path(path).name}: memory as Ollama would load it", title_justify="left")
     table.add_column("", style="bold")

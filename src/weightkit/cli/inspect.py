@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 
 from rich.console import Console
@@ -13,7 +11,7 @@ from rich.table import Table
 from .. import open as open_model
 from ..model import ModelFile
 from ..summary import ModelSummary, summarize
-from .render import human_bytes, human_count, json_value, preview, printable, type_label
+from .render import human_bytes, human_count, json_value, preview, print_json, printable, type_label
 
 
 def inspect_json(model: ModelFile) -> dict:
@@ -52,8 +50,7 @@ def inspect_json(model: ModelFile) -> dict:
 def run_inspect(path: Path, *, tensors: bool, as_json: bool, console: Console) -> None:
     with open_model(path) as model:
         if as_json:
-            json.dump(inspect_json(model), sys.stdout, indent=1)
-            sys.stdout.write("\n")
+            print_json(inspect_json(model))
             return
         s = summarize(model)
         console.print(_overview(model, s))

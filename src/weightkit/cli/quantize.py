@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -14,7 +12,7 @@ from rich.table import Table
 from ..convert import quantize_gguf
 from ..dtypes import ggml_type
 from ..errors import WeightkitError
-from .render import human_bytes
+from .render import human_bytes, print_json
 
 
 def run_quantize(
@@ -62,8 +60,7 @@ def run_quantize(
             "bytes_after": report.bytes_after,
             "changed": {name: {"from": old, "to": new} for name, (old, new) in report.changes.items()},
         }
-        json.dump(summary, sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        print_json(summary)
         return
     table = Table(title=f"{src.name} -> {dst.name}", title_justify="left")
     table.add_column("tensors", justify="right")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import math
+import sys
 from typing import Any
 
 import numpy as np
@@ -11,6 +13,12 @@ from ..gguf.values import Value
 
 PREVIEW_ITEMS = 6
 PREVIEW_CHARS = 60
+
+
+def print_json(doc: Any) -> None:
+    """A command's `--json` answer: the document alone on stdout, so scripts can parse it."""
+    json.dump(doc, sys.stdout, indent=1)
+    sys.stdout.write("\n")
 
 
 def human_bytes(n: int | float) -> str:

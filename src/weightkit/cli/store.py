@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from datetime import datetime
 from pathlib import Path
 
@@ -15,7 +14,7 @@ from ..errors import WeightkitError
 from ..ollama import Store, create_from_checkpoint, create_from_gguf, parse_name
 from ..ollama.store import MEDIA, parse_manifest
 from ..safetensors import SafetensorsFile
-from .render import human_bytes
+from .render import human_bytes, print_json
 
 
 def run_create(store: Store, name: str, source: Path, quantize: str | None, as_json: bool, console: Console) -> None:
@@ -37,8 +36,7 @@ def run_create(store: Store, name: str, source: Path, quantize: str | None, as_j
             manifest = create_from_gguf(store, model_name, source, progress=progress)
     if as_json:
         layers = [layer.to_json() for layer in manifest.layers]
-        json.dump({"model": model_name.short, "size": manifest.size, "layers": layers}, sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        print_json({"model": model_name.short, "size": manifest.size, "layers": layers})
         return
     console.print(f"created {model_name.short} ({human_bytes(manifest.size)}, {len(manifest.layers)} layers)")
 
@@ -54,8 +52,7 @@ def run_ls(store: Store, as_json: bool, console: Console) -> None:
         modified = datetime.fromtimestamp(path.stat().st_mtime)
         rows.append({"name": name.short, "size": size, "modified": modified.isoformat(timespec="seconds")})
     if as_json:
-        json.dump(rows, sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        print_json(rows)
         return
     table = Table(title=f"models in {store.root}", title_justify="left")
     for col in ("name", "size", "modified"):
@@ -85,8 +82,7 @@ def run_show(store: Store, name: str, as_json: bool, console: Console) -> None:
             "config": config,
             "layers": [{**layer.to_json(), "quant_types": q} for layer, q in zip(manifest.layers, quants, strict=True)],
         }
-        json.dump(doc, sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        print_json(doc)
         return
     table = Table(title=model_name.short, show_header=False, title_justify="left")
     table.add_column(style="bold")
@@ -114,8 +110,7 @@ def run_rm(store: Store, name: str, as_json: bool, console: Console) -> None:
     model_name = parse_name(name)
     removed = store.remove(model_name)
     if as_json:
-        json.dump({"model": model_name.short, "removed_blobs": removed}, sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        print_json({"model": model_name.short, "removed_blobs": removed})
         return
     console.print(f"deleted {model_name.short}; removed {len(removed)} blobs no other model uses")
 
@@ -126,8 +121,7 @@ def run_verify(store: Store, name: str, as_json: bool, console: Console) -> None
     if as_json:
         found = [{"digest": layer.digest, "layer": layer.name or layer.media_type, "problem": problem}
                  for layer, problem in problems]  # fmt: skip
-        json.dump({"model": model_name.short, "ok": not problems, "problems": found}, sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        print_json({"model": model_name.short, "ok": not problems, "problems": found})
     else:
         for layer, problem in problems:
             console.print(f"[red]bad blob[/red] {layer.digest} ({layer.name or layer.media_type}): {problem}")
