@@ -257,17 +257,34 @@ def test_two_imports_at_once_share_one_store(tmp_path):
     assert not list(store.blobs.glob("*.partial"))
 
 
-def test_blob_with_bad_group_size_is_a_format_error(tmp_path):
+W, S, B = np.zeros((2, 8), np.uint32), np.ones((2, 1), np.float32), np.zeros((2, 1), np.float32)
+BAD_BLOBS = {
+    "group size 7": ({"w": W, "w.scale": S, "w.bias": B}, "7", "group sizes"),
+    "scales too wide": ({"w": W, "w.scale": np.ones((2, 3), np.float32), "w.bias": B}, "64", "do not fit packed"),
+    "scales of other rows": ({"w": W, "w.scale": np.ones((3, 1), np.float32), "w.bias": B}, "64", "do not fit"),
+    "words not uint32": ({"w": W.astype(np.float32), "w.scale": S, "w.bias": B}, "64", "uint32 words"),
+    "integer scales": ({"w": W, "w.scale": S.astype(np.int32), "w.bias": B}, "64", "scales must be float"),
+    "no biases": ({"w": W, "w.scale": S}, "64", "needs biases"),
+    "biases of another shape": ({"w": W, "w.scale": S, "w.bias": np.zeros(3, np.float32)}, "64", "do not match"),
+    "0-d words": ({"w": np.zeros((), np.uint32), "w.scale": S, "w.bias": B}, "64", "at least one axis"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_BLOBS, ids=list(BAD_BLOBS))
+def test_malformed_quantized_blob_is_a_format_error(tmp_path, case):
+    """A blob whose packed words, scales and biases do not make one weight is refused when the model opens,
+    naming the blob and the tensor, before any of its bytes are read."""
     from weightkit.errors import FormatError
     from weightkit.ollama import Manifest
     from weightkit.safetensors import write_safetensors
 
+    tensors, group_size, message = BAD_BLOBS[case]
     store = Store(tmp_path)
     blob = tmp_path / "blob.safetensors"
-    tensors = {"w": np.zeros((2, 8), np.uint32), "w.scale": np.ones((2, 1), np.float32)}
-    write_safetensors(blob, tensors, {"quant_type": "int4", "group_size": "7"})
+    write_safetensors(blob, tensors, {"quant_type": "int4", "group_size": group_size})
     layer = store.add_file(blob, "application/vnd.ollama.image.tensor", "w")
     config = store.add_bytes(b"{}", "application/vnd.docker.container.image.v1+json")
     store.write_manifest("bad", Manifest(config, [layer]))
-    with pytest.raises(FormatError, match="group sizes"):
+    with pytest.raises(FormatError, match=message) as e:
         open_store_model("bad", store=store)
+    assert "tensor 'w'" in str(e.value) and e.value.path == str(store.blob_path(layer.digest))

@@ -16,10 +16,10 @@ from types import MappingProxyType
 
 import numpy as np
 
-from ..dtypes import MLXQuantType
+from ..dtypes import MLXQuantType, numpy_dtype
 from ..errors import FormatError, UnsupportedError
 from ..model import ShardedModelFile, TensorInfo
-from ..quant.mlx import blob_quant_params, canonical_quant_type, mlx_dequantize
+from ..quant.mlx import blob_quant_params, canonical_quant_type, check_layout, mlx_dequantize
 from ..safetensors import SafetensorsFile
 from .store import Layer
 
@@ -132,6 +132,10 @@ def _quant_metadata(md: dict[str, str], name: str) -> dict[str, str]:
     return {key: value for key, value in found.items() if value is not None}
 
 
+def _layout(info: TensorInfo) -> tuple[tuple[int, ...], np.dtype | None]:
+    return info.shape, numpy_dtype(info.dtype)
+
+
 class TensorBlobModel(ShardedModelFile):
     """A model stored as tensor blobs, opened as one model. Quantized tensors have an `MLXQuantType` dtype and
     their logical shape; `tensor(name)` dequantizes them as MLX does, `raw(name)` is the packed words."""
@@ -170,13 +174,15 @@ class TensorBlobModel(ShardedModelFile):
             if name not in quantized:
                 tensors[name] = info._replace(shard=index)
                 continue
+            bias = f"{name}.bias" if f"{name}.bias" in blob.tensors else None
             try:
                 q_name, _, _, group = blob_quant_params(own[name])
-            except ValueError as e:
+                biases = None if bias is None else _layout(blob.tensors[bias])
+                check_layout(q_name, group, _layout(info), _layout(blob.tensors[f"{name}.scale"]), biases)
+            except (ValueError, TypeError) as e:
                 raise FormatError(blob.path, None, f"tensor {name!r}: {e}") from None
             q = MLXQuantType(q_name)
             shape = (*info.shape[:-1], info.shape[-1] * 32 // q.bits)
-            bias = f"{name}.bias" if f"{name}.bias" in blob.tensors else None
             self._quant[name] = (q, group, f"{name}.scale", bias)
             tensors[name] = TensorInfo(name, q, shape, info.offset, info.nbytes, index)
 

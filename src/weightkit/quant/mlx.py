@@ -56,6 +56,7 @@ __all__ = [
     "MLX_MODES",
     "blob_quant_params",
     "canonical_quant_type",
+    "check_layout",
     "mlx_dequantize",
     "mlx_quantize",
     "packed_shape",
@@ -375,6 +376,49 @@ def mlx_quantize(
     return packed.reshape(*lead, -1), scales.reshape(*lead, -1), biases
 
 
+Layout = tuple[tuple[int, ...], np.dtype]  # (shape, dtype) of an array, or of a stored tensor before it is read
+
+
+def check_layout(
+    quant_type: str, group_size: int | None, packed: Layout, scales: Layout, biases: Layout | None
+) -> np.dtype:
+    """Do packed words, scales and biases of these shapes and dtypes make one quantized weight? Raises
+    ValueError or TypeError saying what does not fit; returns MLX's default output dtype for them (the
+    scales' dtype for affine types, or float32 when the biases' differs; bfloat16 for the fp types).
+    Works on shapes alone, so a loader can check a stored weight before reading a byte of it."""
+    _, mode, bits, gs = _params(quant_type, group_size)
+    (p_shape, p_dtype), (s_shape, s_dtype) = packed, scales
+    if p_dtype != np.uint32:
+        raise TypeError(f"packed MLX weights are uint32 words, not {p_dtype}")
+    if not p_shape:
+        raise ValueError("packed MLX weights need at least one axis")
+    if (
+        len(s_shape) != len(p_shape)
+        or tuple(s_shape[:-1]) != tuple(p_shape[:-1])
+        or s_shape[-1] * gs * bits != p_shape[-1] * 32
+    ):
+        raise ValueError(
+            f"scales of shape {tuple(s_shape)} do not fit packed words of shape {tuple(p_shape)} "
+            f"with {bits} bits and group size {gs}"
+        )
+    if mode != "affine":
+        if biases is not None:
+            raise ValueError(f"{mode} quantization has no biases")
+        if s_dtype != np.uint8:
+            raise TypeError(f"{mode} scales are uint8 codes, not {s_dtype}")
+        return _BF16
+    if biases is None:
+        raise ValueError("affine quantization needs biases")
+    b_shape, b_dtype = biases
+    if tuple(b_shape) != tuple(s_shape):
+        raise ValueError(f"biases of shape {tuple(b_shape)} do not match scales of shape {tuple(s_shape)}")
+    for what, dt in (("scales", s_dtype), ("biases", b_dtype)):
+        if dt not in _FLOAT_DTYPES:
+            raise TypeError(f"affine {what} must be float32, float16 or bfloat16, not {dt}")
+    # MLX multiplies in the scales' dtype, then adds in the promotion of that and the biases' dtype
+    return np.dtype(s_dtype) if s_dtype == b_dtype else np.dtype(np.float32)
+
+
 def mlx_dequantize(
     packed: np.ndarray,
     scales: np.ndarray,
@@ -385,42 +429,27 @@ def mlx_dequantize(
 ) -> np.ndarray:
     """Decode MLX-quantized weights; bit-identical to `mlx.core.dequantize(..., dtype=dtype)`.
 
-    The default output dtype follows MLX: the scales' (and biases') dtype for affine types, bfloat16 for
-    the fp types. Affine results are computed in the scales' dtype and then cast to `dtype`. Groups are
-    decoded in chunks on every core, so the working set beside the output stays bounded.
+    The default output dtype follows MLX (see `check_layout`). Affine results are computed in the scales'
+    dtype and then cast to `dtype`. Groups are decoded in chunks on every core, so the working set beside
+    the output stays bounded.
     """
     _, mode, bits, gs = _params(quant_type, group_size)
-    packed = np.asarray(packed)
-    scales = np.asarray(scales)
-    if packed.dtype != np.uint32:
-        raise TypeError(f"packed MLX weights are uint32 words, not {packed.dtype}")
-    n_out = packed.shape[-1] * 32 // bits
-    if packed.shape[:-1] != scales.shape[:-1] or scales.shape[-1] * gs != n_out:
-        raise ValueError(
-            f"scales of shape {scales.shape} do not fit packed words of shape {packed.shape} "
-            f"with {bits} bits and group size {gs}"
-        )
-    if mode == "affine":
-        if biases is None:
-            raise ValueError("affine quantization needs biases")
-        biases = np.asarray(biases)
-        if biases.shape != scales.shape:
-            raise ValueError(f"biases of shape {biases.shape} do not match scales of shape {scales.shape}")
-        for what, a in (("scales", scales), ("biases", biases)):
-            if a.dtype not in _FLOAT_DTYPES:
-                raise TypeError(f"affine {what} must be float32, float16 or bfloat16, not {a.dtype}")
-        # MLX multiplies in the scales' dtype, then adds in the promotion of that and the biases' dtype
-        work = scales.dtype if scales.dtype == biases.dtype else np.dtype(np.float32)
-        default, sides, decode = work, (scales, biases), partial(_affine_groups, bits=bits, work=work)
-    else:
-        if biases is not None:
-            raise ValueError(f"{mode} quantization has no biases")
-        if scales.dtype != np.uint8:
-            raise TypeError(f"{mode} scales are uint8 codes, not {scales.dtype}")
-        default, sides, decode = _BF16, (scales,), partial(_fp_groups, mode=mode, bits=bits)
+    packed, scales = np.asarray(packed), np.asarray(scales)
+    biases = None if biases is None else np.asarray(biases)
+    default = check_layout(
+        quant_type,
+        group_size,
+        (packed.shape, packed.dtype),
+        (scales.shape, scales.dtype),
+        None if biases is None else (biases.shape, biases.dtype),
+    )
     out_t = default if dtype is None else np.dtype(dtype)
     if out_t not in _FLOAT_DTYPES:
         raise TypeError(f"MLX dequantizes to float32, float16 or bfloat16, not {out_t}")
+    if mode == "affine":
+        sides, decode = (scales, biases), partial(_affine_groups, bits=bits, work=default)
+    else:
+        sides, decode = (scales,), partial(_fp_groups, mode=mode, bits=bits)
 
     n_groups = scales.size
     words = packed.reshape(n_groups, gs * bits // 32)
@@ -433,4 +462,4 @@ def mlx_dequantize(
         out[part] = decode(words[part], *(a[part] for a in sides), out_t=out_t)
 
     map_chunks(run, range(0, n_groups, step))
-    return out.reshape(*packed.shape[:-1], n_out)
+    return out.reshape(*packed.shape[:-1], packed.shape[-1] * 32 // bits)
