@@ -196,16 +196,18 @@ def test_mx_scale_exponent(qt: str, dtype: np.dtype) -> None:
 
 
 @pytest.mark.parametrize("dtype", [np.dtype(np.float16), BF16], ids=str)
-@pytest.mark.parametrize("qt", ["nvfp4", "mxfp4"])
-def test_fp4_code_of_every_16_bit_value_matches_mlx(qt: str, dtype: np.dtype) -> None:
-    """With a 6.0 in every group the scale is exactly 1, so each other weight is itself the quotient that
-    gets a code: every finite value of the dtype in [-6, 6] goes through the code table once."""
+@pytest.mark.parametrize("qt", ["nvfp4", "mxfp4", "mxfp8"])
+def test_fp_code_of_every_16_bit_value_matches_mlx(qt: str, dtype: np.dtype) -> None:
+    """With the format's largest value (6 or 448) in every group the scale is exactly 1, so each other
+    weight is itself the quotient that gets a code: every finite value of the dtype up to that magnitude
+    goes through the code table once."""
+    top = 448 if qt == "mxfp8" else 6
     every = np.arange(1 << 16, dtype=np.uint16).view(dtype)
     with np.errstate(invalid="ignore"):
-        values = every[np.abs(every.astype(np.float32)) <= 6]
+        values = every[np.abs(every.astype(np.float32)) <= top]
     per_group = 15 if qt == "nvfp4" else 31
     values = np.concatenate([values, np.zeros(-len(values) % (2 * per_group), dtype)]).reshape(-1, per_group)
-    w = np.concatenate([np.full((len(values), 1), 6, dtype), values], axis=1).reshape(-1, 32)  # a group or two a row
+    w = np.concatenate([np.full((len(values), 1), top, dtype), values], axis=1).reshape(-1, 32)  # a group or two a row
     check_against_mlx(w, qt, per_group + 1)
 
 

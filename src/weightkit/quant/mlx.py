@@ -303,18 +303,19 @@ _FP4_CHUNK = 1 << 15
 
 
 @cache
-def _fp4_code_table(t: np.dtype, work: np.dtype) -> np.ndarray:
-    """`_fp4_codes` of every value of a 16-bit dtype `t`, indexed by its bits: one lookup per value
-    instead of sixteen distance passes. Exact by construction, NaNs and rounding ties included."""
-    every = np.arange(1 << 16, dtype=np.uint16).view(t)
-    return readonly(_fp4_codes(_widen(every), work))
+def _code_table(t: np.dtype, work: np.dtype, bits: int) -> np.ndarray:
+    """The FP4 (`_fp4_codes`) or FP8 (`_to_fp8`) code of every value of a 16-bit dtype `t`, indexed by its
+    bits: one lookup per value instead of sixteen distance passes or a float8 conversion. Exact by
+    construction, NaNs and rounding ties included."""
+    every = _widen(np.arange(1 << 16, dtype=np.uint16).view(t))
+    return readonly(_fp4_codes(every, work) if bits == 4 else _to_fp8(every))
 
 
-def _fp4_codes_of(q: np.ndarray, t: np.dtype, work: np.dtype) -> np.ndarray:
-    """FP4 codes of float32 quotients `q` once rounded to the input dtype `t`."""
+def _fp_codes(q: np.ndarray, t: np.dtype, work: np.dtype, bits: int) -> np.ndarray:
+    """FP4 or FP8 codes of float32 quotients `q` once rounded to the input dtype `t`."""
     if t.itemsize == 2:
-        return _fp4_code_table(t, work)[_cast(q, t).view(np.uint16)]
-    return _fp4_codes(q, work)
+        return _code_table(t, work, bits)[_cast(q, t).view(np.uint16)]
+    return _fp4_codes(q, work) if bits == 4 else _to_fp8(q)
 
 
 def _fp_quantize(w: np.ndarray, mode: str, bits: int, gs: int):
@@ -339,7 +340,7 @@ def _fp_quantize(w: np.ndarray, mode: str, bits: int, gs: int):
             bad_code = np.uint8(128 if t == np.float32 else 0)
             scale_codes = np.where(finite, (e_int.astype(np.int64) + 127).astype(np.uint8), bad_code)
             work = t
-        codes = _fp4_codes_of(q, t, work) if bits == 4 else _to_fp8(_round_to(q, t))
+        codes = _fp_codes(q, t, work, bits)
     packed = _pack(codes.reshape(w.shape), bits)
     return packed, scale_codes[..., 0].astype(np.uint8)
 
