@@ -46,6 +46,14 @@ def torch_to_numpy(t) -> np.ndarray:
     return t.view(width).numpy().view(target)
 
 
+def from_torch(data):
+    """`data` as numpy when it is a torch tensor (bfloat16 and float8 too), else `data` unchanged. Duck-typed,
+    so torch is only imported when the caller already handed over one of its tensors."""
+    if hasattr(data, "detach") and hasattr(data, "cpu"):
+        return torch_to_numpy(data)
+    return data
+
+
 def numpy_to_torch(arr: np.ndarray):
     """A torch tensor sharing `arr`'s memory (no copy); dtypes numpy lacks go through a same-width integer view."""
     import torch

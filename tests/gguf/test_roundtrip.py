@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import gguf
+import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import weightkit
+from weightkit.dtypes import GGMLType
 from weightkit.gguf import GGUFValueType as T
 from weightkit.gguf import GGUFWriter, Value, write_gguf
 from weightkit.gguf.constants import KEY_ALIGNMENT, KEY_SPLIT_COUNT, KEY_SPLIT_NO, KEY_SPLIT_TENSORS
 from weightkit.gguf.values import typed_array
+from weightkit.quant import quantize
 
 from .reference import gguf_py_view, same_value
 
@@ -143,6 +146,23 @@ def test_same_bytes_as_gguf_py(tmp_path, order):
         for name, info in m.tensors.items():
             w.add_tensor(name, m.raw(name), dtype=info.dtype, shape=info.shape)
     assert ours.read_bytes() == theirs.read_bytes()
+
+
+def test_torch_tensors_write_like_numpy(tmp_path):
+    """GGUFWriter takes torch tensors: their dtype names the type (bfloat16 too), or they are quantized."""
+    import torch
+
+    a = torch.arange(32, dtype=torch.float32).reshape(2, 16).bfloat16()
+    b = torch.randn(4, 64, generator=torch.Generator().manual_seed(1))
+    with GGUFWriter(tmp_path / "t.gguf", {}) as w:
+        w.add_tensor("a", a)
+        w.add_tensor("b", b, dtype="Q8_0")
+        w.add_tensor("c", lambda: b, dtype="F16", shape=(4, 64))
+    write_gguf(tmp_path / "n.gguf", {}, {"a": a.float().numpy().astype(ml_dtypes.bfloat16)})
+    with weightkit.open(tmp_path / "t.gguf") as m, weightkit.open(tmp_path / "n.gguf") as n:
+        assert m.tensors["a"].dtype == GGMLType.BF16 and np.array_equal(m.raw("a"), n.raw("a"))
+        assert np.array_equal(m.raw("b"), quantize(b.numpy(), "Q8_0"))
+        assert np.array_equal(m.tensor("c"), b.numpy().astype(np.float16))
 
 
 def test_reread_is_identical(tmp_path):

@@ -181,3 +181,16 @@ def test_load_hands_out_torch_tensors(mixed_gguf):
         loaded = m.load()
         assert all(isinstance(t, torch.Tensor) for t in loaded.values())
         assert torch.equal(loaded["t0.Q4_K"], m.tensor("t0.Q4_K"))
+
+
+def test_kernels_take_torch_tensors():
+    """quantize and dequantize accept torch tensors (bfloat16 included) as they accept numpy arrays."""
+    import torch
+
+    x = torch.randn(8, 256, generator=torch.Generator().manual_seed(0)).bfloat16()
+    as_numpy = x.float().numpy()  # bfloat16 widens to float32 exactly
+    for qtype in ("Q8_0", "Q4_K"):
+        raw = quant.quantize(x, qtype)
+        assert np.array_equal(raw, quant.quantize(as_numpy, qtype))
+        from_torch = quant.dequantize(torch.from_numpy(raw), qtype, (8, 256))
+        assert np.array_equal(from_torch, quant.dequantize(raw, qtype, (8, 256)))

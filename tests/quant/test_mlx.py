@@ -271,6 +271,23 @@ def test_dequantize_working_set_is_bounded(qt: str) -> None:
     assert peak < out.nbytes + 64 * 2**20  # the 64 MiB output plus two threads' chunk temporaries
 
 
+def test_torch_tensors_in() -> None:
+    """mlx_quantize and mlx_dequantize take torch tensors (bfloat16 included) as they take numpy arrays."""
+    import torch
+
+    w = torch.randn(4, 128, generator=torch.Generator().manual_seed(2)).bfloat16()
+    as_numpy = w.view(torch.int16).numpy().view(BF16)
+    for qt in ("int4", "mxfp4"):
+        ours = mlx_quantize(w, qt)
+        ref = mlx_quantize(as_numpy, qt)
+        for a, b in zip(ours, ref, strict=True):
+            assert (a is None and b is None) or np.array_equal(raw_bits(a), raw_bits(b))
+        scales = torch.from_numpy(raw_bits(ours[1])).view(torch.bfloat16) if qt == "int4" else torch.from_numpy(ours[1])
+        biases = None if ours[2] is None else torch.from_numpy(raw_bits(ours[2])).view(torch.bfloat16)
+        got = mlx_dequantize(torch.from_numpy(ours[0]), scales, biases, qt)
+        assert_same(got, mlx_dequantize(*ref, qt), f"{qt} from torch")
+
+
 def test_packing_layout() -> None:
     """Element k of a word sits at bits k * bits and up: codes 0..15 in order pack to 0x76543210, 0xFEDCBA98."""
     w = np.tile(np.arange(16, dtype=np.float32) - 15, 4).reshape(1, 64)  # the bias is -15, the scale 1

@@ -17,6 +17,7 @@ from typing import IO, Any
 import numpy as np
 
 from .._io import atomic_write
+from .._torch import from_torch
 from ..dtypes import DataSource, GGMLType, TensorData, exact_bytes, ggml_type, ggml_type_of_numpy
 from .constants import (
     DEFAULT_ALIGNMENT,
@@ -109,6 +110,7 @@ def _pad(n: int, alignment: int) -> int:
 def tensor_bytes(t: PlannedTensor, data: TensorData, order: str = "<") -> memoryview:
     """`data` as the exact bytes of tensor `t`: numpy arrays are cast (or quantized) to its type."""
     info = ggml_type(t.type)
+    data = from_torch(data)
     if isinstance(data, np.ndarray) and data.dtype != np.uint8:  # values, not bytes
         if info.numpy is not None:
             data = np.ascontiguousarray(data, dtype=info.numpy.newbyteorder(order))
@@ -182,9 +184,10 @@ class GGUFWriter:
         dtype: GGMLType | int | str | None = None,
         shape: Iterable[int] | None = None,
     ) -> PlannedTensor:
-        """Declare a tensor with its data: a numpy array (type from its dtype unless `dtype` says otherwise;
-        float arrays with a quantized `dtype` are quantized), raw bytes with `dtype` and `shape`, or a
-        callable returning either, called when the tensor's turn to be written comes."""
+        """Declare a tensor with its data: a numpy array or torch tensor (type from its dtype unless `dtype`
+        says otherwise; float arrays with a quantized `dtype` are quantized), raw bytes with `dtype` and
+        `shape`, or a callable returning either, called when the tensor's turn to be written comes."""
+        data = from_torch(data)
         if dtype is None:
             if not isinstance(data, np.ndarray):
                 raise ValueError(f"{name}: raw bytes and callables need dtype= and shape=")

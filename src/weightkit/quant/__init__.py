@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from .._torch import from_torch
 from ..dtypes import GGMLType, GGMLTypeInfo, ggml_type
 from ..errors import UnsupportedError
 from . import fp4, iquants, kquants, legacy, plain, ternary
@@ -199,6 +200,7 @@ def _dequantize_job(raw: RawBytes, qtype: GGMLType | int | str, shape: Any) -> _
     kernel = DEQUANTIZERS.get(info.type)
     if kernel is None:
         raise UnsupportedError(f"dequantizing {info.name} is not supported yet")
+    raw = from_torch(raw)
     data = raw.reshape(-1).view(np.uint8) if isinstance(raw, np.ndarray) else np.frombuffer(raw, dtype=np.uint8)
     if data.size != info.nbytes(n):
         raise ValueError(
@@ -233,7 +235,7 @@ def quantize(x: np.ndarray, qtype: GGMLType | int | str, imatrix: np.ndarray | N
     takes one follow ggml's weighted path when it is given.
     """
     info = ggml_type(qtype)
-    x = np.asarray(x)
+    x = np.asarray(from_torch(x))
     if x.ndim == 0:
         x = x.reshape(1)
     n_per_row = x.shape[-1]

@@ -48,6 +48,7 @@ from functools import cache, partial
 import ml_dtypes
 import numpy as np
 
+from .._torch import from_torch
 from ..dtypes import MLXQuantType
 from . import CHUNK_ELEMENTS, MIN_TASK_ELEMENTS, _step
 from ._parallel import map_chunks
@@ -370,7 +371,7 @@ def mlx_quantize(
     `mlx.core.quantize(w, group_size, bits, mode)`.
     """
     _, mode, bits, gs = _params(quant_type, group_size)
-    w = _check_input(w, gs)
+    w = _check_input(from_torch(w), gs)
     rows = w.reshape(int(np.prod(w.shape[:-1])), w.shape[-1])
     n, cols = rows.shape
     packed = np.empty((n, cols * bits // 32), np.uint32)
@@ -451,8 +452,8 @@ def mlx_dequantize(
     the output stays bounded.
     """
     _, mode, bits, gs = _params(quant_type, group_size)
-    packed, scales = np.asarray(packed), np.asarray(scales)
-    biases = None if biases is None else np.asarray(biases)
+    packed, scales = np.asarray(from_torch(packed)), np.asarray(from_torch(scales))
+    biases = None if biases is None else np.asarray(from_torch(biases))
     default = check_layout(
         quant_type,
         group_size,

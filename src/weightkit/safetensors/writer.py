@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from .._io import atomic_write
-from .._torch import torch_to_numpy
+from .._torch import from_torch
 from ..dtypes import DataSource, SafetensorsDType, as_bytes, exact_bytes, safetensors_dtype_of_numpy
 from .reader import MAX_HEADER_SIZE, METADATA_KEY
 
@@ -46,8 +46,7 @@ def tensor_from(
     name: str, data: DataSource, dtype: SafetensorsDType | str | None = None, shape=None
 ) -> SafetensorsTensor:
     """Describe a tensor from a numpy array (or torch tensor), or from raw bytes with `dtype` and `shape`."""
-    if hasattr(data, "detach") and hasattr(data, "cpu"):  # a torch tensor: its bytes, without importing torch
-        data = torch_to_numpy(data)
+    data = from_torch(data)
     if isinstance(data, np.ndarray) and dtype is None:
         return SafetensorsTensor(name, safetensors_dtype_of_numpy(data.dtype), data.shape, data)
     if dtype is None or shape is None:
@@ -82,9 +81,7 @@ def encode_header(tensors: list[SafetensorsTensor], metadata: Mapping[str, str] 
 
 
 def data_bytes(t: SafetensorsTensor) -> memoryview:
-    data = t.data() if callable(t.data) else t.data
-    if hasattr(data, "detach") and hasattr(data, "cpu"):
-        data = torch_to_numpy(data)
+    data = from_torch(t.data() if callable(t.data) else t.data)
     if isinstance(data, np.ndarray) and t.dtype.numpy is not None and data.dtype != np.uint8:
         data = as_bytes(np.asarray(data, dtype=t.dtype.numpy))
     return exact_bytes(data, t.nbytes, f"tensor {t.name!r}: {t.dtype.value} {t.shape}")
