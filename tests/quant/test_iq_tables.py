@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from weightkit.quant.iq_math import best_index, nearest_int, sequential_sum
+from weightkit.quant._search import seq_sum
+from weightkit.quant.iq_math import best_index, nearest_int
 from weightkit.quant.iq_tables import codebooks, grid_search, levels, packed_levels, sign_bits
 
 REPO = Path(__file__).resolve().parents[2]
@@ -114,7 +115,13 @@ def test_nearest_int_rounds_half_to_even() -> None:
 def test_best_index_matches_ggml_search() -> None:
     values = codebooks()["kvalues_iq4nl"].astype(np.float32)
     mid = (values[:-1] + values[1:]) / 2
-    x = np.concatenate([values, mid, mid - 0.25, [-1000, 1000, np.nan]]).astype(np.float32)
+    rng = np.random.default_rng(6)
+    near = [np.nextafter(mid, np.float32(side * np.inf)) for side in (-1, 1)]  # one ulp either side
+    x = np.concatenate([
+        values, np.nextafter(values, np.float32(-np.inf)), np.nextafter(values, np.float32(np.inf)), mid, *near,
+        mid - 0.25, rng.uniform(-140, 130, 4000), rng.standard_normal(500) * 10.0 ** rng.integers(-40, 38, 500),
+        [-1000, 1000, 0.0, -0.0, 1e-45, -1e-45, np.inf, -np.inf, np.nan],
+    ]).astype(np.float32)  # fmt: skip
 
     def ggml(v: float) -> int:  # best_index_int8, transcribed
         if v <= values[0]:
@@ -133,15 +140,18 @@ def test_best_index_matches_ggml_search() -> None:
     assert list(best_index(values, x)) == [ggml(v) for v in x]
 
 
-def test_sequential_sum_is_left_to_right() -> None:
+def test_seq_sum_along_rows_is_left_to_right() -> None:
     t = (np.random.default_rng(1).standard_normal((50, 37)) * 10.0 ** np.arange(-3, 4).repeat(6)[:37]).astype(
         np.float32
     )
     expected = np.zeros(50, dtype=np.float32)
     for j in range(t.shape[1]):
         expected = expected + t[:, j]
-    assert np.array_equal(sequential_sum(t), expected)
-    assert np.signbit(sequential_sum(np.full((1, 3), -0.0, dtype=np.float32))).sum() == 0
+    assert np.array_equal(seq_sum(t, axis=-1), expected)
+    assert np.array_equal(seq_sum(t[None], axis=2)[0], expected)
+    assert np.array_equal(seq_sum(t[:1, :], axis=-1), expected[:1])  # a single row: nothing left to slice
+    for shape, axis in (((1, 3), -1), ((3, 2), 0), ((3,), 0)):  # C's sum starts from +0: never -0
+        assert np.signbit(seq_sum(np.full(shape, -0.0, dtype=np.float32), axis=axis)).sum() == 0
 
 
 def test_make_iq_tables_parser() -> None:

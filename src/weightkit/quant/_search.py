@@ -72,17 +72,22 @@ def cap(q: np.ndarray, hi: int) -> np.ndarray:
 
 
 def seq_sum(a: np.ndarray, axis: int = 0) -> np.ndarray:
-    """Sum over `axis` in index order in float32, as a C `for` loop accumulates.
+    """Sum over `axis` in index order in float32, as a C `float s = 0; for (...) s += a[i];` loop does
+    (so an all-negative-zero sum is +0).
 
-    numpy reduces over an axis that is not the innermost by adding whole slices in order (pairwise
-    summation only applies along the contiguous axis), which is what we want; when the innermost axis has
-    a single element numpy would fold the two together, so that case goes through `cumsum`, which is
-    sequential by definition.
+    numpy reduces over an axis that is not the innermost by adding whole slices in order, which is what we
+    want (along the contiguous axis it sums pairwise and rounds differently). A sum along rows therefore
+    first moves that axis to the front: the copy costs less than `cumsum` along short rows. When the
+    innermost axis has a single element numpy would fold the two together, so that case goes through
+    `cumsum`, which is sequential by definition.
     """
     a = np.ascontiguousarray(a, dtype=F32)
-    if a.shape[-1] > 1 and axis % a.ndim != a.ndim - 1:
-        return np.add.reduce(a, axis=axis)
-    return np.take(np.cumsum(a, axis=axis), -1, axis=axis)
+    axis %= a.ndim
+    if axis == a.ndim - 1 and a.ndim > 1:
+        a, axis = np.ascontiguousarray(np.moveaxis(a, axis, 0)), 0
+    if a.shape[-1] > 1 and axis != a.ndim - 1:
+        return np.add.reduce(a, axis=axis) + F32(0)
+    return np.take(np.cumsum(a, axis=axis), -1, axis=axis) + F32(0)
 
 
 def signed_absmax(x: np.ndarray, axis: int = 0) -> tuple[np.ndarray, np.ndarray]:

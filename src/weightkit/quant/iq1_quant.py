@@ -12,8 +12,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..dtypes import GGMLType
+from ._search import seq_sum
 from .iq_grid_quant import nearest_neighbours
-from .iq_math import F32, fp16_bits, nearest_int, sequential_sum
+from .iq_math import F32, fp16_bits, nearest_int
 from .iq_tables import GridSearch, cached, codebooks, grid_search
 
 
@@ -74,7 +75,7 @@ def _refit(gs: GridSearch, entry: np.ndarray, xb: np.ndarray, w: np.ndarray, val
     """sum(w*q*x), sum(w*q*q) over groups with q = values[level] of the chosen entries (m, vectors)."""
     m = len(entry)
     q = np.take_along_axis(values, gs.levels[entry].reshape(m, -1), axis=1)
-    return sequential_sum(w * q * xb), sequential_sum(w * q * q)
+    return seq_sum(w * q * xb, axis=-1), seq_sum(w * q * q, axis=-1)
 
 
 def _weights(x: np.ndarray, imatrix: np.ndarray | None) -> np.ndarray:
@@ -83,7 +84,7 @@ def _weights(x: np.ndarray, imatrix: np.ndarray | None) -> np.ndarray:
     sq = xb * xb
     if imatrix is None:
         return sq
-    sigma2 = F32(2) * sequential_sum(sq) / F32(256)
+    sigma2 = F32(2) * seq_sum(sq, axis=-1) / F32(256)
     return imatrix.reshape(1, -1, 256) * np.sqrt(sigma2.reshape(len(x), -1, 1) + sq.reshape(len(x), -1, 256))
 
 
@@ -229,8 +230,8 @@ def _search_iq1_m(xb: np.ndarray, w: np.ndarray):
     if refit.any():
         per_weight = np.repeat(values[refit], 8, axis=1)  # (r, 16, 3)
         q = np.take_along_axis(per_weight, gs.levels[entry[refit]].reshape(-1, 16, 1).astype(np.int64), axis=2)[..., 0]
-        sqx = sequential_sum(wa[refit] * q * xa[refit])
-        sq2 = sequential_sum(wa[refit] * q * q)
+        sqx = seq_sum(wa[refit] * q * xa[refit], axis=-1)
+        sq2 = seq_sum(wa[refit] * q * q, axis=-1)
         sc[refit] = np.where((sqx > 0) & (sq2 > 0), sqx / sq2, sc[refit])
     scale[rows], shift[rows], entries[rows] = sc, k, entry
     return scale, shift, entries
@@ -255,8 +256,8 @@ def quantize_iq1_m(x: np.ndarray, imatrix: np.ndarray | None) -> np.ndarray:
         q = np.take_along_axis(values, lv, axis=3) * (2 * ls[:, :, None, None] + 1).astype(F32)
         wb, xb = w.reshape(n, 256), x.reshape(n, 256)
         q = q.reshape(n, 256)
-        sumqx = sequential_sum(wb * q * xb)
-        sumq2 = sequential_sum(wb * q * q)
+        sumqx = seq_sum(wb * q * xb, axis=-1)
+        sumq2 = seq_sum(wb * q * q, axis=-1)
         d = np.where(sumq2 > 0, sumqx / sumq2, d)
         dh = fp16_bits(d * F32(1.1125)).astype(np.int64)
     live = max_scale > 0

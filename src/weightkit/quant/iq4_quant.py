@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..dtypes import GGMLType
-from .iq_math import F32, best_index, fp16_bits, nearest_int, sequential_sum
+from ._search import seq_sum
+from .iq_math import F32, best_index, fp16_bits, nearest_int
 from .iq_tables import cached, codebooks
 
 _NTRY = 7
@@ -34,8 +35,8 @@ def _group_scales(xb: np.ndarray, w: np.ndarray) -> np.ndarray:
     inv = np.concatenate([(F32(1) / ((-gmax) / values[0]))[None], tries[:, None] / gmax[None]])
     q = values[best_index(values, inv[:, :, None] * xb)]  # (1 + 2*_NTRY, groups, 32)
     wq = w * q
-    sumqx = sequential_sum(wq * xb)
-    sumq2 = sequential_sum(wq * q)
+    sumqx = seq_sum(wq * xb, axis=-1)
+    sumq2 = seq_sum(wq * q, axis=-1)
     d = np.where(sumq2[0] > 0, sumqx[0] / sumq2[0], F32(0))
     best = d * sumqx[0]
     for t in range(1, len(inv)):
@@ -51,7 +52,7 @@ def _weights(xb: np.ndarray, imatrix: np.ndarray | None, super_block: int) -> np
     if imatrix is None:
         return xb * xb
     sq = xb * xb
-    sigma2 = sequential_sum(sq.reshape(*xb.shape[:2], -1)) * F32(2 / super_block)
+    sigma2 = seq_sum(sq.reshape(*xb.shape[:2], -1), axis=-1) * F32(2 / super_block)
     return imatrix.reshape(xb.shape[1:]) * np.sqrt(sigma2[:, :, None, None] + sq)
 
 

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..dtypes import GGMLType
-from .iq_math import F32, fp16_bits, nearest_int, sequential_sum
+from ._search import seq_sum
+from .iq_math import F32, fp16_bits, nearest_int
 from .iq_tables import GridSearch, grid_search
 
 
@@ -91,7 +92,7 @@ def _snap(gs: GridSearch, inv: np.ndarray, xval: np.ndarray, waux: np.ndarray, s
 def _fit(levels: np.ndarray, xval: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """sum(w * x * q) and sum(w * q * q) over groups `xval`, `w` (m, n), q = 2*level + 1, in ggml's order."""
     q = (2 * levels.reshape(w.shape) + 1).astype(F32)
-    return sequential_sum(w * xval * q), sequential_sum(w * q * q)
+    return seq_sum(w * xval * q, axis=-1), seq_sum(w * q * q, axis=-1)
 
 
 # ---------------------------------------------------------------------------------- group search
@@ -106,18 +107,18 @@ def _make_qp_quants(x: np.ndarray, w: np.ndarray, nmax: int) -> np.ndarray:
     lv = nearest_int(inv * x) & 255
     scale = F32(1) / inv
     diff = x - scale * lv.astype(F32)
-    best_mse = sequential_sum(w * diff * diff)
+    best_mse = seq_sum(w * diff * diff, axis=-1)
     for trial in (-4, -3, -2, -1, 1, 2, 3, 4):
         inv_t = (F32(0.1) * F32(trial) + F32(nmax)) / mx
         diff = x - (F32(1) / inv_t) * np.minimum(nmax, nearest_int(inv_t * x)).astype(F32)
-        mse = sequential_sum(w * diff * diff)
+        mse = seq_sum(w * diff * diff, axis=-1)
         better = mse < best_mse
         best_mse = np.where(better, mse, best_mse)
         inv = np.where(better[:, None], inv_t, inv)
     lv = np.minimum(nmax, nearest_int(inv * x))
     lf = lv.astype(F32)
-    sumlx = sequential_sum(w * x * lf)
-    suml2 = sequential_sum(w * lf * lf)
+    sumlx = seq_sum(w * x * lf, axis=-1)
+    suml2 = seq_sum(w * lf * lf, axis=-1)
     lv &= 255
     wx = w * x
     for _ in range(5):  # a pass that changes nothing would change nothing again: no early exit needed
@@ -219,7 +220,7 @@ def _weights(v: _Variant, x: np.ndarray, imatrix: np.ndarray | None) -> np.ndarr
         raise ValueError(f"ggml quantizes {name[:3]}_{name[3:]} only with an importance matrix (imatrix)")
     xb = x.reshape(-1, 256)
     sq = xb * xb
-    sigma2 = F32(v.sigma) * sequential_sum(sq) / F32(256)
+    sigma2 = F32(v.sigma) * seq_sum(sq, axis=-1) / F32(256)
     if imatrix is not None:
         return imatrix.reshape(1, -1, 256) * np.sqrt(sigma2.reshape(len(x), -1, 1) + sq.reshape(len(x), -1, 256))
     if v.weight_without_imatrix == "x2":
