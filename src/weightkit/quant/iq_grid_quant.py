@@ -62,7 +62,7 @@ def nearest_neighbours(
     first = np.cumsum(counts) - counts
     owner = np.repeat(np.arange(len(keys)), counts)
     cand = gs.flat[np.repeat(gs.start[keys] - first, counts) + np.arange(counts.sum())]
-    scale = scale[owner]
+    scale = np.repeat(scale, counts)  # a query's values for each of its candidates: repeat, not gather
     if values is not None:
         flat_values = values.reshape(-1)
         owner_row = values.shape[1] * owner
@@ -70,8 +70,8 @@ def nearest_neighbours(
     for i in range(gs.width):
         q = gs.pos_t[i][cand] if values is None else flat_values[owner_row + gs.levels_t[i][cand]]
         diff = scale * q
-        diff -= xval[:, i][owner]
-        d2 += weight[:, i][owner] * diff * diff
+        diff -= np.repeat(xval[:, i], counts)
+        d2 += np.repeat(weight[:, i], counts) * diff * diff
     d2[np.isnan(d2)] = np.inf
     hits = np.flatnonzero(d2 == np.repeat(np.minimum.reduceat(d2, first), counts))
     return cand[hits[np.r_[True, owner[hits][1:] != owner[hits][:-1]]]]
