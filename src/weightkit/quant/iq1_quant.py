@@ -36,16 +36,19 @@ def _cut_pairs(n: int) -> tuple[np.ndarray, np.ndarray]:
 def _replay(sumqx: np.ndarray, sumq2: np.ndarray) -> np.ndarray:
     """ggml's scan `if (sumq2 > 0 && sumqx*sumqx > best*sumq2) best = (sumqx/sumq2)*sumqx` over
     candidates (rows, in order) for every group (columns): the index of the last kept candidate, -1 if none."""
-    sumqx, sumq2 = np.ascontiguousarray(sumqx), np.ascontiguousarray(sumq2)
     square = sumqx * sumqx
     valid = sumq2 > 0
     score = sumqx / sumq2 * sumqx
     best = np.full(sumqx.shape[1], -np.finfo(F32).max, dtype=F32)
     chosen = np.full(sumqx.shape[1], -1, dtype=np.int64)
+    bound = np.empty_like(best)
+    better = np.empty(best.shape, dtype=bool)
     for c in range(len(sumqx)):
-        better = valid[c] & (square[c] > best * sumq2[c])
+        np.multiply(best, sumq2[c], out=bound)
+        np.greater(square[c], bound, out=better)
+        better &= valid[c]
         np.copyto(best, score[c], where=better)
-        chosen[better] = c
+        np.copyto(chosen, c, where=better)
     return chosen
 
 
@@ -105,18 +108,19 @@ def _search_iq1_s(xb: np.ndarray, w: np.ndarray):
     xa, wa = xb[rows], w[rows]
     order = _sorted_order(xa)
     ws = np.take_along_axis(wa, order, axis=1)
-    zero = np.zeros((len(rows), 1), dtype=F32)  # ggml's prefix sums start at 0
-    sumx = np.add.accumulate(np.concatenate([zero, ws * np.take_along_axis(xa, order, axis=1)], axis=1), axis=1)
-    sumw = np.add.accumulate(np.concatenate([zero, ws], axis=1), axis=1)
+    # prefix sums position-major (33, groups), so every candidate below is a contiguous row over the groups
+    zero = np.zeros((1, len(rows)), dtype=F32)  # ggml's prefix sums start at 0
+    sumx = np.add.accumulate(np.concatenate([zero, (ws * np.take_along_axis(xa, order, axis=1)).T]), axis=0)
+    sumw = np.add.accumulate(np.concatenate([zero, ws.T]), axis=0)
     i1, i2 = _cut_pairs(32)
-    parts_x = [sumx[:, i1] - sumx[:, :1], sumx[:, i2] - sumx[:, i1], sumx[:, 32:] - sumx[:, i2]]
-    parts_w = [sumw[:, i1] - sumw[:, :1], sumw[:, i2] - sumw[:, i1], sumw[:, 32:] - sumw[:, i2]]
-    cand_x, cand_w = [], []
-    for v in vals:  # candidates interleave: (pair 0, +delta), (pair 0, -delta), (pair 1, +delta), ...
-        cand_x.append(parts_x[0] * v[0] + parts_x[1] * v[1] + parts_x[2] * v[2])
-        cand_w.append(parts_w[0] * v[0] * v[0] + parts_w[1] * v[1] * v[1] + parts_w[2] * v[2] * v[2])
-    sumqx = np.stack(cand_x, axis=2).reshape(len(rows), 2 * len(i1)).T
-    sumq2 = np.stack(cand_w, axis=2).reshape(len(rows), 2 * len(i1)).T
+    parts_x = [sumx[i1] - sumx[:1], sumx[i2] - sumx[i1], sumx[32:] - sumx[i2]]
+    parts_w = [sumw[i1] - sumw[:1], sumw[i2] - sumw[i1], sumw[32:] - sumw[i2]]
+    sumqx = np.empty((len(i1), 2, len(rows)), dtype=F32)
+    sumq2 = np.empty_like(sumqx)
+    for k, v in enumerate(vals):  # candidates interleave: (pair 0, +delta), (pair 0, -delta), (pair 1, +delta), ...
+        sumqx[:, k] = parts_x[0] * v[0] + parts_x[1] * v[1] + parts_x[2] * v[2]
+        sumq2[:, k] = parts_w[0] * v[0] * v[0] + parts_w[1] * v[1] * v[1] + parts_w[2] * v[2] * v[2]
+    sumqx, sumq2 = sumqx.reshape(2 * len(i1), -1), sumq2.reshape(2 * len(i1), -1)
     chosen = _replay(sumqx, sumq2)
     ok = chosen >= 0
     rows, order, xa, wa, chosen = rows[ok], order[ok], xa[ok], wa[ok], chosen[ok]
