@@ -12,7 +12,7 @@ import pytest
 
 from weightkit.quant._search import seq_sum
 from weightkit.quant.iq_math import best_index, nearest_int
-from weightkit.quant.iq_tables import codebooks, grid_search, levels, packed_levels, sign_bits
+from weightkit.quant.iq_tables import codebooks, grid_search, levels, pack_keys, packed_levels, sign_bits
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -86,6 +86,14 @@ def test_signs_and_values() -> None:
     assert t["IQ1S_DELTA"] == np.float32(0.125) == t["IQ1M_DELTA"]
 
 
+@pytest.mark.parametrize(("width", "bits"), [(8, 2), (4, 3)])
+def test_pack_keys_puts_coordinate_k_at_bits_times_k(width: int, bits: int) -> None:
+    lv = np.random.default_rng(width).integers(0, 1 << bits, (3, 500, width))
+    want = (lv << (bits * np.arange(width))).sum(axis=-1)
+    assert np.array_equal(pack_keys(lv), want)
+    assert np.array_equal(pack_keys(lv.astype(np.int8)[:, ::2]), want[:, ::2])  # any int dtype, strided too
+
+
 @pytest.mark.parametrize("name", sorted(NEIGHBOURS))
 def test_grid_search_tables(name: str) -> None:
     gs = grid_search(name)
@@ -98,7 +106,7 @@ def test_grid_search_tables(name: str) -> None:
     lv = gs.levels.astype(np.int64)
     off = np.flatnonzero(gs.count)
     for key in np.random.default_rng(0).choice(off, 40, replace=False):
-        point = (key >> gs.shifts) & ((1 << gs.bits) - 1)
+        point = (key >> (gs.bits * np.arange(gs.width))) & ((1 << gs.bits) - 1)
         d2 = ((lv - point) ** 2).sum(axis=1)
         cutoff = np.unique(d2)[nwant - 1]
         expected = sorted(np.flatnonzero(d2 <= cutoff), key=lambda j: (d2[j], j))

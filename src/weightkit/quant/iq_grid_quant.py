@@ -81,11 +81,15 @@ def _snap(gs: GridSearch, inv: np.ndarray, xval: np.ndarray, waux: np.ndarray, s
     """Round `xval` (m, vectors, width) at inverse scale `inv` (m,) to levels, snap each vector to
     the grid; returns the grid levels (m, vectors, width) and which vectors were on the grid."""
     lv = np.clip(nearest_int(F32(0.5) * (inv[:, None, None] * xval - F32(1))), 0, kmaxq - 1)
-    entry = gs.kmap[gs.key(lv)]
+    keys = gs.key(lv)
+    entry = gs.kmap[keys]
     off = entry < 0
-    if off.any():
-        vec_scale = np.broadcast_to(scale[:, None], off.shape)[off]
-        entry[off] = nearest_neighbours(gs, gs.key(lv[off]), xval[off], waux[off], vec_scale)
+    at = np.flatnonzero(off)  # the off-grid vectors, as flat indices: one selection serves every array
+    if at.size:
+        rows = (-1, gs.width)
+        vec_scale = np.repeat(scale, off.shape[1])[at]
+        found = nearest_neighbours(gs, keys.reshape(-1)[at], xval.reshape(rows)[at], waux.reshape(rows)[at], vec_scale)
+        entry.reshape(-1)[at] = found
     return gs.levels[entry], ~off
 
 
