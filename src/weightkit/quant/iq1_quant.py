@@ -177,28 +177,32 @@ def _iq1_m_candidates(xa: np.ndarray, wa: np.ndarray, order: np.ndarray):
     """sum(w*q*x), sum(w*q*q) of every (cut pair, shift choice) candidate, (candidates, groups).
 
     As the ggml that llama.cpp ships (newer than the ggml repository's copy) does: prefix sums of
-    w*x and w in sorted order kept per half group, each cut pair's sums collapsed to a few products."""
+    w*x and w in sorted order kept per half group, each cut pair's sums collapsed to a few products.
+    Everything is laid out position-major (..., groups), so each candidate is a contiguous row."""
     m = len(xa)
     vals = _shifted_levels()
-    xs = np.take_along_axis(xa, order, axis=1)
-    ws = np.take_along_axis(wa, order, axis=1)
-    zero = np.zeros((m, 2, 1), dtype=F32)
-    half = (order >= 8)[:, None, :] == np.array([False, True])[:, None]  # (m, 2, 16)
-    px = np.add.accumulate(np.concatenate([zero, np.where(half, (ws * xs)[:, None], F32(0))], axis=2), axis=2)
-    pw = np.add.accumulate(np.concatenate([zero, np.where(half, ws[:, None], F32(0))], axis=2), axis=2)
+    xs = np.take_along_axis(xa, order, axis=1).T  # (16, m)
+    ws = np.take_along_axis(wa, order, axis=1).T
+    zero = np.zeros((1, 2, m), dtype=F32)
+    half = (order.T >= 8)[:, None, :] == np.array([False, True])[:, None]  # (16, 2, m)
+    px = np.add.accumulate(np.concatenate([zero, np.where(half, (ws * xs)[:, None], F32(0))]), axis=0)
+    pw = np.add.accumulate(np.concatenate([zero, np.where(half, ws[:, None], F32(0))]), axis=0)
     i1, i2 = _cut_pairs(16)
-    sx = px[:, :, i1] + px[:, :, i2]  # (m, 2, pairs)
+    sx = px[i1] + px[i2]  # (pairs, 2, m)
     qx, q2 = [], []
     for v in vals:  # +delta, then -delta
         c1 = v[0] * v[0] - v[1] * v[1]
         c2 = v[1] * v[1] - v[2] * v[2]
-        qx.append(px[:, :, 16:] * v[2] - sx)
-        q2.append(pw[:, :, 16:] * v[2] * v[2] + pw[:, :, i1] * c1 + pw[:, :, i2] * c2)
-    sumqx = np.stack([qx[a][:, 0] + qx[b][:, 1] for a, b in _HALF_SHIFTS], axis=1)  # (m, 4, pairs)
-    sumq2 = np.stack([q2[a][:, 0] + q2[b][:, 1] for a, b in _HALF_SHIFTS], axis=1)
+        qx.append(px[16] * v[2] - sx)
+        q2.append(pw[16] * v[2] * v[2] + pw[i1] * c1 + pw[i2] * c2)
     # ggml's order: pair-major, shift choice minor
-    n_cand = 4 * len(i1)
-    return sumqx.transpose(2, 1, 0).reshape(n_cand, m), sumq2.transpose(2, 1, 0).reshape(n_cand, m)
+    sumqx = np.empty((len(i1), len(_HALF_SHIFTS), m), dtype=F32)
+    sumq2 = np.empty_like(sumqx)
+    for k, (a, b) in enumerate(_HALF_SHIFTS):
+        np.add(qx[a][:, 0], qx[b][:, 1], out=sumqx[:, k])
+        np.add(q2[a][:, 0], q2[b][:, 1], out=sumq2[:, k])
+    n_cand = len(i1) * len(_HALF_SHIFTS)
+    return sumqx.reshape(n_cand, m), sumq2.reshape(n_cand, m)
 
 
 def _search_iq1_m(xb: np.ndarray, w: np.ndarray):
