@@ -89,7 +89,7 @@ def _snap(gs: GridSearch, inv: np.ndarray, xval: np.ndarray, waux: np.ndarray, s
         rows = (-1, gs.width)
         vec_scale = np.repeat(scale, off.shape[1])[at]
         found = nearest_neighbours(gs, keys.reshape(-1)[at], xval.reshape(rows)[at], waux.reshape(rows)[at], vec_scale)
-        entry.reshape(-1)[at] = found
+        np.put(entry, at, found)
     return gs.levels[entry], ~off
 
 
