@@ -6,13 +6,12 @@ from collections import Counter
 from pathlib import Path
 
 from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from ..convert import quantize_gguf
 from ..dtypes import ggml_type
 from ..errors import WeightkitError
-from .render import human_bytes, print_json
+from .render import byte_progress, human_bytes, print_json
 
 
 def run_quantize(
@@ -29,19 +28,7 @@ def run_quantize(
     for name in (target, output_type, token_embedding_type):
         if name is not None:
             _check_type(name)
-    columns = (
-        TextColumn("[bold]quantizing"),
-        BarColumn(),
-        DownloadColumn(binary_units=True),
-        TimeRemainingColumn(),
-        TextColumn("{task.description}"),
-    )
-    with Progress(*columns, console=Console(stderr=True) if as_json else console, transient=True) as bar:
-        task = bar.add_task("", total=None)
-
-        def progress(name: str, done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total, description=name)
-
+    with byte_progress("quantizing", console, as_json) as update:
         report = quantize_gguf(
             src,
             dst,
@@ -49,7 +36,7 @@ def run_quantize(
             output_type=output_type,
             token_embedding_type=token_embedding_type,
             imatrix=imatrix,
-            progress=progress,
+            progress=lambda name, done, total: update(done, total, name),
         )
     if as_json:
         summary = {

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import sys
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
 from ..gguf.values import Value
 
@@ -19,6 +23,26 @@ def print_json(doc: Any) -> None:
     """A command's `--json` answer: the document alone on stdout, so scripts can parse it."""
     json.dump(doc, sys.stdout, indent=1)
     sys.stdout.write("\n")
+
+
+@contextlib.contextmanager
+def byte_progress(label: str, console: Console, as_json: bool) -> Iterator[Callable[..., None]]:
+    """A transient bar of bytes done for long work; yields `update(done, total, description="")`. With
+    `--json` it draws on stderr, so stdout holds the JSON answer alone."""
+    columns = (
+        TextColumn(f"[bold]{label}"),
+        BarColumn(),
+        DownloadColumn(binary_units=True),
+        TimeRemainingColumn(),
+        TextColumn("{task.description}"),
+    )
+    with Progress(*columns, console=Console(stderr=True) if as_json else console, transient=True) as bar:
+        task = bar.add_task("", total=None)
+
+        def update(done: int, total: int, description: str = "") -> None:
+            bar.update(task, completed=done, total=total, description=description)
+
+        yield update
 
 
 def human_bytes(n: int | float) -> str:

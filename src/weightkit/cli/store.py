@@ -7,14 +7,13 @@ from datetime import datetime
 from pathlib import Path
 
 from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from ..errors import WeightkitError
 from ..ollama import Store, create_from_checkpoint, create_from_gguf, parse_name
 from ..ollama.store import MEDIA, parse_manifest
 from ..safetensors import SafetensorsFile
-from .render import human_bytes, print_json
+from .render import byte_progress, human_bytes, print_json
 
 
 def run_create(store: Store, name: str, source: Path, quantize: str | None, as_json: bool, console: Console) -> None:
@@ -23,17 +22,11 @@ def run_create(store: Store, name: str, source: Path, quantize: str | None, as_j
         raise WeightkitError(f"{source}: no such file or folder")
     if quantize and not source.is_dir():
         raise WeightkitError("--quantize applies to safetensors checkpoints; quantize GGUFs with weightkit quantize")
-    columns = (TextColumn("[bold]importing"), BarColumn(), DownloadColumn(binary_units=True), TimeRemainingColumn())
-    with Progress(*columns, console=Console(stderr=True) if as_json else console, transient=True) as bar:
-        task = bar.add_task("", total=None)
-
-        def progress(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
-
+    with byte_progress("importing", console, as_json) as update:
         if source.is_dir():
-            manifest = create_from_checkpoint(store, model_name, source, quantize=quantize, progress=progress)
+            manifest = create_from_checkpoint(store, model_name, source, quantize=quantize, progress=update)
         else:
-            manifest = create_from_gguf(store, model_name, source, progress=progress)
+            manifest = create_from_gguf(store, model_name, source, progress=update)
     if as_json:
         layers = [layer.to_json() for layer in manifest.layers]
         print_json({"model": model_name.short, "size": manifest.size, "layers": layers})
