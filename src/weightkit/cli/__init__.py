@@ -36,8 +36,22 @@ def inspect(
 @app.command()
 def quantize(
     src: Annotated[Path, typer.Argument(help="The GGUF model to quantize (any shard of a split model).")],
-    dst: Annotated[Path, typer.Argument(help="Where to write the quantized GGUF (written atomically).")],
-    type: Annotated[str, typer.Option("--type", "-t", help="GGML type for the weight matrices, e.g. Q4_K.")],
+    type: Annotated[
+        str,
+        typer.Option(
+            "--type",
+            "-t",
+            help="A GGML type for every weight matrix (Q4_K, Q8_0, IQ4_XS, ...) or a llama.cpp mixture "
+            "(Q4_K_M, Q5_K_S, Q3_K_L, IQ2_M, ...).",
+        ),
+    ],
+    dst: Annotated[
+        Path | None, typer.Argument(help="Where to write the quantized GGUF (atomically); not with --dry-run.")
+    ] = None,
+    mix: Annotated[
+        bool,
+        typer.Option("--mix", help="Use llama-quantize's mixture for a GGML type name too (Q4_K means Q4_K_M)."),
+    ] = False,
     output_tensor_type: Annotated[
         str | None, typer.Option("--output-tensor-type", help="Type for output.weight (as llama-quantize).")
     ] = None,
@@ -47,20 +61,25 @@ def quantize(
     imatrix: Annotated[
         Path | None, typer.Option("--imatrix", help="Importance matrix: a llama.cpp imatrix GGUF.")
     ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Show each tensor's planned type and the sizes; write nothing.")
+    ] = False,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the summary as JSON (the progress bar goes to stderr).")
     ] = False,
 ) -> None:
-    """Re-quantize a GGUF: weight matrices to --type, norms and vectors kept, metadata kept."""
+    """Re-quantize a GGUF: weight matrices to --type or a llama.cpp mixture, norms and vectors kept, metadata kept."""
     from .quantize import run_quantize
 
     run_quantize(
         src,
         dst,
         type,
+        mix=mix,
         output_type=output_tensor_type,
         token_embedding_type=token_embedding_type,
         imatrix=imatrix,
+        dry_run=dry_run,
         as_json=as_json,
         console=console,
     )

@@ -1,4 +1,5 @@
-"""`weightkit quantize`: re-quantize a GGUF model, with a progress bar and a before/after summary."""
+"""`weightkit quantize`: re-quantize a GGUF model, with a progress bar and a before/after summary (or, with
+`--dry-run`, the plan: each tensor's type change and the sizes, nothing written)."""
 
 from __future__ import annotations
 
@@ -6,61 +7,81 @@ from collections import Counter
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-from ..convert import quantize_gguf
+from ..convert import QuantizeReport, quantize_gguf
+from ..convert.quantize import resolve_target
 from ..dtypes import ggml_type
 from ..errors import WeightkitError
-from .render import byte_progress, human_bytes, print_json
+from .render import byte_progress, human_bytes, print_json, printable
 
 
 def run_quantize(
     src: Path,
-    dst: Path,
+    dst: Path | None,
     target: str,
     *,
+    mix: bool = False,
     output_type: str | None,
     token_embedding_type: str | None,
     imatrix: Path | None,
+    dry_run: bool = False,
     as_json: bool,
     console: Console,
 ) -> None:
-    for name in (target, output_type, token_embedding_type):
+    resolve_target(target, mix)  # an unknown name fails before any work
+    for name in (output_type, token_embedding_type):
         if name is not None:
             _check_type(name)
-    with byte_progress("quantizing", console, as_json) as update:
-        report = quantize_gguf(
-            src,
-            dst,
-            target,
-            output_type=output_type,
-            token_embedding_type=token_embedding_type,
-            imatrix=imatrix,
-            progress=lambda name, done, total: update(done, total, name),
-        )
+    if dst is None and not dry_run:
+        raise WeightkitError("give an output path, or --dry-run to see the plan only")
+    options = dict(output_type=output_type, token_embedding_type=token_embedding_type, imatrix=imatrix, mix=mix)
+    if dry_run:
+        report = quantize_gguf(src, None, target, dry_run=True, **options)
+    else:
+        with byte_progress("quantizing", console, as_json) as update:
+            report = quantize_gguf(
+                src, dst, target, progress=lambda name, done, total: update(done, total, name), **options
+            )
     if as_json:
         summary = {
             "source": str(src),
-            "output": str(dst),
-            "type": ggml_type(target).name,
+            "output": None if dry_run else str(dst),
+            "type": report.target,
+            "dry_run": dry_run,
             "bytes_before": report.bytes_before,
             "bytes_after": report.bytes_after,
             "changed": {name: {"from": old, "to": new} for name, (old, new) in report.changes.items()},
         }
         print_json(summary)
         return
-    table = Table(title=f"{src.name} -> {dst.name}", title_justify="left")
-    table.add_column("tensors", justify="right")
-    table.add_column("from")
-    table.add_column("to")
-    for (old, new), n in sorted(Counter(report.changes.values()).items()):
-        table.add_row(str(n), old, new)
-    console.print(table)
+    if report.changes:
+        if dry_run:
+            console.print(_changes_table(report))
+        table = Table(title="Type changes", title_justify="left")
+        table.add_column("tensors", justify="right")
+        table.add_column("from")
+        table.add_column("to")
+        for (old, new), n in sorted(Counter(report.changes.values()).items()):
+            table.add_row(str(n), old, new)
+        console.print(table)
     ratio = report.bytes_after / report.bytes_before if report.bytes_before else 1.0
+    where = "nothing written (--dry-run)" if dry_run else f"written to {dst}"
     console.print(
-        f"tensor data {human_bytes(report.bytes_before)} -> {human_bytes(report.bytes_after)} "
-        f"({ratio:.1%}); {len(report.changes)} tensors changed type; written to {dst}"
+        f"{report.target}: tensor data {human_bytes(report.bytes_before)} -> {human_bytes(report.bytes_after)} "
+        f"({ratio:.1%}); {len(report.changes)} tensors changed type; {where}"
     )
+
+
+def _changes_table(report: QuantizeReport) -> Table:
+    """Every tensor whose type changes, in file order."""
+    table = Table(title=f"Planned changes ({report.target})", title_justify="left")
+    for column in ("tensor", "from", "to"):
+        table.add_column(column)
+    for name, (old, new) in report.changes.items():
+        table.add_row(escape(printable(name)), old, new)
+    return table
 
 
 def _check_type(name: str) -> None:

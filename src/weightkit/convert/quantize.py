@@ -1,9 +1,11 @@
-"""Re-quantize a GGUF model the way llama.cpp's `llama-quantize` does (with `--pure`: one type for every
-weight matrix), streaming one tensor, and within it a bounded group of rows, at a time.
+"""Re-quantize a GGUF model the way llama.cpp's `llama-quantize` does, streaming one tensor, and within it a
+bounded group of rows, at a time.
 
-Which tensors are quantized, the fallback for rows that are not whole blocks of the chosen type, the
-`--output-tensor-type` / `--token-embedding-type` overrides, the imatrix file and `general.file_type`
-follow llama.cpp's `src/llama-quant.cpp` and `tools/quantize/quantize.cpp`.
+The target is one GGML type for every weight matrix (as `llama-quantize --pure`) or a llama.cpp file type
+such as Q4_K_M, whose per-tensor mixture `mixes` reproduces. Which tensors are quantized, the fallback for
+rows that are not whole blocks of the chosen type, the `--output-tensor-type` / `--token-embedding-type`
+overrides, the imatrix file and `general.file_type` follow llama.cpp's `src/llama-quant.cpp` and
+`tools/quantize/quantize.cpp`.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from ..gguf import GGUFValueType, GGUFWriter, Value, open_gguf, plan_tensor
 from ..gguf.constants import KEY_FILE_TYPE
 from ..gguf.file import GGUFFile
 from ..model import ModelFile
+from .mixes import OUTPUT, TOKEN_EMBEDDINGS, FileType, MixPlanner, ModelFacts, file_type, llama_order, mixture_names
 
 _T = GGMLType
 
@@ -37,9 +40,9 @@ _NEVER = (
     "mm.a.code_embd",
 )  # fmt: skip
 _NEVER_EXACT = ("position_embd.weight", "token_types.weight")
-_TOKEN_EMBD = ("token_embd.weight", "per_layer_token_embd.weight")
 
-# tensor_type_fallback: for rows that are not whole blocks of the chosen type (then F16 if that fails too).
+# tensor_type_fallback: for rows that are not whole blocks of the chosen type (then F16 if that fails too;
+# types of blocks of 32 or fewer without an entry go to F16 directly).
 _FALLBACK = {
     _T.IQ1_S: _T.IQ4_NL, _T.IQ1_M: _T.IQ4_NL, _T.IQ2_XXS: _T.IQ4_NL, _T.IQ2_XS: _T.IQ4_NL, _T.IQ2_S: _T.IQ4_NL,
     _T.IQ3_XXS: _T.IQ4_NL, _T.IQ3_S: _T.IQ4_NL, _T.IQ4_XS: _T.IQ4_NL, _T.Q2_0: _T.Q4_0, _T.Q2_K: _T.Q4_0,
@@ -48,18 +51,18 @@ _FALLBACK = {
 
 # general.file_type (llama_ftype) for a model quantized to one type: the ftype whose base type it is
 # (llama_ftype_get_default_type), the "_S" mix for the K types, IQ2_M for IQ2_S.
-FILE_TYPES = {
+PURE_FILE_TYPES = {
     _T.F32: 0, _T.F16: 1, _T.Q4_0: 2, _T.Q4_1: 3, _T.Q8_0: 7, _T.Q5_0: 8, _T.Q5_1: 9, _T.Q2_K: 10, _T.Q3_K: 11,
     _T.Q4_K: 14, _T.Q5_K: 16, _T.Q6_K: 18, _T.IQ2_XXS: 19, _T.IQ2_XS: 20, _T.IQ3_XXS: 23, _T.IQ1_S: 24,
     _T.IQ4_NL: 25, _T.IQ3_S: 26, _T.IQ2_S: 29, _T.IQ4_XS: 30, _T.IQ1_M: 31, _T.BF16: 32, _T.TQ1_0: 36,
-    _T.TQ2_0: 37, _T.MXFP4: 38, _T.NVFP4: 39, _T.Q1_0: 40,
+    _T.TQ2_0: 37, _T.MXFP4: 38, _T.NVFP4: 39, _T.Q1_0: 40, _T.Q2_0: 41,
 }  # fmt: skip
 
 # ggml cannot quantize these without an importance matrix (ggml_quantize_requires_imatrix) ...
 GGML_NEEDS_IMATRIX = frozenset({_T.IQ2_XXS, _T.IQ2_XS, _T.IQ1_S})
 # ... and llama-quantize refuses these too without one, except for the embedding and output matrices.
 LLAMA_NEEDS_IMATRIX = GGML_NEEDS_IMATRIX | {_T.IQ3_XXS, _T.IQ2_S, _T.IQ1_M}
-_IMATRIX_EXEMPT = (*_TOKEN_EMBD, "output.weight")
+_IMATRIX_EXEMPT = (*TOKEN_EMBEDDINGS, OUTPUT)
 
 KEY_QUANT_VERSION = "general.quantization_version"
 GGML_QNT_VERSION = 2
@@ -82,9 +85,37 @@ def compatible_type(target: GGMLType, row: int) -> GGMLType:
     if row % ggml_type(target).block_size == 0:
         return target
     fallback = _FALLBACK.get(target)
+    if fallback is None and ggml_type(target).block_size <= 32:
+        return _T.F16
     if fallback is None:
         raise WeightkitError(f"rows of {row} elements cannot be stored as {target.name}, and it has no fallback")
     return fallback if row % ggml_type(fallback).block_size == 0 else _T.F16
+
+
+def resolve_target(target: GGMLType | str, mix: bool = False) -> tuple[GGMLType, FileType | None]:
+    """(the base type, the llama.cpp file type whose mixture to follow or None for the base type everywhere).
+
+    A GGML type name means that type for every matrix unless `mix`; a file-type name that is not a GGML
+    type (Q4_K_M, IQ3_M, ...) always means its mixture. With `mix`, names mean what llama-quantize takes
+    them for (Q4_K is Q4_K_M there).
+    """
+    try:
+        base = ggml_type(target).type
+    except ValueError:
+        if not isinstance(target, str):
+            raise
+        try:
+            ftype = file_type(target)
+        except WeightkitError:
+            raise WeightkitError(
+                f"unknown type {target!r}: neither a GGML type (Q4_K, Q8_0, IQ4_XS, ...) nor a llama.cpp "
+                f"mixture ({', '.join(mixture_names())})"
+            ) from None
+        return ftype.base, ftype
+    if not mix:
+        return base, None
+    ftype = file_type(base.name)
+    return ftype.base, ftype
 
 
 def plan_types(
@@ -93,20 +124,30 @@ def plan_types(
     *,
     output_type: GGMLType | str | None = None,
     token_embedding_type: GGMLType | str | None = None,
+    mix: bool = False,
+    has_imatrix: bool = False,
 ) -> dict[str, GGMLType]:
-    """The type every tensor gets; tensors that are not quantized keep their own."""
-    target = ggml_type(target).type
+    """The type every tensor gets (in the model's order); tensors that are not quantized keep their own.
+
+    `target` and `mix` as for `resolve_target`; `has_imatrix` matters to a few of llama.cpp's mixtures.
+    """
+    base, ftype = resolve_target(target, mix)
+    output = None if output_type is None else ggml_type(output_type).type
     embd = None if token_embedding_type is None else ggml_type(token_embedding_type).type
-    overrides = {"output.weight": None if output_type is None else ggml_type(output_type).type}
-    overrides.update(dict.fromkeys(_TOKEN_EMBD, embd))
+    overrides = {OUTPUT: output, **dict.fromkeys(TOKEN_EMBEDDINGS, embd)}
+    planner = None
+    if ftype is not None and ggml_type(base).quantized:
+        facts = ModelFacts.from_metadata(model.metadata)
+        planner = MixPlanner(ftype, facts, model.tensors, has_imatrix=has_imatrix, output_type=output)
     plan = {}
-    for name, info in model.tensors.items():
+    for name in llama_order(model.tensors):  # the mixtures count tensors in llama.cpp's order
+        info = model.tensors[name]
         if not is_quantizable(name, info.shape):
             plan[name] = info.dtype
             continue
-        chosen = overrides.get(name) or target
+        chosen = overrides.get(name) or (planner.choose(name, info.shape) if planner else base)
         plan[name] = compatible_type(chosen, info.shape[-1])
-    return plan
+    return {name: plan[name] for name in model.tensors}
 
 
 def read_imatrix(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
@@ -133,14 +174,21 @@ def read_imatrix(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
         return out
 
 
-def _needs_imatrix(name: str, t: GGMLType) -> bool:
-    return t in GGML_NEEDS_IMATRIX or (t in LLAMA_NEEDS_IMATRIX and name not in _IMATRIX_EXEMPT)
+def _needs_imatrix(name: str, t: GGMLType, ftype: FileType | None) -> bool:
+    """`tensor_requires_imatrix` (and ggml's own refusal): Q2_K matrices of a Q2_K_S mixture need one too."""
+    if t in GGML_NEEDS_IMATRIX:
+        return True
+    if name in _IMATRIX_EXEMPT:
+        return False
+    return t in LLAMA_NEEDS_IMATRIX or (t == _T.Q2_K and ftype is not None and ftype.name == "Q2_K_S")
 
 
 @dataclass
 class QuantizeReport:
-    """What a quantization did: bytes before and after, and each tensor's type change."""
+    """What a quantization did (or, dry, would do): the target's name, bytes before and after, and each
+    tensor's type change."""
 
+    target: str = ""
     bytes_before: int = 0
     bytes_after: int = 0
     changes: dict[str, tuple[str, str]] = field(default_factory=dict)
@@ -151,47 +199,67 @@ Progress = Callable[[str, int, int], None]  # (tensor name, bytes done, bytes in
 
 def quantize_gguf(
     src: str | os.PathLike[str],
-    dst: str | os.PathLike[str],
+    dst: str | os.PathLike[str] | None,
     target: GGMLType | str,
     *,
     output_type: GGMLType | str | None = None,
     token_embedding_type: GGMLType | str | None = None,
     imatrix: Mapping[str, np.ndarray] | str | os.PathLike[str] | None = None,
+    mix: bool = False,
+    dry_run: bool = False,
     progress: Progress | None = None,
 ) -> QuantizeReport:
-    """Write `src` to `dst` with its weight matrices quantized to `target` (metadata kept, file type updated)."""
+    """Write `src` to `dst` with its weight matrices quantized to `target` (metadata kept, file type updated).
+
+    `target` is a GGML type (every matrix) or a llama.cpp file type such as Q4_K_M (its mixture); see
+    `resolve_target` for `mix`. `dry_run` plans and reports without writing (`dst` may then be None).
+    """
     if imatrix is not None and not isinstance(imatrix, Mapping):
         imatrix = read_imatrix(imatrix)
-    report = QuantizeReport()
+    base, ftype = resolve_target(target, mix)
     with open_gguf(src) as model:
-        plan = plan_types(model, target, output_type=output_type, token_embedding_type=token_embedding_type)
-        missing = [n for n, t in plan.items() if _needs_imatrix(n, t) and (imatrix is None or n not in imatrix)]
+        plan = plan_types(
+            model,
+            target,
+            output_type=output_type,
+            token_embedding_type=token_embedding_type,
+            mix=mix,
+            has_imatrix=imatrix is not None,
+        )
+        missing = [n for n, t in plan.items() if _needs_imatrix(n, t, ftype) and (imatrix is None or n not in imatrix)]
         if missing:
             raise WeightkitError(
                 f"{plan[missing[0]].name} needs an importance matrix (--imatrix) for {missing[0]!r}"
                 + (f" and {len(missing) - 1} more tensors" if len(missing) > 1 else "")
             )
+        planned = [plan_tensor(name, info.shape, plan[name]) for name, info in model.tensors.items()]
+        report = QuantizeReport(
+            target=ftype.name if ftype else base.name,
+            bytes_before=sum(info.nbytes for info in model.tensors.values()),
+            bytes_after=sum(p.nbytes for p in planned),
+            changes={n: (i.dtype.name, plan[n].name) for n, i in model.tensors.items() if plan[n] != i.dtype},
+        )
+        if dry_run:
+            return report
+        if dst is None:
+            raise ValueError("quantize_gguf needs an output path unless dry_run")
         metadata = dict(model.metadata.typed_items())
         for key in ("split.no", "split.count", "split.tensors.count"):
             metadata.pop(key, None)  # the output is one file
-        metadata[KEY_FILE_TYPE] = Value(FILE_TYPES.get(ggml_type(target).type, 1024), GGUFValueType.UINT32)
-        if ggml_type(target).quantized:
+        ftype_id = ftype.id if ftype else PURE_FILE_TYPES.get(base, 1024)
+        metadata[KEY_FILE_TYPE] = Value(ftype_id, GGUFValueType.UINT32)
+        if ggml_type(base).quantized:
             metadata[KEY_QUANT_VERSION] = Value(GGML_QNT_VERSION, GGUFValueType.UINT32)
-        total = sum(i.nbytes for i in model.tensors.values())
         done = 0
         with GGUFWriter(dst, metadata, byte_order=model.byte_order) as w:
-            for name, info in model.tensors.items():
-                planned = w.add_planned(plan_tensor(name, info.shape, plan[name]))
-                report.bytes_before += info.nbytes
-                report.bytes_after += planned.nbytes
-                if plan[name] != info.dtype:
-                    report.changes[name] = (info.dtype.name, plan[name].name)
+            for p in planned:
+                w.add_planned(p)
             for name, info in model.tensors.items():
                 weights = None if imatrix is None else imatrix.get(name)
                 w.write_tensor(name, _convert(model, name, plan[name], weights))
                 done += info.nbytes
                 if progress is not None:
-                    progress(name, done, total)
+                    progress(name, done, report.bytes_before)
     return report
 
 

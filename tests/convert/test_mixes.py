@@ -1,0 +1,144 @@
+"""llama.cpp's quantization mixtures (Q4_K_M, Q3_K_L, IQ2_M, ...): the type of every tensor as llama-quantize
+chooses it, checked against what llama.cpp's own libllama chose (tests/data/llama_mixes.json, made by
+tests/data/make_llama_mixes.py) and against the real Gemma file, which llama-quantize made as Q4_K_M."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import weightkit
+from weightkit.convert import plan_types, quantize_gguf
+from weightkit.convert.mixes import file_type, llama_order, mixture_names
+from weightkit.convert.quantize import resolve_target
+from weightkit.dtypes import GGMLType as T
+from weightkit.errors import WeightkitError
+from weightkit.gguf import GGUFValueType, Value, write_gguf
+
+RECORD = json.loads((Path(__file__).parents[1] / "data" / "llama_mixes.json").read_text())
+
+
+def _model_file(path: Path, record: dict) -> Path:
+    """A GGUF with the recorded metadata and tensor shapes (zeros: the plan reads names and shapes only)."""
+    kind = {float: GGUFValueType.FLOAT32, int: GGUFValueType.UINT32}
+    md = {k: v if isinstance(v, str) else Value(v, kind[type(v)]) for k, v in record["metadata"].items()}
+    tensors = {n: np.zeros(s, np.float32 if len(s) == 1 else np.float16) for n, s in record["tensors"].items()}
+    write_gguf(path, md, tensors)
+    return path
+
+
+@pytest.mark.parametrize("model_name", sorted(RECORD["models"]))
+def test_every_mixture_matches_llama_quantize(tmp_path, model_name):
+    record = RECORD["models"][model_name]
+    path = _model_file(tmp_path / "m.gguf", record)
+    names = list(record["tensors"])
+    wrong = []
+    for key, expected in record["plans"].items():
+        ftype, _, weighted = key.partition(" ")
+        imatrix = dict.fromkeys(names, np.ones(1, np.float32)) if weighted else None
+        try:
+            # dry_run: the plan and llama-quantize's imatrix refusals, without quantizing
+            quantize_gguf(path, None, ftype, mix=True, imatrix=imatrix, dry_run=True)
+        except WeightkitError:
+            got = "error"
+        else:
+            with weightkit.open(path) as m:
+                plan = plan_types(m, ftype, mix=True, has_imatrix=bool(weighted))
+            got = "".join(chr(ord("a") + RECORD["types"].index(plan[n].name)) for n in names)
+        if got != expected:
+            first = next((i for i, (a, b) in enumerate(zip(got, expected, strict=False)) if a != b), 0)
+            wrong.append((key, names[first] if got != "error" and expected != "error" else got))
+    assert not wrong, wrong
+
+
+def test_gemma_as_q4_k_m_keeps_every_type(gemma_path):
+    """The Gemma file is llama-quantize's Q4_K_M: planning Q4_K_M for it changes nothing."""
+    with weightkit.open(gemma_path) as m:
+        assert m.metadata["general.file_type"] == file_type("Q4_K_M").id == 15
+        plan = plan_types(m, "Q4_K_M")
+        assert plan == {name: info.dtype for name, info in m.tensors.items()}
+        assert len(set(plan.values())) == 5  # Q8_0, Q5_0, Q4_K, Q6_K, F32: the mixture's choices and fallbacks
+        report = quantize_gguf(gemma_path, None, "Q4_K_M", dry_run=True)
+        assert report.target == "Q4_K_M" and not report.changes
+        assert report.bytes_before == report.bytes_after
+
+
+def test_names_resolve_as_documented():
+    assert resolve_target("Q4_K") == (T.Q4_K, None)  # a GGML type: every matrix, like llama-quantize --pure
+    base, ftype = resolve_target("Q4_K", mix=True)  # what llama-quantize means by Q4_K
+    assert (base, ftype.name, ftype.id) == (T.Q4_K, "Q4_K_M", 15)
+    base, ftype = resolve_target("q5_k_s")
+    assert (base, ftype.name, ftype.id) == (T.Q5_K, "Q5_K_S", 16)
+    assert resolve_target("IQ2_S", mix=True)[0] == T.IQ2_XS  # llama.cpp's IQ2_S file type is mostly IQ2_XS
+    assert resolve_target("IQ2_M")[0] == T.IQ2_S
+    assert resolve_target("MXFP4_MOE")[1].id == 38
+    assert "Q4_K_M" in mixture_names() and "Q4_K" not in mixture_names()
+    with pytest.raises(WeightkitError, match=r"neither a GGML type .* nor a llama\.cpp mixture .*Q4_K_M"):
+        resolve_target("Q4_K_X")
+    with pytest.raises(WeightkitError, match=r"unknown llama\.cpp file type 'MXFP4'"):
+        resolve_target("MXFP4", mix=True)  # a GGML type, but no file type of that name
+
+
+def test_llama_order_is_by_layer_then_name():
+    names = ["blk.10.attn_q.weight", "blk.2.ffn_up.weight", "output.weight", "blk.2.attn_v.weight", "token_embd.weight"]
+    assert llama_order(names) == [
+        "output.weight",
+        "token_embd.weight",
+        "blk.2.attn_v.weight",
+        "blk.2.ffn_up.weight",
+        "blk.10.attn_q.weight",
+    ]
+
+
+def test_mixture_needs_the_layer_count(tmp_path):
+    path = tmp_path / "m.gguf"
+    write_gguf(path, {"general.architecture": "llama"}, {"blk.0.attn_v.weight": np.zeros((8, 256), np.float16)})
+    with weightkit.open(path) as m, pytest.raises(WeightkitError, match=r"llama\.block_count"):
+        plan_types(m, "Q4_K_M")
+    with weightkit.open(path) as m:
+        assert plan_types(m, "Q4_K") == {"blk.0.attn_v.weight": T.Q4_K}  # one type: no hyperparameters needed
+
+
+def test_command_line_mixture_and_dry_run(tmp_path):
+    record = RECORD["models"]["llama-gqa4"]
+    path = _model_file(tmp_path / "m.gguf", record)
+    env = {"PATH": "", "COLUMNS": "150"}
+    out = tmp_path / "q.gguf"
+    r = subprocess.run(
+        [sys.executable, "-m", "weightkit", "quantize", str(path), str(out), "-t", "Q4_K_M"],
+        capture_output=True, text=True, env=env,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "Q4_K_M: tensor data" in r.stdout and "written to" in r.stdout
+    with weightkit.open(path) as src, weightkit.open(out) as m:
+        assert m.metadata["general.file_type"] == 15
+        assert {n: i.dtype for n, i in m.tensors.items()} == plan_types(src, "Q4_K_M")
+        assert m.tensors["blk.0.attn_v.weight"].dtype == T.Q6_K and m.tensors["blk.2.attn_v.weight"].dtype == T.Q4_K
+
+    dry = subprocess.run(
+        [sys.executable, "-m", "weightkit", "quantize", str(path), "-t", "Q4_K", "--mix", "--dry-run", "--json"],
+        capture_output=True, text=True, env=env,
+    )  # fmt: skip
+    assert dry.returncode == 0, dry.stderr
+    summary = json.loads(dry.stdout)
+    assert summary["type"] == "Q4_K_M" and summary["dry_run"] is True and summary["output"] is None
+    with weightkit.open(out) as m:
+        assert summary["bytes_after"] == sum(i.nbytes for i in m.tensors.values())
+        assert summary["changed"]["blk.0.attn_v.weight"] == {"from": "F16", "to": "Q6_K"}
+    text = subprocess.run(
+        [sys.executable, "-m", "weightkit", "quantize", str(path), "-t", "Q3_K_L", "--dry-run"],
+        capture_output=True, text=True, env=env,
+    )  # fmt: skip
+    assert text.returncode == 0, text.stderr
+    assert "Planned changes (Q3_K_L)" in text.stdout and "nothing written (--dry-run)" in text.stdout
+    assert "blk.0.attn_output.weight" in text.stdout
+    missing = subprocess.run(
+        [sys.executable, "-m", "weightkit", "quantize", str(path), "-t", "Q4_K_M"],
+        capture_output=True, text=True, env=env,
+    )  # fmt: skip
+    assert missing.returncode == 1 and "give an output path, or --dry-run" in missing.stderr
