@@ -4,6 +4,7 @@ tests/data/make_llama_mixes.py) and against the real Gemma file, which llama-qua
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -32,6 +33,33 @@ def _model_file(path: Path, record: dict) -> Path:
     return path
 
 
+def _generator():
+    """tests/data/make_llama_mixes.py, for `parse_key`: the records' keys are read as the generator wrote them."""
+    path = Path(__file__).parents[1] / "data" / "make_llama_mixes.py"
+    spec = importlib.util.spec_from_file_location("make_llama_mixes", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+parse_key = _generator().parse_key
+
+
+def _arguments(key: str) -> tuple[str, dict]:
+    """The target and keyword arguments of `plan_types` / `quantize_gguf` that mean what the key's
+    llama-quantize options meant."""
+    ftype, options = parse_key(key)
+    pure = options["pure"]
+    kwargs = {
+        "mix": not pure,
+        "output_type": options.get("output_tensor_type"),
+        "token_embedding_type": options.get("token_embedding_type"),
+        "tensor_types": options["tensor_types"],
+        "keep_output": options["leave_output"],
+    }
+    return (file_type(ftype).base.name if pure else ftype), kwargs
+
+
 @pytest.mark.parametrize("model_name", sorted(RECORD["models"]))
 def test_every_mixture_matches_llama_quantize(tmp_path, model_name):
     record = RECORD["models"][model_name]
@@ -39,21 +67,23 @@ def test_every_mixture_matches_llama_quantize(tmp_path, model_name):
     names = list(record["tensors"])
     wrong = []
     for key, expected in record["plans"].items():
-        ftype, _, weighted = key.partition(" ")
+        target, kwargs = _arguments(key)
+        weighted = parse_key(key)[1]["imatrix"]
         imatrix = dict.fromkeys(names, np.ones(1, np.float32)) if weighted else None
         try:
             # dry_run: the plan and llama-quantize's imatrix refusals, without quantizing
-            quantize_gguf(path, None, ftype, mix=True, imatrix=imatrix, dry_run=True)
+            quantize_gguf(path, None, target, imatrix=imatrix, dry_run=True, **kwargs)
         except WeightkitError:
             got = "error"
         else:
             with weightkit.open(path) as m:
-                plan = plan_types(m, ftype, mix=True, has_imatrix=bool(weighted))
+                plan = plan_types(m, target, has_imatrix=weighted, **kwargs)
             got = "".join(chr(ord("a") + RECORD["types"].index(plan[n].name)) for n in names)
         if got != expected:
             first = next((i for i, (a, b) in enumerate(zip(got, expected, strict=False)) if a != b), 0)
             wrong.append((key, names[first] if got != "error" and expected != "error" else got))
     assert not wrong, wrong
+    assert len(record["plans"]) > 70  # every file type with and without an imatrix, and the option runs
 
 
 def test_gemma_as_q4_k_m_keeps_every_type(gemma_path):
@@ -142,3 +172,30 @@ def test_command_line_mixture_and_dry_run(tmp_path):
         capture_output=True, text=True, env=env,
     )  # fmt: skip
     assert missing.returncode == 1 and "give an output path, or --dry-run" in missing.stderr
+
+
+def test_command_line_tensor_types_and_leave_output(tmp_path):
+    path = _model_file(tmp_path / "m.gguf", RECORD["models"]["llama-gqa4"])
+    env = {"PATH": "", "COLUMNS": "150"}
+    r = subprocess.run(
+        [sys.executable, "-m", "weightkit", "quantize", str(path), "-t", "Q4_K_M", "--dry-run", "--json",
+         "--tensor-type", r"blk\.[01]\.ATTN_V=q8_0", "--tensor-type", "attn_v=f32", "--leave-output-tensor"],
+        capture_output=True, text=True, env=env,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    changed = json.loads(r.stdout)["changed"]
+    assert changed["blk.0.attn_v.weight"]["to"] == changed["blk.1.attn_v.weight"]["to"] == "Q8_0"  # first match
+    assert changed["blk.2.attn_v.weight"]["to"] == "F32"
+    assert "output.weight" not in changed and changed["token_embd.weight"]["to"] == "Q4_K"
+    for option, message in [
+        ("attn_v", "expected PATTERN=TYPE"),
+        ("attn_v=q9", "'q9' is not a GGML type"),
+        ("attn_v[=q8_0", "--tensor-type pattern 'attn_v['"),
+    ]:
+        bad = subprocess.run(
+            [sys.executable, "-m", "weightkit", "quantize", str(path), "-t", "Q4_K", "--dry-run",
+             "--tensor-type", option],
+            capture_output=True, text=True, env=env,
+        )  # fmt: skip
+        assert bad.returncode == 1 and message in bad.stderr.replace("\n", " "), bad.stderr
+        assert "Traceback" not in bad.stderr

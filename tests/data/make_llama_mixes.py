@@ -6,7 +6,8 @@
 Small synthetic models of the shapes the mixture rules care about (grouped-query attention, an 80-layer
 "70B", tied embeddings with rows that are not whole K blocks, 8-expert and 4-expert MoE, falcon's fused
 QKV) are quantized by `llama_model_quantize` to every file type llama-quantize offers, with and without an
-importance matrix; the output's tensor types are what the JSON records ("error" where llama.cpp refused),
+importance matrix, and with some of llama-quantize's options (`OPTION_RUNS`); the output's tensor types
+are what the JSON records ("error" where llama.cpp refused),
 as one letter per tensor in the model's order: letter i (from "a") is `types[i]`.
 Only names, shapes and a few hyperparameters matter to the rules, so the matrices have 8 rows.
 """
@@ -114,14 +115,63 @@ def _imatrix(shapes: dict[str, tuple[int, ...]], rng: np.random.Generator):
     return (llama_cpp.llama_model_imatrix_data * len(entries))(*entries), keep
 
 
-def _quantize(src: Path, dst: Path, ftype: int, imatrix) -> dict[str, str] | None:
+# Runs beyond every file type with and without an imatrix: llama-quantize's options, written as on its
+# command line after the file type (the test reads these keys the same way).
+OPTION_RUNS = (
+    "Q4_K_M --pure",
+    "Q3_K_L --pure",
+    "Q4_K_M --leave-output-tensor",
+    "Q4_K_M --tensor-type attn_v=q8_0 --tensor-type blk\\.[0-3]\\.ffn_down=iq4_xs --tensor-type ATTN_OUTPUT=q5_0"
+    " --tensor-type token_embd=f32",
+    "Q2_K --token-embedding-type q8_0 --output-tensor-type q5_k",
+    "IQ3_M --output-tensor-type f32 --tensor-type ffn_up=q6_k",
+    "F16 --tensor-type attn_v=q8_0",
+)
+
+
+def parse_key(key: str) -> tuple[str, dict]:
+    """A record's key: the file type, then "imatrix" and llama-quantize's options."""
+    words = key.split()
+    options: dict = {"imatrix": False, "pure": False, "leave_output": False, "tensor_types": []}
+    i = 1
+    while i < len(words):
+        word = words[i]
+        if word in ("imatrix", "--pure", "--leave-output-tensor"):
+            options[{"imatrix": "imatrix", "--pure": "pure", "--leave-output-tensor": "leave_output"}[word]] = True
+        elif word == "--tensor-type":
+            i += 1
+            pattern, _, type_name = words[i].partition("=")
+            options["tensor_types"].append((pattern.lower(), type_name.upper()))
+        else:  # --output-tensor-type / --token-embedding-type TYPE
+            i += 1
+            options[word.lstrip("-").replace("-", "_")] = words[i].upper()
+        i += 1
+    return words[0], options
+
+
+def _quantize(src: Path, dst: Path, key: str, imatrix) -> dict[str, str] | None:
     import llama_cpp
 
+    from weightkit.dtypes import ggml_type
+
+    ftype_name, options = parse_key(key)
     params = llama_cpp.llama_model_quantize_default_params()
-    params.ftype = ftype
+    params.ftype = FTYPES[ftype_name]
     params.nthread = 2
-    if imatrix is not None:
+    params.pure = options["pure"]
+    params.quantize_output_tensor = not options["leave_output"]
+    for field in ("output_tensor_type", "token_embedding_type"):
+        if field in options:
+            setattr(params, field, ggml_type(options[field]).type.value)
+    if options["imatrix"]:
         params.imatrix = ctypes.cast(imatrix, ctypes.POINTER(llama_cpp.llama_model_imatrix_data))
+    overrides = [
+        llama_cpp.llama_model_tensor_override(p.encode(), ggml_type(t).type.value) for p, t in options["tensor_types"]
+    ]
+    if overrides:
+        overrides.append(llama_cpp.llama_model_tensor_override(None, 0))
+        array = (llama_cpp.llama_model_tensor_override * len(overrides))(*overrides)
+        params.tt_overrides = ctypes.cast(array, ctypes.POINTER(llama_cpp.llama_model_tensor_override))
     if llama_cpp.llama_model_quantize(str(src).encode(), str(dst).encode(), ctypes.byref(params)) != 0:
         return None
     with weightkit.open(dst) as m:
@@ -141,12 +191,11 @@ def main(out: Path) -> None:
             _write(src, md, shapes, rng)
             imatrix, _keep = _imatrix(shapes, rng)
             plans = {}
-            for ftype_name, ftype in FTYPES.items():
-                for weighted in (False, True):
-                    types = _quantize(src, Path(tmp) / "out.gguf", ftype, imatrix if weighted else None)
-                    key = ftype_name + (" imatrix" if weighted else "")
-                    plans[key] = "error" if types is None else "".join(_letter(types[n]) for n in shapes)
-                    print(model_name, key, "error" if types is None else "ok", file=sys.stderr)
+            keys = [name + weighted for name in FTYPES for weighted in ("", " imatrix")] + list(OPTION_RUNS)
+            for key in keys:
+                types = _quantize(src, Path(tmp) / "out.gguf", key, imatrix)
+                plans[key] = "error" if types is None else "".join(_letter(types[n]) for n in shapes)
+                print(model_name, key, "error" if types is None else "ok", file=sys.stderr)
             metadata = {k: (v.value if isinstance(v, Value) else v) for k, v in md.items()}
             record[model_name] = {"metadata": metadata, "tensors": {n: list(s) for n, s in shapes.items()},
                                   "plans": plans}  # fmt: skip

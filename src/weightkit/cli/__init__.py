@@ -58,6 +58,17 @@ def quantize(
     token_embedding_type: Annotated[
         str | None, typer.Option("--token-embedding-type", help="Type for token_embd.weight (as llama-quantize).")
     ] = None,
+    tensor_type: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--tensor-type",
+            help="PATTERN=TYPE: matrices whose name the regular expression matches get TYPE (as llama-quantize; "
+            "repeatable, the first match wins).",
+        ),
+    ] = None,
+    leave_output_tensor: Annotated[
+        bool, typer.Option("--leave-output-tensor", help="Keep output.weight as it is (as llama-quantize).")
+    ] = False,
     imatrix: Annotated[
         Path | None, typer.Option("--imatrix", help="Importance matrix: a llama.cpp imatrix GGUF.")
     ] = None,
@@ -78,6 +89,8 @@ def quantize(
         mix=mix,
         output_type=output_tensor_type,
         token_embedding_type=token_embedding_type,
+        tensor_types=tensor_type or [],
+        keep_output=leave_output_tensor,
         imatrix=imatrix,
         dry_run=dry_run,
         as_json=as_json,

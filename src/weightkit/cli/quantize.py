@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 
 from rich.console import Console
@@ -11,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..convert import QuantizeReport, quantize_gguf
-from ..convert.quantize import resolve_target
+from ..convert.quantize import parse_tensor_type, resolve_target
 from ..dtypes import ggml_type
 from ..errors import WeightkitError
 from .render import byte_progress, human_bytes, print_json, printable
@@ -25,6 +26,8 @@ def run_quantize(
     mix: bool = False,
     output_type: str | None,
     token_embedding_type: str | None,
+    tensor_types: Sequence[str] = (),
+    keep_output: bool = False,
     imatrix: Path | None,
     dry_run: bool = False,
     as_json: bool,
@@ -36,7 +39,14 @@ def run_quantize(
             _check_type(name)
     if dst is None and not dry_run:
         raise WeightkitError("give an output path, or --dry-run to see the plan only")
-    options = dict(output_type=output_type, token_embedding_type=token_embedding_type, imatrix=imatrix, mix=mix)
+    options = dict(
+        output_type=output_type,
+        token_embedding_type=token_embedding_type,
+        tensor_types=[parse_tensor_type(option) for option in tensor_types],
+        keep_output=keep_output,
+        imatrix=imatrix,
+        mix=mix,
+    )
     if dry_run:
         report = quantize_gguf(src, None, target, dry_run=True, **options)
     else:

@@ -11,7 +11,8 @@ overrides, the imatrix file and `general.file_type` follow llama.cpp's `src/llam
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -118,23 +119,45 @@ def resolve_target(target: GGMLType | str, mix: bool = False) -> tuple[GGMLType,
     return ftype.base, ftype
 
 
+TensorTypes = Sequence[tuple[str, GGMLType | str]]  # (regular expression, type), as --tensor-type
+
+
+def parse_tensor_type(option: str) -> tuple[str, GGMLType]:
+    """llama-quantize's `--tensor-type PATTERN=TYPE`: the pattern lowercased, the type a GGML type."""
+    pattern, sep, type_name = option.partition("=")
+    if not sep or not pattern or not type_name:
+        raise WeightkitError(f"--tensor-type {option!r}: expected PATTERN=TYPE, e.g. attn_v=q8_0")
+    try:
+        return pattern.lower(), ggml_type(type_name).type
+    except ValueError:
+        raise WeightkitError(f"--tensor-type {option!r}: {type_name!r} is not a GGML type") from None
+
+
 def plan_types(
     model: ModelFile,
     target: GGMLType | str,
     *,
     output_type: GGMLType | str | None = None,
     token_embedding_type: GGMLType | str | None = None,
+    tensor_types: TensorTypes = (),
+    keep_output: bool = False,
     mix: bool = False,
     has_imatrix: bool = False,
 ) -> dict[str, GGMLType]:
     """The type every tensor gets (in the model's order); tensors that are not quantized keep their own.
 
     `target` and `mix` as for `resolve_target`; `has_imatrix` matters to a few of llama.cpp's mixtures.
+    `tensor_types`: (regular expression, type) pairs; a matrix whose name the first of them matches (a
+    search, as llama.cpp's std::regex_search) gets its type instead of the target's or the mixture's.
+    `keep_output` leaves output.weight as it is (llama-quantize's --leave-output-tensor).
     """
     base, ftype = resolve_target(target, mix)
     output = None if output_type is None else ggml_type(output_type).type
     embd = None if token_embedding_type is None else ggml_type(token_embedding_type).type
-    overrides = {OUTPUT: output, **dict.fromkeys(TOKEN_EMBEDDINGS, embd)}
+    try:
+        manual = [(re.compile(p), ggml_type(t).type) for p, t in tensor_types]
+    except re.error as e:
+        raise WeightkitError(f"--tensor-type pattern {e.pattern!r}: {e}") from None
     planner = None
     if ftype is not None and ggml_type(base).quantized:
         facts = ModelFacts.from_metadata(model.metadata)
@@ -142,11 +165,18 @@ def plan_types(
     plan = {}
     for name in llama_order(model.tensors):  # the mixtures count tensors in llama.cpp's order
         info = model.tensors[name]
-        if not is_quantizable(name, info.shape):
-            plan[name] = info.dtype
-            continue
-        chosen = overrides.get(name) or (planner.choose(name, info.shape) if planner else base)
-        plan[name] = compatible_type(chosen, info.shape[-1])
+        named = next((t for pattern, t in manual if pattern.search(name)), None)
+        if not is_quantizable(name, info.shape) or (keep_output and name == OUTPUT):
+            chosen = info.dtype
+        elif embd is not None and name in TOKEN_EMBEDDINGS and (name == TOKEN_EMBEDDINGS[0] or named is None):
+            chosen = embd  # a pattern may name the per-layer table instead (llama_tensor_get_type)
+        elif output is not None and name == OUTPUT:
+            chosen = output
+        elif not ggml_type(base).quantized:
+            chosen = base
+        else:
+            chosen = named if named is not None else planner.choose(name, info.shape) if planner else base
+        plan[name] = compatible_type(chosen, info.shape[-1]) if chosen != info.dtype else chosen
     return {name: plan[name] for name in model.tensors}
 
 
@@ -205,6 +235,8 @@ def quantize_gguf(
     output_type: GGMLType | str | None = None,
     token_embedding_type: GGMLType | str | None = None,
     imatrix: Mapping[str, np.ndarray] | str | os.PathLike[str] | None = None,
+    tensor_types: TensorTypes = (),
+    keep_output: bool = False,
     mix: bool = False,
     dry_run: bool = False,
     progress: Progress | None = None,
@@ -212,7 +244,8 @@ def quantize_gguf(
     """Write `src` to `dst` with its weight matrices quantized to `target` (metadata kept, file type updated).
 
     `target` is a GGML type (every matrix) or a llama.cpp file type such as Q4_K_M (its mixture); see
-    `resolve_target` for `mix`. `dry_run` plans and reports without writing (`dst` may then be None).
+    `resolve_target` for `mix`, `plan_types` for `tensor_types` and `keep_output`. `dry_run` plans and
+    reports without writing (`dst` may then be None).
     """
     if imatrix is not None and not isinstance(imatrix, Mapping):
         imatrix = read_imatrix(imatrix)
@@ -223,6 +256,8 @@ def quantize_gguf(
             target,
             output_type=output_type,
             token_embedding_type=token_embedding_type,
+            tensor_types=tensor_types,
+            keep_output=keep_output,
             mix=mix,
             has_imatrix=imatrix is not None,
         )
