@@ -1,9 +1,11 @@
 """llama.cpp's quantization mixtures (Q4_K_M, Q3_K_L, IQ2_M, ...): the type of every tensor as llama-quantize
 chooses it, checked against what llama.cpp's own libllama chose (tests/data/llama_mixes.json, made by
-tests/data/make_llama_mixes.py) and against the real Gemma file, which llama-quantize made as Q4_K_M."""
+tests/data/make_llama_mixes.py) and against the real Gemma file, which llama-quantize made as Q4_K_M; and
+whole output files against llama-quantize's, hash for hash."""
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import subprocess
@@ -24,12 +26,16 @@ from weightkit.gguf import GGUFValueType, Value, write_gguf
 RECORD = json.loads((Path(__file__).parents[1] / "data" / "llama_mixes.json").read_text())
 
 
+def _metadata(record: dict) -> dict:
+    """The recorded metadata with the GGUF types the generator wrote it with."""
+    kind = {float: GGUFValueType.FLOAT32, int: GGUFValueType.UINT32}
+    return {k: v if isinstance(v, str) else Value(v, kind[type(v)]) for k, v in record["metadata"].items()}
+
+
 def _model_file(path: Path, record: dict) -> Path:
     """A GGUF with the recorded metadata and tensor shapes (zeros: the plan reads names and shapes only)."""
-    kind = {float: GGUFValueType.FLOAT32, int: GGUFValueType.UINT32}
-    md = {k: v if isinstance(v, str) else Value(v, kind[type(v)]) for k, v in record["metadata"].items()}
     tensors = {n: np.zeros(s, np.float32 if len(s) == 1 else np.float16) for n, s in record["tensors"].items()}
-    write_gguf(path, md, tensors)
+    write_gguf(path, _metadata(record), tensors)
     return path
 
 
@@ -42,7 +48,8 @@ def _generator():
     return module
 
 
-parse_key = _generator().parse_key
+GENERATOR = _generator()
+parse_key = GENERATOR.parse_key
 
 
 def _arguments(key: str) -> tuple[str, dict]:
@@ -84,6 +91,21 @@ def test_every_mixture_matches_llama_quantize(tmp_path, model_name):
             wrong.append((key, names[first] if got != "error" and expected != "error" else got))
     assert not wrong, wrong
     assert len(record["plans"]) > 70  # every file type with and without an imatrix, and the option runs
+
+
+@pytest.mark.parametrize(
+    ("model_name", "key"), [(m, k) for m, f in sorted(RECORD["files"].items()) for k in f["sha256"]]
+)
+def test_output_is_llama_quantizes_file_byte_for_byte(tmp_path, model_name, key):
+    """The whole file: metadata order, tensor order (by layer, then name), types, bytes."""
+    record = RECORD["files"][model_name]
+    shapes = {n: tuple(s) for n, s in record["tensors"].items()}
+    src, out = tmp_path / "src.gguf", tmp_path / "out.gguf"
+    write_gguf(src, _metadata(record), GENERATOR.tensors(shapes))
+    target, kwargs = _arguments(key)
+    imatrix = GENERATOR.imatrix_values(shapes) if parse_key(key)[1]["imatrix"] else None
+    quantize_gguf(src, out, target, imatrix=imatrix, **kwargs)
+    assert hashlib.sha256(out.read_bytes()).hexdigest() == record["sha256"][key]
 
 
 def test_gemma_as_q4_k_m_keeps_every_type(gemma_path):

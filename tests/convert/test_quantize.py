@@ -85,7 +85,7 @@ def test_output_is_ggml_bytes_and_reads_back_in_gguf_py(tmp_path, model, target)
     reader = gguf.GGUFReader(out)
     assert reader.fields["general.name"].contents() == "tiny"
     with weightkit.open(out) as m:
-        assert m.metadata["general.file_type"] == {"Q8_0": 7, "Q4_K": 14, "Q6_K": 18, "IQ4_XS": 30}[target]
+        assert m.metadata["general.file_type"] == {"Q8_0": 7, "Q4_K": 15, "Q6_K": 18, "IQ4_XS": 30}[target]
         for t in reader.tensors:
             info = m.tensors[t.name]
             original = tensors[t.name].astype(np.float32)

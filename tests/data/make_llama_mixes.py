@@ -7,14 +7,17 @@ Small synthetic models of the shapes the mixture rules care about (grouped-query
 "70B", tied embeddings with rows that are not whole K blocks, 8-expert and 4-expert MoE, falcon's fused
 QKV) are quantized by `llama_model_quantize` to every file type llama-quantize offers, with and without an
 importance matrix, and with some of llama-quantize's options (`OPTION_RUNS`); the output's tensor types
-are what the JSON records ("error" where llama.cpp refused),
-as one letter per tensor in the model's order: letter i (from "a") is `types[i]`.
-Only names, shapes and a few hyperparameters matter to the rules, so the matrices have 8 rows.
+are what the JSON records ("error" where llama.cpp refused), as one letter per tensor in the model's
+order: letter i (from "a") is `types[i]`. Only names, shapes and a few hyperparameters matter to the rules,
+so the matrices have 8 rows. Under "files", two tiny models (`FILE_MODELS`, made from a hash of each
+value's index so the tests can rebuild them exactly) and the SHA-256 of llama-quantize's whole output file
+for a few runs each, imatrix runs given `imatrix_values`.
 """
 
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import json
 import sys
 import tempfile
@@ -94,25 +97,44 @@ MODELS = {
 }
 
 
-def _write(path: Path, md: dict, shapes: dict[str, tuple[int, ...]], rng: np.random.Generator) -> None:
-    tensors = {n: rng.standard_normal(s).astype(np.float32 if len(s) == 1 else np.float16) for n, s in shapes.items()}
-    write_gguf(path, md, tensors)
+def values(n: int, seed: int) -> np.ndarray:
+    """`n` float32 values in [-2, 2) from a splitmix64 hash of their index: integer arithmetic and an
+    exact scaling, so every machine and numpy version makes the same bits (the tests rebuild the models)."""
+    z = (np.arange(n, dtype=np.uint64) + np.uint64(seed)) * np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    z ^= z >> np.uint64(31)
+    return ((z >> np.uint64(40)).astype(np.float32) - 2**23) / np.float32(2**22)
 
 
-def _imatrix(shapes: dict[str, tuple[int, ...]], rng: np.random.Generator):
-    """A llama_model_imatrix_data array (null-terminated) of positive weights for every matrix."""
+def tensors(shapes: dict[str, tuple[int, ...]]) -> dict[str, np.ndarray]:
+    """The model's tensors: vectors float32, matrices float16, each from its own seed."""
+    return {
+        n: values(int(np.prod(s)), i).reshape(s).astype(np.float32 if len(s) == 1 else np.float16)
+        for i, (n, s) in enumerate(shapes.items())
+    }
+
+
+def imatrix_values(shapes: dict[str, tuple[int, ...]]) -> dict[str, np.ndarray]:
+    """Positive importance weights for every matrix, one row per expert, as `quantize_gguf` takes them."""
+    return {
+        n: (np.abs(values(int(np.prod(s[:-2], dtype=int)) * s[-1], 1000 + i)) + np.float32(0.25)).reshape(-1, s[-1])
+        for i, (n, s) in enumerate(shapes.items())
+        if len(s) >= 2
+    }
+
+
+def _imatrix(shapes: dict[str, tuple[int, ...]]):
+    """`imatrix_values` as a llama_model_imatrix_data array (null-terminated), and the arrays it points to."""
     import llama_cpp
 
-    entries, keep = [], []
-    for name, shape in shapes.items():
-        if len(shape) < 2:
-            continue
-        values = rng.uniform(0.5, 2, int(np.prod(shape[:-2], dtype=int)) * shape[-1]).astype(np.float32)
-        keep.append(values)
-        ptr = values.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
-        entries.append(llama_cpp.llama_model_imatrix_data(name.encode(), ptr, values.size))
+    weights = imatrix_values(shapes)
+    entries = [
+        llama_cpp.llama_model_imatrix_data(n.encode(), v.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), v.size)
+        for n, v in weights.items()
+    ]
     entries.append(llama_cpp.llama_model_imatrix_data(None, None, 0))
-    return (llama_cpp.llama_model_imatrix_data * len(entries))(*entries), keep
+    return (llama_cpp.llama_model_imatrix_data * len(entries))(*entries), weights
 
 
 # Runs beyond every file type with and without an imatrix: llama-quantize's options, written as on its
@@ -127,6 +149,20 @@ OPTION_RUNS = (
     "IQ3_M --output-tensor-type f32 --tensor-type ffn_up=q6_k",
     "F16 --tensor-type attn_v=q8_0",
 )
+
+
+# Models small enough for the tests to quantize, and the runs whose whole output file the record hashes.
+FILE_MODELS = {
+    "tiny-llama": model("llama", 4, 8, 2),
+    "tiny-moe": model("qwen3moe", 2, 8, 8, experts=8),
+}
+FILE_RUNS = {
+    "tiny-llama": (
+        "Q4_K_M", "Q4_K_M imatrix", "Q3_K_L", "Q5_K_S", "Q2_K_S imatrix", "IQ2_M imatrix", "IQ3_XXS imatrix",
+        "IQ4_XS", "TQ1_0", "Q8_0", "F16", "Q4_K_M --tensor-type attn_v=q8_0 --leave-output-tensor", "Q4_K_M --pure",
+    ),
+    "tiny-moe": ("MXFP4_MOE", "Q4_K_M imatrix", "IQ1_M imatrix"),
+}  # fmt: skip
 
 
 def parse_key(key: str) -> tuple[str, dict]:
@@ -183,13 +219,12 @@ def main(out: Path) -> None:
 
     quiet = llama_cpp.llama_log_callback(lambda level, text, data: None)  # kept alive while llama.cpp logs
     llama_cpp.llama_log_set(quiet, ctypes.c_void_p(0))
-    rng = np.random.default_rng(7)
     record = {}
     with tempfile.TemporaryDirectory() as tmp:
         for model_name, (md, shapes) in MODELS.items():
             src = Path(tmp) / f"{model_name}.gguf"
-            _write(src, md, shapes, rng)
-            imatrix, _keep = _imatrix(shapes, rng)
+            write_gguf(src, md, tensors(shapes))
+            imatrix, _keep = _imatrix(shapes)
             plans = {}
             keys = [name + weighted for name in FTYPES for weighted in ("", " imatrix")] + list(OPTION_RUNS)
             for key in keys:
@@ -199,7 +234,22 @@ def main(out: Path) -> None:
             metadata = {k: (v.value if isinstance(v, Value) else v) for k, v in md.items()}
             record[model_name] = {"metadata": metadata, "tensors": {n: list(s) for n, s in shapes.items()},
                                   "plans": plans}  # fmt: skip
-    out.write_text(json.dumps({"types": TYPE_NAMES, "models": record}) + "\n")
+    files = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for model_name, (md, shapes) in FILE_MODELS.items():
+            src, dst = Path(tmp) / "src.gguf", Path(tmp) / "out.gguf"
+            write_gguf(src, md, tensors(shapes))
+            imatrix, _keep = _imatrix(shapes)
+            hashes = {}
+            for key in FILE_RUNS[model_name]:
+                if _quantize(src, dst, key, imatrix) is None:
+                    raise RuntimeError(f"llama-quantize refused {model_name} {key}")
+                hashes[key] = hashlib.sha256(dst.read_bytes()).hexdigest()
+                print(model_name, key, hashes[key][:12], file=sys.stderr)
+            metadata = {k: (v.value if isinstance(v, Value) else v) for k, v in md.items()}
+            files[model_name] = {"metadata": metadata, "tensors": {n: list(s) for n, s in shapes.items()},
+                                 "sha256": hashes}  # fmt: skip
+    out.write_text(json.dumps({"types": TYPE_NAMES, "models": record, "files": files}) + "\n")
 
 
 TYPE_NAMES: list[str] = []

@@ -50,11 +50,12 @@ _FALLBACK = {
     _T.Q3_K: _T.Q4_0, _T.TQ1_0: _T.Q4_0, _T.TQ2_0: _T.Q4_0, _T.Q4_K: _T.Q5_0, _T.Q5_K: _T.Q5_1, _T.Q6_K: _T.Q8_0,
 }  # fmt: skip
 
-# general.file_type (llama_ftype) for a model quantized to one type: the ftype whose base type it is
-# (llama_ftype_get_default_type), the "_S" mix for the K types, IQ2_M for IQ2_S.
+# general.file_type (llama_ftype) for a model quantized to one type: what `llama-quantize --pure` writes
+# for the file type whose base type it is (llama_ftype_get_default_type): Q4_K is Q4_K_M there, and the
+# file type of IQ2_S tensors is IQ2_M.
 PURE_FILE_TYPES = {
-    _T.F32: 0, _T.F16: 1, _T.Q4_0: 2, _T.Q4_1: 3, _T.Q8_0: 7, _T.Q5_0: 8, _T.Q5_1: 9, _T.Q2_K: 10, _T.Q3_K: 11,
-    _T.Q4_K: 14, _T.Q5_K: 16, _T.Q6_K: 18, _T.IQ2_XXS: 19, _T.IQ2_XS: 20, _T.IQ3_XXS: 23, _T.IQ1_S: 24,
+    _T.F32: 0, _T.F16: 1, _T.Q4_0: 2, _T.Q4_1: 3, _T.Q8_0: 7, _T.Q5_0: 8, _T.Q5_1: 9, _T.Q2_K: 10, _T.Q3_K: 12,
+    _T.Q4_K: 15, _T.Q5_K: 17, _T.Q6_K: 18, _T.IQ2_XXS: 19, _T.IQ2_XS: 20, _T.IQ3_XXS: 23, _T.IQ1_S: 24,
     _T.IQ4_NL: 25, _T.IQ3_S: 26, _T.IQ2_S: 29, _T.IQ4_XS: 30, _T.IQ1_M: 31, _T.BF16: 32, _T.TQ1_0: 36,
     _T.TQ2_0: 37, _T.MXFP4: 38, _T.NVFP4: 39, _T.Q1_0: 40, _T.Q2_0: 41,
 }  # fmt: skip
@@ -267,7 +268,8 @@ def quantize_gguf(
                 f"{plan[missing[0]].name} needs an importance matrix (--imatrix) for {missing[0]!r}"
                 + (f" and {len(missing) - 1} more tensors" if len(missing) > 1 else "")
             )
-        planned = [plan_tensor(name, info.shape, plan[name]) for name, info in model.tensors.items()]
+        # llama-quantize writes the tensors by layer, then name: so the same input gives the same file
+        planned = [plan_tensor(name, model.tensors[name].shape, plan[name]) for name in llama_order(model.tensors)]
         report = QuantizeReport(
             target=ftype.name if ftype else base.name,
             bytes_before=sum(info.nbytes for info in model.tensors.values()),
@@ -282,14 +284,15 @@ def quantize_gguf(
         for key in ("split.no", "split.count", "split.tensors.count"):
             metadata.pop(key, None)  # the output is one file
         ftype_id = ftype.id if ftype else PURE_FILE_TYPES.get(base, 1024)
-        metadata[KEY_FILE_TYPE] = Value(ftype_id, GGUFValueType.UINT32)
-        if ggml_type(base).quantized:
-            metadata[KEY_QUANT_VERSION] = Value(GGML_QNT_VERSION, GGUFValueType.UINT32)
+        for key, value in ((KEY_QUANT_VERSION, GGML_QNT_VERSION), (KEY_FILE_TYPE, ftype_id)):
+            metadata.pop(key, None)  # llama.cpp's gguf_set_val removes a key and appends it
+            metadata[key] = Value(value, GGUFValueType.UINT32)
         done = 0
         with GGUFWriter(dst, metadata, byte_order=model.byte_order) as w:
             for p in planned:
                 w.add_planned(p)
-            for name, info in model.tensors.items():
+            for p in planned:
+                name, info = p.name, model.tensors[p.name]
                 weights = None if imatrix is None else imatrix.get(name)
                 w.write_tensor(name, _convert(model, name, plan[name], weights))
                 done += info.nbytes
