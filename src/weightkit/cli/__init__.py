@@ -70,7 +70,7 @@ def quantize(
         bool, typer.Option("--leave-output-tensor", help="Keep output.weight as it is (as llama-quantize).")
     ] = False,
     imatrix: Annotated[
-        Path | None, typer.Option("--imatrix", help="Importance matrix: a llama.cpp imatrix GGUF.")
+        Path | None, typer.Option("--imatrix", help="llama.cpp's imatrix GGUF, or a legacy imatrix.dat.")
     ] = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Show each tensor's planned type and the sizes; write nothing.")

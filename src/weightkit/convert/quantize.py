@@ -19,11 +19,11 @@ import numpy as np
 
 from .. import quant
 from ..dtypes import GGMLType, ggml_type, view_as
-from ..errors import FormatError, WeightkitError
+from ..errors import WeightkitError
 from ..gguf import GGUFValueType, GGUFWriter, Value, open_gguf, plan_tensor
 from ..gguf.constants import KEY_FILE_TYPE
-from ..gguf.file import GGUFFile
 from ..model import ModelFile
+from .imatrix import read_imatrix
 from .mixes import OUTPUT, TOKEN_EMBEDDINGS, FileType, MixPlanner, ModelFacts, file_type, llama_order, mixture_names
 
 _T = GGMLType
@@ -179,30 +179,6 @@ def plan_types(
             chosen = named if named is not None else planner.choose(name, info.shape) if planner else base
         plan[name] = compatible_type(chosen, info.shape[-1]) if chosen != info.dtype else chosen
     return {name: plan[name] for name in model.tensors}
-
-
-def read_imatrix(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
-    """llama.cpp's imatrix GGUF: per weight, `<name>.in_sum2` (sums of squared activations, one row per
-    matrix: experts have several) divided by `<name>.counts`; a matrix never seen gets weights of 1."""
-    with GGUFFile(path) as f:
-        out = {}
-        for key, info in f.tensors.items():
-            if not key.endswith(".in_sum2"):
-                continue
-            name = key[: -len(".in_sum2")]
-            counts_key = name + ".counts"
-            if counts_key not in f.tensors:
-                raise FormatError(path, info.offset, f"imatrix entry {name!r} has no {counts_key!r}")
-            sums = f.tensor(key, np.float32).reshape(-1, info.shape[-1])
-            counts = f.tensor(counts_key, np.float32).reshape(-1)
-            if counts.size != sums.shape[0]:
-                raise FormatError(path, info.offset, f"imatrix {name!r}: {sums.shape[0]} rows, {counts.size} counts")
-            with np.errstate(divide="ignore", invalid="ignore"):
-                values = np.where(counts[:, None] > 0, sums / counts[:, None], np.float32(1))
-            out[name] = values.astype(np.float32)
-        if not out:
-            raise FormatError(path, None, "no '<tensor>.in_sum2' entries: not a llama.cpp imatrix GGUF")
-        return out
 
 
 def _needs_imatrix(name: str, t: GGMLType, ftype: FileType | None) -> bool:
