@@ -55,3 +55,19 @@ def test_quantize_split_into_many_tasks_gives_the_same_bytes(name, monkeypatch):
     monkeypatch.setattr(quant, "_quantize_chunk", lambda qtype, weighted: 2 * 512)  # tasks of 2 rows
     for w, expected in zip(weighted, whole, strict=True):
         assert np.array_equal(quant.quantize(x, name, w), expected)
+
+
+@pytest.mark.parametrize("name", ["Q8_0", "Q4_K", "IQ4_XS", "F16", "BF16", "TQ2_0"])
+def test_other_input_dtypes_quantize_as_their_float32_values(name, monkeypatch):
+    """float16, bfloat16, float64 and integer input is cast to float32 chunk by chunk (on the threads,
+    never as a whole float32 copy) and gives the bytes its float32 values give."""
+    import ml_dtypes
+
+    monkeypatch.setattr(quant, "MIN_TASK_ELEMENTS", 1)
+    monkeypatch.setattr(quant, "_quantize_chunk", lambda qtype, weighted: 2 * 512)  # several tasks
+    x = np.random.default_rng(5).standard_normal((5, 512))
+    for dtype in (np.float16, ml_dtypes.bfloat16, np.float64, np.int8):
+        values = (x * 40).astype(dtype) if dtype == np.int8 else x.astype(dtype)
+        assert np.array_equal(quant.quantize(values, name), quant.quantize(values.astype(np.float32), name)), dtype
+    transposed = x.astype(np.float16).T.copy().T  # a strided view
+    assert np.array_equal(quant.quantize(transposed, name), quant.quantize(transposed.astype(np.float32), name))

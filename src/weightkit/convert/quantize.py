@@ -304,6 +304,6 @@ def _convert(model: ModelFile, name: str, new: GGMLType, weights: np.ndarray | N
             if old_t.numpy is None:
                 x = quant.dequantize(block, old_t.type, (stop - start, row))
             else:
-                x = view_as(block.reshape(-1), old_t.numpy, model.byte_order).astype(np.float32)
+                x = view_as(block.reshape(-1), old_t.numpy, model.byte_order)  # quantize casts it in chunks
             out[start:stop] = quant.quantize(x.reshape(stop - start, row), new_t.type, w).reshape(stop - start, -1)
     return out

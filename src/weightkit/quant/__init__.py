@@ -243,7 +243,7 @@ def quantize(x: np.ndarray, qtype: GGMLType | int | str, imatrix: np.ndarray | N
     kernel = QUANTIZERS.get(info.type)
     if kernel is None:
         raise UnsupportedError(f"quantizing to {info.name} is not supported yet")
-    rows = np.ascontiguousarray(x.reshape(-1, n_per_row), dtype=np.float32)
+    rows = x.reshape(-1, n_per_row)  # cast to float32 chunk by chunk, on the pool's threads
     if imatrix is not None:
         imatrix = np.ascontiguousarray(imatrix, dtype=np.float32).reshape(-1)
         if imatrix.size != n_per_row:
@@ -254,7 +254,8 @@ def quantize(x: np.ndarray, qtype: GGMLType | int | str, imatrix: np.ndarray | N
     step = _step(rows.shape[0], chunk // max(n_per_row, 1), MIN_TASK_ELEMENTS // max(n_per_row, 1))
 
     def run(start: int) -> None:
-        out[start : start + step] = kernel(rows[start : start + step], imatrix)
+        chunk = np.ascontiguousarray(rows[start : start + step], dtype=np.float32)
+        out[start : start + step] = kernel(chunk, imatrix)
 
     map_chunks(run, range(0, rows.shape[0], step))
     return out.reshape(-1)
