@@ -71,3 +71,11 @@ def test_other_input_dtypes_quantize_as_their_float32_values(name, monkeypatch):
         assert np.array_equal(quant.quantize(values, name), quant.quantize(values.astype(np.float32), name)), dtype
     transposed = x.astype(np.float16).T.copy().T  # a strided view
     assert np.array_equal(quant.quantize(transposed, name), quant.quantize(transposed.astype(np.float32), name))
+
+
+def test_f16_decodes_every_bit_pattern_as_numpys_cast():
+    """F16 is decoded through a table: every one of the 65,536 patterns (NaN payloads, subnormals, -0)
+    must come out with the bits numpy's float16 -> float32 cast gives, as gguf-py's reader gets them."""
+    patterns = np.arange(1 << 16, dtype=np.uint32).astype("<u2")
+    got = quant.dequantize(patterns.view(np.uint8), "F16", (256, 256))
+    assert np.array_equal(got.reshape(-1).view(np.uint32), patterns.view("<f2").astype(np.float32).view(np.uint32))

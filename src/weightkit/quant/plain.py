@@ -11,11 +11,20 @@ import numpy as np
 from ..dtypes import GGML_TYPES, GGMLType
 
 
+# Every float16 bit pattern's float32 value, by numpy's own cast: a gather from this 256 KiB table runs about
+# twice as fast as that cast (which has no SIMD path), with the same bits.
+_F16_TO_F32 = np.arange(1 << 16, dtype=np.uint32).astype("<u2").view("<f2").astype(np.float32)
+_F16_TO_F32.flags.writeable = False
+
+
 def _dequantizer(t: GGMLType):
     dtype = GGML_TYPES[t].numpy
 
     def dequantize(blocks: np.ndarray, out: np.ndarray) -> None:
-        out[:, 0] = blocks.reshape(-1).view(dtype)
+        if t == GGMLType.F16:
+            np.take(_F16_TO_F32, blocks.reshape(-1).view("<u2"), out=out.reshape(-1))
+        else:
+            out[:, 0] = blocks.reshape(-1).view(dtype)
 
     return dequantize
 
