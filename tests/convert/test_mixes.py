@@ -154,6 +154,11 @@ def test_mixture_needs_the_layer_count(tmp_path):
         plan_types(m, "Q4_K_M")
     with weightkit.open(path) as m:
         assert plan_types(m, "Q4_K") == {"blk.0.attn_v.weight": T.Q4_K}  # one type: no hyperparameters needed
+    for key, value in [("llama.block_count", "32"), ("llama.expert_count", True), ("llama.block_count", 0)]:
+        write_gguf(path, {"general.architecture": "llama", "llama.block_count": Value(4, GGUFValueType.UINT32),
+                          key: value}, {"blk.0.attn_v.weight": np.zeros((8, 256), np.float16)})  # fmt: skip
+        with weightkit.open(path) as m, pytest.raises(WeightkitError, match=r"llama\.(block|expert)_count"):
+            plan_types(m, "Q4_K_M")
 
 
 def test_command_line_mixture_and_dry_run(tmp_path):

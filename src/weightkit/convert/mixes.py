@@ -139,29 +139,36 @@ class ModelFacts:
     @classmethod
     def from_metadata(cls, metadata: Mapping[str, Any]) -> ModelFacts:
         arch = str(metadata.get(KEY_ARCHITECTURE, ""))
-        n_layer = _first(metadata.get(f"{arch}.block_count"))
+
+        def first(key: str) -> int | None:
+            return _first(metadata, f"{arch}.{key}")
+
+        n_layer = first("block_count")
         if n_layer is None or n_layer <= 0:
             raise WeightkitError(f"llama.cpp's mixes need {arch}.block_count (the model's layer count)")
-        n_head = _first(metadata.get(f"{arch}.attention.head_count")) or 0
-        n_head_kv = _first(metadata.get(f"{arch}.attention.head_count_kv"))
+        n_head = first("attention.head_count") or 0
+        n_head_kv = first("attention.head_count_kv")
         n_head_kv = n_head if n_head_kv is None else n_head_kv
-        n_nextn = _first(metadata.get(f"{arch}.nextn_predict_layers")) or 0
+        n_nextn = first("nextn_predict_layers") or 0
         is_70b = _70B_LAYERS.get(arch) == n_layer - n_nextn and (arch != "llama" or n_head != n_head_kv)
         return cls(
             arch=arch,
             n_layer=n_layer,
-            n_expert=_first(metadata.get(f"{arch}.expert_count")) or 0,
+            n_expert=first("expert_count") or 0,
             n_gqa=n_head // n_head_kv if n_head_kv else 0,
             is_70b=is_70b,
         )
 
 
-def _first(value: Any) -> int | None:
+def _first(metadata: Mapping[str, Any], key: str) -> int | None:
     """An integer hyperparameter, or its first layer's value when it is given per layer."""
+    value = metadata.get(key)
+    if isinstance(value, (list, tuple, np.ndarray)):
+        value = value[0] if len(value) else None
     if value is None:
         return None
-    if isinstance(value, (list, tuple, np.ndarray)):
-        return int(value[0]) if len(value) else None
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise WeightkitError(f"{key} is {value!r}, not an integer")
     return int(value)
 
 

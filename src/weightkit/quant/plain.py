@@ -10,7 +10,6 @@ import numpy as np
 
 from ..dtypes import GGML_TYPES, GGMLType
 
-
 # Every float16 bit pattern's float32 value, by numpy's own cast: a gather from this 256 KiB table runs about
 # twice as fast as that cast (which has no SIMD path), with the same bits.
 _F16_TO_F32 = np.arange(1 << 16, dtype=np.uint32).astype("<u2").view("<f2").astype(np.float32)
