@@ -10,7 +10,7 @@ import pytest
 
 import weightkit
 from weightkit.convert import quantize_gguf, read_imatrix
-from weightkit.errors import FormatError
+from weightkit.errors import FormatError, WeightkitError
 from weightkit.gguf import GGUFValueType, GGUFWriter, Value, write_gguf
 
 
@@ -97,3 +97,85 @@ def test_malformed_legacy_files_are_format_errors(tmp_path, case):
     assert e.value.path == str(path)
     if offset is not None:
         assert e.value.offset == offset, str(e.value)
+
+
+def test_output_records_the_imatrix_as_llama_quantize_does(tmp_path):
+    """quantize.imatrix.file / .dataset / .entries_count / .chunks_count, appended after general.file_type."""
+    rng = np.random.default_rng(2)
+    names = ("blk.0.attn_q.weight", "blk.0.ffn_up.weight")
+    tensors = {n: rng.standard_normal((8, 256)).astype(np.float32) for n in names}
+    write_gguf(tmp_path / "m.gguf", {"general.architecture": "llama"}, tensors)
+    entries = [(n, 2, rng.uniform(1, 2, 256).astype(np.float32)) for n in tensors]
+    path = tmp_path / "imatrix.dat"
+    path.write_bytes(_legacy([*entries, ("blk.9.unused.weight", 1, np.ones(4, np.float32))]))  # trailer: 12, wiki.test
+    quantize_gguf(tmp_path / "m.gguf", tmp_path / "q.gguf", "Q4_K", imatrix=path)
+    with weightkit.open(tmp_path / "q.gguf") as m:
+        keys = list(m.metadata)
+        assert keys[-5:] == ["general.file_type", "quantize.imatrix.file", "quantize.imatrix.dataset",
+                             "quantize.imatrix.entries_count", "quantize.imatrix.chunks_count"]  # fmt: skip
+        assert m.metadata["quantize.imatrix.file"] == str(path)
+        assert m.metadata["quantize.imatrix.dataset"] == "wiki.test"
+        assert m.metadata["quantize.imatrix.entries_count"] == 3  # every entry of the file, used or not
+        assert m.metadata["quantize.imatrix.chunks_count"] == 12
+
+    quantize_gguf(tmp_path / "m.gguf", tmp_path / "i.gguf", "Q4_K", imatrix=path, include_weights=["attn_q"])
+    quantize_gguf(tmp_path / "m.gguf", tmp_path / "e.gguf", "Q4_K", imatrix=path, exclude_weights=["ffn", "unused"])
+    quantize_gguf(tmp_path / "m.gguf", tmp_path / "n.gguf", "Q4_K", imatrix=path, include_weights=["nothing"])
+    quantize_gguf(tmp_path / "m.gguf", tmp_path / "plain.gguf", "Q4_K")
+    with weightkit.open(tmp_path / "q.gguf") as q, weightkit.open(tmp_path / "i.gguf") as i, \
+            weightkit.open(tmp_path / "e.gguf") as e, weightkit.open(tmp_path / "plain.gguf") as plain:  # fmt: skip
+        assert i.metadata["quantize.imatrix.entries_count"] == e.metadata["quantize.imatrix.entries_count"] == 1
+        for selected in (i, e):
+            assert np.array_equal(selected.raw("blk.0.attn_q.weight"), q.raw("blk.0.attn_q.weight"))
+            assert np.array_equal(selected.raw("blk.0.ffn_up.weight"), plain.raw("blk.0.ffn_up.weight"))
+        assert not np.array_equal(q.raw("blk.0.ffn_up.weight"), plain.raw("blk.0.ffn_up.weight"))
+    with weightkit.open(tmp_path / "n.gguf") as n:  # nothing selected: as without an imatrix, and no record of it
+        assert "quantize.imatrix.file" not in n.metadata
+    with pytest.raises(WeightkitError, match="cannot be used together"):
+        quantize_gguf(tmp_path / "m.gguf", None, "Q4_K", imatrix=path, include_weights=["a"], exclude_weights=["b"],
+                      dry_run=True)  # fmt: skip
+
+
+def test_gguf_imatrix_provenance_and_long_names(tmp_path):
+    long_dir = tmp_path / ("d" * 150)
+    long_dir.mkdir()
+    path = long_dir / "imatrix.gguf"
+    md = {"imatrix.datasets": ["calibration.txt", "other.txt"], "imatrix.chunk_count": Value(40, GGUFValueType.UINT32),
+          "imatrix.chunk_size": Value(512, GGUFValueType.UINT32)}  # fmt: skip
+    with GGUFWriter(path, md) as w:
+        w.add_tensor("m.weight.in_sum2", np.ones((1, 256), np.float32))
+        w.add_tensor("m.weight.counts", np.ones((1, 1), np.float32))
+    matrix = read_imatrix(path)
+    assert matrix.datasets == ["calibration.txt", "other.txt"] and matrix.chunk_count == 40
+    keys = dict(matrix.provenance(path))
+    assert keys["quantize.imatrix.file"].value == str(path)[:127]  # llama-quantize's char[128]
+    assert keys["quantize.imatrix.dataset"].value == "calibration.txt"
+    assert keys["quantize.imatrix.entries_count"].value == 1 and keys["quantize.imatrix.chunks_count"].value == 40
+
+
+def test_command_line_imatrix_selection_and_overrides(tmp_path):
+    import subprocess
+    import sys
+
+    rng = np.random.default_rng(3)
+    write_gguf(tmp_path / "m.gguf", {"general.architecture": "llama", "general.name": "tiny"},
+               {"blk.0.attn_q.weight": rng.standard_normal((8, 256)).astype(np.float32)})  # fmt: skip
+    (tmp_path / "imatrix.dat").write_bytes(_legacy([("blk.0.attn_q.weight", 1, np.ones(256, np.float32))]))
+    out = tmp_path / "q.gguf"
+    r = subprocess.run(
+        [sys.executable, "-m", "weightkit", "quantize", str(tmp_path / "m.gguf"), str(out), "-t", "Q4_K",
+         "--imatrix", str(tmp_path / "imatrix.dat"), "--exclude-weights", "ffn",
+         "--override-kv", "general.name=str:renamed", "--override-kv", "llama.context_length=int:4096"],
+        capture_output=True, text=True, env={"PATH": ""},
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    with weightkit.open(out) as m:
+        assert m.metadata["general.name"] == "renamed" and m.metadata["llama.context_length"] == 4096
+        assert m.metadata["quantize.imatrix.entries_count"] == 1
+        assert list(m.metadata)[-6:-4] == ["general.name", "llama.context_length"]  # moved last, then the imatrix's
+    bad = subprocess.run(
+        [sys.executable, "-m", "weightkit", "quantize", str(tmp_path / "m.gguf"), str(out), "-t", "Q4_K",
+         "--override-kv", "general.name=text:x"],
+        capture_output=True, text=True, env={"PATH": ""},
+    )  # fmt: skip
+    assert bad.returncode == 1 and "--override-kv" in bad.stderr and "Traceback" not in bad.stderr

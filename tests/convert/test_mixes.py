@@ -18,6 +18,7 @@ import pytest
 import weightkit
 from weightkit.convert import plan_types, quantize_gguf
 from weightkit.convert.mixes import file_type, llama_order, mixture_names
+from weightkit.convert.options import parse_kv_override
 from weightkit.convert.quantize import resolve_target
 from weightkit.dtypes import GGMLType as T
 from weightkit.errors import WeightkitError
@@ -63,6 +64,7 @@ def _arguments(key: str) -> tuple[str, dict]:
         "token_embedding_type": options.get("token_embedding_type"),
         "tensor_types": options["tensor_types"],
         "keep_output": options["leave_output"],
+        "kv_overrides": [parse_kv_override(o) for o in options["kv_overrides"]],
     }
     return (file_type(ftype).base.name if pure else ftype), kwargs
 
@@ -83,8 +85,9 @@ def test_every_mixture_matches_llama_quantize(tmp_path, model_name):
         except WeightkitError:
             got = "error"
         else:
+            hyperparameters = {k: v.value for k, v in kwargs.pop("kv_overrides")}
             with weightkit.open(path) as m:
-                plan = plan_types(m, target, has_imatrix=weighted, **kwargs)
+                plan = plan_types(m, target, has_imatrix=weighted, hyperparameters=hyperparameters, **kwargs)
             got = "".join(chr(ord("a") + RECORD["types"].index(plan[n].name)) for n in names)
         if got != expected:
             first = next((i for i, (a, b) in enumerate(zip(got, expected, strict=False)) if a != b), 0)

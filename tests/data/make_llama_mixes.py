@@ -160,6 +160,9 @@ FILE_RUNS = {
     "tiny-llama": (
         "Q4_K_M", "Q4_K_M imatrix", "Q3_K_L", "Q5_K_S", "Q2_K_S imatrix", "IQ2_M imatrix", "IQ3_XXS imatrix",
         "IQ4_XS", "TQ1_0", "Q8_0", "F16", "Q4_K_M --tensor-type attn_v=q8_0 --leave-output-tensor", "Q4_K_M --pure",
+        "Q2_K --override-kv llama.attention.head_count_kv=int:8 --override-kv general.name=str:renamed"
+        " --override-kv llama.context_length=int:-8192 --override-kv llama.rope.freq_base=float:0.1"
+        " --override-kv tokenizer.ggml.add_bos_token=bool:false",
     ),
     "tiny-moe": ("MXFP4_MOE", "Q4_K_M imatrix", "IQ1_M imatrix"),
 }  # fmt: skip
@@ -168,7 +171,7 @@ FILE_RUNS = {
 def parse_key(key: str) -> tuple[str, dict]:
     """A record's key: the file type, then "imatrix" and llama-quantize's options."""
     words = key.split()
-    options: dict = {"imatrix": False, "pure": False, "leave_output": False, "tensor_types": []}
+    options: dict = {"imatrix": False, "pure": False, "leave_output": False, "tensor_types": [], "kv_overrides": []}
     i = 1
     while i < len(words):
         word = words[i]
@@ -178,6 +181,9 @@ def parse_key(key: str) -> tuple[str, dict]:
             i += 1
             pattern, _, type_name = words[i].partition("=")
             options["tensor_types"].append((pattern.lower(), type_name.upper()))
+        elif word == "--override-kv":
+            i += 1
+            options["kv_overrides"].append(words[i])
         else:  # --output-tensor-type / --token-embedding-type TYPE
             i += 1
             options[word.lstrip("-").replace("-", "_")] = words[i].upper()
@@ -208,10 +214,34 @@ def _quantize(src: Path, dst: Path, key: str, imatrix) -> dict[str, str] | None:
         overrides.append(llama_cpp.llama_model_tensor_override(None, 0))
         array = (llama_cpp.llama_model_tensor_override * len(overrides))(*overrides)
         params.tt_overrides = ctypes.cast(array, ctypes.POINTER(llama_cpp.llama_model_tensor_override))
+    kv = [_kv_override(option) for option in options["kv_overrides"]]
+    if kv:
+        kv.append(llama_cpp.llama_model_kv_override())  # an empty key ends the array
+        kv_array = (llama_cpp.llama_model_kv_override * len(kv))(*kv)
+        params.kv_overrides = ctypes.cast(kv_array, ctypes.POINTER(llama_cpp.llama_model_kv_override))
     if llama_cpp.llama_model_quantize(str(src).encode(), str(dst).encode(), ctypes.byref(params)) != 0:
         return None
     with weightkit.open(dst) as m:
         return {name: info.dtype.name for name, info in m.tensors.items()}
+
+
+def _kv_override(option: str):
+    """`KEY=TYPE:VALUE` as llama-quantize's string_parse_kv_override fills llama_model_kv_override."""
+    import llama_cpp
+
+    key, _, rest = option.partition("=")
+    kind, _, text = rest.partition(":")
+    o = llama_cpp.llama_model_kv_override()
+    o.key = key.encode()
+    if kind == "int":
+        o.tag, o.value.val_i64 = 0, int(text)
+    elif kind == "float":
+        o.tag, o.value.val_f64 = 1, float(text)
+    elif kind == "bool":
+        o.tag, o.value.val_bool = 2, text == "true"
+    else:
+        o.tag, o.value.val_str = 3, text.encode()
+    return o
 
 
 def main(out: Path) -> None:

@@ -69,8 +69,20 @@ def quantize(
     leave_output_tensor: Annotated[
         bool, typer.Option("--leave-output-tensor", help="Keep output.weight as it is (as llama-quantize).")
     ] = False,
+    override_kv: Annotated[
+        list[str] | None,
+        typer.Option("--override-kv", help="KEY=TYPE:VALUE (int, float, bool, str): set a metadata key."),
+    ] = None,
     imatrix: Annotated[
         Path | None, typer.Option("--imatrix", help="llama.cpp's imatrix GGUF, or a legacy imatrix.dat.")
+    ] = None,
+    include_weights: Annotated[
+        list[str] | None,
+        typer.Option("--include-weights", help="Use the imatrix only for tensors whose name contains this."),
+    ] = None,
+    exclude_weights: Annotated[
+        list[str] | None,
+        typer.Option("--exclude-weights", help="Use the imatrix for all tensors but those whose name contains this."),
     ] = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Show each tensor's planned type and the sizes; write nothing.")
@@ -91,7 +103,10 @@ def quantize(
         token_embedding_type=token_embedding_type,
         tensor_types=tensor_type or [],
         keep_output=leave_output_tensor,
+        kv_overrides=override_kv or [],
         imatrix=imatrix,
+        include_weights=include_weights or [],
+        exclude_weights=exclude_weights or [],
         dry_run=dry_run,
         as_json=as_json,
         console=console,

@@ -12,7 +12,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..convert import QuantizeReport, quantize_gguf
-from ..convert.quantize import parse_tensor_type, resolve_target
+from ..convert.options import parse_kv_override, parse_tensor_type
+from ..convert.quantize import resolve_target
 from ..dtypes import ggml_type
 from ..errors import WeightkitError
 from .render import byte_progress, human_bytes, print_json, printable
@@ -28,7 +29,10 @@ def run_quantize(
     token_embedding_type: str | None,
     tensor_types: Sequence[str] = (),
     keep_output: bool = False,
+    kv_overrides: Sequence[str] = (),
     imatrix: Path | None,
+    include_weights: Sequence[str] = (),
+    exclude_weights: Sequence[str] = (),
     dry_run: bool = False,
     as_json: bool,
     console: Console,
@@ -44,7 +48,10 @@ def run_quantize(
         token_embedding_type=token_embedding_type,
         tensor_types=[parse_tensor_type(option) for option in tensor_types],
         keep_output=keep_output,
+        kv_overrides=[parse_kv_override(option) for option in kv_overrides],
         imatrix=imatrix,
+        include_weights=include_weights,
+        exclude_weights=exclude_weights,
         mix=mix,
     )
     if dry_run:

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import os
 import re
+from collections import ChainMap
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -23,7 +25,7 @@ from ..errors import WeightkitError
 from ..gguf import GGUFValueType, GGUFWriter, Value, open_gguf, plan_tensor
 from ..gguf.constants import KEY_FILE_TYPE
 from ..model import ModelFile
-from .imatrix import read_imatrix
+from .imatrix import ImportanceMatrix, read_imatrix
 from .mixes import OUTPUT, TOKEN_EMBEDDINGS, FileType, MixPlanner, ModelFacts, file_type, llama_order, mixture_names
 
 _T = GGMLType
@@ -123,17 +125,6 @@ def resolve_target(target: GGMLType | str, mix: bool = False) -> tuple[GGMLType,
 TensorTypes = Sequence[tuple[str, GGMLType | str]]  # (regular expression, type), as --tensor-type
 
 
-def parse_tensor_type(option: str) -> tuple[str, GGMLType]:
-    """llama-quantize's `--tensor-type PATTERN=TYPE`: the pattern lowercased, the type a GGML type."""
-    pattern, sep, type_name = option.partition("=")
-    if not sep or not pattern or not type_name:
-        raise WeightkitError(f"--tensor-type {option!r}: expected PATTERN=TYPE, e.g. attn_v=q8_0")
-    try:
-        return pattern.lower(), ggml_type(type_name).type
-    except ValueError:
-        raise WeightkitError(f"--tensor-type {option!r}: {type_name!r} is not a GGML type") from None
-
-
 def plan_types(
     model: ModelFile,
     target: GGMLType | str,
@@ -144,6 +135,7 @@ def plan_types(
     keep_output: bool = False,
     mix: bool = False,
     has_imatrix: bool = False,
+    hyperparameters: Mapping[str, Any] | None = None,
 ) -> dict[str, GGMLType]:
     """The type every tensor gets (in the model's order); tensors that are not quantized keep their own.
 
@@ -151,6 +143,7 @@ def plan_types(
     `tensor_types`: (regular expression, type) pairs; a matrix whose name the first of them matches (a
     search, as llama.cpp's std::regex_search) gets its type instead of the target's or the mixture's.
     `keep_output` leaves output.weight as it is (llama-quantize's --leave-output-tensor).
+    `hyperparameters`: metadata values that replace the file's for the mixture's rules (--override-kv).
     """
     base, ftype = resolve_target(target, mix)
     output = None if output_type is None else ggml_type(output_type).type
@@ -161,7 +154,7 @@ def plan_types(
         raise WeightkitError(f"--tensor-type pattern {e.pattern!r}: {e}") from None
     planner = None
     if ftype is not None and ggml_type(base).quantized:
-        facts = ModelFacts.from_metadata(model.metadata)
+        facts = ModelFacts.from_metadata(ChainMap(dict(hyperparameters or {}), model.metadata))
         planner = MixPlanner(ftype, facts, model.tensors, has_imatrix=has_imatrix, output_type=output)
     plan = {}
     for name in llama_order(model.tensors):  # the mixtures count tensors in llama.cpp's order
@@ -212,8 +205,11 @@ def quantize_gguf(
     output_type: GGMLType | str | None = None,
     token_embedding_type: GGMLType | str | None = None,
     imatrix: Mapping[str, np.ndarray] | str | os.PathLike[str] | None = None,
+    include_weights: Sequence[str] = (),
+    exclude_weights: Sequence[str] = (),
     tensor_types: TensorTypes = (),
     keep_output: bool = False,
+    kv_overrides: Sequence[tuple[str, Value]] = (),
     mix: bool = False,
     dry_run: bool = False,
     progress: Progress | None = None,
@@ -221,11 +217,22 @@ def quantize_gguf(
     """Write `src` to `dst` with its weight matrices quantized to `target` (metadata kept, file type updated).
 
     `target` is a GGML type (every matrix) or a llama.cpp file type such as Q4_K_M (its mixture); see
-    `resolve_target` for `mix`, `plan_types` for `tensor_types` and `keep_output`. `dry_run` plans and
-    reports without writing (`dst` may then be None).
+    `resolve_target` for `mix`, `plan_types` for `tensor_types` and `keep_output`. `imatrix` is a mapping
+    of weights or an imatrix file (whose provenance the output then records, as llama-quantize's does);
+    `include_weights` / `exclude_weights` select its entries by name fragments. `kv_overrides` set metadata
+    keys (and the hyperparameters the mixtures read), last, as llama-quantize's --override-kv.
+    `dry_run` plans and reports without writing (`dst` may then be None).
     """
-    if imatrix is not None and not isinstance(imatrix, Mapping):
-        imatrix = read_imatrix(imatrix)
+    overrides = list(kv_overrides)
+    if imatrix is not None:
+        path = None if isinstance(imatrix, Mapping) else imatrix
+        imatrix = (read_imatrix(path) if path is not None else ImportanceMatrix(imatrix)).select(
+            include_weights, exclude_weights
+        )
+        if not imatrix:
+            imatrix = None  # llama-quantize then quantizes as without one
+        elif path is not None:
+            overrides += imatrix.provenance(path)
     base, ftype = resolve_target(target, mix)
     with open_gguf(src) as model:
         plan = plan_types(
@@ -237,6 +244,7 @@ def quantize_gguf(
             keep_output=keep_output,
             mix=mix,
             has_imatrix=imatrix is not None,
+            hyperparameters={key: value.value for key, value in kv_overrides},
         )
         missing = [n for n, t in plan.items() if _needs_imatrix(n, t, ftype) and (imatrix is None or n not in imatrix)]
         if missing:
@@ -260,9 +268,13 @@ def quantize_gguf(
         for key in ("split.no", "split.count", "split.tensors.count"):
             metadata.pop(key, None)  # the output is one file
         ftype_id = ftype.id if ftype else PURE_FILE_TYPES.get(base, 1024)
-        for key, value in ((KEY_QUANT_VERSION, GGML_QNT_VERSION), (KEY_FILE_TYPE, ftype_id)):
+        version = Value(GGML_QNT_VERSION, GGUFValueType.UINT32)
+        for key, value in [(KEY_QUANT_VERSION, version), (KEY_FILE_TYPE, Value(ftype_id, GGUFValueType.UINT32))]:
             metadata.pop(key, None)  # llama.cpp's gguf_set_val removes a key and appends it
-            metadata[key] = Value(value, GGUFValueType.UINT32)
+            metadata[key] = value
+        for key, value in overrides:
+            metadata.pop(key, None)
+            metadata[key] = value
         done = 0
         with GGUFWriter(dst, metadata, byte_order=model.byte_order) as w:
             for p in planned:
