@@ -79,3 +79,15 @@ def test_f16_decodes_every_bit_pattern_as_numpys_cast():
     patterns = np.arange(1 << 16, dtype=np.uint32).astype("<u2")
     got = quant.dequantize(patterns.view(np.uint8), "F16", (256, 256))
     assert np.array_equal(got.reshape(-1).view(np.uint32), patterns.view("<f2").astype(np.float32).view(np.uint32))
+
+
+def test_as_float32_reads_float16_through_the_table():
+    from weightkit.quant.plain import as_float32
+
+    patterns = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16).reshape(256, 256)
+    for x in (patterns, patterns[:, ::3], patterns.T, patterns.astype(">f2")):
+        got = as_float32(x)
+        assert got.flags.c_contiguous and got.dtype == np.float32 and got.shape == x.shape
+        assert np.array_equal(got.view(np.uint32), x.astype(np.float32).view(np.uint32))
+    x = np.ones((3, 4), np.float32)
+    assert as_float32(x) is x

@@ -254,7 +254,7 @@ def quantize(x: np.ndarray, qtype: GGMLType | int | str, imatrix: np.ndarray | N
     step = _step(rows.shape[0], chunk // max(n_per_row, 1), MIN_TASK_ELEMENTS // max(n_per_row, 1))
 
     def run(start: int) -> None:
-        chunk = np.ascontiguousarray(rows[start : start + step], dtype=np.float32)
+        chunk = plain.as_float32(rows[start : start + step])
         out[start : start + step] = kernel(chunk, imatrix)
 
     map_chunks(run, range(0, rows.shape[0], step))

@@ -16,6 +16,13 @@ _F16_TO_F32 = np.arange(1 << 16, dtype=np.uint32).astype("<u2").view("<f2").asty
 _F16_TO_F32.flags.writeable = False
 
 
+def as_float32(x: np.ndarray) -> np.ndarray:
+    """`x` as a C-contiguous float32 array (itself if it already is one); float16 through the table."""
+    if x.dtype == np.float16:  # native byte order
+        return np.take(_F16_TO_F32, x.view(np.uint16))
+    return np.ascontiguousarray(x, dtype=np.float32)
+
+
 def _dequantizer(t: GGMLType):
     dtype = GGML_TYPES[t].numpy
 
