@@ -51,6 +51,8 @@ def test_policy_matches_llama_quantize():
     assert not is_quantizable("blk.0.attn_q.weight", (256,))
     assert not is_quantizable("blk.0.ffn_gate_inp.weight", (4, 256))
     assert not is_quantizable("position_embd.weight", (512, 256))
+    assert is_quantizable("blk.0.attn_k_b.weight", (512, 256))
+    assert not is_quantizable("blk.0.attn_k_b.weight", (512, 256), "glm5-next")  # that architecture's own list
     assert compatible_type(T.Q4_K, 96) == T.Q5_0
     assert compatible_type(T.Q6_K, 96) == T.Q8_0
     assert compatible_type(T.IQ4_XS, 96) == T.IQ4_NL

@@ -23,7 +23,7 @@ from .. import quant
 from ..dtypes import GGMLType, ggml_type, view_as
 from ..errors import WeightkitError
 from ..gguf import GGUFValueType, GGUFWriter, Value, open_gguf, plan_tensor
-from ..gguf.constants import KEY_FILE_TYPE
+from ..gguf.constants import KEY_ARCHITECTURE, KEY_FILE_TYPE
 from ..model import ModelFile
 from .imatrix import ImportanceMatrix, read_imatrix
 from .mixes import OUTPUT, TOKEN_EMBEDDINGS, FileType, MixPlanner, ModelFacts, file_type, llama_order, mixture_names
@@ -43,6 +43,14 @@ _NEVER = (
     "mm.a.code_embd",
 )  # fmt: skip
 _NEVER_EXACT = ("position_embd.weight", "token_types.weight")
+# ... and for some architectures a few more.
+_NEVER_FOR = {
+    "glm5-next": (
+        "hc_", "indexer.attn_q_b", "indexer.attn_k", "indexer.proj", "indexer_compressor_gate",
+        "indexer_compressor_ape", "ssm_f_a.weight", "ssm_f_b.weight", "ssm_g_a.weight", "ssm_g_b.weight",
+        "ssm_beta.weight", "attn_kv_a_mqa.weight", "attn_k_b.weight", "attn_v_b.weight",
+    ),
+}  # fmt: skip
 
 # tensor_type_fallback: for rows that are not whole blocks of the chosen type (then F16 if that fails too;
 # types of blocks of 32 or fewer without an entry go to F16 directly).
@@ -74,13 +82,13 @@ GGML_QNT_VERSION = 2
 ROWS_ELEMENTS = 1 << 24  # elements converted per step: bounds the float32 working set to 64 MiB
 
 
-def is_quantizable(name: str, shape: tuple[int, ...]) -> bool:
+def is_quantizable(name: str, shape: tuple[int, ...], arch: str = "") -> bool:
     """Does llama-quantize quantize this tensor at all? (2-D and 3-D weights, but not norms and the like)"""
     return (
         name.endswith("weight")
         and len(shape) >= 2
         and name not in _NEVER_EXACT
-        and not any(fragment in name for fragment in _NEVER)
+        and not any(fragment in name for fragment in (*_NEVER, *_NEVER_FOR.get(arch, ())))
     )
 
 
@@ -146,6 +154,7 @@ def plan_types(
     `hyperparameters`: metadata values that replace the file's for the mixture's rules (--override-kv).
     """
     base, ftype = resolve_target(target, mix)
+    arch = str(model.metadata.get(KEY_ARCHITECTURE, ""))
     output = None if output_type is None else ggml_type(output_type).type
     embd = None if token_embedding_type is None else ggml_type(token_embedding_type).type
     try:
@@ -160,7 +169,7 @@ def plan_types(
     for name in llama_order(model.tensors):  # the mixtures count tensors in llama.cpp's order
         info = model.tensors[name]
         named = next((t for pattern, t in manual if pattern.search(name)), None)
-        if not is_quantizable(name, info.shape) or (keep_output and name == OUTPUT):
+        if not is_quantizable(name, info.shape, arch) or (keep_output and name == OUTPUT):
             chosen = info.dtype
         elif embd is not None and name in TOKEN_EMBEDDINGS and (name == TOKEN_EMBEDDINGS[0] or named is None):
             chosen = embd  # a pattern may name the per-layer table instead (llama_tensor_get_type)
