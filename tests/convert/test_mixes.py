@@ -65,6 +65,7 @@ def _arguments(key: str) -> tuple[str, dict]:
         "tensor_types": options["tensor_types"],
         "keep_output": options["leave_output"],
         "kv_overrides": [parse_kv_override(o) for o in options["kv_overrides"]],
+        "keep_split": options["keep_split"],
     }
     return (file_type(ftype).base.name if pure else ftype), kwargs
 
@@ -86,6 +87,7 @@ def test_every_mixture_matches_llama_quantize(tmp_path, model_name):
             got = "error"
         else:
             hyperparameters = {k: v.value for k, v in kwargs.pop("kv_overrides")}
+            kwargs.pop("keep_split")
             with weightkit.open(path) as m:
                 plan = plan_types(m, target, has_imatrix=weighted, hyperparameters=hyperparameters, **kwargs)
             got = "".join(chr(ord("a") + RECORD["types"].index(plan[n].name)) for n in names)
@@ -100,15 +102,18 @@ def test_every_mixture_matches_llama_quantize(tmp_path, model_name):
     ("model_name", "key"), [(m, k) for m, f in sorted(RECORD["files"].items()) for k in f["sha256"]]
 )
 def test_output_is_llama_quantizes_file_byte_for_byte(tmp_path, model_name, key):
-    """The whole file: metadata order, tensor order (by layer, then name), types, bytes."""
+    """Whole files: metadata order, tensor order (by layer, then name; with --keep-split by source shard),
+    types, bytes, shard names."""
     record = RECORD["files"][model_name]
     shapes = {n: tuple(s) for n, s in record["tensors"].items()}
-    src, out = tmp_path / "src.gguf", tmp_path / "out.gguf"
-    write_gguf(src, _metadata(record), GENERATOR.tensors(shapes))
+    (tmp_path / "out").mkdir()
+    src = GENERATOR.write_source(tmp_path, model_name)
     target, kwargs = _arguments(key)
-    imatrix = GENERATOR.imatrix_values(shapes) if parse_key(key)[1]["imatrix"] else None
-    quantize_gguf(src, out, target, imatrix=imatrix, **kwargs)
-    assert hashlib.sha256(out.read_bytes()).hexdigest() == record["sha256"][key]
+    options = parse_key(key)[1]
+    imatrix = GENERATOR.imatrix_values(shapes) if options["imatrix"] else None
+    report = quantize_gguf(src, tmp_path / "out" / "out.gguf", target, imatrix=imatrix, **kwargs)
+    assert [Path(p) for p in report.outputs] == GENERATOR.outputs(tmp_path / "out" / "out.gguf")
+    assert [hashlib.sha256(Path(p).read_bytes()).hexdigest() for p in report.outputs] == record["sha256"][key]
 
 
 def test_gemma_as_q4_k_m_keeps_every_type(gemma_path):

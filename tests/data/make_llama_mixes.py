@@ -9,9 +9,9 @@ QKV) are quantized by `llama_model_quantize` to every file type llama-quantize o
 importance matrix, and with some of llama-quantize's options (`OPTION_RUNS`); the output's tensor types
 are what the JSON records ("error" where llama.cpp refused), as one letter per tensor in the model's
 order: letter i (from "a") is `types[i]`. Only names, shapes and a few hyperparameters matter to the rules,
-so the matrices have 8 rows. Under "files", two tiny models (`FILE_MODELS`, made from a hash of each
-value's index so the tests can rebuild them exactly) and the SHA-256 of llama-quantize's whole output file
-for a few runs each, imatrix runs given `imatrix_values`.
+so the matrices have 8 rows. Under "files", tiny models (`FILE_MODELS`, made from a hash of each value's
+index so the tests can rebuild them exactly, one of them split into shards) and the SHA-256 of each file
+llama-quantize wrote for a few runs each, imatrix runs given `imatrix_values`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 import weightkit
-from weightkit.gguf import GGUFValueType, Value, write_gguf
+from weightkit.gguf import GGUFValueType, Value, plan_tensor, write_gguf, write_split
 
 OUT = Path(__file__).with_name("llama_mixes.json")
 ROWS = 8
@@ -155,7 +155,9 @@ OPTION_RUNS = (
 FILE_MODELS = {
     "tiny-llama": model("llama", 4, 8, 2),
     "tiny-moe": model("qwen3moe", 2, 8, 8, experts=8),
+    "tiny-llama-split": model("llama", 4, 8, 2),
 }
+SPLIT_SOURCES = {"tiny-llama-split": 16}  # tensors per shard: that source is a split model
 FILE_RUNS = {
     "tiny-llama": (
         "Q4_K_M", "Q4_K_M imatrix", "Q3_K_L", "Q5_K_S", "Q2_K_S imatrix", "IQ2_M imatrix", "IQ3_XXS imatrix",
@@ -165,18 +167,33 @@ FILE_RUNS = {
         " --override-kv tokenizer.ggml.add_bos_token=bool:false",
     ),
     "tiny-moe": ("MXFP4_MOE", "Q4_K_M imatrix", "IQ1_M imatrix"),
+    "tiny-llama-split": ("Q4_K_M", "Q4_K_M --keep-split", "Q8_0 imatrix --keep-split --override-kv general.name=str:x"),
 }  # fmt: skip
+
+
+def write_source(folder: Path, model_name: str) -> Path:
+    """A `FILE_MODELS` model as a GGUF in `folder` (split into shards for `SPLIT_SOURCES`); the path to open."""
+    md, shapes = FILE_MODELS[model_name]
+    if model_name not in SPLIT_SOURCES:
+        write_gguf(folder / "src.gguf", md, tensors(shapes))
+        return folder / "src.gguf"
+    planned = [plan_tensor(n, a.shape, "F16" if a.dtype == np.float16 else "F32", data=a) for n, a in
+               tensors(shapes).items()]  # fmt: skip
+    return write_split(folder / "src", md, planned, max_tensors=SPLIT_SOURCES[model_name])[0]
 
 
 def parse_key(key: str) -> tuple[str, dict]:
     """A record's key: the file type, then "imatrix" and llama-quantize's options."""
     words = key.split()
-    options: dict = {"imatrix": False, "pure": False, "leave_output": False, "tensor_types": [], "kv_overrides": []}
+    options: dict = {"imatrix": False, "pure": False, "leave_output": False, "keep_split": False,
+                     "tensor_types": [], "kv_overrides": []}  # fmt: skip
     i = 1
     while i < len(words):
         word = words[i]
-        if word in ("imatrix", "--pure", "--leave-output-tensor"):
-            options[{"imatrix": "imatrix", "--pure": "pure", "--leave-output-tensor": "leave_output"}[word]] = True
+        flags = {"imatrix": "imatrix", "--pure": "pure", "--leave-output-tensor": "leave_output",
+                 "--keep-split": "keep_split"}  # fmt: skip
+        if word in flags:
+            options[flags[word]] = True
         elif word == "--tensor-type":
             i += 1
             pattern, _, type_name = words[i].partition("=")
@@ -192,6 +209,7 @@ def parse_key(key: str) -> tuple[str, dict]:
 
 
 def _quantize(src: Path, dst: Path, key: str, imatrix) -> dict[str, str] | None:
+    """llama-quantize as the key says, into `dst` (with --keep-split: `dst` without .gguf, then -0000i-of-...)."""
     import llama_cpp
 
     from weightkit.dtypes import ggml_type
@@ -202,6 +220,7 @@ def _quantize(src: Path, dst: Path, key: str, imatrix) -> dict[str, str] | None:
     params.nthread = 2
     params.pure = options["pure"]
     params.quantize_output_tensor = not options["leave_output"]
+    params.keep_split = options["keep_split"]
     for field in ("output_tensor_type", "token_embedding_type"):
         if field in options:
             setattr(params, field, ggml_type(options[field]).type.value)
@@ -219,10 +238,17 @@ def _quantize(src: Path, dst: Path, key: str, imatrix) -> dict[str, str] | None:
         kv.append(llama_cpp.llama_model_kv_override())  # an empty key ends the array
         kv_array = (llama_cpp.llama_model_kv_override * len(kv))(*kv)
         params.kv_overrides = ctypes.cast(kv_array, ctypes.POINTER(llama_cpp.llama_model_kv_override))
-    if llama_cpp.llama_model_quantize(str(src).encode(), str(dst).encode(), ctypes.byref(params)) != 0:
+    target = dst.with_suffix("") if options["keep_split"] else dst
+    if llama_cpp.llama_model_quantize(str(src).encode(), str(target).encode(), ctypes.byref(params)) != 0:
         return None
-    with weightkit.open(dst) as m:
+    with weightkit.open(outputs(dst)[0]) as m:
         return {name: info.dtype.name for name, info in m.tensors.items()}
+
+
+def outputs(dst: Path) -> list[Path]:
+    """The files a run wrote: `dst`, or the shards named after it."""
+    shards = sorted(dst.parent.glob(dst.stem + "-*-of-*.gguf"))
+    return shards or [dst]
 
 
 def _kv_override(option: str):
@@ -267,15 +293,18 @@ def main(out: Path) -> None:
     files = {}
     with tempfile.TemporaryDirectory() as tmp:
         for model_name, (md, shapes) in FILE_MODELS.items():
-            src, dst = Path(tmp) / "src.gguf", Path(tmp) / "out.gguf"
-            write_gguf(src, md, tensors(shapes))
+            folder = Path(tmp) / model_name
+            (folder / "out").mkdir(parents=True)
+            src, dst = write_source(folder, model_name), folder / "out" / "out.gguf"
             imatrix, _keep = _imatrix(shapes)
             hashes = {}
             for key in FILE_RUNS[model_name]:
+                for old in outputs(dst):
+                    old.unlink(missing_ok=True)
                 if _quantize(src, dst, key, imatrix) is None:
                     raise RuntimeError(f"llama-quantize refused {model_name} {key}")
-                hashes[key] = hashlib.sha256(dst.read_bytes()).hexdigest()
-                print(model_name, key, hashes[key][:12], file=sys.stderr)
+                hashes[key] = [hashlib.sha256(path.read_bytes()).hexdigest() for path in outputs(dst)]
+                print(model_name, key, [h[:12] for h in hashes[key]], file=sys.stderr)
             metadata = {k: (v.value if isinstance(v, Value) else v) for k, v in md.items()}
             files[model_name] = {"metadata": metadata, "tensors": {n: list(s) for n, s in shapes.items()},
                                  "sha256": hashes}  # fmt: skip

@@ -66,6 +66,9 @@ def quantize(
             "repeatable, the first match wins).",
         ),
     ] = None,
+    keep_split: Annotated[
+        bool, typer.Option("--keep-split", help="Write a shard per shard of a split source (as llama-quantize).")
+    ] = False,
     leave_output_tensor: Annotated[
         bool, typer.Option("--leave-output-tensor", help="Keep output.weight as it is (as llama-quantize).")
     ] = False,
@@ -104,6 +107,7 @@ def quantize(
         tensor_types=tensor_type or [],
         keep_output=leave_output_tensor,
         kv_overrides=override_kv or [],
+        keep_split=keep_split,
         imatrix=imatrix,
         include_weights=include_weights or [],
         exclude_weights=exclude_weights or [],

@@ -30,6 +30,7 @@ def run_quantize(
     tensor_types: Sequence[str] = (),
     keep_output: bool = False,
     kv_overrides: Sequence[str] = (),
+    keep_split: bool = False,
     imatrix: Path | None,
     include_weights: Sequence[str] = (),
     exclude_weights: Sequence[str] = (),
@@ -49,6 +50,7 @@ def run_quantize(
         tensor_types=[parse_tensor_type(option) for option in tensor_types],
         keep_output=keep_output,
         kv_overrides=[parse_kv_override(option) for option in kv_overrides],
+        keep_split=keep_split,
         imatrix=imatrix,
         include_weights=include_weights,
         exclude_weights=exclude_weights,
@@ -65,6 +67,7 @@ def run_quantize(
         summary = {
             "source": str(src),
             "output": None if dry_run else str(dst),
+            "outputs": report.outputs,
             "type": report.target,
             "dry_run": dry_run,
             "bytes_before": report.bytes_before,
@@ -84,7 +87,7 @@ def run_quantize(
             table.add_row(str(n), old, new)
         console.print(table)
     ratio = report.bytes_after / report.bytes_before if report.bytes_before else 1.0
-    where = "nothing written (--dry-run)" if dry_run else f"written to {dst}"
+    where = "nothing written (--dry-run)" if dry_run else f"written to {', '.join(report.outputs)}"
     console.print(
         f"{report.target}: tensor data {human_bytes(report.bytes_before)} -> {human_bytes(report.bytes_after)} "
         f"({ratio:.1%}); {len(report.changes)} tensors changed type; {where}"

@@ -15,6 +15,7 @@ import re
 from collections import ChainMap
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -23,7 +24,8 @@ from .. import quant
 from ..dtypes import GGMLType, ggml_type, view_as
 from ..errors import WeightkitError
 from ..gguf import GGUFValueType, GGUFWriter, Value, open_gguf, plan_tensor
-from ..gguf.constants import KEY_ARCHITECTURE, KEY_FILE_TYPE
+from ..gguf.constants import KEY_ARCHITECTURE, KEY_FILE_TYPE, KEY_SPLIT_COUNT, KEY_SPLIT_NO, KEY_SPLIT_TENSORS
+from ..gguf.split import split_path
 from ..model import ModelFile
 from .imatrix import ImportanceMatrix, read_imatrix
 from .mixes import OUTPUT, TOKEN_EMBEDDINGS, FileType, MixPlanner, ModelFacts, file_type, llama_order, mixture_names
@@ -194,13 +196,14 @@ def _needs_imatrix(name: str, t: GGMLType, ftype: FileType | None) -> bool:
 
 @dataclass
 class QuantizeReport:
-    """What a quantization did (or, dry, would do): the target's name, bytes before and after, and each
-    tensor's type change."""
+    """What a quantization did (or, dry, would do): the target's name, bytes before and after, each
+    tensor's type change, and the files written."""
 
     target: str = ""
     bytes_before: int = 0
     bytes_after: int = 0
     changes: dict[str, tuple[str, str]] = field(default_factory=dict)
+    outputs: list[str] = field(default_factory=list)
 
 
 Progress = Callable[[str, int, int], None]  # (tensor name, bytes done, bytes in all)
@@ -219,6 +222,7 @@ def quantize_gguf(
     tensor_types: TensorTypes = (),
     keep_output: bool = False,
     kv_overrides: Sequence[tuple[str, Value]] = (),
+    keep_split: bool = False,
     mix: bool = False,
     dry_run: bool = False,
     progress: Progress | None = None,
@@ -230,6 +234,7 @@ def quantize_gguf(
     of weights or an imatrix file (whose provenance the output then records, as llama-quantize's does);
     `include_weights` / `exclude_weights` select its entries by name fragments. `kv_overrides` set metadata
     keys (and the hyperparameters the mixtures read), last, as llama-quantize's --override-kv.
+    `keep_split` writes a shard per source shard (see `_outputs`); otherwise the output is one file.
     `dry_run` plans and reports without writing (`dst` may then be None).
     """
     overrides = list(kv_overrides)
@@ -274,28 +279,53 @@ def quantize_gguf(
         if dst is None:
             raise ValueError("quantize_gguf needs an output path unless dry_run")
         metadata = dict(model.metadata.typed_items())
-        for key in ("split.no", "split.count", "split.tensors.count"):
-            metadata.pop(key, None)  # the output is one file
+        for key in (KEY_SPLIT_NO, KEY_SPLIT_COUNT, KEY_SPLIT_TENSORS):
+            metadata.pop(key, None)
         ftype_id = ftype.id if ftype else PURE_FILE_TYPES.get(base, 1024)
         version = Value(GGML_QNT_VERSION, GGUFValueType.UINT32)
-        for key, value in [(KEY_QUANT_VERSION, version), (KEY_FILE_TYPE, Value(ftype_id, GGUFValueType.UINT32))]:
+        for key, value in [(KEY_QUANT_VERSION, version), (KEY_FILE_TYPE, Value(ftype_id, GGUFValueType.UINT32)),
+                           *overrides]:  # fmt: skip
             metadata.pop(key, None)  # llama.cpp's gguf_set_val removes a key and appends it
             metadata[key] = value
-        for key, value in overrides:
-            metadata.pop(key, None)
-            metadata[key] = value
         done = 0
-        with GGUFWriter(dst, metadata, byte_order=model.byte_order) as w:
-            for p in planned:
-                w.add_planned(p)
-            for p in planned:
-                name, info = p.name, model.tensors[p.name]
-                weights = None if imatrix is None else imatrix.get(name)
-                w.write_tensor(name, _convert(model, name, plan[name], weights))
-                done += info.nbytes
-                if progress is not None:
-                    progress(name, done, report.bytes_before)
+        for path, shard_metadata, tensors in _outputs(model, dst, metadata, planned, keep_split):
+            with GGUFWriter(path, shard_metadata, byte_order=model.byte_order) as w:
+                for p in tensors:
+                    w.add_planned(p)
+                for p in tensors:
+                    name, info = p.name, model.tensors[p.name]
+                    weights = None if imatrix is None else imatrix.get(name)
+                    w.write_tensor(name, _convert(model, name, plan[name], weights))
+                    done += info.nbytes
+                    if progress is not None:
+                        progress(name, done, report.bytes_before)
+            report.outputs.append(str(path))
     return report
+
+
+def _outputs(
+    model: ModelFile, dst: str | os.PathLike[str], metadata: dict, planned: list, keep_split: bool
+) -> list[tuple[Path, dict, list]]:
+    """(path, metadata, tensors) of each file to write. One file, tensors in llama.cpp's order; or with
+    `keep_split` llama-quantize's --keep-split: a shard per source shard, `<dst without .gguf>-0000i-of-
+    0000n.gguf`, tensors in source order, the first shard with the metadata, each with the split keys."""
+    if not keep_split:
+        return [(Path(dst), metadata, planned)]
+    shard_of = {name: info.shard for name, info in model.tensors.items()}
+    position = {name: (info.shard, info.offset) for name, info in model.tensors.items()}
+    planned = sorted(planned, key=lambda p: position[p.name])
+    n = max(shard_of.values(), default=0) + 1
+    prefix = os.fspath(dst)
+    prefix = prefix[: -len(".gguf")] if prefix.endswith(".gguf") else prefix
+    outputs = []
+    for i in range(n):
+        shard_metadata = dict(metadata) if i == 0 else {}
+        if n > 1:
+            shard_metadata[KEY_SPLIT_NO] = Value(i, GGUFValueType.UINT16)
+            shard_metadata[KEY_SPLIT_COUNT] = Value(n, GGUFValueType.UINT16)
+            shard_metadata[KEY_SPLIT_TENSORS] = Value(len(planned), GGUFValueType.INT32)
+        outputs.append((split_path(prefix, i, n), shard_metadata, [p for p in planned if shard_of[p.name] == i]))
+    return outputs
 
 
 def _convert(model: ModelFile, name: str, new: GGMLType, weights: np.ndarray | None) -> np.ndarray:
