@@ -66,6 +66,7 @@ def _arguments(key: str) -> tuple[str, dict]:
         "keep_output": options["leave_output"],
         "kv_overrides": [parse_kv_override(o) for o in options["kv_overrides"]],
         "keep_split": options["keep_split"],
+        "prune_layers": options["prune_layers"],
     }
     return (file_type(ftype).base.name if pure else ftype), kwargs
 

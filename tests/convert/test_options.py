@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from weightkit.convert.options import parse_kv_override, parse_tensor_type
+from weightkit.convert.options import parse_kv_override, parse_prune_layers, parse_tensor_type
 from weightkit.dtypes import GGMLType as T
 from weightkit.errors import WeightkitError
 from weightkit.gguf import GGUFValueType as V
@@ -28,3 +28,10 @@ def test_kv_override_values_as_llama_quantize_writes_them():
     for bad in ("k", "=int:1", "k=int:x", "k=float:", "k=bool:yes", "k=long:1", *too_long):
         with pytest.raises(WeightkitError, match="--override-kv"):
             parse_kv_override(bad)
+
+
+def test_prune_layers():
+    assert parse_prune_layers("5,1,5,0") == [0, 1, 5]
+    for bad in ("", "1,x", "1,-2", "1,,2"):
+        with pytest.raises(WeightkitError, match="--prune-layers"):
+            parse_prune_layers(bad)

@@ -165,9 +165,11 @@ FILE_RUNS = {
         "Q2_K --override-kv llama.attention.head_count_kv=int:8 --override-kv general.name=str:renamed"
         " --override-kv llama.context_length=int:-8192 --override-kv llama.rope.freq_base=float:0.1"
         " --override-kv tokenizer.ggml.add_bos_token=bool:false",
+        "Q4_K_M --prune-layers 1", "Q3_K_M imatrix --prune-layers 0,2,9",
     ),
     "tiny-moe": ("MXFP4_MOE", "Q4_K_M imatrix", "IQ1_M imatrix"),
-    "tiny-llama-split": ("Q4_K_M", "Q4_K_M --keep-split", "Q8_0 imatrix --keep-split --override-kv general.name=str:x"),
+    "tiny-llama-split": ("Q4_K_M", "Q4_K_M --keep-split", "Q8_0 imatrix --keep-split --override-kv general.name=str:x",
+                         "Q4_K_M --keep-split --prune-layers 3"),
 }  # fmt: skip
 
 
@@ -186,7 +188,7 @@ def parse_key(key: str) -> tuple[str, dict]:
     """A record's key: the file type, then "imatrix" and llama-quantize's options."""
     words = key.split()
     options: dict = {"imatrix": False, "pure": False, "leave_output": False, "keep_split": False,
-                     "tensor_types": [], "kv_overrides": []}  # fmt: skip
+                     "tensor_types": [], "kv_overrides": [], "prune_layers": []}  # fmt: skip
     i = 1
     while i < len(words):
         word = words[i]
@@ -201,6 +203,9 @@ def parse_key(key: str) -> tuple[str, dict]:
         elif word == "--override-kv":
             i += 1
             options["kv_overrides"].append(words[i])
+        elif word == "--prune-layers":
+            i += 1
+            options["prune_layers"] = [int(n) for n in words[i].split(",")]
         else:  # --output-tensor-type / --token-embedding-type TYPE
             i += 1
             options[word.lstrip("-").replace("-", "_")] = words[i].upper()
@@ -221,6 +226,9 @@ def _quantize(src: Path, dst: Path, key: str, imatrix) -> dict[str, str] | None:
     params.pure = options["pure"]
     params.quantize_output_tensor = not options["leave_output"]
     params.keep_split = options["keep_split"]
+    if options["prune_layers"]:
+        prune = (ctypes.c_int32 * (len(options["prune_layers"]) + 1))(*options["prune_layers"], -1)
+        params.prune_layers = ctypes.cast(prune, ctypes.POINTER(ctypes.c_int32))
     for field in ("output_tensor_type", "token_embedding_type"):
         if field in options:
             setattr(params, field, ggml_type(options[field]).type.value)

@@ -69,6 +69,9 @@ def quantize(
     keep_split: Annotated[
         bool, typer.Option("--keep-split", help="Write a shard per shard of a split source (as llama-quantize).")
     ] = False,
+    prune_layers: Annotated[
+        str | None, typer.Option("--prune-layers", help="L0,L1,...: leave these layers out, renumber the rest.")
+    ] = None,
     leave_output_tensor: Annotated[
         bool, typer.Option("--leave-output-tensor", help="Keep output.weight as it is (as llama-quantize).")
     ] = False,
@@ -108,6 +111,7 @@ def quantize(
         keep_output=leave_output_tensor,
         kv_overrides=override_kv or [],
         keep_split=keep_split,
+        prune_layers=prune_layers,
         imatrix=imatrix,
         include_weights=include_weights or [],
         exclude_weights=exclude_weights or [],

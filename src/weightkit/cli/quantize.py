@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..convert import QuantizeReport, quantize_gguf
-from ..convert.options import parse_kv_override, parse_tensor_type
+from ..convert.options import parse_kv_override, parse_prune_layers, parse_tensor_type
 from ..convert.quantize import resolve_target
 from ..dtypes import ggml_type
 from ..errors import WeightkitError
@@ -31,6 +31,7 @@ def run_quantize(
     keep_output: bool = False,
     kv_overrides: Sequence[str] = (),
     keep_split: bool = False,
+    prune_layers: str | None = None,
     imatrix: Path | None,
     include_weights: Sequence[str] = (),
     exclude_weights: Sequence[str] = (),
@@ -51,6 +52,7 @@ def run_quantize(
         keep_output=keep_output,
         kv_overrides=[parse_kv_override(option) for option in kv_overrides],
         keep_split=keep_split,
+        prune_layers=parse_prune_layers(prune_layers) if prune_layers else [],
         imatrix=imatrix,
         include_weights=include_weights,
         exclude_weights=exclude_weights,

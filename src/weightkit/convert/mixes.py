@@ -122,6 +122,38 @@ def llama_order(names: Iterable[str]) -> list[str]:
     return sorted(names, key=key)
 
 
+_BLOCK = re.compile(r"blk\.(\d+)\.")
+
+
+def prune_renames(names: Iterable[str], prune: Iterable[int]) -> tuple[dict[str, str | None], int]:
+    """llama-quantize's --prune-layers (`remap_layer`): each tensor's new name, None for the tensors of a
+    pruned layer, and the layer count to write. Layers below the first pruned one keep their numbers; the
+    ones after close the gaps, numbered in llama.cpp's visiting order."""
+    prune = sorted(set(prune))
+    names = llama_order(names)
+    if not prune:
+        return {n: n for n in names}, 0
+    mapped: dict[int, str] = {}
+    next_id = 0
+    renames: dict[str, str | None] = {}
+    for name in names:
+        m = _BLOCK.search(name)
+        if m is None:
+            renames[name] = name
+            continue
+        layer = int(m.group(1))
+        if layer not in mapped:
+            if layer in prune:
+                mapped[layer] = ""
+            elif layer < prune[0]:
+                mapped[layer], next_id = str(layer), layer + 1
+            else:
+                mapped[layer], next_id = str(next_id), next_id + 1
+        new = mapped[layer]
+        renames[name] = name[: m.start(1)] + new + name[m.end(1) :] if new else None
+    return renames, next_id
+
+
 # Architectures whose 80-layer (jais2: 68-layer) models llama.cpp calls LLM_TYPE_70B.
 _70B_LAYERS = {"llama": 80, "qwen2": 80, "deci": 80, "olmo": 80, "jais2": 68}
 

@@ -1,5 +1,6 @@
-"""llama-quantize's option syntax, for the command line: `--tensor-type PATTERN=TYPE` and
-`--override-kv KEY=TYPE:VALUE` (`tools/quantize/quantize.cpp`, `string_parse_kv_override`)."""
+"""llama-quantize's option syntax, for the command line: `--tensor-type PATTERN=TYPE`,
+`--override-kv KEY=TYPE:VALUE` and `--prune-layers L0,L1,...` (`tools/quantize/quantize.cpp`,
+`string_parse_kv_override`)."""
 
 from __future__ import annotations
 
@@ -42,3 +43,14 @@ def parse_kv_override(option: str) -> tuple[str, Value]:
     raise WeightkitError(
         f"--override-kv {option!r}: the value must be int:N, float:X, bool:true|false or str:TEXT (up to 127 bytes)"
     )
+
+
+def parse_prune_layers(option: str) -> list[int]:
+    """`L0,L1,...`: layer numbers, sorted, each once."""
+    try:
+        layers = [int(part) for part in option.split(",")]
+    except ValueError:
+        layers = [-1]
+    if any(layer < 0 for layer in layers):
+        raise WeightkitError(f"--prune-layers {option!r}: expected layer numbers like 0,5,6")
+    return sorted(set(layers))

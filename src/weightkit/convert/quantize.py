@@ -28,7 +28,16 @@ from ..gguf.constants import KEY_ARCHITECTURE, KEY_FILE_TYPE, KEY_SPLIT_COUNT, K
 from ..gguf.split import split_path
 from ..model import ModelFile
 from .imatrix import ImportanceMatrix, read_imatrix
-from .mixes import OUTPUT, TOKEN_EMBEDDINGS, FileType, MixPlanner, ModelFacts, file_type, llama_order, mixture_names
+from .mixes import (
+    OUTPUT,
+    TOKEN_EMBEDDINGS,
+    FileType,
+    MixPlanner,
+    ModelFacts,
+    file_type,
+    mixture_names,
+    prune_renames,
+)
 
 _T = GGMLType
 
@@ -146,6 +155,7 @@ def plan_types(
     mix: bool = False,
     has_imatrix: bool = False,
     hyperparameters: Mapping[str, Any] | None = None,
+    prune_layers: Sequence[int] = (),
 ) -> dict[str, GGMLType]:
     """The type every tensor gets (in the model's order); tensors that are not quantized keep their own.
 
@@ -154,7 +164,11 @@ def plan_types(
     search, as llama.cpp's std::regex_search) gets its type instead of the target's or the mixture's.
     `keep_output` leaves output.weight as it is (llama-quantize's --leave-output-tensor).
     `hyperparameters`: metadata values that replace the file's for the mixture's rules (--override-kv).
+    `prune_layers`: layers to leave out (--prune-layers); the plan is then keyed by the output's names
+    (`prune_renames`), and the rules see those names, as llama.cpp's do.
     """
+    renames, _ = prune_renames(model.tensors, prune_layers)
+    tensors = {new: model.tensors[old] for old, new in renames.items() if new is not None}
     base, ftype = resolve_target(target, mix)
     arch = str(model.metadata.get(KEY_ARCHITECTURE, ""))
     output = None if output_type is None else ggml_type(output_type).type
@@ -166,10 +180,9 @@ def plan_types(
     planner = None
     if ftype is not None and ggml_type(base).quantized:
         facts = ModelFacts.from_metadata(ChainMap(dict(hyperparameters or {}), model.metadata))
-        planner = MixPlanner(ftype, facts, model.tensors, has_imatrix=has_imatrix, output_type=output)
+        planner = MixPlanner(ftype, facts, tensors, has_imatrix=has_imatrix, output_type=output)
     plan = {}
-    for name in llama_order(model.tensors):  # the mixtures count tensors in llama.cpp's order
-        info = model.tensors[name]
+    for name, info in tensors.items():  # in llama.cpp's order: the mixtures count tensors as they go
         named = next((t for pattern, t in manual if pattern.search(name)), None)
         if not is_quantizable(name, info.shape, arch) or (keep_output and name == OUTPUT):
             chosen = info.dtype
@@ -182,7 +195,7 @@ def plan_types(
         else:
             chosen = named if named is not None else planner.choose(name, info.shape) if planner else base
         plan[name] = compatible_type(chosen, info.shape[-1]) if chosen != info.dtype else chosen
-    return {name: plan[name] for name in model.tensors}
+    return {renames[old]: plan[renames[old]] for old in model.tensors if renames[old] is not None}
 
 
 def _needs_imatrix(name: str, t: GGMLType, ftype: FileType | None) -> bool:
@@ -223,6 +236,7 @@ def quantize_gguf(
     keep_output: bool = False,
     kv_overrides: Sequence[tuple[str, Value]] = (),
     keep_split: bool = False,
+    prune_layers: Sequence[int] = (),
     mix: bool = False,
     dry_run: bool = False,
     progress: Progress | None = None,
@@ -235,6 +249,7 @@ def quantize_gguf(
     `include_weights` / `exclude_weights` select its entries by name fragments. `kv_overrides` set metadata
     keys (and the hyperparameters the mixtures read), last, as llama-quantize's --override-kv.
     `keep_split` writes a shard per source shard (see `_outputs`); otherwise the output is one file.
+    `prune_layers` leaves those layers out and renumbers the rest (`prune_renames`).
     `dry_run` plans and reports without writing (`dst` may then be None).
     """
     overrides = list(kv_overrides)
@@ -259,20 +274,29 @@ def quantize_gguf(
             mix=mix,
             has_imatrix=imatrix is not None,
             hyperparameters={key: value.value for key, value in kv_overrides},
+            prune_layers=prune_layers,
         )
-        missing = [n for n, t in plan.items() if _needs_imatrix(n, t, ftype) and (imatrix is None or n not in imatrix)]
+        renames, n_layers = prune_renames(model.tensors, prune_layers)
+        source = {new: old for old, new in renames.items() if new is not None}  # output name -> model's
+        missing = [
+            n for n, t in plan.items() if _needs_imatrix(n, t, ftype) and (imatrix is None or source[n] not in imatrix)
+        ]
         if missing:
             raise WeightkitError(
                 f"{plan[missing[0]].name} needs an importance matrix (--imatrix) for {missing[0]!r}"
                 + (f" and {len(missing) - 1} more tensors" if len(missing) > 1 else "")
             )
         # llama-quantize writes the tensors by layer, then name: so the same input gives the same file
-        planned = [plan_tensor(name, model.tensors[name].shape, plan[name]) for name in llama_order(model.tensors)]
+        planned = [plan_tensor(new, model.tensors[old].shape, plan[new]) for new, old in source.items()]
         report = QuantizeReport(
             target=ftype.name if ftype else base.name,
-            bytes_before=sum(info.nbytes for info in model.tensors.values()),
+            bytes_before=sum(model.tensors[old].nbytes for old in source.values()),
             bytes_after=sum(p.nbytes for p in planned),
-            changes={n: (i.dtype.name, plan[n].name) for n, i in model.tensors.items() if plan[n] != i.dtype},
+            changes={
+                new: (model.tensors[old].dtype.name, plan[new].name)
+                for new, old in source.items()
+                if plan[new] != model.tensors[old].dtype
+            },
         )
         if dry_run:
             return report
@@ -287,32 +311,42 @@ def quantize_gguf(
                            *overrides]:  # fmt: skip
             metadata.pop(key, None)  # llama.cpp's gguf_set_val removes a key and appends it
             metadata[key] = value
+        if prune_layers:
+            key = f"{model.metadata.get(KEY_ARCHITECTURE, '')}.block_count"
+            metadata.pop(key, None)
+            metadata[key] = Value(n_layers, GGUFValueType.UINT32)
         done = 0
-        for path, shard_metadata, tensors in _outputs(model, dst, metadata, planned, keep_split):
+        for path, shard_metadata, tensors in _outputs(model, source, dst, metadata, planned, keep_split):
             with GGUFWriter(path, shard_metadata, byte_order=model.byte_order) as w:
                 for p in tensors:
                     w.add_planned(p)
                 for p in tensors:
-                    name, info = p.name, model.tensors[p.name]
-                    weights = None if imatrix is None else imatrix.get(name)
-                    w.write_tensor(name, _convert(model, name, plan[name], weights))
-                    done += info.nbytes
+                    old = source[p.name]
+                    weights = None if imatrix is None else imatrix.get(old)
+                    w.write_tensor(p.name, _convert(model, old, plan[p.name], weights))
+                    done += model.tensors[old].nbytes
                     if progress is not None:
-                        progress(name, done, report.bytes_before)
+                        progress(p.name, done, report.bytes_before)
             report.outputs.append(str(path))
     return report
 
 
 def _outputs(
-    model: ModelFile, dst: str | os.PathLike[str], metadata: dict, planned: list, keep_split: bool
+    model: ModelFile,
+    source: Mapping[str, str],
+    dst: str | os.PathLike[str],
+    metadata: dict,
+    planned: list,
+    keep_split: bool,
 ) -> list[tuple[Path, dict, list]]:
     """(path, metadata, tensors) of each file to write. One file, tensors in llama.cpp's order; or with
     `keep_split` llama-quantize's --keep-split: a shard per source shard, `<dst without .gguf>-0000i-of-
     0000n.gguf`, tensors in source order, the first shard with the metadata, each with the split keys."""
     if not keep_split:
         return [(Path(dst), metadata, planned)]
-    shard_of = {name: info.shard for name, info in model.tensors.items()}
-    position = {name: (info.shard, info.offset) for name, info in model.tensors.items()}
+    infos = {new: model.tensors[old] for new, old in source.items()}
+    shard_of = {name: info.shard for name, info in infos.items()}
+    position = {name: (info.shard, info.offset) for name, info in infos.items()}
     planned = sorted(planned, key=lambda p: position[p.name])
     n = max(shard_of.values(), default=0) + 1
     prefix = os.fspath(dst)
