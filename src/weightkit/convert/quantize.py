@@ -302,19 +302,8 @@ def quantize_gguf(
             return report
         if dst is None:
             raise ValueError("quantize_gguf needs an output path unless dry_run")
-        metadata = dict(model.metadata.typed_items())
-        for key in (KEY_SPLIT_NO, KEY_SPLIT_COUNT, KEY_SPLIT_TENSORS):
-            metadata.pop(key, None)
         ftype_id = ftype.id if ftype else PURE_FILE_TYPES.get(base, 1024)
-        version = Value(GGML_QNT_VERSION, GGUFValueType.UINT32)
-        for key, value in [(KEY_QUANT_VERSION, version), (KEY_FILE_TYPE, Value(ftype_id, GGUFValueType.UINT32)),
-                           *overrides]:  # fmt: skip
-            metadata.pop(key, None)  # llama.cpp's gguf_set_val removes a key and appends it
-            metadata[key] = value
-        if prune_layers:
-            key = f"{model.metadata.get(KEY_ARCHITECTURE, '')}.block_count"
-            metadata.pop(key, None)
-            metadata[key] = Value(n_layers, GGUFValueType.UINT32)
+        metadata = _output_metadata(model, ftype_id, overrides, n_layers if prune_layers else None)
         done = 0
         for path, shard_metadata, tensors in _outputs(model, source, dst, metadata, planned, keep_split):
             with GGUFWriter(path, shard_metadata, byte_order=model.byte_order) as w:
@@ -329,6 +318,25 @@ def quantize_gguf(
                         progress(p.name, done, report.bytes_before)
             report.outputs.append(str(path))
     return report
+
+
+def _output_metadata(
+    model: ModelFile, ftype_id: int, overrides: Sequence[tuple[str, Value]], n_layers: int | None
+) -> dict[str, Value]:
+    """The model's metadata as llama-quantize writes it: split keys dropped; quantization version, file
+    type, the overrides and (after pruning) the layer count set last, each by removing the key and
+    appending it, as llama.cpp's gguf_set_val does."""
+    metadata = dict(model.metadata.typed_items())
+    for key in (KEY_SPLIT_NO, KEY_SPLIT_COUNT, KEY_SPLIT_TENSORS):
+        metadata.pop(key, None)
+    u32 = GGUFValueType.UINT32
+    updates = [(KEY_QUANT_VERSION, Value(GGML_QNT_VERSION, u32)), (KEY_FILE_TYPE, Value(ftype_id, u32)), *overrides]
+    if n_layers is not None:
+        updates.append((f"{model.metadata.get(KEY_ARCHITECTURE, '')}.block_count", Value(n_layers, u32)))
+    for key, value in updates:
+        metadata.pop(key, None)
+        metadata[key] = value
+    return metadata
 
 
 def _outputs(
