@@ -235,3 +235,17 @@ def test_command_line_tensor_types_and_leave_output(tmp_path):
         )  # fmt: skip
         assert bad.returncode == 1 and message in bad.stderr.replace("\n", " "), bad.stderr
         assert "Traceback" not in bad.stderr
+
+
+def test_command_line_tensor_type_file(tmp_path):
+    path = _model_file(tmp_path / "m.gguf", RECORD["models"]["llama-gqa4"])
+    types = tmp_path / "types.txt"
+    types.write_text("blk\\.0\\.attn_v=q5_0\nattn_v=q8_0\n")
+    r = subprocess.run(
+        [sys.executable, "-m", "weightkit", "quantize", str(path), "-t", "Q4_K_M", "--dry-run", "--json",
+         "--tensor-type", "blk\\.1\\.attn_v=bf16", "--tensor-type-file", str(types)],
+        capture_output=True, text=True, env={"PATH": ""},
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    changed = json.loads(r.stdout)["changed"]
+    assert [changed[f"blk.{i}.attn_v.weight"]["to"] for i in range(3)] == ["Q5_0", "BF16", "Q8_0"]

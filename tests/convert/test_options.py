@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from weightkit.convert.options import parse_kv_override, parse_prune_layers, parse_tensor_type
+from weightkit.convert.options import parse_kv_override, parse_prune_layers, parse_tensor_type, read_tensor_types
 from weightkit.dtypes import GGMLType as T
 from weightkit.errors import WeightkitError
 from weightkit.gguf import GGUFValueType as V
@@ -35,3 +35,12 @@ def test_prune_layers():
     for bad in ("", "1,x", "1,-2", "1,,2"):
         with pytest.raises(WeightkitError, match="--prune-layers"):
             parse_prune_layers(bad)
+
+
+def test_tensor_type_file(tmp_path):
+    path = tmp_path / "types.txt"
+    path.write_text("attn_v=q8_0\n  ffn_down=Q6_K\tOUTPUT=f16\n\n")
+    assert read_tensor_types(path) == [("attn_v", T.Q8_0), ("ffn_down", T.Q6_K), ("output", T.F16)]
+    path.write_text("attn_v=q8_0 ffn_down\n")
+    with pytest.raises(WeightkitError, match="'ffn_down'"):
+        read_tensor_types(path)

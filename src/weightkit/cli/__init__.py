@@ -66,6 +66,10 @@ def quantize(
             "repeatable, the first match wins).",
         ),
     ] = None,
+    tensor_type_file: Annotated[
+        list[Path] | None,
+        typer.Option("--tensor-type-file", help="A file of PATTERN=TYPE entries (after the --tensor-type ones)."),
+    ] = None,
     keep_split: Annotated[
         bool, typer.Option("--keep-split", help="Write a shard per shard of a split source (as llama-quantize).")
     ] = False,
@@ -108,6 +112,7 @@ def quantize(
         output_type=output_tensor_type,
         token_embedding_type=token_embedding_type,
         tensor_types=tensor_type or [],
+        tensor_type_files=tensor_type_file or [],
         keep_output=leave_output_tensor,
         kv_overrides=override_kv or [],
         keep_split=keep_split,

@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..convert import QuantizeReport, quantize_gguf
-from ..convert.options import parse_kv_override, parse_prune_layers, parse_tensor_type
+from ..convert.options import parse_kv_override, parse_prune_layers, parse_tensor_type, read_tensor_types
 from ..convert.quantize import resolve_target
 from ..dtypes import ggml_type
 from ..errors import WeightkitError
@@ -28,6 +28,7 @@ def run_quantize(
     output_type: str | None,
     token_embedding_type: str | None,
     tensor_types: Sequence[str] = (),
+    tensor_type_files: Sequence[Path] = (),
     keep_output: bool = False,
     kv_overrides: Sequence[str] = (),
     keep_split: bool = False,
@@ -48,7 +49,8 @@ def run_quantize(
     options = dict(
         output_type=output_type,
         token_embedding_type=token_embedding_type,
-        tensor_types=[parse_tensor_type(option) for option in tensor_types],
+        tensor_types=[parse_tensor_type(option) for option in tensor_types]
+        + [entry for path in tensor_type_files for entry in read_tensor_types(path)],
         keep_output=keep_output,
         kv_overrides=[parse_kv_override(option) for option in kv_overrides],
         keep_split=keep_split,

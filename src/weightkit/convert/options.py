@@ -1,8 +1,10 @@
-"""llama-quantize's option syntax, for the command line: `--tensor-type PATTERN=TYPE`,
-`--override-kv KEY=TYPE:VALUE` and `--prune-layers L0,L1,...` (`tools/quantize/quantize.cpp`,
-`string_parse_kv_override`)."""
+"""llama-quantize's option syntax, for the command line: `--tensor-type PATTERN=TYPE` (or a
+`--tensor-type-file` of them), `--override-kv KEY=TYPE:VALUE` and `--prune-layers L0,L1,...`
+(`tools/quantize/quantize.cpp`, `string_parse_kv_override`)."""
 
 from __future__ import annotations
+
+import os
 
 from ..dtypes import GGMLType, ggml_type
 from ..errors import WeightkitError
@@ -20,6 +22,12 @@ def parse_tensor_type(option: str) -> tuple[str, GGMLType]:
         return pattern.lower(), ggml_type(type_name).type
     except ValueError:
         raise WeightkitError(f"--tensor-type {option!r}: {type_name!r} is not a GGML type") from None
+
+
+def read_tensor_types(path: str | os.PathLike[str]) -> list[tuple[str, GGMLType]]:
+    """A `--tensor-type-file`: PATTERN=TYPE entries separated by any whitespace, in order."""
+    with open(path, encoding="utf-8") as f:
+        return [parse_tensor_type(entry) for entry in f.read().split()]
 
 
 def parse_kv_override(option: str) -> tuple[str, Value]:
