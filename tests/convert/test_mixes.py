@@ -193,6 +193,7 @@ def test_command_line_mixture_and_dry_run(tmp_path):
     assert dry.returncode == 0, dry.stderr
     summary = json.loads(dry.stdout)
     assert summary["type"] == "Q4_K_M" and summary["dry_run"] is True and summary["output"] is None
+    assert summary["requantized"] == 0  # an F16 source
     with weightkit.open(out) as m:
         assert summary["bytes_after"] == sum(i.nbytes for i in m.tensors.values())
         assert summary["changed"]["blk.0.attn_v.weight"] == {"from": "F16", "to": "Q6_K"}
@@ -249,3 +250,15 @@ def test_command_line_tensor_type_file(tmp_path):
     assert r.returncode == 0, r.stderr
     changed = json.loads(r.stdout)["changed"]
     assert [changed[f"blk.{i}.attn_v.weight"]["to"] for i in range(3)] == ["Q5_0", "BF16", "Q8_0"]
+
+
+def test_command_line_says_when_tensors_are_quantized_again(gemma_path):
+    r = subprocess.run(
+        [sys.executable, "-m", "weightkit", "quantize", str(gemma_path), "-t", "Q3_K_M", "--dry-run"],
+        capture_output=True, text=True, env={"PATH": "", "COLUMNS": "200"},
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    with weightkit.open(gemma_path) as m:
+        plan = plan_types(m, "Q3_K_M")
+        again = sum(plan[n] != i.dtype and i.dtype.name != "F32" for n, i in m.tensors.items())
+    assert again > 0 and f"note: {again} of them were quantized already" in r.stdout

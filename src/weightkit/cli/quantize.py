@@ -77,6 +77,7 @@ def run_quantize(
             "bytes_before": report.bytes_before,
             "bytes_after": report.bytes_after,
             "changed": {name: {"from": old, "to": new} for name, (old, new) in report.changes.items()},
+            "requantized": _requantized(report),
         }
         print_json(summary)
         return
@@ -96,6 +97,17 @@ def run_quantize(
         f"{report.target}: tensor data {human_bytes(report.bytes_before)} -> {human_bytes(report.bytes_after)} "
         f"({ratio:.1%}); {len(report.changes)} tensors changed type; {where}"
     )
+    if requantized := _requantized(report):
+        console.print(
+            f"note: {requantized} of them were quantized already; quantizing again loses more than quantizing "
+            "the F32/F16/BF16 original (llama-quantize asks for --allow-requantize)",
+            style="yellow",
+        )
+
+
+def _requantized(report: QuantizeReport) -> int:
+    """How many tensors change from one quantized type to another."""
+    return sum(ggml_type(old).quantized for old, _ in report.changes.values())
 
 
 def _changes_table(report: QuantizeReport) -> Table:
