@@ -6,7 +6,7 @@ same tensor types and bytes (and are the same file). The source is the real Gemm
 with `--f16-layers N` a llama-shaped F16 model made up for the run (2048 wide, 5632 FFN, 32,000 tokens, N
 layers; random weights), which is what users usually quantize from.
 
-    python benchmarks/bench_quantize_gguf.py [--types Q4_K_M,Q8_0,...] [--repeat N] [--f16-layers 8]
+    python benchmarks/bench_quantize_gguf.py [--types Q4_K_M,Q8_0,...] [--repeat N] [--f16-layers 8] [--imatrix]
 """
 
 from __future__ import annotations
@@ -28,15 +28,32 @@ from weightkit.gguf import GGUFValueType, Value, write_gguf
 DEFAULT = "Q4_K_M,Q5_K_M,Q3_K_M,Q4_K_S,Q2_K,Q4_0,Q6_K,Q8_0"
 
 
-def llama_quantize(src: Path, dst: Path, ftype: int) -> None:
+def llama_quantize(src: Path, dst: Path, ftype: int, imatrix: dict[str, np.ndarray] | None) -> None:
     import llama_cpp
 
     params = llama_cpp.llama_model_quantize_default_params()
     params.ftype = ftype
     params.nthread = 2
     params.allow_requantize = True  # the source is already quantized
+    if imatrix is not None:
+        entries = [llama_cpp.llama_model_imatrix_data(n.encode(), v.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
+                                                      v.size) for n, v in imatrix.items()]  # fmt: skip
+        entries.append(llama_cpp.llama_model_imatrix_data(None, None, 0))
+        array = (llama_cpp.llama_model_imatrix_data * len(entries))(*entries)
+        params.imatrix = ctypes.cast(array, ctypes.POINTER(llama_cpp.llama_model_imatrix_data))
     if llama_cpp.llama_model_quantize(str(src).encode(), str(dst).encode(), ctypes.byref(params)) != 0:
         raise RuntimeError(f"llama_model_quantize failed for file type {ftype}")
+
+
+def made_up_imatrix(path: Path) -> dict[str, np.ndarray]:
+    """Positive random importance weights for every matrix of the model (one row per expert)."""
+    rng = np.random.default_rng(1)
+    with weightkit.open(path) as m:
+        return {
+            name: rng.uniform(0.25, 4, (int(np.prod(info.shape[:-2])), info.shape[-1])).astype(np.float32)
+            for name, info in m.tensors.items()
+            if len(info.shape) >= 2
+        }
 
 
 def f16_model(path: Path, layers: int) -> None:
@@ -76,6 +93,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--types", default=DEFAULT, help="comma-separated llama-quantize file types")
     parser.add_argument("--repeat", type=int, default=1, help="runs per measurement; the best counts")
     parser.add_argument("--f16-layers", type=int, help="quantize a made-up llama-shaped F16 model of N layers")
+    parser.add_argument("--imatrix", action="store_true", help="give both sides made-up importance weights")
     args = parser.parse_args(argv)
     try:
         import llama_cpp
@@ -90,15 +108,16 @@ def main(argv: list[str] | None = None) -> None:
         if args.f16_layers:
             src = Path(tmp) / f"llama-{args.f16_layers}-layers-f16.gguf"
             f16_model(src, args.f16_layers)
-        print(f"{src.name}: {src.stat().st_size / 2**20:.0f} MiB")
+        imatrix = made_up_imatrix(src) if args.imatrix else None
+        print(f"{src.name}: {src.stat().st_size / 2**20:.0f} MiB" + (", with an imatrix" if imatrix else ""))
         print(f"{'type':<10} {'weightkit':>10} {'llama.cpp':>10} {'ratio':>7}  same output")
         ours, theirs = Path(tmp) / "weightkit.gguf", Path(tmp) / "llama.gguf"
         for name in args.types.split(","):
-            t_ours, _ = best_of(lambda n=name: quantize_gguf(src, ours, n, mix=True), args.repeat)
+            t_ours, _ = best_of(lambda n=name: quantize_gguf(src, ours, n, mix=True, imatrix=imatrix), args.repeat)
             if llama_cpp is None:
                 print(f"{name:<10} {t_ours:>9.2f}s")
                 continue
-            t_ref, _ = best_of(lambda n=name: llama_quantize(src, theirs, file_type(n).id), args.repeat)
+            t_ref, _ = best_of(lambda n=name: llama_quantize(src, theirs, file_type(n).id, imatrix), args.repeat)
             same = "file identical" if filecmp.cmp(ours, theirs, shallow=False) else (
                 "tensors identical" if same_tensors(ours, theirs) else "DIFFERENT"
             )  # fmt: skip
