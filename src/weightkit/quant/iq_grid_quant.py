@@ -61,8 +61,17 @@ def nearest_neighbours(
     counts = gs.count[keys]
     first = np.cumsum(counts) - counts
     owner = np.repeat(np.arange(len(keys)), counts)
-    cand = gs.flat[np.repeat(gs.start[keys] - first, counts) + np.arange(counts.sum())]
-    scale = np.repeat(scale, counts)  # a query's values for each of its candidates: repeat, not gather
+    long_lists = len(owner) > 40 * len(keys)
+
+    def spread(a: np.ndarray) -> np.ndarray:
+        """A query's value for each of its candidates. For short candidate lists (IQ3 grids: 8-11 a
+        query) a gather by `owner`, which is sorted so the reads run forward (np.repeat by counts costs
+        3x as much there, and holds the GIL); for long ones (IQ2_XS: ~60) a repeat."""
+        return np.repeat(a, counts) if long_lists else np.take(a, owner)
+
+    cand = gs.flat[spread(gs.start[keys] - first) + np.arange(len(owner))]
+    xval_t, weight_t = xval.T.copy(), weight.T.copy()
+    scale = spread(scale)
     if values is not None:
         flat_values = values.reshape(-1)
         owner_row = values.shape[1] * owner
@@ -70,10 +79,10 @@ def nearest_neighbours(
     for i in range(gs.width):
         q = gs.pos_t[i][cand] if values is None else flat_values[owner_row + gs.levels_t[i][cand]]
         diff = scale * q
-        diff -= np.repeat(xval[:, i], counts)
-        d2 += np.repeat(weight[:, i], counts) * diff * diff
+        diff -= spread(xval_t[i])
+        d2 += spread(weight_t[i]) * diff * diff
     d2[np.isnan(d2)] = np.inf
-    hits = np.flatnonzero(d2 == np.repeat(np.minimum.reduceat(d2, first), counts))
+    hits = np.flatnonzero(d2 == spread(np.minimum.reduceat(d2, first)))
     return cand[hits[np.r_[True, owner[hits][1:] != owner[hits][:-1]]]]
 
 
@@ -87,7 +96,7 @@ def _snap(gs: GridSearch, inv: np.ndarray, xval: np.ndarray, waux: np.ndarray, s
     at = np.flatnonzero(off)  # the off-grid vectors, as flat indices: one selection serves every array
     if at.size:
         rows = (-1, gs.width)
-        vec_scale = np.repeat(scale, off.shape[1])[at]
+        vec_scale = np.take(scale, at // off.shape[1])  # each off-grid vector's row scale
         found = nearest_neighbours(gs, keys.reshape(-1)[at], xval.reshape(rows)[at], waux.reshape(rows)[at], vec_scale)
         np.put(entry, at, found)
     return gs.levels[entry], ~off
