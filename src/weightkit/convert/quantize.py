@@ -24,8 +24,8 @@ from .. import quant
 from ..dtypes import GGMLType, ggml_type, view_as
 from ..errors import WeightkitError
 from ..gguf import GGUFValueType, GGUFWriter, Value, open_gguf, plan_tensor
-from ..gguf.constants import KEY_ARCHITECTURE, KEY_FILE_TYPE, KEY_SPLIT_COUNT, KEY_SPLIT_NO, KEY_SPLIT_TENSORS
-from ..gguf.split import split_path
+from ..gguf.constants import KEY_ARCHITECTURE, KEY_FILE_TYPE
+from ..gguf.split import SPLIT_KEYS, split_keys, split_path
 from ..model import ModelFile
 from .imatrix import ImportanceMatrix, read_imatrix
 from .mixes import (
@@ -327,7 +327,7 @@ def _output_metadata(
     type, the overrides and (after pruning) the layer count set last, each by removing the key and
     appending it, as llama.cpp's gguf_set_val does."""
     metadata = dict(model.metadata.typed_items())
-    for key in (KEY_SPLIT_NO, KEY_SPLIT_COUNT, KEY_SPLIT_TENSORS):
+    for key in SPLIT_KEYS:
         metadata.pop(key, None)
     u32 = GGUFValueType.UINT32
     updates = [(KEY_QUANT_VERSION, Value(GGML_QNT_VERSION, u32)), (KEY_FILE_TYPE, Value(ftype_id, u32)), *overrides]
@@ -363,9 +363,7 @@ def _outputs(
     for i in range(n):
         shard_metadata = dict(metadata) if i == 0 else {}
         if n > 1:
-            shard_metadata[KEY_SPLIT_NO] = Value(i, GGUFValueType.UINT16)
-            shard_metadata[KEY_SPLIT_COUNT] = Value(n, GGUFValueType.UINT16)
-            shard_metadata[KEY_SPLIT_TENSORS] = Value(len(planned), GGUFValueType.INT32)
+            shard_metadata |= split_keys(i, n, len(planned))
         outputs.append((split_path(prefix, i, n), shard_metadata, [p for p in planned if shard_of[p.name] == i]))
     return outputs
 

@@ -29,6 +29,18 @@ def split_path(prefix: str | os.PathLike[str], index: int, count: int) -> Path:
     return Path(f"{os.fspath(prefix)}-{index + 1:05d}-of-{count:05d}.gguf")
 
 
+SPLIT_KEYS = (KEY_SPLIT_NO, KEY_SPLIT_COUNT, KEY_SPLIT_TENSORS)
+
+
+def split_keys(index: int, count: int, n_tensors: int) -> dict[str, Value]:
+    """The keys shard `index` (from 0) of `count` carries, in gguf-split's order and types."""
+    return {
+        KEY_SPLIT_NO: Value(index, _T.UINT16),
+        KEY_SPLIT_COUNT: Value(count, _T.UINT16),
+        KEY_SPLIT_TENSORS: Value(n_tensors, _T.INT32),
+    }
+
+
 def split_prefix(path: str | os.PathLike[str]) -> tuple[str, int, int] | None:
     """(prefix, index from 0, count) if `path` is named like a shard, else None."""
     m = _NAME.match(os.fspath(path))
@@ -151,9 +163,7 @@ def write_split(
         shard_meta = dict(metadata) if i == 0 else {}
         if i and KEY_ALIGNMENT in metadata:
             shard_meta[KEY_ALIGNMENT] = metadata[KEY_ALIGNMENT]
-        shard_meta[KEY_SPLIT_NO] = Value(i, _T.UINT16)
-        shard_meta[KEY_SPLIT_COUNT] = Value(len(groups), _T.UINT16)
-        shard_meta[KEY_SPLIT_TENSORS] = Value(len(tensors), _T.INT32)
+        shard_meta |= split_keys(i, len(groups), len(tensors))
         with GGUFWriter(path, shard_meta) as w:
             for t in group:
                 w.add_planned(PlannedTensor(t.name, t.type, t.shape, t.nbytes, data=t.data))
