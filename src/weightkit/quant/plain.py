@@ -16,10 +16,15 @@ _F16_TO_F32 = np.arange(1 << 16, dtype=np.uint32).astype("<u2").view("<f2").asty
 _F16_TO_F32.flags.writeable = False
 
 
+def _from_f16_bits(bits: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """The float32 values of float16 bit patterns (uint16), through the table."""
+    return np.take(_F16_TO_F32, bits, out=out)
+
+
 def as_float32(x: np.ndarray) -> np.ndarray:
     """`x` as a C-contiguous float32 array (itself if it already is one); float16 through the table."""
     if x.dtype == np.float16:  # native byte order
-        return np.take(_F16_TO_F32, x.view(np.uint16))
+        return _from_f16_bits(x.view(np.uint16))
     return np.ascontiguousarray(x, dtype=np.float32)
 
 
@@ -27,12 +32,13 @@ def _dequantizer(t: GGMLType):
     dtype = GGML_TYPES[t].numpy
 
     def dequantize(blocks: np.ndarray, out: np.ndarray) -> None:
-        if t == GGMLType.F16:
-            np.take(_F16_TO_F32, blocks.reshape(-1).view("<u2"), out=out.reshape(-1))
-        else:
-            out[:, 0] = blocks.reshape(-1).view(dtype)
+        out[:, 0] = blocks.reshape(-1).view(dtype)
 
     return dequantize
+
+
+def _dequantize_f16(blocks: np.ndarray, out: np.ndarray) -> None:
+    _from_f16_bits(blocks.reshape(-1).view("<u2"), out=out.reshape(-1))
 
 
 def _quantizer(t: GGMLType):
@@ -45,5 +51,5 @@ def _quantizer(t: GGMLType):
     return quantize
 
 
-DEQUANTIZERS = {t: _dequantizer(t) for t in (GGMLType.F32, GGMLType.F16, GGMLType.BF16)}
+DEQUANTIZERS = {t: _dequantizer(t) for t in (GGMLType.F32, GGMLType.BF16)} | {GGMLType.F16: _dequantize_f16}
 QUANTIZERS = {t: _quantizer(t) for t in (GGMLType.F32, GGMLType.F16, GGMLType.BF16)}
