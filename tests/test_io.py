@@ -52,3 +52,11 @@ def test_atomic_write_keeps_mode(tmp_path):
     with atomic_write(p) as f:
         f.write(b"new")
     assert p.stat().st_mode & 0o777 == 0o640
+
+
+def test_atomic_write_into_missing_folder_names_the_destination(tmp_path):
+    target = tmp_path / "missing" / "out.bin"
+    with pytest.raises(FileNotFoundError) as e, atomic_write(target):
+        pass
+    assert e.value.filename == str(target)
+    assert ".tmp" not in str(e.value)

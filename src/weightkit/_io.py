@@ -82,7 +82,10 @@ def atomic_write(path: str | os.PathLike[str]) -> Iterator[IO[bytes]]:
     """
     path = Path(path)
     folder = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    except OSError as e:  # name the file the user asked for, not our temp file
+        raise type(e)(e.errno, e.strerror, str(path)) from None
     try:
         os.chmod(tmp, _final_mode(path))
         with os.fdopen(fd, "wb") as f:
