@@ -42,6 +42,10 @@ def test_wrong_lengths_are_clear_errors():
         quantize(np.zeros((2, 100), np.float32), "Q4_K")
     with pytest.raises(ValueError, match="takes 144 bytes, but 143 were given"):
         dequantize(bytes(143), "Q4_K", (256,))
+    with pytest.raises(ValueError, match="negative dimension"):  # (-4, -256) has 1024 elements
+        dequantize(bytes(576), "Q4_K", (-4, -256))
+    with pytest.raises(TypeError, match="real numbers"):
+        quantize(np.ones((1, 32), np.complex64), "Q8_0")
 
 
 def test_dequantize_working_set_is_bounded():

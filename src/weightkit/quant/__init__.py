@@ -195,6 +195,8 @@ def _dequantize_job(raw: RawBytes, qtype: GGMLType | int | str, shape: Any) -> _
     """The job for one tensor, its arguments checked."""
     info = ggml_type(qtype)
     shape = tuple(int(d) for d in (shape if np.ndim(shape) else (shape,)))
+    if any(d < 0 for d in shape):
+        raise ValueError(f"tensor shape {shape} has a negative dimension")
     n = math.prod(shape)
     _check_row_length(info, shape[-1] if shape else 1)
     kernel = DEQUANTIZERS.get(info.type)
@@ -236,6 +238,8 @@ def quantize(x: np.ndarray, qtype: GGMLType | int | str, imatrix: np.ndarray | N
     """
     info = ggml_type(qtype)
     x = np.asarray(from_torch(x))
+    if x.dtype.kind in "cOSUMm":  # complex, objects, text, dates (ml_dtypes floats are kind V)
+        raise TypeError(f"quantize takes real numbers, not {x.dtype} values")
     if x.ndim == 0:
         x = x.reshape(1)
     n_per_row = x.shape[-1]
