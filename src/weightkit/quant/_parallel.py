@@ -87,3 +87,19 @@ def scratch(key: str, shape: tuple[int, ...], dtype) -> np.ndarray:
     if buf is None or buf.size < nbytes:
         buf = buffers[key] = np.empty(max(nbytes, 1), np.uint8)
     return buf[:nbytes].view(dtype).reshape(shape)
+
+
+_iota = np.arange(0)
+_iota.flags.writeable = False
+
+
+def iota(n: int) -> np.ndarray:
+    """np.arange(n) as a read-only view of one shared array, grown when a longer one is asked for: big
+    searches want it on every call, and a fresh one page-faults each time."""
+    global _iota
+    ramp = _iota
+    if len(ramp) < n:
+        ramp = np.arange(max(n, 2 * len(ramp)))
+        ramp.flags.writeable = False
+        _iota = ramp
+    return ramp[:n]

@@ -129,7 +129,7 @@ class GridSearch:
         self.count[keys] = np.concatenate(counts)
         self.start = np.zeros(len(self.kmap), dtype=np.int64)
         self.start[keys] = np.cumsum(self.count[keys]) - self.count[keys]
-        self.flat = np.concatenate(lists).astype(np.int32)
+        self.flat = np.concatenate(lists).astype(np.intp)  # intp: gathers by candidate need no index cast
         # coordinate-major copies: neighbour searches gather one coordinate of many entries at a time
         self.levels_t = np.ascontiguousarray(lv.T.astype(np.intp))
         self.pos_t = np.ascontiguousarray(self.pos.T)
