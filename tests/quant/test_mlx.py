@@ -195,6 +195,18 @@ def test_mx_scale_exponent(qt: str, dtype: np.dtype) -> None:
     check_against_mlx(w, qt, 32)
 
 
+def test_every_e8m0_scale_byte_is_an_exact_power_of_two() -> None:
+    """Scale byte e decodes to 2**(e - 127) exactly (255 to inf), in MLX and here, whatever numpy's exp2 does
+    on this CPU (its float32 exp2 is an ulp off at 2**127 with AVX-512)."""
+    codes = np.full((256, 32), 2, np.uint8)  # FP4 code 2 is 1.0
+    packed = (codes[:, 0::2] | codes[:, 1::2] << 4).view(np.uint32)
+    scales = np.arange(256, dtype=np.uint8)[:, None]
+    exact = np.array([2.0 ** (e - 127) if e < 255 else np.inf for e in range(256)], np.float32)
+    ours = quiet(mlx_dequantize, packed, scales, None, "mxfp4", 32, dtype=np.float32)
+    assert_same(ours, np.repeat(exact[:, None], 32, axis=1), "E8M0 scales")
+    assert_same(ours, mlx_dequant_reference(packed, scales, None, "mxfp4", 32, np.float32), "E8M0 scales vs MLX")
+
+
 @pytest.mark.parametrize("dtype", [np.dtype(np.float16), BF16], ids=str)
 @pytest.mark.parametrize("qt", ["nvfp4", "mxfp4", "mxfp8"])
 def test_fp_code_of_every_16_bit_value_matches_mlx(qt: str, dtype: np.dtype) -> None:

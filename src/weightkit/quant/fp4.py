@@ -36,7 +36,7 @@ def _ue4m3_table() -> np.ndarray:
     """ggml's `ggml_ue4m3_to_fp32` (value / 2) for every byte; the top bit is ignored, 0x7F reads as 0."""
     x = np.arange(256)
     exp, man = (x >> 3) & 15, x & 7
-    raw = np.where(exp == 0, man * 2.0**-9, (1 + man / 8) * np.exp2(exp - 7.0))
+    raw = np.where(exp == 0, man * 2.0**-9, np.ldexp(1 + man / 8, exp - 7))
     raw[[0, 0x7F]] = 0
     return (raw * 0.5).astype(np.float32)  # exact: at most 4 significant bits
 

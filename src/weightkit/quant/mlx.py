@@ -87,6 +87,16 @@ def _fp8_decode_table() -> np.ndarray:
 
 
 _FP8_DECODE = _fp8_decode_table()
+
+
+def _e8m0_decode_table() -> np.ndarray:
+    """2**(e - 127) as float32 for every E8M0 byte (255 overflows to inf), built with the exact ldexp:
+    numpy's float32 exp2 is off by an ulp at 2**127 on AVX-512 machines."""
+    with np.errstate(over="ignore"):
+        return np.ldexp(1.0, np.arange(256) - 127).astype(np.float32)
+
+
+_E8M0_DECODE = _e8m0_decode_table()
 _E4M3_MAX = np.float32(448)
 
 
@@ -350,10 +360,7 @@ def _fp_groups(words, scales, *, mode: str, bits: int, out_t: np.dtype) -> np.nd
     """Groups of FP4 / FP8 codes (one group a row) times their decoded E4M3 or E8M0 scales, in `out_t`."""
     vals = _round_to(_FP4_LUT if bits == 4 else _FP8_DECODE, out_t)[_unpack(words, bits)]
     with np.errstate(all="ignore"):
-        if mode == "nvfp4":
-            sc = _round_to(_FP8_DECODE, out_t)[scales]
-        else:
-            sc = _round_to(np.exp2(scales.astype(np.float32) - np.float32(127)), out_t)
+        sc = _round_to(_FP8_DECODE if mode == "nvfp4" else _E8M0_DECODE, out_t)[scales]
         return _cast(vals * sc[:, None], out_t)
 
 
