@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from weightkit.quant._search import bitfields, block_bytes, packfields
+from weightkit.quant._search import abs_max_rows, bitfields, block_bytes, packfields, signed_absmax
 
 # (shifts, mask) of the layouts ggml uses: nibbles, 2-bit fields, bit planes.
 LAYOUTS = [((0, 4), 0x0F), ((0, 2, 4, 6), 0x03), (tuple(range(8)), 0x01)]
@@ -45,3 +45,31 @@ def test_block_bytes_takes_fields_that_are_not_a_slice_of_blocks():
     blocks = np.arange(60, dtype=np.uint8).reshape(6, 10)
     every_other = blocks[:, ::2]
     assert np.array_equal(block_bytes(every_other), every_other)
+
+
+def _ggml_signed_absmax(row: np.ndarray) -> tuple[float, float]:
+    """ggml's loop: `if (amax < fabsf(v)) {amax = fabsf(v); max = v;}` from amax = max = 0."""
+    amax = best = np.float32(0)
+    for v in row:
+        if amax < abs(v):
+            amax, best = abs(v), v
+    return amax, best
+
+
+# Values chosen so that rows hold ties of equal magnitude and opposite sign, signed zeros and subnormals.
+_VALUES = np.array([0.0, -0.0, 1.0, -1.0, 2.5, -2.5, 3e38, -3e38, 1e-45, -1e-45, 7.0, -7.0], np.float32)
+
+
+@given(
+    width=st.sampled_from([1, 2, 8, 16, 32, 256, 12]),  # 12: not a power of two, numpy's own reduction
+    n=st.integers(1, 30),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_row_reductions_follow_ggml_first_largest_magnitude(width, n, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.choice(_VALUES, size=(n, width)) if seed % 2 else rng.standard_normal((n, width)).astype(np.float32)
+    amax, signed = signed_absmax(x, axis=1)
+    expected = np.array([_ggml_signed_absmax(row) for row in x], np.float32)
+    assert np.array_equal(amax.view(np.uint32), expected[:, 0].view(np.uint32))
+    assert np.array_equal(signed.view(np.uint32), expected[:, 1].view(np.uint32))
+    assert np.array_equal(abs_max_rows(x).view(np.uint32), expected[:, 0].view(np.uint32))

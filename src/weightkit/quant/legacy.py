@@ -13,6 +13,7 @@ import numpy as np
 from ..dtypes import GGMLType
 from ._search import (
     F32,
+    abs_max_rows,
     assemble,
     bitfields,
     block_bytes,
@@ -191,8 +192,7 @@ def _quantize_q5_1(x: np.ndarray, imatrix: np.ndarray | None) -> np.ndarray:
 def _q8_codes(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """d = max|x| / 127 (float32, before the float16 store), codes roundf(x / d)."""
     xb = _blocks(x, 32)
-    amax, _ = signed_absmax(xb, axis=1)
-    d = amax / F32(127)
+    d = abs_max_rows(xb) / F32(127)
     return d, roundf(xb * inverse(d)[:, None], np.int8)
 
 
@@ -219,7 +219,7 @@ def _quantize_q1_0(x: np.ndarray, imatrix: np.ndarray | None) -> np.ndarray:
 def _quantize_q2_0(x: np.ndarray, imatrix: np.ndarray | None) -> np.ndarray:
     """d = max |x|, codes roundf(x / d) + 1 clipped to [0, 3], four 2-bit codes per byte."""
     xb = _blocks(x, 64)
-    d, _ = signed_absmax(xb, axis=1)
+    d = abs_max_rows(xb)
     q = np.clip(roundf(xb * inverse(d)[:, None]) + F32(1), 0, 3).astype(np.uint8)
     w = q.view(np.uint32)  # codes 4j..4j+3 in the bytes of word j
     qs = (w | (w >> 6) | (w >> 12) | (w >> 18)) & 0xFF
