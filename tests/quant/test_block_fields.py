@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from weightkit.quant._search import abs_max_rows, bitfields, block_bytes, packfields, signed_absmax
+from weightkit.quant._search import abs_max_rows, bitfields, block_bytes, packfields, row_min_max, signed_absmax
 
 # (shifts, mask) of the layouts ggml uses: nibbles, 2-bit fields, bit planes.
 LAYOUTS = [((0, 4), 0x0F), ((0, 2, 4, 6), 0x03), (tuple(range(8)), 0x01)]
@@ -47,6 +47,14 @@ def test_block_bytes_takes_fields_that_are_not_a_slice_of_blocks():
     assert np.array_equal(block_bytes(every_other), every_other)
 
 
+def _ggml_min_max(row: np.ndarray) -> tuple[float, float]:
+    """ggml's Q4_1/Q5_1 loop: `if (v < min) min = v; if (v > max) max = v;` from FLT_MAX / -FLT_MAX."""
+    lo, hi = np.finfo(np.float32).max, np.finfo(np.float32).min
+    for v in row:
+        lo, hi = (v if v < lo else lo), (v if v > hi else hi)
+    return lo, hi
+
+
 def _ggml_signed_absmax(row: np.ndarray) -> tuple[float, float]:
     """ggml's loop: `if (amax < fabsf(v)) {amax = fabsf(v); max = v;}` from amax = max = 0."""
     amax = best = np.float32(0)
@@ -65,11 +73,18 @@ _VALUES = np.array([0.0, -0.0, 1.0, -1.0, 2.5, -2.5, 3e38, -3e38, 1e-45, -1e-45,
     n=st.integers(1, 30),
     seed=st.integers(0, 2**32 - 1),
 )
-def test_row_reductions_follow_ggml_first_largest_magnitude(width, n, seed):
+def test_row_reductions_follow_ggml_loops(width, n, seed):
     rng = np.random.default_rng(seed)
-    x = rng.choice(_VALUES, size=(n, width)) if seed % 2 else rng.standard_normal((n, width)).astype(np.float32)
+    # All the values (ties of +a and -a), or signed zeros and a few others (rows of zeros only, rows whose
+    # min or max is a zero of either sign).
+    pool = _VALUES if seed % 4 == 1 else np.concatenate([_VALUES[:2], rng.choice(_VALUES[2:], size=seed % 3)])
+    x = rng.choice(pool, size=(n, width)) if seed % 2 else rng.standard_normal((n, width)).astype(np.float32)
     amax, signed = signed_absmax(x, axis=1)
     expected = np.array([_ggml_signed_absmax(row) for row in x], np.float32)
     assert np.array_equal(amax.view(np.uint32), expected[:, 0].view(np.uint32))
     assert np.array_equal(signed.view(np.uint32), expected[:, 1].view(np.uint32))
     assert np.array_equal(abs_max_rows(x).view(np.uint32), expected[:, 0].view(np.uint32))
+    lo, hi = row_min_max(x)
+    expected = np.array([_ggml_min_max(row) for row in x], np.float32)
+    assert np.array_equal(lo.view(np.uint32), expected[:, 0].view(np.uint32))
+    assert np.array_equal(hi.view(np.uint32), expected[:, 1].view(np.uint32))

@@ -90,14 +90,15 @@ def seq_sum(a: np.ndarray, axis: int = 0) -> np.ndarray:
     return np.take(np.cumsum(a, axis=axis), -1, axis=axis) + F32(0)
 
 
-def _pairwise_max(a: np.ndarray, width: int) -> np.ndarray:
-    """Max of each run of `width` (a power of two) consecutive elements of the flat integer array `a`.
+def _pairwise(reduce: np.ufunc, a: np.ndarray, width: int) -> np.ndarray:
+    """`reduce` (np.maximum or np.minimum) over each run of `width` (a power of two) consecutive elements
+    of the flat integer array `a`.
 
     Adjacent pairs are merged over the whole array in each step, so every ufunc loop is long: numpy's
     reductions along short rows cost ~50 ns a row (1.6 ns a value for rows of 32), these steps 0.3.
     """
     while width > 1:
-        a = np.maximum(a[0::2], a[1::2])
+        a = reduce(a[0::2], a[1::2])
         width //= 2
     return a
 
@@ -117,7 +118,7 @@ def abs_max_rows(x: np.ndarray) -> np.ndarray:
     ax = np.abs(x)
     if not _bitwise_rows(x):
         return ax.max(axis=1)
-    return _pairwise_max(ax.reshape(-1).view(np.uint32), x.shape[1]).view(F32)
+    return _pairwise(np.maximum, ax.reshape(-1).view(np.uint32), x.shape[1]).view(F32)
 
 
 def _signed_absmax_rows(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -134,8 +135,8 @@ def _signed_absmax_rows(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         signed[amax == 0] = 0
         return amax, signed
     bits = x.reshape(-1).view(np.int32)
-    pos = _pairwise_max(bits, x.shape[1])
-    neg = _pairwise_max(bits.view(np.uint32), x.shape[1]).view(np.int32)
+    pos = _pairwise(np.maximum, bits, x.shape[1])
+    neg = _pairwise(np.maximum, bits.view(np.uint32), x.shape[1]).view(np.int32)
     pos = np.where(pos >= 0, pos, -1)  # magnitude bits of the largest positive value; -1: none
     neg = np.where(neg < 0, neg & 0x7FFFFFFF, -1)  # of the most negative value
     mag = np.maximum(pos, neg)
@@ -178,10 +179,30 @@ def inverse(d: np.ndarray) -> np.ndarray:
     return inv
 
 
+def _ordered_bits(x: np.ndarray) -> np.ndarray:
+    """int32 keys in the numeric order of float32 `x` (negatives' magnitude bits flipped): -0 sorts just
+    below +0, NaNs at the ends. The map is its own inverse."""
+    b = x.reshape(-1).view(np.int32)
+    k = b >> 31
+    k &= 0x7FFFFFFF
+    k ^= b
+    return k
+
+
 def row_min_max(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """min and max of each row of a contiguous 2-D array (argmin/argmax beat min/max along short rows)."""
+    """min and max of each row of a contiguous 2-D float32 array, as ggml's `if (v < min) min = v; if (v >
+    max) max = v;`: of equal values the first counts, so a zero result takes the sign of the row's first
+    zero. Pairwise integer maxima over order-preserving keys, rows whose result is a zero by argmin/argmax."""
     starts = np.arange(0, x.size, x.shape[1])
-    return np.take(x, np.argmin(x, axis=1) + starts), np.take(x, np.argmax(x, axis=1) + starts)
+    if not _bitwise_rows(x):
+        return np.take(x, np.argmin(x, axis=1) + starts), np.take(x, np.argmax(x, axis=1) + starts)
+    keys = _ordered_bits(x)
+    ends = [_ordered_bits(_pairwise(f, keys, x.shape[1]).view(F32)).view(F32) for f in (np.minimum, np.maximum)]
+    for end, arg in zip(ends, (np.argmin, np.argmax), strict=True):
+        zero = np.flatnonzero(end == 0)
+        if zero.size:
+            end[zero] = np.take(x, arg(x[zero], axis=1) + starts[zero])
+    return ends[0], ends[1]
 
 
 def make_qx_quants(x: np.ndarray, nmax: int, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
