@@ -28,7 +28,7 @@ import numpy as np
 import weightkit
 from weightkit import quant
 from weightkit.dtypes import GGML_TYPES, GGMLType, ggml_type
-from weightkit.quant._parallel import workers
+from weightkit.quant._parallel import map_chunks, workers
 
 try:
     import gguf
@@ -219,6 +219,15 @@ def read_gguf_tensors(path: str) -> list[tuple[str, GGMLType, tuple[int, ...], A
         return [(name, info.dtype, info.shape, np.array(model.raw(name))) for name, info in model.tensors.items()]
 
 
+def touch_new_pages(n: int) -> Array:
+    """What any decoder of `n` float32 values into new memory pays at least: the kernel mapping and zeroing
+    the pages, here on every worker thread at once as weightkit's decoders do."""
+    out = np.empty(n, np.float32)
+    parts = np.array_split(np.arange(0, n, 1024), workers())  # one float32 in each 4 KiB page
+    map_chunks(lambda part: out.__setitem__(part, 0), parts)
+    return out
+
+
 def bench_gguf(ggml, path: str, repeat: int) -> None:
     tensors = read_gguf_tensors(path)
     by_type: dict[GGMLType, list[tuple[GGMLType, tuple[int, ...], Array]]] = {}
@@ -274,6 +283,9 @@ def bench_gguf(ggml, path: str, repeat: int) -> None:
     print_table(f"Dequantize every tensor of {path} (seconds, best of {repeat})", header, rows)
     print("(rows by type and 'total': one call per tensor on every side; 'all at once': weightkit's")
     print(" dequantize_many / GGUFFile.load() over the whole file, against the other sides' totals)")
+    floor, _ = best_of(lambda: touch_new_pages(n_total), repeat, release_freed_memory)
+    print(f"floor: new pages for the {n_total * 4 / 2**30:.2f} GiB of float32 output, one write per page on")
+    print(f" {workers()} threads and no decoding: {floor:.3f} s")
     missing = [s for s, ok in complete.items() if not ok]
     if missing:
         print(f"(no total for {', '.join(missing)}: some tensor types are not supported there)")
