@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..dtypes import GGMLType
+from ._gather import gather
 
 # The doubled E2M1 values of the 16 codes; code 8 is "-0", which ggml decodes as +0.
 _KVALUES = np.array([0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12], dtype=np.float32)
@@ -49,19 +50,19 @@ def _decode_nibbles(qs: np.ndarray, d: np.ndarray, out: np.ndarray) -> None:
     """out[..., :h] / out[..., h:] = low / high nibble values of `qs` (..., h) times scale `d` (..., 1)."""
     half = qs.shape[-1]
     with np.errstate(over="ignore"):  # 12 * 2**127 is inf in ggml too
-        np.multiply(np.take(_LOW, qs), d, out=out[..., :half])
-        np.multiply(np.take(_HIGH, qs), d, out=out[..., half:])
+        np.multiply(gather(_LOW, qs), d, out=out[..., :half])
+        np.multiply(gather(_HIGH, qs), d, out=out[..., half:])
 
 
 def dequantize_mxfp4(blocks: np.ndarray, out: np.ndarray) -> None:
     """ggml's `dequantize_row_mxfp4`: byte 0 is the exponent, bytes 1-16 the codes."""
-    _decode_nibbles(blocks[:, 1:], np.take(_E8M0_HALF, blocks[:, :1]), out)
+    _decode_nibbles(blocks[:, 1:], gather(_E8M0_HALF, blocks[:, :1]), out)
 
 
 def dequantize_nvfp4(blocks: np.ndarray, out: np.ndarray) -> None:
     """ggml's `dequantize_row_nvfp4`: bytes 0-3 are the sub-block scales, then 8 code bytes per sub-block."""
     n = blocks.shape[0]
-    d = np.take(_UE4M3, blocks[:, :4]).reshape(n, 4, 1)
+    d = gather(_UE4M3, blocks[:, :4]).reshape(n, 4, 1)
     _decode_nibbles(blocks[:, 4:].reshape(n, 4, 8), d, out.reshape(n, 4, 16))
 
 

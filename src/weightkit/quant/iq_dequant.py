@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..dtypes import GGMLType
+from ._gather import gather
 from ._search import half, quiet
 from .iq_tables import cached, codebooks, grid_bytes, sign_bits
 
@@ -26,9 +27,8 @@ _BYTES = np.arange(256)
 
 
 def _take(table: np.ndarray, idx: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """table[idx] along the first axis, into `out` when given (a C-contiguous view: no temporary).
-    Indices are in range by construction; mode="clip" spares numpy's bounds-checked buffering."""
-    return np.take(table, idx, axis=0, out=out, mode="clip")
+    """table[idx] along the first axis, into `out` when given (a C-contiguous view: no temporary)."""
+    return gather(table, idx, out, axis=0)
 
 
 def _flip_nan_signs(table: np.ndarray, idx: np.ndarray, out: np.ndarray, d: np.ndarray) -> None:

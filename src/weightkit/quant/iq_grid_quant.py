@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..dtypes import GGMLType
+from ._gather import gather
 from ._parallel import iota, scratch
 from ._search import seq_sum
 from .iq_math import F32, fp16_bits, nearest_int
@@ -76,11 +77,11 @@ def nearest_neighbours(
         """A query's value for each of its candidates. For short candidate lists (IQ3 grids: 8-11 a
         query) a gather by `owner`, which is sorted so the reads run forward (np.repeat by counts costs
         3x as much there, and holds the GIL); for long ones (IQ2_XS: ~60) a repeat."""
-        return np.repeat(a, counts) if long_lists else np.take(a, owner, out=out)
+        return np.repeat(a, counts) if long_lists else gather(a, owner, out)
 
     at = spread(gs.start[keys] - first, pairs("at", np.intp))
     at += iota(n_pairs)
-    cand = np.take(gs.flat, at, out=pairs("cand", np.intp))
+    cand = gather(gs.flat, at, pairs("cand", np.intp))
     xval_t, weight_t = xval.T.copy(), weight.T.copy()
     scale = spread(scale, pairs("scale"))
     if values is not None:
@@ -90,9 +91,9 @@ def nearest_neighbours(
     d2[:] = 0
     for i in range(gs.width):
         if values is None:
-            np.take(gs.pos_t[i], cand, out=diff)
+            gather(gs.pos_t[i], cand, diff)
         else:
-            np.take(flat_values, np.add(owner_row, np.take(gs.levels_t[i], cand, out=at), out=at), out=diff)
+            gather(flat_values, np.add(owner_row, gather(gs.levels_t[i], cand, at), out=at), diff)
         diff *= scale
         diff -= spread(xval_t[i], spread_x)
         np.multiply(spread(weight_t[i], spread_x), diff, out=spread_x)
@@ -113,7 +114,7 @@ def _snap(gs: GridSearch, inv: np.ndarray, xval: np.ndarray, waux: np.ndarray, s
     at = np.flatnonzero(off)  # the off-grid vectors, as flat indices: one selection serves every array
     if at.size:
         rows = (-1, gs.width)
-        vec_scale = np.take(scale, at // off.shape[1])  # each off-grid vector's row scale
+        vec_scale = gather(scale, at // off.shape[1])  # each off-grid vector's row scale
         found = nearest_neighbours(gs, keys.reshape(-1)[at], xval.reshape(rows)[at], waux.reshape(rows)[at], vec_scale)
         np.put(entry, at, found)
     return gs.levels[entry], ~off

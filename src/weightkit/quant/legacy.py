@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..dtypes import GGMLType
+from ._gather import gather
 from ._search import (
     F32,
     abs_max_rows,
@@ -97,12 +98,12 @@ def _dequantize_q1_0(blocks: np.ndarray, out: np.ndarray) -> None:
     """bit ? d : -d. ggml's float16 decode quiets signalling NaNs (it multiplies), so `* 1` first;
     then -d is a sign flip (xor), which keeps NaN payloads as C's negation does."""
     d = half(blocks, 0) * F32(1)
-    signs = np.take(_Q1_SIGNS, blocks[:, 2:], axis=0).reshape(out.shape)
+    signs = gather(_Q1_SIGNS, blocks[:, 2:], axis=0).reshape(out.shape)
     np.bitwise_xor(signs, d.view(np.uint32), out=out.view(np.uint32))
 
 
 def _dequantize_q2_0(blocks: np.ndarray, out: np.ndarray) -> None:
-    scale_codes_into(out, np.take(_Q2_CODES, blocks[:, 2:], axis=0), half(blocks, 0))
+    scale_codes_into(out, gather(_Q2_CODES, blocks[:, 2:], axis=0), half(blocks, 0))
 
 
 # --------------------------------------------------------------------------------------------- quantize

@@ -51,6 +51,7 @@ import numpy as np
 from .._torch import from_torch
 from ..dtypes import MLXQuantType
 from . import CHUNK_ELEMENTS, MIN_TASK_ELEMENTS, _step
+from ._gather import gather
 from ._parallel import map_chunks
 from ._search import readonly
 
@@ -358,9 +359,9 @@ def _fp_quantize(w: np.ndarray, mode: str, bits: int, gs: int):
 
 def _fp_groups(words, scales, *, mode: str, bits: int, out_t: np.dtype) -> np.ndarray:
     """Groups of FP4 / FP8 codes (one group a row) times their decoded E4M3 or E8M0 scales, in `out_t`."""
-    vals = _round_to(_FP4_LUT if bits == 4 else _FP8_DECODE, out_t)[_unpack(words, bits)]
+    vals = gather(_round_to(_FP4_LUT if bits == 4 else _FP8_DECODE, out_t), _unpack(words, bits))
     with np.errstate(all="ignore"):
-        sc = _round_to(_FP8_DECODE if mode == "nvfp4" else _E8M0_DECODE, out_t)[scales]
+        sc = gather(_round_to(_FP8_DECODE if mode == "nvfp4" else _E8M0_DECODE, out_t), scales)
         return _cast(vals * sc[:, None], out_t)
 
 

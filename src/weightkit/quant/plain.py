@@ -9,16 +9,17 @@ from __future__ import annotations
 import numpy as np
 
 from ..dtypes import GGML_TYPES, GGMLType
+from ._gather import gather
 
 # Every float16 bit pattern's float32 value, by numpy's own cast: a gather from this 256 KiB table runs about
-# twice as fast as that cast (which has no SIMD path), with the same bits.
+# 2.5x as fast as that cast (1.63 ns a value here, even with AVX-512), with the same bits.
 _F16_TO_F32 = np.arange(1 << 16, dtype=np.uint32).astype("<u2").view("<f2").astype(np.float32)
 _F16_TO_F32.flags.writeable = False
 
 
 def _from_f16_bits(bits: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """The float32 values of float16 bit patterns (uint16), through the table."""
-    return np.take(_F16_TO_F32, bits, out=out)
+    return gather(_F16_TO_F32, bits, out=out)
 
 
 def as_float32(x: np.ndarray) -> np.ndarray:
