@@ -144,8 +144,9 @@ def _signed_absmax_rows(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     signed = np.where(neg > pos, -amax, amax)
     tie = np.flatnonzero((pos == neg) & (mag > 0))
     if tie.size:
-        rows, a = x[tie], amax[tie, None]
-        signed[tie] = np.where(np.argmax(rows == -a, axis=1) < np.argmax(rows == a, axis=1), -amax[tie], amax[tie])
+        rows, a = x[tie], amax[tie]
+        neg_first = np.argmax(rows == -a[:, None], axis=1) < np.argmax(rows == a[:, None], axis=1)
+        signed[tie] = np.where(neg_first, -a, a)
     signed[mag == 0] = 0
     return amax, signed
 
@@ -179,10 +180,9 @@ def inverse(d: np.ndarray) -> np.ndarray:
     return inv
 
 
-def _ordered_bits(x: np.ndarray) -> np.ndarray:
-    """int32 keys in the numeric order of float32 `x` (negatives' magnitude bits flipped): -0 sorts just
-    below +0, NaNs at the ends. The map is its own inverse."""
-    b = x.reshape(-1).view(np.int32)
+def _ordered_bits(b: np.ndarray) -> np.ndarray:
+    """int32 keys in the numeric order of the float32 values whose bits are `b` (negatives' magnitude bits
+    flipped): -0 sorts just below +0, NaNs at the ends. The map is its own inverse."""
     k = b >> 31
     k &= 0x7FFFFFFF
     k ^= b
@@ -196,8 +196,8 @@ def row_min_max(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     starts = np.arange(0, x.size, x.shape[1])
     if not _bitwise_rows(x):
         return np.take(x, np.argmin(x, axis=1) + starts), np.take(x, np.argmax(x, axis=1) + starts)
-    keys = _ordered_bits(x)
-    ends = [_ordered_bits(_pairwise(f, keys, x.shape[1]).view(F32)).view(F32) for f in (np.minimum, np.maximum)]
+    keys = _ordered_bits(x.reshape(-1).view(np.int32))
+    ends = [_ordered_bits(_pairwise(f, keys, x.shape[1])).view(F32) for f in (np.minimum, np.maximum)]
     for end, arg in zip(ends, (np.argmin, np.argmax), strict=True):
         zero = np.flatnonzero(end == 0)
         if zero.size:
