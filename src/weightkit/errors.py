@@ -1,4 +1,13 @@
-"""The exceptions weightkit raises. Every failure caused by bad input is one of these."""
+"""Every exception weightkit raises on purpose, in one place.
+
+The contract: anything a caller can cause (a malformed file, a bad argument, a model that does not fit)
+raises a `WeightkitError` subclass with a message that names the file and byte offset, or the argument,
+and what is wrong. The command line prints that message on one line and exits with status 2 for a usage
+error (`ArgumentError`) and 1 for everything else. Any other exception is a bug in weightkit.
+
+The classes that callers also catch by Python's own categories keep them: `FormatError` and
+`ArgumentError` are `ValueError`s, `ArgumentTypeError` is also a `TypeError`.
+"""
 
 from __future__ import annotations
 
@@ -28,5 +37,55 @@ class FormatError(WeightkitError, ValueError):
         return (type(self), (self.path, self.offset, self.reason))
 
 
+class ArgumentError(WeightkitError, ValueError):
+    """An argument or option has a value weightkit cannot use; the message names the argument."""
+
+
+class ArgumentTypeError(ArgumentError, TypeError):
+    """An argument is of a type weightkit cannot use (a complex array to quantize, a str for a dict)."""
+
+
 class UnsupportedError(WeightkitError):
     """A well-formed input asks for something weightkit does not do (yet), e.g. a type with no kernel."""
+
+
+class InvalidName(ArgumentError):
+    """A model name Ollama would not accept (it could also escape the store's folders)."""
+
+
+class ModelNotFound(WeightkitError):
+    """No manifest in the store for that name."""
+
+
+class LayoutInputError(ArgumentError):
+    """The numbers given to the layout functions are inconsistent (e.g. negative sizes)."""
+
+
+class FullFitRequired(WeightkitError):
+    """The model must load entirely (require-full mode) and does not: Ollama's ``ErrLoadRequiredFull``.
+
+    Ollama's scheduler reacts by evicting another model and retrying. ``reason`` says whether the
+    GPUs (``"gpu"``) or system memory (``"system"``) fell short.
+    """
+
+    def __init__(self, message: str, reason: str = "gpu") -> None:
+        super().__init__(message)
+        self.reason = reason
+
+    def __reduce__(self):
+        return (type(self), (self.args[0], self.reason))
+
+
+class SystemMemoryExceeded(WeightkitError):
+    """What stays on the CPU is larger than free RAM plus free swap (Ollama refuses the load).
+
+    Ollama makes this check on Linux and Windows only; macOS has dynamic swap.
+    """
+
+    def __init__(self, required: int, available: int) -> None:
+        super().__init__(f"model requires more system memory ({required} bytes) than is available ({available} bytes)")
+        self.required = required
+        self.available = available
+
+    def __reduce__(self):
+        return (type(self), (self.required, self.available))

@@ -196,7 +196,7 @@ def test_command_line(tmp_path, gguf_file):
     blob.write_bytes(kept)
     assert "llama" in run("inspect", "tiny:v1").stdout
     bad = run("show", "../etc/passwd")
-    assert bad.returncode == 1 and "invalid model name" in bad.stderr and "Traceback" not in bad.stderr
+    assert bad.returncode == 2 and "invalid model name" in bad.stderr and "Traceback" not in bad.stderr
     created = json.loads(run("create", "tiny:v2", "--from", str(gguf_file), "--json").stdout)
     assert created["model"] == "tiny:v2"
     assert [layer["digest"] for layer in created["layers"]] == [layer["digest"] for layer in show["layers"]]

@@ -8,8 +8,10 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
+from typer._click import exceptions as typer_errors
 
-from ..errors import WeightkitError
+from ..errors import ArgumentError, WeightkitError
 
 app = typer.Typer(
     name="weightkit",
@@ -19,6 +21,7 @@ app = typer.Typer(
     add_completion=False,
 )
 console = Console()
+_stderr = Console(stderr=True)
 
 
 @app.command()
@@ -255,12 +258,31 @@ def demo() -> None:
     run_inspect(path, tensors=False, as_json=False, console=console)
 
 
-def main() -> None:
-    """Entry point: library errors become one line on stderr and exit status 1, never a traceback."""
+def main(argv: list[str] | None = None) -> None:
+    """Entry point. Errors a user can cause become one line on stderr, never a traceback: status 2 for a
+    usage error (an unknown option, a bad value), 1 for a bad file or a failed job, 130 when interrupted."""
     try:
-        app()
-    except (WeightkitError, OSError) as e:
-        Console(stderr=True).print(f"[red]error:[/red] {e}", markup=True, highlight=False)
-        sys.exit(1)
-    except KeyboardInterrupt:
-        sys.exit(130)
+        status = app(args=argv, prog_name="weightkit", standalone_mode=False)
+    except typer_errors.NoArgsIsHelpError:  # the help has been printed
+        status = 2
+    except typer.TyperException as e:  # click's usage errors: unknown option, missing argument, bad value
+        where = f" (see '{e.ctx.command_path} --help')" if getattr(e, "ctx", None) else ""
+        status = _fail(e.format_message() + where, getattr(e, "exit_code", 2))
+    except ArgumentError as e:
+        status = _fail(str(e), 2)
+    except MemoryError:
+        status = _fail("out of memory", 1)
+    except WeightkitError as e:
+        status = _fail(str(e), 1)
+    except OSError as e:
+        status = _fail(f"{e.filename}: {e.strerror}" if e.filename and e.strerror else str(e), 1)
+    except (KeyboardInterrupt, typer.Abort):
+        status = 130
+    sys.exit(status if isinstance(status, int) else 0)
+
+
+def _fail(message: str, status: int) -> int:
+    """Print `message` as the one line of an error and return the exit status."""
+    line = " ".join(message.split())
+    _stderr.print(f"[red]error:[/red] {escape(line)}", markup=True, highlight=False, soft_wrap=True)
+    return status

@@ -57,7 +57,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from weightkit.errors import WeightkitError
+from weightkit.errors import FullFitRequired, LayoutInputError, SystemMemoryExceeded
 from weightkit.memory.layout_gosort import go_sort
 
 __all__ = [
@@ -87,44 +87,6 @@ _U64 = (1 << 64) - 1
 _F32 = np.float32
 _EPSILON = _F32(1e-6)  # Go: `high-low > 1e-6` converts the constant to float32
 _TWO = _F32(2)
-
-
-# --------------------------------------------------------------------------------------------
-# Errors
-
-
-class FullFitRequired(WeightkitError):
-    """The model must load entirely (require-full mode) and does not: Ollama's ``ErrLoadRequiredFull``.
-
-    Ollama's scheduler reacts by evicting another model and retrying. ``reason`` says whether the
-    GPUs (``"gpu"``) or system memory (``"system"``) fell short.
-    """
-
-    def __init__(self, message: str, reason: str = "gpu") -> None:
-        super().__init__(message)
-        self.reason = reason
-
-    def __reduce__(self):
-        return (type(self), (self.args[0], self.reason))
-
-
-class SystemMemoryExceeded(WeightkitError):
-    """What stays on the CPU is larger than free RAM plus free swap (Ollama refuses the load).
-
-    Ollama makes this check on Linux and Windows only; macOS has dynamic swap.
-    """
-
-    def __init__(self, required: int, available: int) -> None:
-        super().__init__(f"model requires more system memory ({required} bytes) than is available ({available} bytes)")
-        self.required = required
-        self.available = available
-
-    def __reduce__(self):
-        return (type(self), (self.required, self.available))
-
-
-class LayoutInputError(WeightkitError, ValueError):
-    """The numbers given to the layout functions are inconsistent (e.g. negative sizes)."""
 
 
 # --------------------------------------------------------------------------------------------

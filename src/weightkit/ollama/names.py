@@ -5,16 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from ..errors import WeightkitError
+from ..errors import InvalidName
 
 DEFAULT_HOST = "registry.ollama.ai"
 DEFAULT_NAMESPACE = "library"
 DEFAULT_TAG = "latest"
 _MISSING = "!MISSING!"  # what Ollama puts where a separator promised a part that is empty
-
-
-class InvalidName(WeightkitError):
-    """A model name Ollama would not accept (it could also escape the store's folders)."""
 
 
 @dataclass(frozen=True)

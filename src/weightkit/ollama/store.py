@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from .._io import atomic_write
-from ..errors import FormatError, WeightkitError
+from ..errors import FormatError, ModelNotFound, WeightkitError
 from .names import ModelName, name_from_parts, parse_name
 
 MANIFEST_MEDIA_TYPE = "application/vnd.docker.distribution.manifest.v2+json"
@@ -33,10 +33,6 @@ MEDIA_TYPES = {k: MEDIA + k for k in (
 )}  # fmt: skip
 _DIGEST = re.compile(r"^sha256[:-][0-9a-fA-F]{64}$")
 _COPY_CHUNK = 8 << 20
-
-
-class ModelNotFound(WeightkitError):
-    """No manifest for that name in the store."""
 
 
 def default_root() -> Path:
