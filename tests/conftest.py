@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-# CI clones the repo with the steering repo's shared/ folder beside it.
-SHARED = Path(os.environ.get("WEIGHTKIT_SHARED", REPO.parent / "shared"))
-GGML_FIXTURES = SHARED / "fixtures" / "ggml"
+GGML_FIXTURES = REPO / "tests" / "data" / "ggml"  # recorded by tools/make_ggml_fixtures.py
 
 
 @pytest.fixture(scope="session")
 def ggml_fixtures() -> Path:
-    """The folder of llama.cpp reference vectors; a missing folder is a failure, never a skip."""
+    """The folder of ggml's reference vectors; a missing folder is a failure, never a skip."""
     assert (GGML_FIXTURES / "index.json").exists(), f"reference vectors not found at {GGML_FIXTURES}"
     return GGML_FIXTURES
 

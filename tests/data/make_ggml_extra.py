@@ -1,11 +1,11 @@
 """Make the extra ggml reference vectors in tests/data/ggml_extra/ (needs llama-cpp-python; CI only reads them).
 
-The shared fixtures leave out what this covers: the importance-matrix paths of the legacy and K-quant
+The fixtures in tests/data/ggml leave out what this covers: the importance-matrix paths of the legacy and K-quant
 quantizers, Q2_0 and Q8_K, a single-row tensor, and block scales that decode to inf, NaN or subnormals.
 
     python tests/data/make_ggml_extra.py [out_dir]
 
-Uses ../shared/tools/ggml_oracle.py (WEIGHTKIT_SHARED overrides ../shared). Q8_K has no `to_float` nor
+Uses tools/ggml_oracle.py. Q8_K has no `to_float` nor
 `ggml_quantize_chunk` support in ggml, so its exported `quantize_row_q8_K_ref` / `dequantize_row_q8_K` are
 called directly.
 """
@@ -13,14 +13,12 @@ called directly.
 from __future__ import annotations
 
 import ctypes
-import os
 import sys
 from pathlib import Path
 
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[2]
-SHARED = Path(os.environ.get("WEIGHTKIT_SHARED", REPO.parent / "shared"))
 SEED = 20240917
 
 # name: (ggml id, bytes per block, values per block, byte offsets of the float16 scales)
@@ -78,7 +76,7 @@ def inputs(rng: np.random.Generator) -> dict[str, np.ndarray]:
 
 
 def main(out_dir: Path) -> None:
-    sys.path.insert(0, str(SHARED / "tools"))
+    sys.path.insert(0, str(REPO / "tools"))
     import ggml_oracle as oracle
 
     lib = oracle.lib

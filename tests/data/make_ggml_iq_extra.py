@@ -1,14 +1,14 @@
 """Make the extra IQ reference vectors in tests/data/ggml_iq_extra/ with llama.cpp's own ggml.
 
-The shared fixtures quantize each IQ type one way only (with an imatrix for the types that require
+The fixtures in tests/data/ggml quantize each IQ type one way only (with an imatrix for the types that require
 one, without for the others) and their random-byte blocks happen to hold only finite scales. These
 vectors add what they miss: both quantizer paths wherever ggml accepts both, inputs that reach
 ggml's corner cases (all-zero groups, ties, parity flips, tiny and huge magnitudes, other row
 lengths), and blocks whose f16 scales are NaN, infinite, zero or subnormal.
 
-Needs llama-cpp-python (it compiles llama.cpp) and the oracle in ../shared/tools:
+Needs llama-cpp-python (it compiles llama.cpp); the oracle is tools/ggml_oracle.py:
 
-    python tests/data/make_ggml_iq_extra.py [path/to/shared/tools]
+    python tests/data/make_ggml_iq_extra.py
 """
 
 from __future__ import annotations
@@ -64,8 +64,8 @@ def special_blocks(rng: np.random.Generator, name: str, type_size: int, n_blocks
     return raw
 
 
-def main(tools: str) -> None:
-    sys.path.insert(0, tools)
+def main() -> None:
+    sys.path.insert(0, str(HERE.parents[1] / "tools"))
     import ggml_oracle as o
 
     rng = np.random.default_rng(SEED)
@@ -76,7 +76,7 @@ def main(tools: str) -> None:
     for name, t in TYPES.items():
         tr = o.traits(t)
         arrays = {}
-        modes = ["im"] if o.lib.ggml_quantize_requires_imatrix(t) else ["none", "im"]
+        modes = ["im"] if o.requires_imatrix(t) else ["none", "im"]
         for case, x in xs.items():
             for mode in modes:
                 im = imatrix[x.shape[1]] if mode == "im" else None
@@ -90,4 +90,4 @@ def main(tools: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else str(HERE.parents[2] / "shared" / "tools"))
+    main()

@@ -1,4 +1,4 @@
-"""Make the extra ggml reference vectors in this folder: edge cases the shared fixtures rarely or never hit.
+"""Make the extra ggml reference vectors in this folder: edge cases the fixtures in tests/data/ggml rarely or never hit.
 
 Run with llama-cpp-python installed (its ggml is the reference), from the repo root:
     python tests/data/ggml_fp4_extra/make_extra.py
@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parents[2].parent / "shared" / "tools"))
+sys.path.insert(0, str(HERE.parents[2] / "tools"))
 import ggml_oracle  # noqa: E402
 
 TYPES = {"MXFP4": 39, "NVFP4": 40, "TQ1_0": 34, "TQ2_0": 35}
