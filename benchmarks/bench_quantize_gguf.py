@@ -21,7 +21,7 @@ import numpy as np
 
 import weightkit
 from _common import best_of, gemma_path
-from weightkit.convert import quantize_gguf
+from weightkit.convert import QuantizeOptions, quantize_gguf
 from weightkit.convert.mixes import file_type
 from weightkit.gguf import GGUFValueType, Value, write_gguf
 
@@ -113,7 +113,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{'type':<10} {'weightkit':>10} {'llama.cpp':>10} {'ratio':>7}  same output")
         ours, theirs = Path(tmp) / "weightkit.gguf", Path(tmp) / "llama.gguf"
         for name in args.types.split(","):
-            t_ours, _ = best_of(lambda n=name: quantize_gguf(src, ours, n, mix=True, imatrix=imatrix), args.repeat)
+            options = QuantizeOptions(name, imatrix=imatrix)
+            t_ours, _ = best_of(lambda o=options: quantize_gguf(src, ours, o), args.repeat)
             if llama_cpp is None:
                 print(f"{name:<10} {t_ours:>9.2f}s")
                 continue

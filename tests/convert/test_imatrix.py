@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import weightkit
-from weightkit.convert import quantize_gguf, read_imatrix
+from weightkit.convert import QuantizeOptions, quantize_gguf, read_imatrix
 from weightkit.errors import FormatError, WeightkitError
 from weightkit.gguf import GGUFValueType, GGUFWriter, Value, write_gguf
 
@@ -52,16 +52,21 @@ def test_gguf_counts_are_rounded_as_llama_quantize_does(tmp_path):
     assert np.array_equal(got, np.array([[5, 10], [10, 40 / 3], [1, 1], [1, 1]], np.float32))
 
 
+def _pure(type_name: str, **options) -> QuantizeOptions:
+    """Every matrix one type (the models here lack the hyperparameters a mixture reads)."""
+    return QuantizeOptions(type_name, pure=True, **options)
+
+
 def test_quantize_takes_a_legacy_file(tmp_path):
     rng = np.random.default_rng(1)
     w = rng.standard_normal((8, 256)).astype(np.float32)
     write_gguf(tmp_path / "m.gguf", {"general.architecture": "llama"}, {"blk.0.attn_q.weight": w})
     values = rng.uniform(1, 9, 256).astype(np.float32)
     (tmp_path / "imatrix.dat").write_bytes(_legacy([("blk.0.attn_q.weight", 5, values)]))
-    quantize_gguf(tmp_path / "m.gguf", tmp_path / "a.gguf", "IQ4_XS", imatrix=tmp_path / "imatrix.dat")
-    quantize_gguf(tmp_path / "m.gguf", tmp_path / "b.gguf", "IQ4_XS",
-                  imatrix={"blk.0.attn_q.weight": values / np.float32(5)})  # fmt: skip
-    quantize_gguf(tmp_path / "m.gguf", tmp_path / "c.gguf", "IQ4_XS")
+    quantize_gguf(tmp_path / "m.gguf", tmp_path / "a.gguf", _pure("IQ4_XS", imatrix=tmp_path / "imatrix.dat"))
+    quantize_gguf(tmp_path / "m.gguf", tmp_path / "b.gguf",
+                  _pure("IQ4_XS", imatrix={"blk.0.attn_q.weight": values / np.float32(5)}))  # fmt: skip
+    quantize_gguf(tmp_path / "m.gguf", tmp_path / "c.gguf", _pure("IQ4_XS"))
     with weightkit.open(tmp_path / "a.gguf") as a, weightkit.open(tmp_path / "b.gguf") as b:
         assert np.array_equal(a.raw("blk.0.attn_q.weight"), b.raw("blk.0.attn_q.weight"))
         with weightkit.open(tmp_path / "c.gguf") as c:
@@ -108,7 +113,7 @@ def test_output_records_the_imatrix_as_llama_quantize_does(tmp_path):
     entries = [(n, 2, rng.uniform(1, 2, 256).astype(np.float32)) for n in tensors]
     path = tmp_path / "imatrix.dat"
     path.write_bytes(_legacy([*entries, ("blk.9.unused.weight", 1, np.ones(4, np.float32))]))  # trailer: 12, wiki.test
-    quantize_gguf(tmp_path / "m.gguf", tmp_path / "q.gguf", "Q4_K", imatrix=path)
+    quantize_gguf(tmp_path / "m.gguf", tmp_path / "q.gguf", _pure("Q4_K", imatrix=path))
     with weightkit.open(tmp_path / "q.gguf") as m:
         keys = list(m.metadata)
         assert keys[-5:] == ["general.file_type", "quantize.imatrix.file", "quantize.imatrix.dataset",
@@ -118,10 +123,11 @@ def test_output_records_the_imatrix_as_llama_quantize_does(tmp_path):
         assert m.metadata["quantize.imatrix.entries_count"] == 3  # every entry of the file, used or not
         assert m.metadata["quantize.imatrix.chunks_count"] == 12
 
-    quantize_gguf(tmp_path / "m.gguf", tmp_path / "i.gguf", "Q4_K", imatrix=path, include_weights=["attn_q"])
-    quantize_gguf(tmp_path / "m.gguf", tmp_path / "e.gguf", "Q4_K", imatrix=path, exclude_weights=["ffn", "unused"])
-    quantize_gguf(tmp_path / "m.gguf", tmp_path / "n.gguf", "Q4_K", imatrix=path, include_weights=["nothing"])
-    quantize_gguf(tmp_path / "m.gguf", tmp_path / "plain.gguf", "Q4_K")
+    quantize_gguf(tmp_path / "m.gguf", tmp_path / "i.gguf", _pure("Q4_K", imatrix=path, include_weights=["attn_q"]))
+    excluded = _pure("Q4_K", imatrix=path, exclude_weights=["ffn", "unused"])
+    quantize_gguf(tmp_path / "m.gguf", tmp_path / "e.gguf", excluded)
+    quantize_gguf(tmp_path / "m.gguf", tmp_path / "n.gguf", _pure("Q4_K", imatrix=path, include_weights=["nothing"]))
+    quantize_gguf(tmp_path / "m.gguf", tmp_path / "plain.gguf", _pure("Q4_K"))
     with weightkit.open(tmp_path / "q.gguf") as q, weightkit.open(tmp_path / "i.gguf") as i, \
             weightkit.open(tmp_path / "e.gguf") as e, weightkit.open(tmp_path / "plain.gguf") as plain:  # fmt: skip
         assert i.metadata["quantize.imatrix.entries_count"] == e.metadata["quantize.imatrix.entries_count"] == 1
@@ -132,8 +138,8 @@ def test_output_records_the_imatrix_as_llama_quantize_does(tmp_path):
     with weightkit.open(tmp_path / "n.gguf") as n:  # nothing selected: as without an imatrix, and no record of it
         assert "quantize.imatrix.file" not in n.metadata
     with pytest.raises(WeightkitError, match="cannot be used together"):
-        quantize_gguf(tmp_path / "m.gguf", None, "Q4_K", imatrix=path, include_weights=["a"], exclude_weights=["b"],
-                      dry_run=True)  # fmt: skip
+        options = _pure("Q4_K", imatrix=path, include_weights=["a"], exclude_weights=["b"])
+        quantize_gguf(tmp_path / "m.gguf", None, options, dry_run=True)
 
 
 def test_gguf_imatrix_provenance_and_long_names(tmp_path):
@@ -163,7 +169,7 @@ def test_command_line_imatrix_selection_and_overrides(tmp_path):
     (tmp_path / "imatrix.dat").write_bytes(_legacy([("blk.0.attn_q.weight", 1, np.ones(256, np.float32))]))
     out = tmp_path / "q.gguf"
     r = subprocess.run(
-        [sys.executable, "-m", "weightkit", "quantize", str(tmp_path / "m.gguf"), str(out), "-t", "Q4_K",
+        [sys.executable, "-m", "weightkit", "quantize", str(tmp_path / "m.gguf"), str(out), "-t", "Q4_K", "--pure",
          "--imatrix", str(tmp_path / "imatrix.dat"), "--exclude-weights", "ffn",
          "--override-kv", "general.name=str:renamed", "--override-kv", "llama.context_length=int:4096"],
         capture_output=True, text=True, env={"PATH": ""},
@@ -174,8 +180,8 @@ def test_command_line_imatrix_selection_and_overrides(tmp_path):
         assert m.metadata["quantize.imatrix.entries_count"] == 1
         assert list(m.metadata)[-6:-4] == ["general.name", "llama.context_length"]  # moved last, then the imatrix's
     bad = subprocess.run(
-        [sys.executable, "-m", "weightkit", "quantize", str(tmp_path / "m.gguf"), str(out), "-t", "Q4_K",
+        [sys.executable, "-m", "weightkit", "quantize", str(tmp_path / "m.gguf"), str(out), "-t", "Q4_K", "--pure",
          "--override-kv", "general.name=text:x"],
         capture_output=True, text=True, env={"PATH": ""},
     )  # fmt: skip
-    assert bad.returncode == 1 and "--override-kv" in bad.stderr and "Traceback" not in bad.stderr
+    assert bad.returncode == 2 and "--override-kv" in bad.stderr and "Traceback" not in bad.stderr

@@ -16,12 +16,11 @@ import numpy as np
 import pytest
 
 import weightkit
-from weightkit.convert import plan_types, quantize_gguf
+from weightkit.convert import QuantizeOptions, plan_types, quantize_gguf, resolve_target
 from weightkit.convert.mixes import file_type, llama_order, mixture_names
 from weightkit.convert.options import parse_kv_override
-from weightkit.convert.quantize import resolve_target
 from weightkit.dtypes import GGMLType as T
-from weightkit.errors import WeightkitError
+from weightkit.errors import ArgumentError, WeightkitError
 from weightkit.gguf import GGUFValueType, Value, write_gguf
 
 RECORD = json.loads((Path(__file__).parents[1] / "data" / "llama_mixes.json").read_text())
@@ -53,22 +52,21 @@ GENERATOR = _generator()
 parse_key = GENERATOR.parse_key
 
 
-def _arguments(key: str) -> tuple[str, dict]:
-    """The target and keyword arguments of `plan_types` / `quantize_gguf` that mean what the key's
-    llama-quantize options meant."""
+def _options(key: str, imatrix=None) -> QuantizeOptions:
+    """The options that mean what the key's llama-quantize options meant."""
     ftype, options = parse_key(key)
-    pure = options["pure"]
-    kwargs = {
-        "mix": not pure,
-        "output_type": options.get("output_tensor_type"),
-        "token_embedding_type": options.get("token_embedding_type"),
-        "tensor_types": options["tensor_types"],
-        "keep_output": options["leave_output"],
-        "kv_overrides": [parse_kv_override(o) for o in options["kv_overrides"]],
-        "keep_split": options["keep_split"],
-        "prune_layers": options["prune_layers"],
-    }
-    return (file_type(ftype).base.name if pure else ftype), kwargs
+    return QuantizeOptions(
+        ftype,
+        pure=options["pure"],
+        output_tensor_type=options.get("output_tensor_type"),
+        token_embedding_type=options.get("token_embedding_type"),
+        tensor_type=tuple(options["tensor_types"]),
+        leave_output_tensor=options["leave_output"],
+        override_kv=tuple(parse_kv_override(o) for o in options["kv_overrides"]),
+        keep_split=options["keep_split"],
+        prune_layers=tuple(options["prune_layers"]),
+        imatrix=imatrix,
+    )
 
 
 @pytest.mark.parametrize("model_name", sorted(RECORD["models"]))
@@ -78,19 +76,16 @@ def test_every_mixture_matches_llama_quantize(tmp_path, model_name):
     names = list(record["tensors"])
     wrong = []
     for key, expected in record["plans"].items():
-        target, kwargs = _arguments(key)
         weighted = parse_key(key)[1]["imatrix"]
-        imatrix = dict.fromkeys(names, np.ones(1, np.float32)) if weighted else None
+        options = _options(key, dict.fromkeys(names, np.ones(1, np.float32)) if weighted else None)
         try:
             # dry_run: the plan and llama-quantize's imatrix refusals, without quantizing
-            quantize_gguf(path, None, target, imatrix=imatrix, dry_run=True, **kwargs)
+            quantize_gguf(path, None, options, dry_run=True)
         except WeightkitError:
             got = "error"
         else:
-            hyperparameters = {k: v.value for k, v in kwargs.pop("kv_overrides")}
-            kwargs.pop("keep_split")
             with weightkit.open(path) as m:
-                plan = plan_types(m, target, has_imatrix=weighted, hyperparameters=hyperparameters, **kwargs)
+                plan = plan_types(m, options, has_imatrix=weighted)
             got = "".join(chr(ord("a") + RECORD["types"].index(plan[n].name)) for n in names)
         if got != expected:
             first = next((i for i, (a, b) in enumerate(zip(got, expected, strict=False)) if a != b), 0)
@@ -109,10 +104,8 @@ def test_output_is_llama_quantizes_file_byte_for_byte(tmp_path, model_name, key)
     shapes = {n: tuple(s) for n, s in record["tensors"].items()}
     (tmp_path / "out").mkdir()
     src = GENERATOR.write_source(tmp_path, model_name)
-    target, kwargs = _arguments(key)
-    options = parse_key(key)[1]
-    imatrix = GENERATOR.imatrix_values(shapes) if options["imatrix"] else None
-    report = quantize_gguf(src, tmp_path / "out" / "out.gguf", target, imatrix=imatrix, **kwargs)
+    imatrix = GENERATOR.imatrix_values(shapes) if parse_key(key)[1]["imatrix"] else None
+    report = quantize_gguf(src, tmp_path / "out" / "out.gguf", _options(key, imatrix))
     assert [Path(p) for p in report.outputs] == GENERATOR.outputs(tmp_path / "out" / "out.gguf")
     assert [hashlib.sha256(Path(p).read_bytes()).hexdigest() for p in report.outputs] == record["sha256"][key]
 
@@ -129,20 +122,25 @@ def test_gemma_as_q4_k_m_keeps_every_type(gemma_path):
         assert report.bytes_before == report.bytes_after
 
 
-def test_names_resolve_as_documented():
-    assert resolve_target("Q4_K") == (T.Q4_K, None)  # a GGML type: every matrix, like llama-quantize --pure
-    base, ftype = resolve_target("Q4_K", mix=True)  # what llama-quantize means by Q4_K
-    assert (base, ftype.name, ftype.id) == (T.Q4_K, "Q4_K_M", 15)
-    base, ftype = resolve_target("q5_k_s")
-    assert (base, ftype.name, ftype.id) == (T.Q5_K, "Q5_K_S", 16)
-    assert resolve_target("IQ2_S", mix=True)[0] == T.IQ2_XS  # llama.cpp's IQ2_S file type is mostly IQ2_XS
-    assert resolve_target("IQ2_M")[0] == T.IQ2_S
-    assert resolve_target("MXFP4_MOE")[1].id == 38
+def test_names_resolve_as_llama_quantize_takes_them():
+    target = resolve_target("Q4_K")  # what llama-quantize means by Q4_K: the Q4_K_M file type
+    assert (target.name, target.base, target.mixture.name, target.file_type_id) == ("Q4_K_M", T.Q4_K, "Q4_K_M", 15)
+    target = resolve_target("Q4_0")  # a type name is its file type, mixture and all
+    assert (target.base, target.mixture.name, target.file_type_id) == (T.Q4_0, "Q4_0", 2)
+    pure = resolve_target("Q4_K", pure=True)  # --pure: the base type everywhere, the file type's id
+    assert (pure.base, pure.mixture, pure.file_type_id) == (T.Q4_K, None, 15)
+    target = resolve_target("q5_k_s")
+    assert (target.base, target.mixture.name, target.file_type_id) == (T.Q5_K, "Q5_K_S", 16)
+    assert resolve_target("IQ2_S").base == T.IQ2_XS  # llama.cpp's IQ2_S file type is mostly IQ2_XS
+    assert resolve_target("IQ2_S", pure=True).file_type_id == 28
+    assert resolve_target("IQ2_M").base == T.IQ2_S
+    assert resolve_target("MXFP4_MOE").mixture.id == 38
+    assert resolve_target("15").name == "Q4_K_M"  # llama-quantize takes the number too
+    mxfp4 = resolve_target("MXFP4")  # a GGML type with no file type of its name: every matrix
+    assert (mxfp4.base, mxfp4.mixture, mxfp4.file_type_id) == (T.MXFP4, None, 38)
     assert "Q4_K_M" in mixture_names() and "Q4_K" not in mixture_names()
-    with pytest.raises(WeightkitError, match=r"neither a GGML type .* nor a llama\.cpp mixture .*Q4_K_M"):
+    with pytest.raises(ArgumentError, match=r"--type 'Q4_K_X': neither a llama\.cpp file type \(.*Q4_K_M"):
         resolve_target("Q4_K_X")
-    with pytest.raises(WeightkitError, match=r"unknown llama\.cpp file type 'MXFP4'"):
-        resolve_target("MXFP4", mix=True)  # a GGML type, but no file type of that name
 
 
 def test_llama_order_is_by_layer_then_name():
@@ -161,8 +159,8 @@ def test_mixture_needs_the_layer_count(tmp_path):
     write_gguf(path, {"general.architecture": "llama"}, {"blk.0.attn_v.weight": np.zeros((8, 256), np.float16)})
     with weightkit.open(path) as m, pytest.raises(WeightkitError, match=r"llama\.block_count"):
         plan_types(m, "Q4_K_M")
-    with weightkit.open(path) as m:
-        assert plan_types(m, "Q4_K") == {"blk.0.attn_v.weight": T.Q4_K}  # one type: no hyperparameters needed
+    with weightkit.open(path) as m:  # one type: no hyperparameters needed
+        assert plan_types(m, QuantizeOptions("Q4_K", pure=True)) == {"blk.0.attn_v.weight": T.Q4_K}
     for key, value in [("llama.block_count", "32"), ("llama.expert_count", True), ("llama.block_count", 0)]:
         write_gguf(path, {"general.architecture": "llama", "llama.block_count": Value(4, GGUFValueType.UINT32),
                           key: value}, {"blk.0.attn_v.weight": np.zeros((8, 256), np.float16)})  # fmt: skip
@@ -187,7 +185,7 @@ def test_command_line_mixture_and_dry_run(tmp_path):
         assert m.tensors["blk.0.attn_v.weight"].dtype == T.Q6_K and m.tensors["blk.2.attn_v.weight"].dtype == T.Q4_K
 
     dry = subprocess.run(
-        [sys.executable, "-m", "weightkit", "quantize", str(path), "-t", "Q4_K", "--mix", "--dry-run", "--json"],
+        [sys.executable, "-m", "weightkit", "quantize", str(path), "-t", "Q4_K", "--dry-run", "--json"],
         capture_output=True, text=True, env=env,
     )  # fmt: skip
     assert dry.returncode == 0, dry.stderr
@@ -208,7 +206,7 @@ def test_command_line_mixture_and_dry_run(tmp_path):
         [sys.executable, "-m", "weightkit", "quantize", str(path), "-t", "Q4_K_M"],
         capture_output=True, text=True, env=env,
     )  # fmt: skip
-    assert missing.returncode == 1 and "give an output path, or --dry-run" in missing.stderr
+    assert missing.returncode == 2 and "give an output path, or --dry-run" in missing.stderr
 
 
 def test_command_line_tensor_types_and_leave_output(tmp_path):
@@ -226,7 +224,7 @@ def test_command_line_tensor_types_and_leave_output(tmp_path):
     assert "output.weight" not in changed and changed["token_embd.weight"]["to"] == "Q4_K"
     for option, message in [
         ("attn_v", "expected PATTERN=TYPE"),
-        ("attn_v=q9", "'q9' is not a GGML type"),
+        ("attn_v=q9", "--tensor-type 'q9': not a GGML type"),
         ("attn_v[=q8_0", "--tensor-type pattern 'attn_v['"),
     ]:
         bad = subprocess.run(
@@ -234,7 +232,7 @@ def test_command_line_tensor_types_and_leave_output(tmp_path):
              "--tensor-type", option],
             capture_output=True, text=True, env=env,
         )  # fmt: skip
-        assert bad.returncode == 1 and message in bad.stderr.replace("\n", " "), bad.stderr
+        assert bad.returncode == 2 and message in bad.stderr.replace("\n", " "), bad.stderr
         assert "Traceback" not in bad.stderr
 
 
@@ -262,3 +260,24 @@ def test_command_line_says_when_tensors_are_quantized_again(gemma_path):
         plan = plan_types(m, "Q3_K_M")
         again = sum(plan[n] != i.dtype and i.dtype.name != "F32" for n, i in m.tensors.items())
     assert again > 0 and f"note: {again} of them were quantized already" in r.stdout
+
+
+@pytest.mark.parametrize(("name", "flags", "key"), [("q4_0", [], "Q4_0"), ("Q4_K_M", ["--pure"], "Q4_K_M --pure")])
+def test_command_line_type_means_llama_quantizes_file_type(tmp_path, name, flags, key):
+    """`-t Q4_0` is llama-quantize's Q4_0 file type (its mixture gives the output matrix more bits), and
+    --pure gives every matrix the base type: both as libllama chose (the record)."""
+    record = RECORD["models"]["llama-gqa4"]
+    path = _model_file(tmp_path / "m.gguf", record)
+    r = subprocess.run(
+        [sys.executable, "-m", "weightkit", "quantize", str(path), "-t", name, "--dry-run", "--json", *flags],
+        capture_output=True, text=True, env={"PATH": ""},
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    summary = json.loads(r.stdout)
+    assert summary["type"] == key.split()[0] and summary["pure"] is bool(flags)
+    source = {n: "F32" if len(shape) == 1 else "F16" for n, shape in record["tensors"].items()}
+    planned = {n: summary["changed"].get(n, {}).get("to", source[n]) for n in record["tensors"]}
+    assert "".join(chr(ord("a") + RECORD["types"].index(planned[n])) for n in record["tensors"]) == record["plans"][key]
+    assert len({planned[n] for n in planned if n.endswith("weight") and len(record["tensors"][n]) == 2}) == (
+        1 if flags else 2
+    )

@@ -12,7 +12,7 @@ import pytest
 from gguf import quants
 
 import weightkit
-from weightkit.convert import plan_types, quantize_gguf, read_imatrix
+from weightkit.convert import QuantizeOptions, plan_types, quantize_gguf, read_imatrix
 from weightkit.convert.quantize import compatible_type, is_quantizable
 from weightkit.dtypes import GGMLType as T
 from weightkit.errors import WeightkitError
@@ -65,7 +65,7 @@ def test_policy_matches_llama_quantize():
 def test_plan(model):
     path, _ = model
     with weightkit.open(path) as m:
-        plan = plan_types(m, "Q4_K", output_type="Q6_K", token_embedding_type="Q8_0")
+        plan = plan_types(m, QuantizeOptions("Q4_K", pure=True, output_tensor_type="Q6_K", token_embedding_type="Q8_0"))
     assert plan == {
         "token_embd.weight": T.Q8_0,
         "blk.0.attn_norm.weight": T.F32,
@@ -82,7 +82,7 @@ def test_plan(model):
 def test_output_is_ggml_bytes_and_reads_back_in_gguf_py(tmp_path, model, target):
     path, tensors = model
     out = tmp_path / "q.gguf"
-    report = quantize_gguf(path, out, target)
+    report = quantize_gguf(path, out, QuantizeOptions(target, pure=True))
     assert report.bytes_after < report.bytes_before
     reader = gguf.GGUFReader(out)
     assert reader.fields["general.name"].contents() == "tiny"
@@ -125,7 +125,7 @@ def test_imatrix_is_applied_per_matrix(tmp_path, model):
     for name, values in expected.items():
         assert np.array_equal(loaded[name], values)
     out = tmp_path / "q.gguf"
-    quantize_gguf(path, out, "IQ4_XS", imatrix=imatrix_path)
+    quantize_gguf(path, out, QuantizeOptions("IQ4_XS", pure=True, imatrix=imatrix_path))
     with weightkit.open(out) as m:
         q = tensors["blk.0.attn_q.weight"].astype(np.float32)
         assert np.array_equal(m.raw("blk.0.attn_q.weight"), quantize(q, "IQ4_XS", expected["blk.0.attn_q.weight"][0]))
@@ -140,9 +140,10 @@ def test_imatrix_is_applied_per_matrix(tmp_path, model):
 def test_types_that_need_an_imatrix_refuse_without_one(tmp_path, model):
     path, _ = model
     with pytest.raises(WeightkitError, match="IQ2_XS needs an importance matrix"):
-        quantize_gguf(path, tmp_path / "q.gguf", "IQ2_XS")
+        quantize_gguf(path, tmp_path / "q.gguf", QuantizeOptions("IQ2_XS", pure=True))
     with pytest.raises(WeightkitError, match="IQ3_XXS needs an importance matrix"):  # llama-quantize's rule
-        quantize_gguf(path, tmp_path / "q.gguf", "IQ3_XXS", token_embedding_type="Q8_0", output_type="Q8_0")
+        options = QuantizeOptions("IQ3_XXS", pure=True, token_embedding_type="Q8_0", output_tensor_type="Q8_0")
+        quantize_gguf(path, tmp_path / "q.gguf", options)
     assert not (tmp_path / "q.gguf").exists()
 
 
@@ -151,7 +152,7 @@ def test_command_line(tmp_path, model):
     out = tmp_path / "cli.gguf"
     r = subprocess.run(
         [sys.executable, "-m", "weightkit", "quantize", str(path), str(out), "--type", "Q4_K",
-         "--output-tensor-type", "Q8_0"],
+         "--pure", "--output-tensor-type", "Q8_0"],
         capture_output=True, text=True, env={"COLUMNS": "120", "PATH": ""},
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
@@ -159,7 +160,8 @@ def test_command_line(tmp_path, model):
     with weightkit.open(out) as m:
         assert m.tensors["output.weight"].dtype == T.Q8_0
     as_json = subprocess.run(
-        [sys.executable, "-m", "weightkit", "quantize", str(path), str(tmp_path / "j.gguf"), "-t", "Q8_0", "--json"],
+        [sys.executable, "-m", "weightkit", "quantize", str(path), str(tmp_path / "j.gguf"), "-t", "Q8_0", "--pure",
+         "--json"],
         capture_output=True, text=True, env={"PATH": ""},
     )  # fmt: skip
     assert as_json.returncode == 0, as_json.stderr
@@ -175,7 +177,7 @@ def test_command_line(tmp_path, model):
         [sys.executable, "-m", "weightkit", "quantize", str(path), str(out), "--type", "Q9"],
         capture_output=True, text=True, env={"PATH": ""},
     )  # fmt: skip
-    assert bad.returncode == 1 and "unknown type 'Q9'" in bad.stderr and "Traceback" not in bad.stderr
+    assert bad.returncode == 2 and "--type 'Q9': neither" in bad.stderr and "Traceback" not in bad.stderr
 
 
 def test_gemma_requantized_reads_back_in_gguf_py(tmp_path, gemma_path):

@@ -44,16 +44,15 @@ def quantize(
         typer.Option(
             "--type",
             "-t",
-            help="A GGML type for every weight matrix (Q4_K, Q8_0, IQ4_XS, ...) or a llama.cpp mixture "
-            "(Q4_K_M, Q5_K_S, Q3_K_L, IQ2_M, ...).",
+            help="A llama.cpp file type, as llama-quantize takes it: Q4_K_M, Q5_K_S, Q8_0, Q4_0, IQ4_XS, IQ2_M, ... "
+            "(each matrix gets that mixture's type), or a GGML type with no file type (MXFP4, NVFP4).",
         ),
     ],
     dst: Annotated[
         Path | None, typer.Argument(help="Where to write the quantized GGUF (atomically); not with --dry-run.")
     ] = None,
-    mix: Annotated[
-        bool,
-        typer.Option("--mix", help="Use llama-quantize's mixture for a GGML type name too (Q4_K means Q4_K_M)."),
+    pure: Annotated[
+        bool, typer.Option("--pure", help="Give every matrix the file type's base type (as llama-quantize --pure).")
     ] = False,
     output_tensor_type: Annotated[
         str | None, typer.Option("--output-tensor-type", help="Type for output.weight (as llama-quantize).")
@@ -104,29 +103,27 @@ def quantize(
         bool, typer.Option("--json", help="Print the summary as JSON (the progress bar goes to stderr).")
     ] = False,
 ) -> None:
-    """Re-quantize a GGUF: weight matrices to --type or a llama.cpp mixture, norms and vectors kept, metadata kept."""
+    """Re-quantize a GGUF as llama-quantize does: the same file, byte for byte, for the same options."""
+    from ..convert import QuantizeOptions
+    from ..convert.options import parse_kv_override, parse_prune_layers, parse_tensor_type, read_tensor_types
     from .quantize import run_quantize
 
-    run_quantize(
-        src,
-        dst,
+    options = QuantizeOptions(
         type,
-        mix=mix,
-        output_type=output_tensor_type,
+        pure=pure,
+        output_tensor_type=output_tensor_type,
         token_embedding_type=token_embedding_type,
-        tensor_types=tensor_type or [],
-        tensor_type_files=tensor_type_file or [],
-        keep_output=leave_output_tensor,
-        kv_overrides=override_kv or [],
+        tensor_type=tuple(parse_tensor_type(o) for o in tensor_type or [])
+        + tuple(entry for path in tensor_type_file or [] for entry in read_tensor_types(path)),
+        leave_output_tensor=leave_output_tensor,
+        override_kv=tuple(parse_kv_override(o) for o in override_kv or []),
         keep_split=keep_split,
-        prune_layers=prune_layers,
+        prune_layers=tuple(parse_prune_layers(prune_layers)) if prune_layers else (),
         imatrix=imatrix,
-        include_weights=include_weights or [],
-        exclude_weights=exclude_weights or [],
-        dry_run=dry_run,
-        as_json=as_json,
-        console=console,
+        include_weights=tuple(include_weights or []),
+        exclude_weights=tuple(exclude_weights or []),
     )
+    run_quantize(src, dst, options, dry_run=dry_run, as_json=as_json, console=console)
 
 
 @app.command()

@@ -28,7 +28,8 @@ def print_json(doc: Any) -> None:
 @contextlib.contextmanager
 def byte_progress(label: str, console: Console, as_json: bool) -> Iterator[Callable[..., None]]:
     """A transient bar of bytes done for long work; yields `update(done, total, description="")`. With
-    `--json` it draws on stderr, so stdout holds the JSON answer alone."""
+    `--json` it draws on stderr, so stdout holds the JSON answer alone; it draws nothing where its stream is
+    not a terminal (a pipe, a log file)."""
     columns = (
         TextColumn(f"[bold]{label}"),
         BarColumn(),
@@ -36,7 +37,8 @@ def byte_progress(label: str, console: Console, as_json: bool) -> Iterator[Calla
         TimeRemainingColumn(),
         TextColumn("{task.description}"),
     )
-    with Progress(*columns, console=Console(stderr=True) if as_json else console, transient=True) as bar:
+    target = Console(stderr=True) if as_json else console
+    with Progress(*columns, console=target, transient=True, disable=not target.is_terminal) as bar:
         task = bar.add_task("", total=None)
 
         def update(done: int, total: int, description: str = "") -> None:

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 
 from .._io import ByteSource
-from ..errors import FormatError, WeightkitError
+from ..errors import ArgumentError, FormatError
 from ..gguf import GGUFValueType, Value
 from ..gguf.file import GGUFFile
 
@@ -44,7 +44,7 @@ class ImportanceMatrix(dict):
         of `exclude`, or keep only those that contain one of `include` (not both)."""
         include, exclude = list(include), list(exclude)
         if include and exclude:
-            raise WeightkitError("--include-weights and --exclude-weights cannot be used together")
+            raise ArgumentError("--include-weights and --exclude-weights cannot be used together")
         kept = {
             name: w
             for name, w in self.items()

@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..dtypes import GGMLType, ggml_type
-from ..errors import WeightkitError
+from ..errors import ArgumentError, WeightkitError
 from ..gguf.constants import FILE_TYPES, KEY_ARCHITECTURE
 
 _T = GGMLType
@@ -50,10 +50,14 @@ _IDS = {name: ftype for ftype, name in FILE_TYPES.items()}
 
 
 def file_type(name: str) -> FileType:
-    """The file type llama-quantize means by `name` (case-insensitive; Q4_K is Q4_K_M, as there)."""
-    key = _ALIASES.get(name.upper(), name.upper())
+    """The file type llama-quantize means by `name` (case-insensitive; Q4_K is Q4_K_M, as there; or its
+    number, as `llama-quantize in out 15`)."""
+    key = name.upper()
+    if key.isdigit() and FILE_TYPES.get(int(key)) in _BASE:
+        key = FILE_TYPES[int(key)]
+    key = _ALIASES.get(key, key)
     if key not in _BASE:
-        raise WeightkitError(f"unknown llama.cpp file type {name!r}; known: {', '.join(names())}")
+        raise ArgumentError(f"unknown llama.cpp file type {name!r}; known: {', '.join(names())}")
     return FileType(key, _IDS[key], _BASE[key])
 
 

@@ -1,8 +1,8 @@
 """Re-quantize a GGUF model the way llama.cpp's `llama-quantize` does, streaming one tensor, and within it a
 bounded group of rows, at a time.
 
-The target is one GGML type for every weight matrix (as `llama-quantize --pure`) or a llama.cpp file type
-such as Q4_K_M, whose per-tensor mixture `mixes` reproduces. Which tensors are quantized, the fallback for
+The target is a llama.cpp file type such as Q4_K_M or Q8_0, whose per-tensor mixture `mixes` reproduces,
+or with `pure` its base type for every weight matrix (`QuantizeOptions`). Which tensors are quantized, the fallback for
 rows that are not whole blocks of the chosen type, the `--output-tensor-type` / `--token-embedding-type`
 overrides, the imatrix file and `general.file_type` follow llama.cpp's `src/llama-quant.cpp` and
 `tools/quantize/quantize.cpp`.
@@ -11,33 +11,23 @@ overrides, the imatrix file and `general.file_type` follow llama.cpp's `src/llam
 from __future__ import annotations
 
 import os
-import re
 from collections import ChainMap
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from .. import quant
 from ..dtypes import GGMLType, ggml_type, view_as
-from ..errors import WeightkitError
+from ..errors import ArgumentError, WeightkitError
 from ..gguf import GGUFValueType, GGUFWriter, Value, open_gguf, plan_tensor
 from ..gguf.constants import KEY_ARCHITECTURE, KEY_FILE_TYPE
 from ..gguf.split import SPLIT_KEYS, split_keys, split_path
 from ..model import ModelFile
 from .imatrix import ImportanceMatrix, read_imatrix
-from .mixes import (
-    OUTPUT,
-    TOKEN_EMBEDDINGS,
-    FileType,
-    MixPlanner,
-    ModelFacts,
-    file_type,
-    mixture_names,
-    prune_renames,
-)
+from .mixes import OUTPUT, TOKEN_EMBEDDINGS, FileType, MixPlanner, ModelFacts, prune_renames
+from .options import QuantizeOptions
 
 _T = GGMLType
 
@@ -69,16 +59,6 @@ _FALLBACK = {
     _T.IQ1_S: _T.IQ4_NL, _T.IQ1_M: _T.IQ4_NL, _T.IQ2_XXS: _T.IQ4_NL, _T.IQ2_XS: _T.IQ4_NL, _T.IQ2_S: _T.IQ4_NL,
     _T.IQ3_XXS: _T.IQ4_NL, _T.IQ3_S: _T.IQ4_NL, _T.IQ4_XS: _T.IQ4_NL, _T.Q2_0: _T.Q4_0, _T.Q2_K: _T.Q4_0,
     _T.Q3_K: _T.Q4_0, _T.TQ1_0: _T.Q4_0, _T.TQ2_0: _T.Q4_0, _T.Q4_K: _T.Q5_0, _T.Q5_K: _T.Q5_1, _T.Q6_K: _T.Q8_0,
-}  # fmt: skip
-
-# general.file_type (llama_ftype) for a model quantized to one type: what `llama-quantize --pure` writes
-# for the file type whose base type it is (llama_ftype_get_default_type): Q4_K is Q4_K_M there, and the
-# file type of IQ2_S tensors is IQ2_M.
-PURE_FILE_TYPES = {
-    _T.F32: 0, _T.F16: 1, _T.Q4_0: 2, _T.Q4_1: 3, _T.Q8_0: 7, _T.Q5_0: 8, _T.Q5_1: 9, _T.Q2_K: 10, _T.Q3_K: 12,
-    _T.Q4_K: 15, _T.Q5_K: 17, _T.Q6_K: 18, _T.IQ2_XXS: 19, _T.IQ2_XS: 20, _T.IQ3_XXS: 23, _T.IQ1_S: 24,
-    _T.IQ4_NL: 25, _T.IQ3_S: 26, _T.IQ2_S: 29, _T.IQ4_XS: 30, _T.IQ1_M: 31, _T.BF16: 32, _T.TQ1_0: 36,
-    _T.TQ2_0: 37, _T.MXFP4: 38, _T.NVFP4: 39, _T.Q1_0: 40, _T.Q2_0: 41,
 }  # fmt: skip
 
 # ggml cannot quantize these without an importance matrix (ggml_quantize_requires_imatrix) ...
@@ -115,87 +95,40 @@ def compatible_type(target: GGMLType, row: int) -> GGMLType:
     return fallback if row % ggml_type(fallback).block_size == 0 else _T.F16
 
 
-def resolve_target(target: GGMLType | str, mix: bool = False) -> tuple[GGMLType, FileType | None]:
-    """(the base type, the llama.cpp file type whose mixture to follow or None for the base type everywhere).
-
-    A GGML type name means that type for every matrix unless `mix`; a file-type name that is not a GGML
-    type (Q4_K_M, IQ3_M, ...) always means its mixture. With `mix`, names mean what llama-quantize takes
-    them for (Q4_K is Q4_K_M there).
-    """
-    try:
-        base = ggml_type(target).type
-    except ValueError:
-        if not isinstance(target, str):
-            raise
-        try:
-            ftype = file_type(target)
-        except WeightkitError:
-            raise WeightkitError(
-                f"unknown type {target!r}: neither a GGML type (Q4_K, Q8_0, IQ4_XS, ...) nor a llama.cpp "
-                f"mixture ({', '.join(mixture_names())})"
-            ) from None
-        return ftype.base, ftype
-    if not mix:
-        return base, None
-    ftype = file_type(base.name)
-    return ftype.base, ftype
-
-
-TensorTypes = Sequence[tuple[str, GGMLType | str]]  # (regular expression, type), as --tensor-type
-
-
-def plan_types(
-    model: ModelFile,
-    target: GGMLType | str,
-    *,
-    output_type: GGMLType | str | None = None,
-    token_embedding_type: GGMLType | str | None = None,
-    tensor_types: TensorTypes = (),
-    keep_output: bool = False,
-    mix: bool = False,
-    has_imatrix: bool = False,
-    hyperparameters: Mapping[str, Any] | None = None,
-    prune_layers: Sequence[int] = (),
-) -> dict[str, GGMLType]:
-    """The type every tensor gets (in the model's order); tensors that are not quantized keep their own.
-
-    `target` and `mix` as for `resolve_target`; `has_imatrix` matters to a few of llama.cpp's mixtures.
-    `tensor_types`: (regular expression, type) pairs; a matrix whose name the first of them matches (a
-    search, as llama.cpp's std::regex_search) gets its type instead of the target's or the mixture's.
-    `keep_output` leaves output.weight as it is (llama-quantize's --leave-output-tensor).
-    `hyperparameters`: metadata values that replace the file's for the mixture's rules (--override-kv).
-    `prune_layers`: layers to leave out (--prune-layers); the plan is then keyed by the output's names
-    (`prune_renames`), and the rules see those names, as llama.cpp's do.
-    """
-    renames, _ = prune_renames(model.tensors, prune_layers)
+def plan_types(model: ModelFile, options: QuantizeOptions | str, *, has_imatrix: bool = False) -> dict[str, GGMLType]:
+    """The type every tensor gets (in the model's order, keyed by the output's names after any
+    `prune_layers`); tensors that are not quantized keep their own. `has_imatrix` matters to a few of
+    llama.cpp's mixtures. See `QuantizeOptions` for the rest."""
+    options = _options(options)
+    renames, _ = prune_renames(model.tensors, options.prune_layers)
     tensors = {new: model.tensors[old] for old, new in renames.items() if new is not None}
-    base, ftype = resolve_target(target, mix)
+    target = options.target
     arch = str(model.metadata.get(KEY_ARCHITECTURE, ""))
-    output = None if output_type is None else ggml_type(output_type).type
-    embd = None if token_embedding_type is None else ggml_type(token_embedding_type).type
-    try:
-        manual = [(re.compile(p), ggml_type(t).type) for p, t in tensor_types]
-    except re.error as e:
-        raise WeightkitError(f"--tensor-type pattern {e.pattern!r}: {e}") from None
+    output, embd = options.output_tensor_type, options.token_embedding_type
     planner = None
-    if ftype is not None and ggml_type(base).quantized:
-        facts = ModelFacts.from_metadata(ChainMap(dict(hyperparameters or {}), model.metadata))
-        planner = MixPlanner(ftype, facts, tensors, has_imatrix=has_imatrix, output_type=output)
+    if target.mixture is not None and ggml_type(target.base).quantized:
+        facts = ModelFacts.from_metadata(ChainMap(options.hyperparameters, model.metadata))
+        planner = MixPlanner(target.mixture, facts, tensors, has_imatrix=has_imatrix, output_type=output)
     plan = {}
     for name, info in tensors.items():  # in llama.cpp's order: the mixtures count tensors as they go
-        named = next((t for pattern, t in manual if pattern.search(name)), None)
-        if not is_quantizable(name, info.shape, arch) or (keep_output and name == OUTPUT):
+        named = next((t for pattern, t in options.patterns if pattern.search(name)), None)
+        if not is_quantizable(name, info.shape, arch) or (options.leave_output_tensor and name == OUTPUT):
             chosen = info.dtype
         elif embd is not None and name in TOKEN_EMBEDDINGS and (name == TOKEN_EMBEDDINGS[0] or named is None):
             chosen = embd  # a pattern may name the per-layer table instead (llama_tensor_get_type)
         elif output is not None and name == OUTPUT:
             chosen = output
-        elif not ggml_type(base).quantized:
-            chosen = base
+        elif not ggml_type(target.base).quantized:
+            chosen = target.base
         else:
-            chosen = named if named is not None else planner.choose(name, info.shape) if planner else base
+            chosen = named if named is not None else planner.choose(name, info.shape) if planner else target.base
         plan[name] = compatible_type(chosen, info.shape[-1]) if chosen != info.dtype else chosen
     return {renames[old]: plan[renames[old]] for old in model.tensors if renames[old] is not None}
+
+
+def _options(options: QuantizeOptions | str | GGMLType) -> QuantizeOptions:
+    """A type name alone means the options of `llama-quantize in out TYPE`."""
+    return options if isinstance(options, QuantizeOptions) else QuantizeOptions(options)
 
 
 def _needs_imatrix(name: str, t: GGMLType, ftype: FileType | None) -> bool:
@@ -225,61 +158,38 @@ Progress = Callable[[str, int, int], None]  # (tensor name, bytes done, bytes in
 def quantize_gguf(
     src: str | os.PathLike[str],
     dst: str | os.PathLike[str] | None,
-    target: GGMLType | str,
+    options: QuantizeOptions | str,
     *,
-    output_type: GGMLType | str | None = None,
-    token_embedding_type: GGMLType | str | None = None,
-    imatrix: Mapping[str, np.ndarray] | str | os.PathLike[str] | None = None,
-    include_weights: Sequence[str] = (),
-    exclude_weights: Sequence[str] = (),
-    tensor_types: TensorTypes = (),
-    keep_output: bool = False,
-    kv_overrides: Sequence[tuple[str, Value]] = (),
-    keep_split: bool = False,
-    prune_layers: Sequence[int] = (),
-    mix: bool = False,
     dry_run: bool = False,
     progress: Progress | None = None,
 ) -> QuantizeReport:
-    """Write `src` to `dst` with its weight matrices quantized to `target` (metadata kept, file type updated).
+    """Write `src` to `dst` quantized as llama-quantize would (metadata kept, file type updated).
 
-    `target` is a GGML type (every matrix) or a llama.cpp file type such as Q4_K_M (its mixture); see
-    `resolve_target` for `mix`, `plan_types` for `tensor_types` and `keep_output`. `imatrix` is a mapping
-    of weights or an imatrix file (whose provenance the output then records, as llama-quantize's does);
-    `include_weights` / `exclude_weights` select its entries by name fragments. `kv_overrides` set metadata
-    keys (and the hyperparameters the mixtures read), last, as llama-quantize's --override-kv.
-    `keep_split` writes a shard per source shard (see `_outputs`); otherwise the output is one file.
-    `prune_layers` leaves those layers out and renumbers the rest (`prune_renames`).
-    `dry_run` plans and reports without writing (`dst` may then be None).
+    `options` is a `QuantizeOptions`, or just a type name (`"Q4_K_M"`, `"Q8_0"`): what
+    `llama-quantize src dst TYPE` does. An imatrix file's provenance is recorded in the output, as
+    llama-quantize's is. `dry_run` plans and reports without writing (`dst` may then be None).
     """
-    overrides = list(kv_overrides)
+    options = _options(options)
+    overrides = list(options.override_kv)
+    imatrix = options.imatrix
     if imatrix is not None:
         path = None if isinstance(imatrix, Mapping) else imatrix
         imatrix = (read_imatrix(path) if path is not None else ImportanceMatrix(imatrix)).select(
-            include_weights, exclude_weights
+            options.include_weights, options.exclude_weights
         )
         if not imatrix:
             imatrix = None  # llama-quantize then quantizes as without one
         elif path is not None:
             overrides += imatrix.provenance(path)
-    base, ftype = resolve_target(target, mix)
+    target, prune_layers = options.target, options.prune_layers
     with open_gguf(src) as model:
-        plan = plan_types(
-            model,
-            target,
-            output_type=output_type,
-            token_embedding_type=token_embedding_type,
-            tensor_types=tensor_types,
-            keep_output=keep_output,
-            mix=mix,
-            has_imatrix=imatrix is not None,
-            hyperparameters={key: value.value for key, value in kv_overrides},
-            prune_layers=prune_layers,
-        )
+        plan = plan_types(model, options, has_imatrix=imatrix is not None)
         renames, n_layers = prune_renames(model.tensors, prune_layers)
         source = {new: old for old, new in renames.items() if new is not None}  # output name -> model's
         missing = [
-            n for n, t in plan.items() if _needs_imatrix(n, t, ftype) and (imatrix is None or source[n] not in imatrix)
+            n
+            for n, t in plan.items()
+            if _needs_imatrix(n, t, target.mixture) and (imatrix is None or source[n] not in imatrix)
         ]
         if missing:
             raise WeightkitError(
@@ -289,7 +199,7 @@ def quantize_gguf(
         # llama-quantize writes the tensors by layer, then name: so the same input gives the same file
         planned = [plan_tensor(new, model.tensors[old].shape, plan[new]) for new, old in source.items()]
         report = QuantizeReport(
-            target=ftype.name if ftype else base.name,
+            target=target.name,
             bytes_before=sum(model.tensors[old].nbytes for old in source.values()),
             bytes_after=sum(p.nbytes for p in planned),
             changes={
@@ -301,11 +211,10 @@ def quantize_gguf(
         if dry_run:
             return report
         if dst is None:
-            raise ValueError("quantize_gguf needs an output path unless dry_run")
-        ftype_id = ftype.id if ftype else PURE_FILE_TYPES.get(base, 1024)
-        metadata = _output_metadata(model, ftype_id, overrides, n_layers if prune_layers else None)
+            raise ArgumentError("quantize_gguf needs an output path unless dry_run")
+        metadata = _output_metadata(model, target.file_type_id, overrides, n_layers if prune_layers else None)
         done = 0
-        for path, shard_metadata, tensors in _outputs(model, source, dst, metadata, planned, keep_split):
+        for path, shard_metadata, tensors in _outputs(model, source, dst, metadata, planned, options.keep_split):
             with GGUFWriter(path, shard_metadata, byte_order=model.byte_order) as w:
                 for p in tensors:
                     w.add_planned(p)
