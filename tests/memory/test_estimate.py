@@ -10,9 +10,9 @@ import pytest
 
 import weightkit
 from weightkit.cli.estimate import parse_gpu, parse_size
-from weightkit.errors import WeightkitError
-from weightkit.memory import GPU, graph_size, layer_sizes
-from weightkit.memory.estimate import default_context, estimate, resolve_settings
+from weightkit.errors import ArgumentError, WeightkitError
+from weightkit.memory import GPU, OllamaSettings, estimate
+from weightkit.memory.ollama import default_context, graph_size, layer_sizes, resolve
 
 GIB = 1 << 30
 
@@ -39,22 +39,33 @@ def test_default_context_follows_vram_tiers():
 def test_settings_from_flags_environment_and_model(gemma_path):
     with weightkit.open(gemma_path) as m:
         env = {"OLLAMA_CONTEXT_LENGTH": "8192", "OLLAMA_NUM_PARALLEL": "2", "OLLAMA_KV_CACHE_TYPE": "q8_0"}
-        s = resolve_settings(m, [], environ=env)
+        s = resolve(m, [], OllamaSettings(environ=env))
         assert (s.context, s.parallel, s.kv_cache_type) == (8192, 2, "f16")  # q8_0 needs flash attention
         assert any("flash attention" in n for n in s.notes)
-        s = resolve_settings(m, [], environ={**env, "OLLAMA_FLASH_ATTENTION": "1"})
+        s = resolve(m, [], OllamaSettings(environ={**env, "OLLAMA_FLASH_ATTENTION": "1"}))
         assert (s.kv_cache_type, s.flash_attention) == ("q8_0", True)
-        s = resolve_settings(m, [], context=1 << 20, batch=4096, parallel=1, environ=env)
+        s = resolve(m, [], OllamaSettings(context=1 << 20, batch=4096, parallel=1, environ=env))
         assert s.context == 32768 and s.batch == 4096  # capped at the trained context
-        s = resolve_settings(m, [], context=256, environ={})
+        s = resolve(m, [], OllamaSettings(context=256, environ={}))
         assert (s.batch, s.parallel, s.kv_cache_type) == (256, 1, "f16")  # batch never above the context
+        s = resolve(m, [], OllamaSettings(environ={"OLLAMA_KV_CACHE_TYPE": "q5_1"}))
+        assert s.kv_cache_type == "f16" and any("q5_1" in n for n in s.notes)  # Ollama: unknown means f16
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [({"context": 0}, "context must be"), ({"batch": -1}, "batch must be"), ({"parallel": True}, "parallel must be"),
+     ({"num_gpu": -2}, "num_gpu must be"), ({"kv_cache_type": "zz"}, "kv_cache_type 'zz'")],
+)  # fmt: skip
+def test_bad_settings_are_argument_errors(options, message):
+    with pytest.raises(ArgumentError, match=message):
+        OllamaSettings(**options)
 
 
 def test_estimate_adds_up(gemma_path):
     with weightkit.open(gemma_path) as m:
         gpus = [GPU("0", "CUDA", 24 * GIB, total=24 * GIB)]
-        s = resolve_settings(m, gpus, context=8192, environ={})
-        est = estimate(m, gpus, s)
+        est = estimate(m, OllamaSettings(context=8192, environ={}), gpus)
         g = graph_size(m, 8192)
         sizes = layer_sizes(m)
         assert est.graph == g and est.layout.fully_offloaded and est.gpu_share == 1.0
@@ -85,4 +96,4 @@ def test_command(gemma_path):
     cpu_only = json.loads(run("--ctx", "4096", "--json").stdout)[0]
     assert cpu_only["layers_on_gpu"] == 0 and cpu_only["vram"] == 0
     bad = run("--gpu", "lots")
-    assert bad.returncode == 1 and "cannot read the size" in bad.stderr
+    assert bad.returncode == 2 and "cannot read the size" in bad.stderr

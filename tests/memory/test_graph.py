@@ -15,7 +15,7 @@ import pytest
 
 import weightkit
 from weightkit.gguf import GGUFValueType, GGUFWriter, Value
-from weightkit.memory.graph import GraphEstimate, graph_size, kv_cache_sizes
+from weightkit.memory.ollama.graph import GraphEstimate, graph_size, kv_cache_sizes
 
 T = GGUFValueType
 MiB = 1 << 20

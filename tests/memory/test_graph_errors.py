@@ -8,7 +8,7 @@ import pytest
 
 from weightkit.errors import FormatError, WeightkitError
 from weightkit.gguf import GGUFValueType, Value
-from weightkit.memory.graph import graph_size, kv_cache_sizes
+from weightkit.memory.ollama.graph import graph_size, kv_cache_sizes
 
 from .test_graph import SMALL, builder, i32s, u32s
 

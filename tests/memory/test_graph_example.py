@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 
 import weightkit
-from weightkit.memory.graph import graph_size, kv_cache_sizes, layer_sizes
+from weightkit.memory.ollama.graph import graph_size, kv_cache_sizes, layer_sizes
 
 from .test_graph import u32s, write_model
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 import weightkit
-from weightkit.memory.graph import graph_size, kv_cache_sizes, layer_sizes
+from weightkit.memory.ollama.graph import graph_size, kv_cache_sizes, layer_sizes
 
 GLOBAL = (5, 11, 17)
 

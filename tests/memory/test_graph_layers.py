@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import weightkit
 from weightkit import GGMLType, TensorInfo
-from weightkit.memory.graph import group_layers, layer_sizes, tensor_size
+from weightkit.memory.ollama.graph import group_layers, layer_sizes, tensor_size
 
 from .test_graph import write_model
 

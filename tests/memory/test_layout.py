@@ -7,23 +7,11 @@ import random
 import numpy as np
 import pytest
 
-from weightkit.errors import WeightkitError
-from weightkit.memory import layout as L
-from weightkit.memory.layout import (
-    GPU,
-    METAL_MINIMUM_MEMORY,
-    MINIMUM_MEMORY,
-    FullFitRequired,
-    GPULayers,
-    LayoutEnv,
-    LayoutInputError,
-    SystemMemory,
-    SystemMemoryExceeded,
-    fit_layers,
-    layout_env,
-    plan_layout,
-)
-from weightkit.memory.layout_gosort import go_sort
+from weightkit.errors import FullFitRequired, LayoutInputError, SystemMemoryExceeded, WeightkitError
+from weightkit.memory.devices import GPU, METAL_MINIMUM_MEMORY, MINIMUM_MEMORY, SystemMemory
+from weightkit.memory.ollama import layout as L
+from weightkit.memory.ollama.layout import GPULayers, fit_layers, plan_layout
+from weightkit.memory.ollama.layout_gosort import go_sort
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -375,14 +363,8 @@ def test_plan_reports_unused_gpus_and_the_graph_on_each_used_gpu():
         assert (g.layers != ()) == (g.id in used)
 
 
-def test_plan_graph_fallbacks_and_metal():
-    gpus = [usable("a", 4000)]
+def test_plan_graph_on_metal_is_the_full_one():
     kv = mib(12, 12, 12)
-    # no partial graph: head_count_max // head_count_kv_min * total kv / 6; full falls back to partial
-    plan = plan_layout(mib(10, 10, 10), kv, 0, 0, 0, gpus, head_count_max=32, head_count_kv_min=8, system=BIG)
-    assert plan.graph_partial == 4 * 36 * MiB // 6 and plan.graph_full == plan.graph_partial
-    plan = plan_layout(mib(10, 10, 10), kv, 0, 0, 0, gpus, head_count_max=32, system=BIG)  # kv heads 0 -> 1
-    assert plan.graph_partial == 32 * 36 * MiB // 6
     metal = plan_layout(mib(10, 10, 10), kv, 0, 100, 900, [usable("m", 4000, library="Metal")], system=BIG)
     assert metal.graph_partial == metal.graph_full == 100
 
@@ -421,7 +403,7 @@ def test_plan_on_darwin_follows_ollamas_loop():
     assert plan.placement == () and plan.num_gpu == 0 and plan.vram == 0
 
 
-# ---------------------------------------------------------------------------- inputs and the environment
+# ---------------------------------------------------------------------------- inputs
 
 
 def test_bad_inputs():
@@ -432,29 +414,3 @@ def test_bad_inputs():
     with pytest.raises(LayoutInputError):
         fit_layers([1], [GPU("0", "CUDA", 1), GPU("0", "CUDA", 2)])
     assert isinstance(LayoutInputError("x"), ValueError)
-
-
-@pytest.mark.parametrize(
-    ("environ", "expected"),
-    [
-        ({}, LayoutEnv(0, False)),
-        ({"OLLAMA_GPU_OVERHEAD": "1073741824"}, LayoutEnv(GiB, False)),
-        ({"OLLAMA_GPU_OVERHEAD": ' "512" '}, LayoutEnv(512, False)),
-        ({"OLLAMA_GPU_OVERHEAD": "1GB"}, LayoutEnv(0, False)),
-        ({"OLLAMA_GPU_OVERHEAD": "-5"}, LayoutEnv(0, False)),
-        ({"OLLAMA_GPU_OVERHEAD": str(1 << 64)}, LayoutEnv(0, False)),
-        ({"OLLAMA_SCHED_SPREAD": "1"}, LayoutEnv(0, True)),
-        ({"OLLAMA_SCHED_SPREAD": "false"}, LayoutEnv(0, False)),
-        ({"OLLAMA_SCHED_SPREAD": "F"}, LayoutEnv(0, False)),
-        ({"OLLAMA_SCHED_SPREAD": ""}, LayoutEnv(0, False)),
-        ({"OLLAMA_SCHED_SPREAD": "yes"}, LayoutEnv(0, True)),  # Go: unparsable counts as true
-    ],
-)
-def test_layout_env(environ, expected):
-    assert layout_env(environ) == expected
-
-
-def test_layout_env_reads_os_environ(monkeypatch):
-    monkeypatch.setenv("OLLAMA_GPU_OVERHEAD", "7")
-    monkeypatch.setenv("OLLAMA_SCHED_SPREAD", "true")
-    assert layout_env() == LayoutEnv(7, True)

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from weightkit.memory.layout import GPU, MINIMUM_MEMORY, FullFitRequired, SystemMemory, fit_layers
+from weightkit.errors import FullFitRequired
+from weightkit.memory.devices import GPU, MINIMUM_MEMORY, SystemMemory
+from weightkit.memory.ollama.layout import fit_layers
 
 MiB = 1 << 20
 SYSTEM = SystemMemory(total=1024 * MiB, free=512 * MiB, swap=256 * MiB)

@@ -150,12 +150,11 @@ def estimate(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Predict memory use and GPU layer placement as Ollama would load the model."""
-    from .estimate import run_estimate
+    from .estimate import parse_contexts, run_estimate
 
-    contexts = [None] if ctx is None else [int(c) for c in ctx.split(",") if c.strip()]
     run_estimate(
         model,
-        contexts=contexts,
+        contexts=parse_contexts(ctx),
         gpus_text=gpu or [],
         ram=ram,
         console=console,

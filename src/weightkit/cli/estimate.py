@@ -9,9 +9,8 @@ from rich.console import Console
 from rich.table import Table
 
 from .. import open as open_model
-from ..errors import WeightkitError
-from ..memory import GPU, SystemMemory
-from ..memory.estimate import Estimate, estimate, resolve_settings
+from ..errors import ArgumentError, WeightkitError
+from ..memory import GPU, OllamaEstimate, OllamaSettings, SystemMemory, estimate
 from .render import human_bytes, print_json
 
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "kib": 2**10, "m": 10**6, "mb": 10**6, "mib": 2**20,
@@ -19,12 +18,25 @@ _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "kib": 2**10, "m": 10**6, "mb"
 _LIBRARIES = {"cuda": "CUDA", "rocm": "ROCm", "metal": "Metal", "vulkan": "Vulkan", "cpu": "CPU"}
 
 
-def parse_size(text: str) -> int:
+def parse_size(text: str, flag: str = "size") -> int:
     """ "24GiB", "24GB", "512MiB", "1.5TiB", or plain bytes."""
     m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*", text)
     if not m or m[2].lower() not in _UNITS:
-        raise WeightkitError(f"cannot read the size {text!r} (write e.g. 24GiB, 16GB, 512MiB)")
+        raise ArgumentError(f"{flag} {text!r}: cannot read the size (write e.g. 24GiB, 16GB, 512MiB)")
     return int(float(m[1]) * _UNITS[m[2].lower()])
+
+
+def parse_contexts(text: str | None) -> list[int | None]:
+    """`--ctx 2048,8192,32768`: one or more context lengths (None: the engine's default)."""
+    if text is None:
+        return [None]
+    try:
+        contexts = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        contexts = []
+    if not contexts or min(contexts) < 1:
+        raise ArgumentError(f"--ctx {text!r}: expected context lengths like 4096 or 2048,8192,32768")
+    return contexts
 
 
 def parse_gpu(index: int, text: str) -> GPU:
@@ -37,33 +49,24 @@ def parse_gpu(index: int, text: str) -> GPU:
     if len(parts) == 2:
         library = _LIBRARIES.get(parts[0].lower())
         if library is None:
-            raise WeightkitError(f"unknown GPU library {parts[0]!r}: one of CUDA, ROCm, Metal, Vulkan")
+            raise ArgumentError(f"--gpu {text!r}: unknown GPU library {parts[0]!r}: one of CUDA, ROCm, Metal, Vulkan")
     elif len(parts) != 1:
-        raise WeightkitError(f"cannot read the GPU {text!r} (write e.g. 24GiB or CUDA:24GiB)")
-    size = parse_size(parts[-1])
+        raise ArgumentError(f"--gpu {text!r}: cannot read the GPU (write e.g. 24GiB or CUDA:24GiB)")
+    size = parse_size(parts[-1], "--gpu")
     return GPU(str(index), library, size, integrated=integrated, total=size)
 
 
-def _one(model, gpus, system, ctx, args) -> tuple[Estimate | None, str | None]:
-    settings = resolve_settings(
-        model,
-        gpus,
-        context=ctx,
-        batch=args["batch"],
-        parallel=args["parallel"],
-        kv_cache_type=args["kv_cache_type"],
-        flash_attention=args["flash_attention"],
-    )
+def _one(model, gpus, system, settings: OllamaSettings) -> tuple[OllamaEstimate | None, str | None]:
     try:
-        return estimate(model, gpus, settings, num_gpu=args["num_gpu"], system=system), None
+        return estimate(model, settings, gpus, system=system), None
     except WeightkitError as e:
         return None, str(e)
 
 
-def _as_json(ctx: int | None, est: Estimate | None, error: str | None) -> dict:
+def _as_json(ctx: int | None, est: OllamaEstimate | None, error: str | None) -> dict:
     if est is None:
         return {"context": ctx, "error": error}
-    s, g, lay = est.settings, est.graph, est.layout
+    s, g, lay = est.load, est.graph, est.layout
     return {
         "context": s.context,
         "batch": s.batch,
@@ -97,21 +100,22 @@ def _as_json(ctx: int | None, est: Estimate | None, error: str | None) -> dict:
 
 
 def run_estimate(path: str, *, contexts: list[int | None], gpus_text: list[str], ram: str | None,
-                 console: Console, as_json: bool, **args) -> None:  # fmt: skip
+                 console: Console, as_json: bool, **options) -> None:  # fmt: skip
     gpus = [parse_gpu(i, text) for i, text in enumerate(gpus_text)]
-    free = None if ram is None else parse_size(ram)
+    free = None if ram is None else parse_size(ram, "--ram")
     system = None if free is None else SystemMemory(free, free, 0)
+    requests = [OllamaSettings(context=ctx, **options) for ctx in contexts]
     with open_model(path) as model:
         if model.format != "gguf":
-            raise WeightkitError("the estimate follows Ollama's llama engine, which loads GGUF models")
-        results = [_one(model, gpus, system, ctx, args) for ctx in contexts]
+            raise WeightkitError(f"{path}: the estimate follows Ollama's llama engine, which loads GGUF models")
+        results = [_one(model, gpus, system, settings) for settings in requests]
     if as_json:
         print_json([_as_json(c, e, err) for c, (e, err) in zip(contexts, results, strict=True)])
         return
     table = Table(title=f"{Path(path).name}: memory as Ollama would load it", title_justify="left")
     table.add_column("", style="bold")
     for ctx, (est, _) in zip(contexts, results, strict=True):
-        table.add_column(f"ctx {est.settings.context if est else ctx}", justify="right")
+        table.add_column(f"ctx {est.load.context if est else ctx}", justify="right")
     rows = _rows(results, gpus)
     for label, cells in rows:
         table.add_row(label, *cells)
@@ -119,8 +123,8 @@ def run_estimate(path: str, *, contexts: list[int | None], gpus_text: list[str],
     notes = sorted({n for est, _ in results if est for n in est.notes})
     for note in notes:
         console.print(f"[yellow]note:[/yellow] {note}")
-    fitting = [est.settings.context for est, _ in results if est and est.layout.fully_offloaded and gpus]
-    failing = [est.settings.context for est, _ in results if est and not est.layout.fully_offloaded and gpus]
+    fitting = [est.load.context for est, _ in results if est and est.layout.fully_offloaded and gpus]
+    failing = [est.load.context for est, _ in results if est and not est.layout.fully_offloaded and gpus]
     if fitting and failing:
         console.print(
             f"fits entirely on the GPUs up to ctx {max(fitting)}; from ctx {min(failing)} layers spill to the CPU"
@@ -132,8 +136,8 @@ def _rows(results, gpus) -> list[tuple[str, list[str]]]:
         return [fn(est) if est else (err or "") for est, err in results]
 
     rows = [
-        ("parallel / batch", cell(lambda e: f"{e.settings.parallel} / {e.settings.batch}")),
-        ("KV cache type", cell(lambda e: e.settings.kv_cache_type + (" + flash attn" * e.settings.flash_attention))),
+        ("parallel / batch", cell(lambda e: f"{e.load.parallel} / {e.load.batch}")),
+        ("KV cache type", cell(lambda e: e.load.kv_cache_type + (" + flash attn" * e.load.flash_attention))),
         ("weights", cell(lambda e: human_bytes(e.weights))),
         ("KV cache", cell(lambda e: human_bytes(e.graph.kv_total))),
         ("graph (full offload)", cell(lambda e: human_bytes(e.graph.full_offload))),

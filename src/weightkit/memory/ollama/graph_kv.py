@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import FormatError
-from ..gguf.constants import GGUFValueType
+from ...errors import FormatError
+from ...gguf.constants import GGUFValueType
 
 _T = GGUFValueType
 MASK64 = (1 << 64) - 1

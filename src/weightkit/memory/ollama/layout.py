@@ -16,8 +16,8 @@ Two levels:
   while reserving the compute graph on each GPU that gets used, picks the full- or partial-offload
   graph, and reports memory per device as Ollama does.
 
-The environment (``OLLAMA_GPU_OVERHEAD``, ``OLLAMA_SCHED_SPREAD``) is read in exactly one place,
-:func:`layout_env`; every other function takes those values as arguments, defaulting to Ollama's
+The environment (``OLLAMA_GPU_OVERHEAD``, ``OLLAMA_SCHED_SPREAD``) is read in one place,
+:func:`weightkit.memory.env.ollama_env`; the functions here take those values as arguments, defaulting to Ollama's
 defaults for an unset variable (0 bytes, no spreading).
 
 GPUs are sorted with a port of Go's ``sort.Sort`` (:mod:`weightkit.memory.layout_gosort`), not
@@ -49,39 +49,17 @@ Where weightkit deliberately differs from Ollama
 
 from __future__ import annotations
 
-import os
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
 
-from weightkit.errors import FullFitRequired, LayoutInputError, SystemMemoryExceeded
-from weightkit.memory.layout_gosort import go_sort
+from ...errors import FullFitRequired, LayoutInputError, SystemMemoryExceeded
+from ..devices import GPU, SystemMemory
+from .layout_gosort import go_sort
 
-__all__ = [
-    "GPU",
-    "METAL_MINIMUM_MEMORY",
-    "MINIMUM_MEMORY",
-    "FullFitRequired",
-    "GPUAllocation",
-    "GPULayers",
-    "LayoutEnv",
-    "LayoutInputError",
-    "LayoutPlan",
-    "SystemMemory",
-    "SystemMemoryExceeded",
-    "fit_layers",
-    "layout_env",
-    "plan_layout",
-]
-
-MiB = 1 << 20
-#: VRAM Ollama sets aside on every GPU for context structures (``DeviceInfo.MinimumMemory``).
-MINIMUM_MEMORY = 457 * MiB
-#: The same on Apple's Metal.
-METAL_MINIMUM_MEMORY = 512 * MiB
+__all__ = ["GPUAllocation", "GPULayers", "LayoutPlan", "fit_layers", "plan_layout"]
 
 _U64 = (1 << 64) - 1
 _F32 = np.float32
@@ -93,56 +71,12 @@ _TWO = _F32(2)
 # Inputs and outputs
 
 
-@dataclass(frozen=True)
-class GPU:
-    """One GPU as Ollama's ``ml.DeviceInfo`` describes it, reduced to what the layout reads.
-
-    ``id`` is unique only within ``library`` (``"CUDA"``, ``"ROCm"``, ``"Metal"``, ``"Vulkan"``…);
-    the pair identifies the device. ``free`` is the free memory in bytes as reported at discovery.
-    ``total`` and ``name`` are carried for reports only; the layout does not read them.
-    """
-
-    id: str
-    library: str
-    free: int
-    integrated: bool = False
-    total: int = 0
-    name: str = ""
-
-    @property
-    def key(self) -> tuple[str, str]:
-        """``(id, library)``: Ollama's ``DeviceID``."""
-        return (self.id, self.library)
-
-    @property
-    def minimum_memory(self) -> int:
-        """VRAM Ollama keeps free on this device: 512 MiB on Metal, 457 MiB elsewhere."""
-        return METAL_MINIMUM_MEMORY if self.library == "Metal" else MINIMUM_MEMORY
-
-
-@dataclass(frozen=True)
-class SystemMemory:
-    """System RAM in bytes: Ollama's ``ml.SystemInfo`` (total, free, and free swap)."""
-
-    total: int
-    free: int
-    swap: int = 0
-
-
 class GPULayers(NamedTuple):
     """The layers placed on one GPU: an entry of Ollama's ``GPULayersList``."""
 
     id: str
     library: str
     layers: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class LayoutEnv:
-    """The two environment settings the layout reads, with Ollama's defaults for unset variables."""
-
-    gpu_overhead: int = 0
-    sched_spread: bool = False
 
 
 @dataclass(frozen=True)
@@ -199,42 +133,7 @@ class LayoutPlan:
 
 
 # --------------------------------------------------------------------------------------------
-# The environment boundary: the only place that reads os.environ
-
-_GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
-_GO_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
-
-
-def _env_var(environ: Mapping[str, str], key: str) -> str:
-    # envconfig.Var: trim whitespace, then any leading/trailing quote characters.
-    return environ.get(key, "").strip().strip("\"'")
-
-
-def layout_env(environ: Mapping[str, str] | None = None) -> LayoutEnv:
-    """Read ``OLLAMA_GPU_OVERHEAD`` and ``OLLAMA_SCHED_SPREAD`` the way Ollama's envconfig does.
-
-    * ``OLLAMA_GPU_OVERHEAD``: bytes to keep free per GPU; a decimal unsigned 64-bit integer.
-      Anything else (including a sign or a unit) is ignored and the default 0 used.
-    * ``OLLAMA_SCHED_SPREAD``: Go ``strconv.ParseBool``; unset or empty is false, an unparsable
-      value counts as true.
-
-    Pass ``environ`` to read from a mapping instead of ``os.environ``.
-    """
-    env = os.environ if environ is None else environ
-
-    overhead = 0
-    raw = _env_var(env, "OLLAMA_GPU_OVERHEAD")
-    if raw and re.fullmatch(r"[0-9]+", raw) and int(raw) <= _U64:
-        overhead = int(raw)
-
-    raw = _env_var(env, "OLLAMA_SCHED_SPREAD")
-    spread = False if not raw else raw not in _GO_FALSE  # Go: a parse error counts as true
-
-    return LayoutEnv(gpu_overhead=overhead, sched_spread=spread)
-
-
-# --------------------------------------------------------------------------------------------
-# The algorithm. Entries of a layout are [device, [layer, ...]] lists; devices are _Device.
+# The algorithm. A layout is a list of _Placement: a working device and the layers it holds.
 
 
 class _Device:
@@ -253,11 +152,16 @@ class _Device:
         return d
 
 
-_Entry = list  # [_Device, list[int]]
+@dataclass
+class _Placement:
+    """One entry of a layout: a device and the layers placed on it (Ollama's ``GPULayers``, mutable)."""
+
+    device: _Device
+    layers: list[int] = field(default_factory=list)
 
 
-def _count(layout: Iterable[_Entry]) -> int:
-    return sum(len(e[1]) for e in layout)
+def _count(layout: Iterable[_Placement]) -> int:
+    return sum(len(p.layers) for p in layout)
 
 
 def _scaled(free: int, factor: np.float32) -> int:
@@ -290,14 +194,16 @@ def _group(devices: Sequence[_Device], key) -> list[list[_Device]]:
     return list(groups.values())
 
 
-def _greedy_fit(layers: Sequence[int], devices: Sequence[_Device], capacity: np.float32, requested: int) -> list:
+def _greedy_fit(
+    layers: Sequence[int], devices: Sequence[_Device], capacity: np.float32, requested: int
+) -> list[_Placement]:
     """``greedyFit``: fill the last device from the last layer backwards, spilling to earlier devices.
 
     Each device may hold ``float32(free) * capacity`` bytes. Stops after ``requested`` layers when
     ``requested >= 0``. Returns entries ordered from the first device used to the last.
     """
     device = len(devices) - 1
-    entries = [[devices[device], []]]  # built last-device-first, reversed at the end
+    entries = [_Placement(devices[device])]  # built last-device-first, reversed at the end
     free_space = _scaled(devices[device].free, capacity)
     n = len(layers)
     for i in range(n - 1, -1, -1):
@@ -305,25 +211,27 @@ def _greedy_fit(layers: Sequence[int], devices: Sequence[_Device], capacity: np.
             break
         while True:
             if layers[i] <= free_space:
-                entries[-1][1].append(i)
+                entries[-1].layers.append(i)
                 free_space -= layers[i]
                 break
             device -= 1
             if device < 0:
                 return _finish(entries)
-            entries.append([devices[device], []])
+            entries.append(_Placement(devices[device]))
             free_space = _scaled(devices[device].free, capacity)
     return _finish(entries)
 
 
-def _finish(entries: list) -> list:
+def _finish(entries: list[_Placement]) -> list[_Placement]:
     entries.reverse()
     for e in entries:
-        e[1].reverse()
+        e.layers.reverse()
     return entries
 
 
-def _find_best_fit(layers: Sequence[int], devices: Sequence[_Device], requested: int, force_request: bool) -> list:
+def _find_best_fit(
+    layers: Sequence[int], devices: Sequence[_Device], requested: int, force_request: bool
+) -> list[_Placement]:
     """``findBestFit``: per performance group, the smallest capacity factor that still fits the most layers.
 
     A small factor spreads the layers evenly over the group's GPUs; the factor is found by a
@@ -339,7 +247,7 @@ def _find_best_fit(layers: Sequence[int], devices: Sequence[_Device], requested:
     Ollama hangs, weightkit returns the fit at ``high``, the smallest factor found that places the
     most layers. Each other step strictly shrinks the float32 interval, so the loop is finite.
     """
-    layout: list = []
+    layout: list[_Placement] = []
     for group in _group(devices, lambda d: d.integrated):
         high = _F32(1000) if (requested >= 0 and force_request) else _F32(1)
         low = _F32(0)
@@ -367,14 +275,14 @@ def _find_best_fit(layers: Sequence[int], devices: Sequence[_Device], requested:
 
 def _assign_layers(
     layers: Sequence[int], devices: list[_Device], require_full: bool, requested: int, last_used: int, spread: bool
-) -> list:
+) -> list[_Placement]:
     """``assignLayers``: pack the most layers onto the fewest GPUs; failing that, retry without the output layer."""
     if requested >= 0 or spread:
         # A manual num_gpu (or spreading) treats all GPUs alike, splitting by VRAM.
         for d in devices:
             d.integrated = False
 
-    layout: list = []
+    layout: list[_Placement] = []
     for _ in range(2):
         requested = min(len(layers), requested)
         if not spread:
@@ -406,12 +314,12 @@ class _Settings:
 
 def _build_layout(
     system_gpus: Sequence[_Device], layers: Sequence[int], graphs: Mapping[tuple[str, str], int] | None, s: _Settings
-) -> list:
+) -> list[_Placement]:
     """``buildLayout``: reserve per-GPU overheads, then assign layers library by library, keeping the best."""
     devices = _sort_by_free_memory([d.copy() for d in system_gpus])
     backoff = _F32(s.backoff)
 
-    best: list = []
+    best: list[_Placement] = []
     for group in _group(devices, lambda d: d.gpu.library):
         last_used = 0
         for i, d in enumerate(group):
@@ -433,7 +341,7 @@ def _build_layout(
 def _verify_layout(
     n_gpus: int,
     layers: Sequence[int],
-    layout: list,
+    layout: list[_Placement],
     graphs: Mapping[tuple[str, str], int] | None,
     system: SystemMemory | None,
     s: _Settings,
@@ -443,8 +351,8 @@ def _verify_layout(
     vram_size = 0
     if graphs is not None:
         for entry in layout:
-            vram_size += graphs.get(entry[0].gpu.key, 0)
-    on_gpu = {i for entry in layout for i in entry[1]}
+            vram_size += graphs.get(entry.device.gpu.key, 0)
+    on_gpu = {i for entry in layout for i in entry.layers}
     for i, size in enumerate(layers):
         if i in on_gpu:
             vram_size += size
@@ -481,7 +389,7 @@ def _create_layout(
     graphs: Mapping[tuple[str, str], int] | None,
     system: SystemMemory | None,
     s: _Settings,
-) -> list:
+) -> list[_Placement]:
     """``createLayout`` = ``buildLayout`` + ``verifyLayout``; returns the raw layout (empty entries included)."""
     layout = _build_layout(system_gpus, layers, graphs, s)
     _verify_layout(len(system_gpus), layers, layout, graphs, system, s)
@@ -515,8 +423,8 @@ def _check_gpus(gpus: Sequence[GPU]) -> list[GPU]:
     return gpus
 
 
-def _public(layout: list) -> list[GPULayers]:
-    return [GPULayers(e[0].gpu.id, e[0].gpu.library, tuple(e[1])) for e in layout if e[1]]
+def _public(layout: list[_Placement]) -> list[GPULayers]:
+    return [GPULayers(p.device.gpu.id, p.device.gpu.library, tuple(p.layers)) for p in layout if p.layers]
 
 
 def fit_layers(
@@ -557,7 +465,7 @@ def fit_layers(
       exceeds total RAM.
     * ``sched_spread``: ``OLLAMA_SCHED_SPREAD``, use all GPUs instead of as few as possible.
 
-    Use :func:`layout_env` to obtain ``gpu_overhead`` and ``sched_spread`` from the environment.
+    :func:`weightkit.memory.env.ollama_env` reads ``gpu_overhead`` and ``sched_spread`` from the environment.
 
     Returns the GPUs that get layers, each with its layer indices (ascending), in Ollama's order:
     the GPU holding the lowest layers first.
@@ -593,8 +501,6 @@ def plan_layout(
     gpu_overhead: int = 0,
     sched_spread: bool = False,
     projector_weights: int = 0,
-    head_count_max: int = 0,
-    head_count_kv_min: int = 0,
     darwin: bool = False,
 ) -> LayoutPlan:
     """The llama engine's estimate-based layout (Ollama's ``llamaServer.Load``), as numbers.
@@ -603,24 +509,20 @@ def plan_layout(
       (``GraphSize``'s ``kv``). Both have one entry per block.
     * ``output_weights``: ``output_norm`` plus ``output`` (or ``token_embd`` when the output is tied).
       It becomes the last layer, index ``len(layer_weights)``.
-    * ``graph_full`` / ``graph_partial``: ``GraphSize``'s compute-graph sizes. When
-      ``graph_partial`` is 0 Ollama estimates it as ``head_count_max // max(head_count_kv_min, 1)``
-      times the total KV over 6; a zero ``graph_full`` then takes the partial size; on Metal (the
-      first GPU given) the partial size is the full size.
+    * ``graph_full`` / ``graph_partial``: the compute-graph sizes after ``llm/server.go``'s fallback
+      (``weightkit.memory.ollama.graph.graph_size`` gives both); on Metal (the first GPU given) the
+      partial size is the full size.
     * ``projector_weights``: a vision projector, loaded on the first discrete GPU (else the first
       GPU) in the order given; it is taken from that GPU's free memory before the layout.
 
-    The other keywords are those of :func:`fit_layers`. Before the layout, every GPU gives up
-    ``blk.0`` plus ``kv[0]`` as a buffer. The layout is then computed repeatedly, reserving the
-    larger of the two graphs on each GPU the layout uses, until the number of GPUs used stops
-    growing. Finally each used GPU is charged the full-offload graph if every layer, the output
-    layer included, is on GPUs, else the partial one.
+    The other keywords are those of :func:`fit_layers`. The steps: every GPU gives up ``blk.0`` plus
+    ``kv[0]`` as a buffer and the projector takes its GPU's share (:func:`_reserve_buffers`); the
+    layout is computed repeatedly, reserving the larger of the two graphs on each GPU it uses, until
+    the number of GPUs used stops growing (:func:`_settle_layout`); each used GPU is then charged the
+    full-offload graph if every layer, the output layer included, is on GPUs, else the partial one,
+    and memory is reported per device (:func:`_report`).
 
     Raises :class:`FullFitRequired` and :class:`SystemMemoryExceeded` as :func:`fit_layers` does.
-
-    Reporting follows Ollama's memory report exactly, including two of its quirks: a GPU that was
-    reserved a graph in an earlier round but is unused in the final layout still reports that graph,
-    and the projector's weights are reported on its GPU only when that is not the first GPU given.
     """
     weights = _check_sizes("layer_weights", layer_weights)
     kv = _check_sizes("layer_kv", layer_kv)
@@ -630,97 +532,113 @@ def plan_layout(
         "sizes", [output_weights, graph_full, graph_partial, projector_weights]
     )
     gpu_list = _check_gpus(gpus)
-    total_layers = len(weights) + 1
+    if gpu_list and gpu_list[0].library == "Metal":
+        graph_partial = graph_full  # no partial-offload overhead on Metal
 
     devices = [_Device(g) for g in gpu_list]
+    projector_gpu = _reserve_buffers(devices, weights, kv, projector_weights)
+    layers = _Layers([*weights, output_weights], [*kv, 0])
+    settings = _Settings(num_gpu, require_full, gpu_overhead, sched_spread, backoff=0.0, darwin=darwin, cpu_fixed=0)
+    layout, graphs = _settle_layout(devices, layers, graph_full, graph_partial, system, settings)
+    graph = graph_full if _count(layout) >= layers.count else graph_partial
+    for entry in layout:
+        graphs[entry.device.gpu.key] = graph
+    return _report(gpu_list, layout, graphs, layers, projector_gpu, projector_weights, graph_full, graph_partial,
+                   settings.num_gpu)  # fmt: skip
 
-    # blk.0 plus kv[0] as a buffer on every GPU.
+
+@dataclass(frozen=True)
+class _Layers:
+    """Weights and KV cache of every layer, the output layer last (with no KV)."""
+
+    weights: list[int]
+    kv: list[int]
+
+    @property
+    def count(self) -> int:
+        return len(self.weights)
+
+    @property
+    def sizes(self) -> list[int]:
+        return [w + c for w, c in zip(self.weights, self.kv, strict=True)]
+
+
+def _reserve_buffers(devices: list[_Device], weights: list[int], kv: list[int], projector: int) -> int:
+    """Take ``blk.0`` plus ``kv[0]`` from every GPU as a buffer, and the projector from the first discrete
+    GPU (else the first); returns the projector's GPU index (-1 without GPUs)."""
     if weights:
         buffer = weights[0] + kv[0]
         for d in devices:
             d.free = d.free - buffer if d.free > buffer else 0
+    if not devices:
+        return -1
+    index = next((i for i, d in enumerate(devices) if not d.integrated), 0)
+    d = devices[index]
+    d.free = d.free - projector if d.free > projector else 0
+    return index
 
-    cpu_weights = [*weights, output_weights]
-    cpu_kv = [*kv, 0]
 
-    # The vision projector goes on the first discrete GPU, else the first integrated one.
-    projector_gpu = -1
-    if devices:
-        projector_gpu = next((i for i, d in enumerate(devices) if not d.integrated), 0)
-        d = devices[projector_gpu]
-        d.free = d.free - projector_weights if d.free > projector_weights else 0
-
-    if graph_partial == 0:
-        gqa = head_count_max // max(head_count_kv_min, 1)
-        graph_partial = gqa * sum(kv) // 6
-    if graph_full == 0:
-        graph_full = graph_partial
-    if devices and devices[0].gpu.library == "Metal":
-        graph_partial = graph_full  # no partial-offload overhead on Metal
-
-    settings = _Settings(
-        num_gpu=num_gpu,
-        require_full=require_full,
-        gpu_overhead=gpu_overhead,
-        sched_spread=sched_spread,
-        backoff=0.0,
-        darwin=darwin,
-        cpu_fixed=0,
-    )
-    layer_sizes = [w + c for w, c in zip(cpu_weights, cpu_kv, strict=True)]
-    graphs: dict[tuple[str, str], int] = {g.key: 0 for g in gpu_list}
-
-    layout: list = []
+def _settle_layout(
+    devices: list[_Device],
+    layers: _Layers,
+    graph_full: int,
+    graph_partial: int,
+    system: SystemMemory | None,
+    settings: _Settings,
+) -> tuple[list[_Placement], dict[tuple[str, str], int]]:
+    """``createLayout`` again and again, reserving the larger graph on every GPU a round uses, until a
+    round uses no more GPUs than the one before. Returns the layout and the graphs reserved so far."""
+    graphs = {d.gpu.key: 0 for d in devices}
+    layout: list[_Placement] = []
     while True:
         previous = layout
-        layout = _create_layout(devices, layer_sizes, graphs, system, settings)
+        layout = _create_layout(devices, layers.sizes, graphs, system, settings)
         if len(layout) <= len(previous):
-            break
+            return layout, graphs
         for entry in layout:
-            graphs[entry[0].gpu.key] = max(graph_partial, graph_full)
+            graphs[entry.device.gpu.key] = max(graph_partial, graph_full)
 
-    graph = graph_full if _count(layout) >= total_layers else graph_partial
-    owner: dict[int, tuple[str, str]] = {}
-    for entry in layout:
-        graphs[entry[0].gpu.key] = graph
-        for i in entry[1]:
-            owner[i] = entry[0].gpu.key
 
+def _report(
+    gpus: list[GPU],
+    layout: list[_Placement],
+    graphs: Mapping[tuple[str, str], int],
+    layers: _Layers,
+    projector_gpu: int,
+    projector_weights: int,
+    graph_full: int,
+    graph_partial: int,
+    num_gpu: int,
+) -> LayoutPlan:
+    """Memory per device as Ollama's report has it, with two of its quirks: a GPU reserved a graph in an
+    earlier round but unused at the end still reports that graph, and the projector's weights are reported
+    on its GPU only when that is not the first GPU given."""
+    owner = {i: entry.device.gpu.key for entry in layout for i in entry.layers}
     allocations = []
-    for idx, g in enumerate(gpu_list):
-        mine = tuple(sorted(i for i, k in owner.items() if k == g.key))
-        w = sum(cpu_weights[i] for i in mine)
-        if idx == projector_gpu and projector_gpu > 0:
-            w += projector_weights  # Ollama reports it only when this is not the first GPU
-        allocations.append(
-            GPUAllocation(
-                id=g.id,
-                library=g.library,
-                name=g.name,
-                layers=mine,
-                weights=w,
-                kv=sum(cpu_kv[i] for i in mine),
-                graph=graphs[g.key],
-            )
-        )
-
-    cpu_layers = tuple(i for i in range(total_layers) if i not in owner)
-    cpu_w = sum(cpu_weights[i] for i in cpu_layers)
-    cpu_c = sum(cpu_kv[i] for i in cpu_layers)
+    for index, g in enumerate(gpus):
+        mine = tuple(sorted(i for i, key in owner.items() if key == g.key))
+        weights = sum(layers.weights[i] for i in mine)
+        if index == projector_gpu and projector_gpu > 0:
+            weights += projector_weights
+        kv = sum(layers.kv[i] for i in mine)
+        allocations.append(GPUAllocation(g.id, g.library, g.name, mine, weights, kv, graphs[g.key]))
+    cpu_layers = tuple(i for i in range(layers.count) if i not in owner)
+    cpu_weights = sum(layers.weights[i] for i in cpu_layers)
+    cpu_kv = sum(layers.kv[i] for i in cpu_layers)
     vram = sum(a.total for a in allocations)
-    total = cpu_w + cpu_c + vram  # MemorySize: input weights and CPU graph are 0 for this engine
+    total = cpu_weights + cpu_kv + vram  # MemorySize: input weights and CPU graph are 0 for this engine
     return LayoutPlan(
         gpus=tuple(allocations),
         placement=tuple(_public(layout)),
         cpu_layers=cpu_layers,
-        cpu_weights=cpu_w,
-        cpu_kv=cpu_c,
-        output_on_gpu=(total_layers - 1) in owner,
-        total_layers=total_layers,
+        cpu_weights=cpu_weights,
+        cpu_kv=cpu_kv,
+        output_on_gpu=(layers.count - 1) in owner,
+        total_layers=layers.count,
         graph_full=graph_full,
         graph_partial=graph_partial,
         vram=vram,
         ram=total - vram,
         total=total,
-        num_gpu=settings.num_gpu,
+        num_gpu=num_gpu,
     )

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..dtypes import GGMLType
-from ..errors import FormatError
+from ...dtypes import GGMLType
+from ...errors import FormatError
 from .graph_kv import U64
 
 _G = GGMLType

@@ -64,7 +64,7 @@ import numbers
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import FormatError
+from ...errors import ArgumentError, ArgumentTypeError, FormatError
 from .graph_kv import U64, OllamaKV, f64_to_u64, u64_to_f64
 from .graph_layers import (
     LayerSizes,
@@ -122,9 +122,9 @@ class GraphEstimate:
 
 def _check_count(name: str, value: Any, minimum: int = 0) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+        raise ArgumentError(f"{name} must be an integer >= {minimum}, got {value!r}")
     if value >= 1 << 63:
-        raise ValueError(f"{name} {value} does not fit in Go's int")
+        raise ArgumentError(f"{name} {value} does not fit in Go's int")
     return int(value)
 
 
@@ -139,7 +139,7 @@ def _bytes_per_element(kv_cache_type: str) -> float:
         return KV_CACHE_TYPES[kv_cache_type]
     except (KeyError, TypeError):
         known = ", ".join(repr(k) for k in KV_CACHE_TYPES if k)
-        raise ValueError(f"unknown KV cache type {kv_cache_type!r}; Ollama's are {known}") from None
+        raise ArgumentError(f"unknown KV cache type {kv_cache_type!r}; Ollama's are {known}") from None
 
 
 def _shape_dim(layer_name: str, key: str, info: Any, i: int) -> int:
@@ -345,11 +345,11 @@ def graph_size(model: Any, context: int, batch: int = 512, parallel: int = 1, kv
     `model` is an opened GGUF model (`weightkit.open`), or anything with GGUF-typed `.metadata` and
     `.tensors`. `context` is per sequence (Ollama's `num_ctx`), `parallel` the number of sequences.
     Missing or malformed metadata raises `weightkit.errors.FormatError`; arguments out of range raise
-    `ValueError`.
+    `ArgumentError`.
     """
     _check_args(context, batch, parallel)
     if not isinstance(flash_attention, bool):
-        raise ValueError(f"flash_attention must be a bool, got {flash_attention!r}")
+        raise ArgumentTypeError(f"flash_attention must be a bool, got {flash_attention!r}")
     try:
         x = _Inputs(model, context, batch, parallel, kv_cache_type)
         sizes, default_total = _kv(x)
