@@ -5,7 +5,7 @@ exactly one Go type: `KV.Uint` a `uint32`, `KV.Ints` an array of `int32`, the he
 `uint32`, an array of `uint32` or an array of `int32`. `OllamaKV` reads a weightkit model's metadata the
 same way, with the same defaults when a key is absent.
 
-Where weightkit differs (on purpose, see `weightkit.memory.graph`): a key that is present with a type
+Where weightkit differs (on purpose, see `weightkit.memory.ollama.graph`): a key that is present with a type
 the accessor does not accept, which Ollama silently replaces by the default, raises `FormatError`; so
 do a missing or non-string `general.architecture`, a missing `block_count` (or one above `MAX_LAYERS`,
 65,536, which only a corrupt file has), and the inputs that make

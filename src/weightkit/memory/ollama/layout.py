@@ -20,7 +20,7 @@ The environment (``OLLAMA_GPU_OVERHEAD``, ``OLLAMA_SCHED_SPREAD``) is read in on
 :func:`weightkit.memory.env.ollama_env`; the functions here take those values as arguments, defaulting to Ollama's
 defaults for an unset variable (0 bytes, no spreading).
 
-GPUs are sorted with a port of Go's ``sort.Sort`` (:mod:`weightkit.memory.layout_gosort`), not
+GPUs are sorted with a port of Go's ``sort.Sort`` (:mod:`weightkit.memory.ollama.layout_gosort`), not
 Python's stable sort: with more than 12 GPUs, Go's unstable pdqsort orders tied GPUs its own way,
 and weightkit reproduces that order.
 
