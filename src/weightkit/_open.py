@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .errors import FormatError
+from .errors import ArgumentError, FormatError
 from .model import FRAMEWORKS, ModelFile
 
 _JSON_SPACE = b" \t\n\r"
@@ -17,7 +17,7 @@ def open_model(path: str | os.PathLike[str], *, framework: str = "numpy") -> Mod
     `model.safetensors.index.json`, or a model name in Ollama's store (`gemma3:270m`) when no such file
     exists. `framework="torch"` makes `tensor()` return torch tensors."""
     if framework not in FRAMEWORKS:
-        raise ValueError(f"framework is one of {FRAMEWORKS}, not {framework!r}")
+        raise ArgumentError(f"framework is one of {FRAMEWORKS}, not {framework!r}")
     if not Path(path).exists() and _looks_like_model_name(str(path)):
         from .ollama import ModelNotFound, open_store_model
 

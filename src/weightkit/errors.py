@@ -6,7 +6,7 @@ and what is wrong. The command line prints that message on one line and exits wi
 error (`ArgumentError`) and 1 for everything else. Any other exception is a bug in weightkit.
 
 The classes that callers also catch by Python's own categories keep them: `FormatError` and
-`ArgumentError` are `ValueError`s, `ArgumentTypeError` is also a `TypeError`.
+`ArgumentError` are `ValueError`s, `ArgumentTypeError` is also a `TypeError`, `StateError` a `RuntimeError`.
 """
 
 from __future__ import annotations
@@ -43,6 +43,10 @@ class ArgumentError(WeightkitError, ValueError):
 
 class ArgumentTypeError(ArgumentError, TypeError):
     """An argument is of a type weightkit cannot use (a complex array to quantize, a str for a dict)."""
+
+
+class StateError(WeightkitError, RuntimeError):
+    """A call made out of order: writing to a closed writer, changing the header after data was written."""
 
 
 class UnsupportedError(WeightkitError):

@@ -13,7 +13,7 @@ import numpy as np
 
 from ._io import ByteSource
 from .dtypes import GGMLType, TensorDType, numpy_dtype, view_as
-from .errors import UnsupportedError
+from .errors import ArgumentError, UnsupportedError
 
 FRAMEWORKS = ("numpy", "torch")
 T = TypeVar("T")
@@ -189,7 +189,7 @@ class MappedModelFile(ModelFile):
         """Map `path` (read-only for numpy; copy-on-write for torch, which wants writable memory, so writes
         touch private pages and never the file) and parse it, unmapping again if the parse fails."""
         if framework not in FRAMEWORKS:
-            raise ValueError(f"framework is one of {FRAMEWORKS}, not {framework!r}")
+            raise ArgumentError(f"framework is one of {FRAMEWORKS}, not {framework!r}")
         self.framework = framework
         self._src = ByteSource(path, copy_on_write=framework == "torch")
         try:

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import weightkit
+from weightkit.errors import ArgumentError
 from weightkit.gguf import GGUFValueType, GGUFWriter, Value, edit_gguf, write_gguf
 
 from .reference import gguf_py_view
@@ -114,5 +115,5 @@ def test_edit_metadata_copies_tensors(tmp_path):
     with weightkit.open(dst) as m:
         assert m.metadata["general.name"] == "in place"
         assert bytes(m.raw("q")) == q.tobytes()
-    with pytest.raises(KeyError):
+    with pytest.raises(ArgumentError, match="no metadata key"):
         edit_gguf(dst, remove=["nope"])

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .. import open as open_model
-from ..errors import ArgumentError, WeightkitError
+from ..errors import ArgumentError, FullFitRequired, SystemMemoryExceeded, WeightkitError
 from ..memory import GPU, OllamaEstimate, OllamaSettings, SystemMemory, estimate
 from .render import human_bytes, print_json
 
@@ -59,7 +59,7 @@ def parse_gpu(index: int, text: str) -> GPU:
 def _one(model, gpus, system, settings: OllamaSettings) -> tuple[OllamaEstimate | None, str | None]:
     try:
         return estimate(model, settings, gpus, system=system), None
-    except WeightkitError as e:
+    except (FullFitRequired, SystemMemoryExceeded) as e:  # this context does not fit; the others may
         return None, str(e)
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from ..errors import WeightkitError
+from ..errors import ArgumentError, WeightkitError
 from ..ollama import Store, create_from_checkpoint, create_from_gguf, parse_name
 from ..ollama.store import MEDIA, parse_manifest
 from ..safetensors import SafetensorsFile
@@ -21,7 +21,7 @@ def run_create(store: Store, name: str, source: Path, quantize: str | None, as_j
     if not source.exists():
         raise WeightkitError(f"{source}: no such file or folder")
     if quantize and not source.is_dir():
-        raise WeightkitError("--quantize applies to safetensors checkpoints; quantize GGUFs with weightkit quantize")
+        raise ArgumentError("--quantize applies to safetensors checkpoints; quantize GGUFs with weightkit quantize")
     with byte_progress("importing", console, as_json) as update:
         if source.is_dir():
             manifest = create_from_checkpoint(store, model_name, source, quantize=quantize, progress=update)

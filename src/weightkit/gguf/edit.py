@@ -6,6 +6,7 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ..errors import ArgumentError
 from .file import GGUFFile
 from .values import Value, infer
 from .writer import GGUFWriter, plan_tensor
@@ -16,7 +17,7 @@ def edited_metadata(old: GGUFFile, set: Mapping[str, Any], remove: Iterable[str]
     values = dict(old.metadata.typed_items())
     for key in remove:
         if key not in values:
-            raise KeyError(f"{old.path}: no metadata key {key!r} to remove")
+            raise ArgumentError(f"{old.path}: no metadata key {key!r} to remove")
         del values[key]
     for key, value in set.items():
         current = values.get(key)

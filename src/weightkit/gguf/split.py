@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..errors import FormatError
+from ..errors import ArgumentError, FormatError
 from .constants import DEFAULT_ALIGNMENT, KEY_ALIGNMENT, KEY_SPLIT_COUNT, KEY_SPLIT_NO, KEY_SPLIT_TENSORS, GGUFValueType
 from .file import GGUFFile, GGUFSplit
 from .values import Value
@@ -127,7 +127,7 @@ def plan_split(
 ) -> list[list[PlannedTensor]]:
     """Group tensors into shards as gguf-split does (by tensor count, or by padded data size)."""
     if (max_tensors is None) == (max_bytes is None):
-        raise ValueError("give exactly one of max_tensors and max_bytes")
+        raise ArgumentError("give exactly one of max_tensors and max_bytes")
     groups: list[list[PlannedTensor]] = [[]]
     size = 0
     for t in tensors:

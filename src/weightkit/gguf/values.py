@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ArgumentError, ArgumentTypeError
 from .constants import SCALAR_CODES, GGUFValueType
 
 _T = GGUFValueType
@@ -97,12 +98,12 @@ def _scalar_type(value: Any) -> GGUFValueType:
             lo, hi = _INT_RANGES[t]
             if lo <= value < hi:
                 return t
-        raise ValueError(f"integer {value} does not fit in any GGUF integer type")
+        raise ArgumentError(f"integer {value} does not fit in any GGUF integer type")
     if isinstance(value, float):
         return _T.FLOAT32
     if isinstance(value, (str, bytes)):
         return _T.STRING
-    raise TypeError(f"cannot store a {type(value).__name__} in GGUF metadata")
+    raise ArgumentTypeError(f"cannot store a {type(value).__name__} in GGUF metadata")
 
 
 def _coerce_scalar(value: Any, t: GGUFValueType) -> Any:
@@ -110,7 +111,7 @@ def _coerce_scalar(value: Any, t: GGUFValueType) -> Any:
         if isinstance(value, bytes):
             return value.decode("utf-8", "surrogateescape")
         if not isinstance(value, str):
-            raise TypeError(f"GGUF STRING needs a str, not {type(value).__name__}")
+            raise ArgumentTypeError(f"GGUF STRING needs a str, not {type(value).__name__}")
         return value
     if t == _T.BOOL:
         return bool(value)
@@ -118,26 +119,26 @@ def _coerce_scalar(value: Any, t: GGUFValueType) -> Any:
         return float(np.dtype(SCALAR_CODES[t]).type(value))
     if t in _INT_RANGES:
         if isinstance(value, float) and not value.is_integer():
-            raise ValueError(f"{value} is not an integer; GGUF {t.name} needs one")
+            raise ArgumentError(f"{value} is not an integer; GGUF {t.name} needs one")
         v = int(value)
         lo, hi = _INT_RANGES[t]
         if not lo <= v < hi:
-            raise ValueError(f"{v} does not fit in GGUF {t.name}")
+            raise ArgumentError(f"{v} does not fit in GGUF {t.name}")
         return v
-    raise ValueError(f"{t.name} is not a scalar GGUF type")
+    raise ArgumentError(f"{t.name} is not a scalar GGUF type")
 
 
 def _infer_array(value: Any) -> Value:
     if isinstance(value, np.ndarray):
         if value.ndim != 1:
-            raise ValueError("GGUF arrays are one-dimensional")
+            raise ArgumentError("GGUF arrays are one-dimensional")
         dt = value.dtype.newbyteorder("=")
         if dt == np.bool_:
             return Value(value.astype(np.bool_), _T.ARRAY, _T.BOOL)
         if dt.kind in "US":
             return Value([_coerce_scalar(v.item(), _T.STRING) for v in value], _T.ARRAY, _T.STRING)
         if dt not in _NUMPY_KINDS:
-            raise TypeError(f"no GGUF array type for numpy dtype {value.dtype}")
+            raise ArgumentTypeError(f"no GGUF array type for numpy dtype {value.dtype}")
         return Value(value.astype(dt), _T.ARRAY, _NUMPY_KINDS[dt])
     items = list(value)
     if not items:

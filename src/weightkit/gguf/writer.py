@@ -19,6 +19,7 @@ import numpy as np
 from .._io import atomic_write
 from .._torch import from_torch
 from ..dtypes import DataSource, GGMLType, TensorData, exact_bytes, ggml_type, ggml_type_of_numpy
+from ..errors import ArgumentError, StateError
 from .constants import (
     DEFAULT_ALIGNMENT,
     KEY_ALIGNMENT,
@@ -50,14 +51,14 @@ def plan_tensor(name: str, shape: Iterable[int], dtype: GGMLType | int | str, da
     info = ggml_type(dtype)
     shape = tuple(int(d) for d in shape)
     if info.removed:
-        raise ValueError(f"{name}: GGML type {info.name} was removed from ggml")
+        raise ArgumentError(f"{name}: GGML type {info.name} was removed from ggml")
     if len(shape) > MAX_DIMS:
-        raise ValueError(f"{name}: GGUF tensors have at most {MAX_DIMS} dimensions, not {len(shape)}")
+        raise ArgumentError(f"{name}: GGUF tensors have at most {MAX_DIMS} dimensions, not {len(shape)}")
     if any(d <= 0 for d in shape):
-        raise ValueError(f"{name}: every dimension must be positive, got {shape}")
+        raise ArgumentError(f"{name}: every dimension must be positive, got {shape}")
     row = shape[-1] if shape else 1
     if row % info.block_size:
-        raise ValueError(f"{name}: rows of {row} are not whole {info.name} blocks of {info.block_size}")
+        raise ArgumentError(f"{name}: rows of {row} are not whole {info.name} blocks of {info.block_size}")
     n = int(np.prod(shape, dtype=object)) if shape else 1
     return PlannedTensor(name, info.type, shape, info.nbytes(n), data=data)
 
@@ -142,7 +143,7 @@ class GGUFWriter:
         byte_order: str = "<",
     ) -> None:
         if byte_order not in "<>":
-            raise ValueError("byte_order is '<' or '>'")
+            raise ArgumentError("byte_order is '<' or '>'")
         self.path = Path(path)
         self.order = byte_order
         self.metadata: dict[str, Value] = {}
@@ -169,7 +170,7 @@ class GGUFWriter:
         if key == KEY_ALIGNMENT:
             a = typed.value
             if typed.type != _T.UINT32 or a <= 0 or a & (a - 1):
-                raise ValueError(f"{KEY_ALIGNMENT} must be a UINT32 power of two, got {a!r} ({typed.type.name})")
+                raise ArgumentError(f"{KEY_ALIGNMENT} must be a UINT32 power of two, got {a!r} ({typed.type.name})")
         self.metadata[key] = typed
 
     def add_tensor_info(self, name: str, shape: Iterable[int], dtype: GGMLType | int | str) -> PlannedTensor:
@@ -190,11 +191,11 @@ class GGUFWriter:
         data = from_torch(data)
         if dtype is None:
             if not isinstance(data, np.ndarray):
-                raise ValueError(f"{name}: raw bytes and callables need dtype= and shape=")
+                raise ArgumentError(f"{name}: raw bytes and callables need dtype= and shape=")
             dtype = ggml_type_of_numpy(data.dtype)
         if shape is None:
             if not isinstance(data, np.ndarray) or data.dtype == np.uint8:
-                raise ValueError(f"{name}: shape= is needed unless data is an array of the tensor's values")
+                raise ArgumentError(f"{name}: shape= is needed unless data is an array of the tensor's values")
             shape = data.shape
         return self.add_planned(plan_tensor(name, shape, dtype, data))
 
@@ -202,18 +203,18 @@ class GGUFWriter:
         """Declare a tensor made by `plan_tensor` (with or without its data)."""
         self._before_data()
         if t.name in self._names:
-            raise ValueError(f"duplicate tensor name {t.name!r}")
+            raise ArgumentError(f"duplicate tensor name {t.name!r}")
         self._names.add(t.name)
         self.tensors.append(t)
         return t
 
     def _before_data(self) -> None:
         if self._file is not None:
-            raise RuntimeError("metadata and tensor infos are fixed once tensor data has been written")
+            raise StateError("metadata and tensor infos are fixed once tensor data has been written")
 
     def _open(self) -> IO[bytes]:
         if self._done:
-            raise RuntimeError(f"the writer of {self.path} is closed")
+            raise StateError(f"the writer of {self.path} is closed")
         if self._file is None:
             self._ctx = atomic_write(self.path)
             self._file = self._ctx.__enter__()
@@ -225,7 +226,7 @@ class GGUFWriter:
         self._flush_ready()
         if self._next >= len(self.tensors) or self.tensors[self._next].name != name:
             expected = self.tensors[self._next].name if self._next < len(self.tensors) else "nothing"
-            raise ValueError(f"tensors are written in declaration order: expected {expected!r}, got {name!r}")
+            raise ArgumentError(f"tensors are written in declaration order: expected {expected!r}, got {name!r}")
         self._emit(self.tensors[self._next], data)
 
     def _flush_ready(self) -> None:
@@ -249,7 +250,7 @@ class GGUFWriter:
         try:
             self._flush_ready()
             if self._next != len(self.tensors):
-                raise ValueError(f"tensor {self.tensors[self._next].name!r} was declared but its data never written")
+                raise ArgumentError(f"tensor {self.tensors[self._next].name!r} was declared but its data never written")
         except BaseException:
             self.abort()
             raise

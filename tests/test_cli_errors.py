@@ -1,0 +1,123 @@
+"""The command's error contract, over every subcommand: a bad argument or a bad file gets one line on stderr
+and exit status 2 (usage) or 1 (a bad file, a failed job); never a traceback, never a partial output."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+
+from weightkit.cli import app, main
+from weightkit.gguf import GGUFValueType, Value, write_gguf
+
+USAGE, BAD_FILE = 2, 1
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory) -> dict[str, str]:
+    """A good tiny model and a corpus of bad inputs."""
+    d = tmp_path_factory.mktemp("cli-errors")
+    good = d / "good.gguf"
+    metadata = {
+        "general.architecture": "llama",
+        "llama.block_count": Value(1, GGUFValueType.UINT32),
+        "llama.embedding_length": Value(256, GGUFValueType.UINT32),
+        "llama.attention.head_count": Value(4, GGUFValueType.UINT32),
+        "tokenizer.ggml.tokens": ["a", "b"],
+    }
+    write_gguf(good, metadata, {"blk.0.attn_q.weight": np.zeros((256, 256), np.float16)})
+    paths = {"good": good, "missing": d / "missing.gguf", "folder": d / "folder"}
+    paths["folder"].mkdir()
+    contents = {
+        "empty": b"",
+        "random": bytes(range(256)) * 4,
+        "truncated": good.read_bytes()[:200],
+        "gguf_v1": b"GGUF\x01\x00\x00\x00" + bytes(16),
+        "huge_count": b"GGUF" + struct.pack("<IQQ", 3, 1 << 62, 0),
+        "safetensors_bad": struct.pack("<Q", 10) + b'{"a": 1}  ',
+        "no_arch": None,
+    }
+    for name, data in contents.items():
+        paths[name] = d / f"{name}.gguf"
+        if data is None:
+            write_gguf(paths[name], {"general.name": "x"}, {"t": np.zeros(4, np.float32)})
+        else:
+            paths[name].write_bytes(data)
+    imatrix = d / "imatrix.dat"
+    imatrix.write_bytes(b"\x01\x00")
+    paths["imatrix"] = imatrix
+    return {k: str(v) for k, v in paths.items()}
+
+
+# (arguments, with {name} for a file of the corpus; expected status; a fragment of the one line)
+CASES = [
+    # usage: unknown options, missing arguments, values that cannot be read
+    (["frobnicate"], USAGE, "No such command"),
+    (["inspect"], USAGE, "Missing argument"),
+    (["inspect", "{good}", "--bogus"], USAGE, "No such option"),
+    (["quantize", "{good}", "{out}"], USAGE, "Missing option"),
+    (["quantize", "{good}", "{out}", "-t", "Q9_K"], USAGE, "--type 'Q9_K'"),
+    (["quantize", "{good}", "-t", "Q4_K_M"], USAGE, "give an output path"),
+    (["quantize", "{good}", "{out}", "-t", "Q4_0", "--tensor-type", "attn"], USAGE, "expected PATTERN=TYPE"),
+    (["quantize", "{good}", "{out}", "-t", "Q4_0", "--tensor-type", "(=q8_0"], USAGE, "--tensor-type pattern"),
+    (["quantize", "{good}", "{out}", "-t", "Q4_0", "--output-tensor-type", "zz"], USAGE, "--output-tensor-type"),
+    (["quantize", "{good}", "{out}", "-t", "Q4_0", "--override-kv", "a=int:x"], USAGE, "--override-kv"),
+    (["quantize", "{good}", "{out}", "-t", "Q4_0", "--prune-layers", "a,b"], USAGE, "--prune-layers"),
+    (["quantize", "{good}", "{out}", "-t", "Q4_0", "--tensor-type-file", "{missing}"], BAD_FILE, "missing.gguf"),
+    (["estimate", "{good}", "--ctx", "abc"], USAGE, "--ctx 'abc'"),
+    (["estimate", "{good}", "--ctx", "-5"], USAGE, "--ctx '-5'"),
+    (["estimate", "{good}", "--kv-cache-type", "zz"], USAGE, "kv_cache_type 'zz'"),
+    (["estimate", "{good}", "--batch", "-1"], USAGE, "batch must be"),
+    (["estimate", "{good}", "--batch", "x"], USAGE, "Invalid value for '--batch'"),
+    (["estimate", "{good}", "--parallel", "0"], USAGE, "parallel must be"),
+    (["estimate", "{good}", "--gpu", "lots"], USAGE, "--gpu 'lots'"),
+    (["estimate", "{good}", "--gpu", "TPU:8GiB"], USAGE, "unknown GPU library"),
+    (["estimate", "{good}", "--ram", "much"], USAGE, "--ram 'much'"),
+    (["estimate", "{good}", "--num-gpu", "-7"], USAGE, "num_gpu must be"),
+    (["show", "../etc/passwd", "--store", "{folder}"], USAGE, "invalid model name"),
+    (["create", "bad name!", "--from", "{good}", "--store", "{folder}"], USAGE, "invalid model name"),
+    (["create", "ok", "--from", "{good}", "--quantize", "int4", "--store", "{folder}"], USAGE, "--quantize applies"),
+    # bad files and missing things
+    (["inspect", "{missing}"], BAD_FILE, "No such file"),
+    (["inspect", "{folder}"], BAD_FILE, "no .safetensors files"),
+    (["inspect", "{empty}"], BAD_FILE, "not a recognised model"),
+    (["inspect", "{random}"], BAD_FILE, "not a recognised model"),
+    (["inspect", "{truncated}"], BAD_FILE, "truncated.gguf"),
+    (["inspect", "{gguf_v1}"], BAD_FILE, "version 1"),
+    (["inspect", "{huge_count}"], BAD_FILE, "huge_count.gguf"),
+    (["inspect", "{safetensors_bad}"], BAD_FILE, "safetensors_bad.gguf"),
+    (["quantize", "{truncated}", "{out}", "-t", "Q4_0"], BAD_FILE, "truncated.gguf"),
+    (["quantize", "{good}", "{out}", "-t", "Q4_0", "--imatrix", "{imatrix}"], BAD_FILE, "imatrix.dat"),
+    (["quantize", "{no_arch}", "{out}", "-t", "Q4_K_M"], BAD_FILE, "block_count"),
+    (["estimate", "{no_arch}"], BAD_FILE, "general.architecture"),
+    (["estimate", "{random}"], BAD_FILE, "not a recognised model"),
+    (["estimate", "nosuchmodel:latest"], BAD_FILE, "nosuchmodel"),
+    (["show", "nosuchmodel", "--store", "{folder}"], BAD_FILE, "not in the store"),
+    (["rm", "nosuchmodel", "--store", "{folder}"], BAD_FILE, "not in the store"),
+    (["verify", "nosuchmodel", "--store", "{folder}"], BAD_FILE, "not in the store"),
+    (["create", "ok", "--from", "{truncated}", "--store", "{folder}"], BAD_FILE, "truncated.gguf"),
+    (["create", "ok", "--from", "{missing}", "--store", "{folder}"], BAD_FILE, "missing.gguf"),
+]
+
+
+@pytest.mark.parametrize(("args", "status", "fragment"), CASES, ids=[" ".join(c[0]) for c in CASES])
+def test_one_line_and_the_right_status(files, tmp_path, capsys, args, status, fragment):
+    argv = [a.format(out=tmp_path / "out.gguf", **files) for a in args]
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    out, err = capsys.readouterr()
+    assert exit_.value.code == status, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    assert fragment in lines[0], lines[0]
+    assert "Traceback" not in out + err
+    assert not (tmp_path / "out.gguf").exists()  # nothing left at the destination
+    assert not list(tmp_path.glob(".out.gguf.*"))  # nor a temporary file
+
+
+def test_every_subcommand_is_in_the_matrix():
+    """A new subcommand must bring its bad-input cases here."""
+    covered = {args[0] for args, _, _ in CASES}
+    commands = {c.name or c.callback.__name__ for c in app.registered_commands} - {"demo", "ls"}
+    assert commands <= covered, commands - covered
