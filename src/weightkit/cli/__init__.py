@@ -245,13 +245,11 @@ def verify(
 
 @app.command()
 def demo() -> None:
-    """Inspect a real model: Gemma 3 270M (Q4_K_M GGUF) from the `examples` extra."""
-    from .demo import demo_model_path
-    from .inspect import run_inspect
+    """The main jobs on a real model, Gemma 3 270M (Q4_K_M GGUF, from the `examples` extra): inspect it, estimate
+    its memory at a few contexts, and plan a re-quantization."""
+    from .demo import run_demo
 
-    path = demo_model_path()
-    console.print(f"[dim]demo model: {path}[/dim]")
-    run_inspect(path, tensors=False, as_json=False, console=console)
+    run_demo(console)
 
 
 def main(argv: list[str] | None = None) -> None:

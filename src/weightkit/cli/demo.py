@@ -5,7 +5,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from rich.console import Console
+
+from ..convert import QuantizeOptions, quantize_gguf
 from ..errors import WeightkitError
+from .estimate import run_estimate
+from .inspect import run_inspect
+from .quantize import print_summary
 
 
 def demo_model_path() -> Path:
@@ -22,3 +28,15 @@ def demo_model_path() -> Path:
         cache.mkdir(parents=True, exist_ok=True)
         gemma.assemble(target)
     return target
+
+
+def run_demo(console: Console) -> None:
+    path = demo_model_path()
+    console.rule(f"weightkit inspect {path.name}")
+    run_inspect(path, tensors=False, as_json=False, console=console)
+    console.rule(f"weightkit estimate {path.name} --ctx 2048,8192,32768 --gpu 8GiB")
+    run_estimate(str(path), contexts=[2048, 8192, 32768], gpus_text=["8GiB"], ram=None, console=console,
+                 as_json=False)  # fmt: skip
+    console.rule(f"weightkit quantize {path.name} --type Q8_0 --dry-run")
+    options = QuantizeOptions("Q8_0")
+    print_summary(quantize_gguf(path, None, options, dry_run=True), options, True, console)

@@ -41,9 +41,14 @@ def run_quantize(
         }
         print_json(summary)
         return
+    if report.changes and dry_run:
+        console.print(_changes_table(report))
+    print_summary(report, options, dry_run, console)
+
+
+def print_summary(report: QuantizeReport, options: QuantizeOptions, dry_run: bool, console: Console) -> None:
+    """The type changes by count, the sizes before and after, and where it went."""
     if report.changes:
-        if dry_run:
-            console.print(_changes_table(report))
         table = Table(title="Type changes", title_justify="left")
         table.add_column("tensors", justify="right")
         table.add_column("from")
