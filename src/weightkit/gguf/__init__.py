@@ -5,7 +5,7 @@ from .edit import edit_gguf
 from .file import GGUFFile, GGUFSplit
 from .split import open_gguf, split_path, write_split
 from .values import Metadata, Value
-from .writer import GGUFWriter, plan_tensor, write_gguf
+from .writer import GGUFWriter, plan_tensor, write_gguf, write_gguf_skeleton
 
 __all__ = [
     "DEFAULT_ALIGNMENT",
@@ -20,5 +20,6 @@ __all__ = [
     "plan_tensor",
     "split_path",
     "write_gguf",
+    "write_gguf_skeleton",
     "write_split",
 ]

@@ -293,3 +293,22 @@ def write_gguf(
         else:
             for t in tensors:
                 w.add_planned(t)
+
+
+def write_gguf_skeleton(
+    path: str | os.PathLike[str],
+    metadata: Mapping[str, Any],
+    tensors: Iterable[PlannedTensor],
+    *,
+    alignment: int | None = None,
+) -> None:
+    """A GGUF with real metadata and tensor infos whose data region is a hole: zeros that take no disk where the
+    file system has sparse files. A 70B model's skeleton costs a few KB; everything that reads only metadata
+    and tensor infos (memory planning, quantize --dry-run, llama.cpp's no_alloc load) sees the real model."""
+    w = GGUFWriter(path, metadata, alignment=alignment)
+    for t in tensors:
+        w.add_planned(t)
+    header = encode_header(w.metadata, w.tensors, w.alignment, w.order)
+    with atomic_write(w.path) as f:
+        f.write(header)
+        f.truncate(len(header) + sum(_pad(t.nbytes, w.alignment) for t in w.tensors))

@@ -1,0 +1,146 @@
+"""ggml's graph allocator (`ggml/src/ggml-alloc.c`: `ggml_gallocr` over a `ggml_dyn_tallocr`), simulated: the
+size of the one buffer a backend needs for a graph's intermediate tensors.
+
+The rules, in ggml's order:
+
+- Every leaf that has no memory of its own (the graph inputs) is placed first, in leaf order.
+- A counting pass gives each tensor its number of consumers (one per source slot) and each tensor owning
+  memory its number of live views.
+- Then, node by node: the node is placed (views never are), and each source loses a consumer; a source with
+  none left and no live view is freed (a view's release counts against the tensor it views). Outputs are never
+  freed.
+- An op ggml may run in place (`ggml_op_can_inplace`) takes over the memory of its first source that this
+  allocator placed, that is not an output, has the same type, shape and strides, and has this node as its only
+  consumer and no views.
+- Placement is best fit among the free blocks below the top, ties going to the later block, else the top
+  block; sizes are rounded up to the buffer's alignment, and freed blocks merge with their neighbours. The
+  buffer's size is the highest end ever reached.
+
+With one buffer of unlimited size (the CPU's, and every GPU's but Vulkan's and Metal's huge ones) ggml uses one
+chunk, which is what this simulates.
+"""
+
+from __future__ import annotations
+
+from bisect import insort
+
+from .ggml import INPUT, OUTPUT, Graph, Tensor
+
+#: ggml_op_can_inplace
+INPLACE_OPS = frozenset({
+    "FILL", "SCALE", "DIAG_MASK_ZERO", "DIAG_MASK_INF", "ADD", "ADD_ID", "ADD1", "SUB", "MUL", "DIV", "SQR", "SQRT",
+    "LOG", "UNARY", "ROPE", "ROPE_BACK", "SILU_BACK", "RMS_NORM", "RMS_NORM_BACK", "CLAMP", "SOFT_MAX", "SOFT_MAX_BACK",
+})  # fmt: skip
+
+
+class _Blocks:
+    """`ggml_dyn_tallocr` with one chunk: free blocks sorted by offset, the last one reaching to infinity."""
+
+    __slots__ = ("align", "free", "top")
+
+    def __init__(self, align: int) -> None:
+        self.align = align
+        self.free: list[list[int]] = [[0, 1 << 62]]  # [offset, size]
+        self.top = 0
+
+    def alloc(self, size: int) -> int:
+        align = self.align
+        size = (size + align - 1) // align * align
+        blocks = self.free
+        best, best_size = -1, 0
+        for i in range(len(blocks) - 1):  # best fit below the top; '<=': the later of equal blocks
+            s = blocks[i][1]
+            if s >= size and (best < 0 or s <= best_size):
+                best, best_size = i, s
+        if best < 0:
+            best = len(blocks) - 1
+        block = blocks[best]
+        offset = block[0]
+        block[0] += size
+        block[1] -= size
+        if block[1] == 0:
+            del blocks[best]
+        end = offset + size
+        if end > self.top:
+            self.top = end
+        return offset
+
+    def release(self, offset: int, size: int) -> None:
+        align = self.align
+        size = (size + align - 1) // align * align
+        blocks = self.free
+        for i, block in enumerate(blocks):
+            if block[0] + block[1] == offset:  # grow this block forward, maybe into the next one
+                block[1] += size
+                if i + 1 < len(blocks) and block[0] + block[1] == blocks[i + 1][0]:
+                    block[1] += blocks[i + 1][1]
+                    del blocks[i + 1]
+                return
+            if offset + size == block[0]:  # grow it backward, maybe into the previous one
+                block[0] = offset
+                block[1] += size
+                if i > 0 and blocks[i - 1][0] + blocks[i - 1][1] == offset:
+                    blocks[i - 1][1] += block[1]
+                    del blocks[i]
+                return
+        insort(blocks, [offset, size])
+
+
+def buffer_size(graph: Graph, align: int = 32) -> int:
+    """Bytes of the buffer ggml's allocator reserves for `graph` (the CPU buffer type aligns to 32)."""
+    blocks = _Blocks(align)
+    offset: dict[int, int] = {}  # id -> offset, for tensors this allocator placed and still owns
+    children: dict[int, int] = {}
+    views: dict[int, int] = {}
+
+    def place(t: Tensor) -> None:
+        key = id(t)
+        if t.external or t.view_src is not None or key in offset:
+            return
+        if t.op in INPLACE_OPS:
+            for parent in t.src:
+                if parent is None:
+                    continue
+                pkey = id(parent)
+                if pkey not in offset or parent.flags & OUTPUT or not t.same_layout(parent):
+                    continue
+                if children.get(pkey, 0) == 1 and views.get(pkey, 0) == 0:
+                    offset[key] = offset.pop(pkey)  # the node takes the parent's memory over
+                    return
+        offset[key] = blocks.alloc(t.nbytes)
+
+    def free(t: Tensor) -> None:
+        if not t.flags & OUTPUT:
+            blocks.release(offset.pop(id(t)), t.nbytes)
+
+    for leaf in graph.leafs:
+        place(leaf)
+    for node in graph.nodes:
+        if node.view_src is not None and node.op != "NONE":
+            views[id(node.view_src)] = views.get(id(node.view_src), 0) + 1
+        if node.flags & INPUT:
+            place(node)
+        for s in node.src:
+            if s is not None:
+                children[id(s)] = children.get(id(s), 0) + 1
+                if s.flags & INPUT:
+                    place(s)
+    for node in graph.nodes:
+        place(node)
+        for parent in node.src:
+            if parent is None:
+                continue
+            pkey = id(parent)
+            left = children[pkey] - 1
+            children[pkey] = left
+            if left or views.get(pkey, 0):
+                continue
+            root = parent.view_src
+            if root is not None:
+                rkey = id(root)
+                views[rkey] -= 1
+                if views[rkey] == 0 and children.get(rkey, 0) == 0 and rkey in offset:
+                    free(root)
+            elif pkey in offset:
+                free(parent)
+    return blocks.top

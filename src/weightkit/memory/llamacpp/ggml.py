@@ -1,0 +1,344 @@
+"""A shape-only ggml: tensors with ggml's types, shapes, strides and views, the ops llama.cpp's graphs use, and
+ggml's graph expansion order. Nothing is computed; what matters is what `ggml.c` gives each result (type,
+`ne`, `nb`, whether it is a view of another tensor) and the order `ggml_build_forward_expand` puts the nodes
+and leaves in, since ggml's allocator (`alloc.py`) works from exactly that.
+
+Weights and cache tensors are `external` leaves: they have buffers of their own, so the allocator skips
+them; only their shapes matter. Graph inputs are leaves flagged INPUT; every op result is a node, views
+included. Each op follows the function of the same name in `ggml/src/ggml.c` of the llama.cpp that
+llama-cpp-python 0.3.36 bundles.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ...dtypes import GGMLType, ggml_type
+
+F32, F16, I32, I64 = GGMLType.F32, GGMLType.F16, GGMLType.I32, GGMLType.I64
+INPUT, OUTPUT = 1, 2
+
+_SIZES = {t: (ggml_type(t).type_size, ggml_type(t).block_size) for t in GGMLType if not ggml_type(t).removed}
+
+
+def row_size(type: int, n: int) -> int:
+    """`ggml_row_size`: bytes of `n` elements of `type`."""
+    size, block = _SIZES[type]
+    return size * n // block
+
+
+class Tensor:
+    """What the allocator and the next op need of a ggml tensor."""
+
+    __slots__ = ("external", "flags", "name", "nb", "ne", "op", "src", "type", "view_src")
+
+    def __init__(self, type: int, ne: Sequence[int], op: str = "NONE", src: Sequence[Tensor | None] = (),
+                 view_src: Tensor | None = None, nb: Sequence[int] | None = None) -> None:  # fmt: skip
+        ne = (*ne, *(1,) * (4 - len(ne)))
+        self.type, self.ne, self.op, self.src = type, ne, op, tuple(src)
+        if view_src is not None and view_src.view_src is not None:
+            view_src = view_src.view_src  # views always point at the tensor that owns the memory
+        self.view_src = view_src
+        if nb is None:
+            size, block = _SIZES[type]
+            nb1 = size * (ne[0] // block)
+            nb = (size, nb1, nb1 * ne[1], nb1 * ne[1] * ne[2])
+        self.nb = tuple(nb)
+        self.flags = 0
+        self.external = False
+        self.name = ""
+
+    @property
+    def nbytes(self) -> int:
+        """`ggml_nbytes`."""
+        ne, nb = self.ne, self.nb
+        if min(ne) <= 0:
+            return 0
+        size, block = _SIZES[self.type]
+        if block == 1:
+            return size + sum((ne[i] - 1) * nb[i] for i in range(4))
+        return ne[0] * nb[0] // block + sum((ne[i] - 1) * nb[i] for i in range(1, 4))
+
+    @property
+    def n_elements(self) -> int:
+        ne = self.ne
+        return ne[0] * ne[1] * ne[2] * ne[3]
+
+    def same_layout(self, other: Tensor) -> bool:
+        return self.type == other.type and self.ne == other.ne and self.nb == other.nb
+
+    def __repr__(self) -> str:
+        return f"{self.op}({self.name or '?'} {ggml_type(self.type).name} {list(self.ne)})"
+
+
+def external(type: int, ne: Sequence[int], name: str = "") -> Tensor:
+    """A weight or cache tensor: memory of its own, never the allocator's."""
+    t = Tensor(type, ne)
+    t.external, t.name = True, name
+    return t
+
+
+def graph_input(type: int, ne: Sequence[int], name: str) -> Tensor:
+    """A leaf the allocator places before any node (`ggml_set_input`)."""
+    t = Tensor(type, ne)
+    t.flags, t.name = INPUT, name
+    return t
+
+
+def _new(type: int, ne: Sequence[int], op: str, *src: Tensor | None) -> Tensor:
+    return Tensor(type, ne, op, src)
+
+
+def _dup(a: Tensor, op: str, *src: Tensor | None) -> Tensor:
+    """`ggml_dup_tensor`: a's type and shape, contiguous."""
+    return Tensor(a.type, a.ne, op, src)
+
+
+def _view(a: Tensor, op: str, ne: Sequence[int], nb: Sequence[int], *src: Tensor | None) -> Tensor:
+    return Tensor(a.type, ne, op, src or (a,), view_src=a, nb=nb)
+
+
+# ---------------------------------------------------------------------------------------------- views
+
+
+def view_tensor(a: Tensor, op: str, *src: Tensor | None) -> Tensor:
+    """`ggml_view_tensor`: a's shape and strides, given an op (the in-place ops and SET_ROWS use it)."""
+    return _view(a, op, a.ne, a.nb, *src)
+
+
+def reshape(a: Tensor, *ne: int) -> Tensor:
+    return Tensor(a.type, ne, "RESHAPE", (a,), view_src=a)
+
+
+def view(a: Tensor, ne: Sequence[int], nb: Sequence[int] = ()) -> Tensor:
+    """`ggml_view_1d/2d/3d/4d`: `nb` holds nb1 (and nb2, nb3) as those functions take them."""
+    size = _SIZES[a.type][0]
+    n = len(ne)
+    full = [size, *nb]
+    if n == 1:
+        strides = Tensor(a.type, ne).nb
+    elif n == 2:
+        strides = (size, full[1], full[1] * ne[1], full[1] * ne[1])
+    elif n == 3:
+        strides = (size, full[1], full[2], full[2] * ne[2])
+    else:
+        strides = (size, full[1], full[2], full[3])
+    return _view(a, "VIEW", ne, strides)
+
+
+def permute(a: Tensor, *axes: int) -> Tensor:
+    ne, nb = [0] * 4, [0] * 4
+    for i, axis in enumerate(axes):
+        ne[axis], nb[axis] = a.ne[i], a.nb[i]
+    return _view(a, "PERMUTE", ne, nb)
+
+
+def transpose(a: Tensor) -> Tensor:
+    ne, nb = a.ne, a.nb
+    return _view(a, "TRANSPOSE", (ne[1], ne[0], ne[2], ne[3]), (nb[1], nb[0], nb[2], nb[3]))
+
+
+# ---------------------------------------------------------------------------------------------- ops
+
+
+def get_rows(a: Tensor, b: Tensor) -> Tensor:
+    return _new(I32 if a.type == I32 else F32, (a.ne[0], b.ne[0], b.ne[1], b.ne[2]), "GET_ROWS", a, b)
+
+
+def set_rows(a: Tensor, b: Tensor, c: Tensor) -> Tensor:
+    """A view of the cache `a` that writes rows of `b` at the indices `c` (sources in ggml's legacy order)."""
+    return view_tensor(a, "SET_ROWS", b, c, a)
+
+
+def mul_mat(a: Tensor, b: Tensor) -> Tensor:
+    return _new(F32, (a.ne[1], b.ne[1], b.ne[2], b.ne[3]), "MUL_MAT", a, b)
+
+
+def mul_mat_id(a: Tensor, b: Tensor, ids: Tensor) -> Tensor:
+    return _new(F32, (a.ne[1], ids.ne[0], b.ne[2], 1), "MUL_MAT_ID", a, b, ids)
+
+
+def unary(a: Tensor, op: str) -> Tensor:
+    """`ggml_unary` family (silu, gelu, tanh, sigmoid, relu, exp, ...): same shape, in-place-able."""
+    return _dup(a, "UNARY", a)
+
+
+def rms_norm(a: Tensor) -> Tensor:
+    return _dup(a, "RMS_NORM", a)
+
+
+def norm(a: Tensor) -> Tensor:
+    return _dup(a, "NORM", a)
+
+
+def l2_norm(a: Tensor) -> Tensor:
+    return _dup(a, "L2_NORM", a)
+
+
+def add(a: Tensor, b: Tensor) -> Tensor:
+    return _dup(a, "ADD", a, b)
+
+
+def sub(a: Tensor, b: Tensor) -> Tensor:
+    return _dup(a, "SUB", a, b)
+
+
+def mul(a: Tensor, b: Tensor) -> Tensor:
+    return _dup(a, "MUL", a, b)
+
+
+def div(a: Tensor, b: Tensor) -> Tensor:
+    return _dup(a, "DIV", a, b)
+
+
+def add_id(a: Tensor, b: Tensor, ids: Tensor) -> Tensor:
+    return _dup(a, "ADD_ID", a, b, ids)
+
+
+def scale(a: Tensor) -> Tensor:
+    return _dup(a, "SCALE", a)
+
+
+def scale_inplace(a: Tensor) -> Tensor:
+    return view_tensor(a, "SCALE", a)
+
+
+def clamp(a: Tensor) -> Tensor:
+    return _dup(a, "CLAMP", a)
+
+
+def sqr(a: Tensor) -> Tensor:
+    return _dup(a, "SQR", a)
+
+
+def sqrt(a: Tensor) -> Tensor:
+    return _dup(a, "SQRT", a)
+
+
+def sum_rows(a: Tensor) -> Tensor:
+    return _new(a.type, (1, a.ne[1], a.ne[2], a.ne[3]), "SUM_ROWS", a)
+
+
+def mean(a: Tensor) -> Tensor:
+    return _new(F32, (1, a.ne[1], a.ne[2], a.ne[3]), "MEAN", a)
+
+
+def rope(a: Tensor, pos: Tensor, factors: Tensor | None = None) -> Tensor:
+    """`ggml_rope_ext` (and `ggml_rope_multi`): a copy of `a`, rotated."""
+    return _dup(a, "ROPE", a, pos, factors)
+
+
+def soft_max(a: Tensor, mask: Tensor | None = None, sinks: Tensor | None = None) -> Tensor:
+    t = _dup(a, "SOFT_MAX", a, mask)
+    if sinks is not None:  # ggml_soft_max_add_sinks
+        t.src = (a, mask, sinks)
+    return t
+
+
+def soft_max_inplace(a: Tensor) -> Tensor:
+    return view_tensor(a, "SOFT_MAX", a, None)
+
+
+def flash_attn_ext(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, sinks: Tensor | None = None) -> Tensor:
+    t = _new(F32, (v.ne[0], q.ne[2], q.ne[1], q.ne[3]), "FLASH_ATTN_EXT", q, k, v, mask)
+    if sinks is not None:  # ggml_flash_attn_ext_add_sinks
+        t.src = (q, k, v, mask, sinks)
+    return t
+
+
+def cont(a: Tensor, *ne: int) -> Tensor:
+    """`ggml_cont` (or `ggml_cont_2d/3d/4d` with a new shape): a contiguous copy."""
+    return Tensor(a.type, ne or a.ne, "CONT", (a,))
+
+
+def cpy(a: Tensor, b: Tensor) -> Tensor:
+    """`ggml_cpy`: writes `a` into `b`; the result is a view of `b`."""
+    return view_tensor(b, "CPY", a, b)
+
+
+def cast(a: Tensor, type: int) -> Tensor:
+    """`ggml_cast`: a new tensor of `type`; its second source is itself, as in ggml."""
+    t = Tensor(type, a.ne, "CPY", (a,))
+    t.src = (a, t)
+    return t
+
+
+def glu_split(a: Tensor, b: Tensor) -> Tensor:
+    """`ggml_swiglu_split` / `ggml_geglu_split` / ...: a's type and shape, contiguous, not in place."""
+    return _new(a.type, a.ne, "GLU", a, b)
+
+
+def glu(a: Tensor) -> Tensor:
+    """`ggml_swiglu` / `ggml_geglu` on one tensor holding both halves."""
+    return _new(a.type, (a.ne[0] // 2, a.ne[1], a.ne[2], a.ne[3]), "GLU", a, None)
+
+
+def argsort(a: Tensor) -> Tensor:
+    return _new(I32, a.ne, "ARGSORT", a)
+
+
+def argsort_top_k(a: Tensor, k: int) -> Tensor:
+    s = argsort(a)
+    return view(s, (k, s.ne[1], s.ne[2], s.ne[3]), s.nb[1:])
+
+
+def top_k(a: Tensor, k: int) -> Tensor:
+    return _new(I32, (k, a.ne[1], a.ne[2], a.ne[3]), "TOP_K", a)
+
+
+def concat(a: Tensor, b: Tensor, dim: int) -> Tensor:
+    ne = list(a.ne)
+    ne[dim] += b.ne[dim]
+    return _new(a.type, ne, "CONCAT", a, b)
+
+
+def pad(a: Tensor, *p: int) -> Tensor:
+    ne = [a.ne[i] + (p[i] if i < len(p) else 0) for i in range(4)]
+    return _new(a.type, ne, "PAD", a)
+
+
+def repeat(a: Tensor, b: Tensor) -> Tensor:
+    return _new(a.type, b.ne, "REPEAT", a)
+
+
+def ssm_conv(sx: Tensor, c: Tensor) -> Tensor:
+    return _new(F32, (c.ne[1], sx.ne[0] - c.ne[0] + 1, sx.ne[2], 1), "SSM_CONV", sx, c)
+
+
+def ssm_scan(s: Tensor, x: Tensor, dt: Tensor, a: Tensor, b: Tensor, c: Tensor, ids: Tensor) -> Tensor:
+    """`ggml_ssm_scan`: the outputs and the last states, side by side in one F32 vector."""
+    n = x.n_elements + s.ne[0] * s.ne[1] * s.ne[2] * ids.ne[0]
+    return _new(F32, (n,), "SSM_SCAN", s, x, dt, a, b, c, ids)
+
+
+# ---------------------------------------------------------------------------------------------- the graph
+
+
+class Graph:
+    """`ggml_cgraph`: nodes and leaves in the order `ggml_build_forward_expand` visits them (sources in
+    order, depth first, each tensor once; a tensor whose op is NONE is a leaf)."""
+
+    __slots__ = ("_seen", "leafs", "nodes")
+
+    def __init__(self) -> None:
+        self.nodes: list[Tensor] = []
+        self.leafs: list[Tensor] = []
+        self._seen: set[int] = set()
+
+    def expand(self, t: Tensor) -> None:
+        seen, nodes, leafs = self._seen, self.nodes, self.leafs
+        stack = [(t, 0)]
+        while stack:
+            cur, i = stack.pop()
+            if i == 0:
+                if id(cur) in seen:
+                    continue
+                seen.add(id(cur))
+            src = cur.src
+            while i < len(src) and (src[i] is None or id(src[i]) in seen):
+                i += 1
+            if i < len(src):
+                stack.append((cur, i + 1))
+                stack.append((src[i], 0))
+                continue
+            (leafs if cur.op == "NONE" else nodes).append(cur)

@@ -1,0 +1,329 @@
+"""llama.cpp's worst-case graph for a batch, built on the shape-only ggml: `GraphBuilder` holds what
+`llm_graph_context` (`src/llama-graph.cpp`) holds and has its building blocks (inputs, norms, attention with its
+KV-cache writes and reads, feed-forward and mixture-of-experts blocks), each adding the same nodes in the same
+order as llama.cpp's. The architectures' graphs in `graphs.py` are written with them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ...dtypes import ggml_type
+from ...model import TensorInfo
+from . import ggml as g
+from .cache import KVCache, Memory
+from .context import Context
+from .ggml import F16, F32, I32, I64, Tensor
+from .hparams import HParams
+
+
+class GraphBuilder:
+    """One graph being built: `n_tokens` tokens in `n_seqs` sequences, `n_outputs` of them output."""
+
+    def __init__(self, hp: HParams, ctx: Context, memory: Memory, tensors: Mapping[str, TensorInfo],
+                 n_tokens: int, n_seqs: int, n_outputs: int) -> None:  # fmt: skip
+        self.hp, self.ctx, self.memory, self.tensors = hp, ctx, memory, tensors
+        self.n_tokens, self.n_seqs, self.n_outputs = n_tokens, n_seqs, n_outputs
+        self.n_stream = 1 if ctx.kv_unified else n_seqs
+        self.graph = g.Graph()
+        self.outputs: list[Tensor] = []
+        self._weights: dict[str, Tensor] = {}
+        self._cache_tensors: dict[tuple[int, str], Tensor] = {}
+        self._attn_inputs: dict[str, dict[str, Tensor | None]] = {}
+
+    # ------------------------------------------------------------------------------------------ weights
+
+    def w(self, name: str, il: int | None = None) -> Tensor | None:
+        """The model's tensor `name` (`blk.{il}.name` for a layer), or None where the file has none."""
+        full = f"blk.{il}.{name}" if il is not None else name
+        t = self._weights.get(full)
+        if t is None:
+            info = self.tensors.get(full)
+            if info is None:
+                return None
+            t = g.external(int(info.dtype), tuple(reversed(info.shape)), full)
+            self._weights[full] = t
+        return t
+
+    def output_weight(self) -> Tensor:
+        """`output.weight`, or the token embeddings when the output is tied to them."""
+        return self.w("output.weight") or self.w("token_embd.weight")
+
+    def expand(self, t: Tensor) -> Tensor:
+        self.graph.expand(t)
+        return t
+
+    # ------------------------------------------------------------------------------------------ inputs
+
+    def inp_embd(self, tok_embd: Tensor) -> Tensor:
+        """`build_inp_embd`: token rows, with the vector-embeddings input beside them (both in the graph)."""
+        tokens = g.graph_input(I32, (self.n_tokens,), "inp_tokens")
+        embd = g.graph_input(F32, (self.hp.n_embd, self.n_tokens), "inp_embd")
+        cur = g.get_rows(tok_embd, tokens)
+        self.expand(cur)
+        self.expand(embd)  # ggml_build_forward_select keeps both branches
+        return self.expand(cur)
+
+    def inp_pos(self) -> Tensor:
+        return g.graph_input(I32, (self.n_tokens,), "inp_pos")
+
+    def inp_out_ids(self) -> Tensor:
+        return g.graph_input(I32, (self.n_outputs,), "out_ids")
+
+    def _mask(self, cache: KVCache) -> Tensor:
+        mask_type = F16 if self.ctx.flash_attn else F32
+        shape = (cache.cells, self.n_tokens // self.n_stream, 1, self.n_stream)
+        return g.graph_input(mask_type, shape, "attn_inp_kq_mask")
+
+    def _rot(self, cache: KVCache, quantized_type: int, head: int, k: bool) -> Tensor | None:
+        """The Hadamard rotation input for a quantized cache (`build_input_k_rot` / `_v_rot`)."""
+        heads = {self.hp.head_k(il) if k else self.hp.head_v(il) for il in cache.layers}
+        if not cache.layers or len(heads) != 1 or not ggml_type(quantized_type).quantized or head % 64:
+            return None
+        n = 64
+        if k:
+            (size,) = heads
+            while size % (n * 2) == 0:
+                n *= 2
+        return g.graph_input(F32, (n, n), "attn_inp_k_rot" if k else "attn_inp_v_rot")
+
+    def attn_inp_kv(self) -> None:
+        """`build_attn_inp_kv` (one cache) or `build_attn_inp_kv_iswa` (a base and an SWA cache)."""
+        for cache in self.memory.caches:
+            v_rows = self.n_tokens * self.hp.n_embd_v_gqa_max if cache.v_trans else self.n_tokens
+            self._attn_inputs[cache.name] = {
+                "k_idxs": g.graph_input(I64, (self.n_tokens,), "attn_inp_k_idxs"),
+                "v_idxs": g.graph_input(I64, (v_rows,), "attn_inp_v_idxs"),
+                "mask": self._mask(cache),
+            }
+        for cache in self.memory.caches:
+            inputs = self._attn_inputs[cache.name]
+            inputs["k_rot"] = self._rot(cache, self.ctx.type_k, self.hp.head_k_full, True)
+            inputs["v_rot"] = self._rot(cache, self.ctx.type_v, self.hp.head_v_full, False)
+
+    # ------------------------------------------------------------------------------------------ blocks
+
+    def norm(self, cur: Tensor, weight: Tensor | None, bias: Tensor | None = None, rms: bool = True) -> Tensor:
+        """`build_norm`."""
+        cur = g.rms_norm(cur) if rms else g.norm(cur)
+        if weight is not None:
+            cur = g.mul(cur, weight)
+        if bias is not None:
+            cur = g.add(cur, bias)
+        return cur
+
+    def mm(self, weight: Tensor, cur: Tensor) -> Tensor:
+        """`build_lora_mm` without adapters."""
+        return g.mul_mat(weight, cur)
+
+    def qkv(self, il: int, cur: Tensor, head_dim: int, n_head: int, n_head_kv: int) -> tuple[Tensor, Tensor, Tensor]:
+        """`build_qkv`: separate Q, K, V projections (biases where the file has them), or one fused matrix."""
+        wqkv = self.w("attn_qkv.weight", il)
+        if wqkv is not None:
+            qkv = self.mm(wqkv, cur)
+            bias = self.w("attn_qkv.bias", il)
+            if bias is not None:
+                qkv = g.add(qkv, bias)
+            size = g.row_size(qkv.type, 1)
+            q = g.view(qkv, (head_dim, n_head, self.n_tokens), (size * head_dim, qkv.nb[1]))
+            k = g.view(qkv, (head_dim, n_head_kv, self.n_tokens), (size * head_dim, qkv.nb[1]))
+            v = g.view(qkv, (head_dim, n_head_kv, self.n_tokens), (size * head_dim, qkv.nb[1]))
+            return q, k, v  # views at their offsets into qkv; offsets never change what is allocated
+        out = []
+        for name in "qkv":
+            t = self.mm(self.w(f"attn_{name}.weight", il), cur)
+            bias = self.w(f"attn_{name}.bias", il)
+            if bias is not None:
+                t = g.add(t, bias)
+            out.append(t)
+        q, k, v = out
+        return (g.reshape(q, head_dim, n_head, self.n_tokens), g.reshape(k, head_dim, n_head_kv, self.n_tokens),
+                g.reshape(v, head_dim, n_head_kv, self.n_tokens))  # fmt: skip
+
+    def _hadamard(self, cur: Tensor, rot: Tensor) -> Tensor:
+        """`llama_mul_mat_hadamard`."""
+        n = rot.ne[0]
+        contiguous = cur.nb == g.Tensor(cur.type, cur.ne).nb
+        res = g.reshape(cur, n, cur.n_elements // n) if contiguous else g.cont(cur, n, cur.n_elements // n)
+        return g.reshape(g.mul_mat(rot, res), *cur.ne)
+
+    def _cache_tensor(self, cache: KVCache, il: int, kind: str) -> Tensor:
+        key = (il, kind)
+        t = self._cache_tensors.get(key)
+        if t is None:
+            i = cache.layers.index(il)
+            rows = cache.k_rows[i] if kind == "k" else cache.v_rows[i]
+            t = g.external(cache.type_k if kind == "k" else cache.type_v, (rows, cache.cells, cache.n_stream),
+                           f"cache_{kind}_l{il}")  # fmt: skip
+            self._cache_tensors[key] = t
+        return t
+
+    def attn(self, il: int, q: Tensor, k: Tensor, v: Tensor, wo: Tensor | None, wo_b: Tensor | None,
+             sinks: Tensor | None = None) -> Tensor:  # fmt: skip
+        """`build_attn` with a KV cache: store K and V, attend over the whole cache, project."""
+        cache = self.memory.cache_of(il)
+        inputs = self._attn_inputs[cache.name]
+        swa_pair = len(self.memory.caches) > 1
+        if inputs["k_rot"] is not None:
+            q = self._hadamard(q, inputs["k_rot"])
+            k = self._hadamard(k, inputs["k_rot"])
+        if inputs["v_rot"] is not None:
+            v = self._hadamard(v, inputs["v_rot"])
+        order = (q, k, v) if swa_pair else (q, v, k)  # llama_kv_cache_iswa's build_attn expands K before V
+        for t in order:
+            self.expand(t)
+        self.expand(self._cpy_k(cache, il, k, inputs["k_idxs"]))
+        self.expand(self._cpy_v(cache, il, v, inputs["v_idxs"]))
+        cur = self.attn_mha(q, self._get_k(cache, il), self._get_v(cache, il), inputs["mask"], sinks)
+        if inputs["v_rot"] is not None:
+            cur = self._hadamard(cur, inputs["v_rot"])
+        if wo is not None:
+            cur = self.mm(wo, cur)
+        if wo_b is not None:
+            cur = g.add(cur, wo_b)
+        return cur
+
+    def _cpy_k(self, cache: KVCache, il: int, k: Tensor, idxs: Tensor) -> Tensor:
+        dst = self._cache_tensor(cache, il, "k")
+        rows = k.ne[0] * k.ne[1]
+        cur = g.view(k, (rows, k.ne[2]), (k.nb[2],))
+        if cache.n_stream > 1:
+            dst = g.reshape(dst, rows, cache.cells * cache.n_stream)
+        return g.set_rows(dst, cur, idxs)
+
+    def _cpy_v(self, cache: KVCache, il: int, v: Tensor, idxs: Tensor) -> Tensor:
+        dst = self._cache_tensor(cache, il, "v")
+        rows, n_tokens = v.ne[0] * v.ne[1], v.ne[2]
+        if not cache.v_trans:
+            cur = g.view(v, (rows, n_tokens), (v.nb[2],))
+            if cache.n_stream > 1:
+                dst = g.reshape(dst, rows, cache.cells * cache.n_stream)
+            return g.set_rows(dst, cur, idxs)
+        mergeable = g.row_size(v.type, rows) == v.nb[2]
+        cur = g.reshape(v, rows, n_tokens) if mergeable else g.cont(v, rows, n_tokens)
+        if rows < dst.ne[0]:
+            cur = g.pad(cur, dst.ne[0] - rows)
+        view = g.reshape(dst, 1, dst.n_elements)
+        cur = g.reshape(cur, 1, cur.n_elements)
+        return g.set_rows(view, cur, idxs)
+
+    def _get_k(self, cache: KVCache, il: int) -> Tensor:
+        k = self._cache_tensor(cache, il, "k")
+        head, rows = self.hp.head_k(il), k.ne[0]
+        rs = g.row_size
+        return g.view(k, (head, self.hp.n_head_kv[il], cache.cells, self.n_stream),
+                      (rs(k.type, head), rs(k.type, rows), rs(k.type, rows * cache.cells)))  # fmt: skip
+
+    def _get_v(self, cache: KVCache, il: int) -> Tensor:
+        v = self._cache_tensor(cache, il, "v")
+        head, rows, rs = self.hp.head_v(il), v.ne[0], g.row_size
+        if not cache.v_trans:
+            return g.view(v, (head, self.hp.n_head_kv[il], cache.cells, self.n_stream),
+                          (rs(v.type, head), rs(v.type, rows), rs(v.type, rows * cache.cells)))  # fmt: skip
+        cells = cache.cells
+        return g.view(v, (cells, self.hp.n_head_kv[il], head, self.n_stream),
+                      (rs(v.type, cells * head), rs(v.type, cells), rs(v.type, cells * rows)))  # fmt: skip
+
+    def attn_mha(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor, sinks: Tensor | None = None) -> Tensor:
+        """`build_attn_mha`: flash attention, or KQ, softmax and KQV."""
+        v_trans = v.nb[1] > v.nb[2]
+        n_stream = k.ne[3]
+        per = q.ne[2] // n_stream
+        q = g.view(q, (q.ne[0], q.ne[1], per, n_stream), (q.nb[1], q.nb[2], q.nb[2] * per))
+        q, k, v = g.permute(q, 0, 2, 1, 3), g.permute(k, 0, 2, 1, 3), g.permute(v, 0, 2, 1, 3)
+        if self.ctx.flash_attn:
+            if v_trans:
+                v = g.transpose(v)
+            if k.type == F32:
+                k = g.cast(k, F16)
+            if v.type == F32:
+                v = g.cast(v, F16)
+            cur = g.flash_attn_ext(q, k, v, mask, sinks)
+            cur = g.reshape(cur, cur.ne[0] * cur.ne[1], cur.ne[2] * cur.ne[3])
+        else:
+            kq = g.mul_mat(k, q)
+            if self.hp.flags.get("attn_softcap"):
+                kq = g.scale(g.unary(g.scale(kq), "tanh"))
+            kq = g.soft_max(kq, mask, sinks)
+            if not v_trans:
+                v = g.cont(g.transpose(v))
+            kqv = g.mul_mat(v, kq)
+            cur = g.permute(kqv, 0, 2, 1, 3)
+            cur = g.cont(cur, cur.ne[0] * cur.ne[1], cur.ne[2] * cur.ne[3])
+        return self.expand(cur)
+
+    def ffn(self, cur: Tensor, il: int, act: str = "silu", gated: bool = True) -> Tensor:
+        """`build_ffn` with the layer's ffn_up / ffn_gate / ffn_down (and their biases), the gate in parallel."""
+        up, gate, down = self.w("ffn_up.weight", il), self.w("ffn_gate.weight", il), self.w("ffn_down.weight", il)
+        tmp = self.mm(up, cur) if up is not None else cur
+        if (b := self.w("ffn_up.bias", il)) is not None:
+            tmp = g.add(tmp, b)
+        if gate is not None and gated:
+            cur = self.mm(gate, cur)
+            if (b := self.w("ffn_gate.bias", il)) is not None:
+                cur = g.add(cur, b)
+            cur = g.glu_split(cur, tmp)
+        else:
+            cur = g.unary(tmp, act)
+        if down is not None:
+            cur = self.mm(down, cur)
+        if (b := self.w("ffn_down.bias", il)) is not None:
+            cur = g.add(cur, b)
+        return cur
+
+    def moe_ffn(self, cur: Tensor, il: int, n_expert: int, n_used: int, *, gating: str = "softmax",
+                norm_w: bool = True, w_scale: float = 0.0, exp_probs_b: Tensor | None = None,
+                biases: bool = False) -> Tensor:  # fmt: skip
+        """`build_moe_ffn`: route each token to its top experts, run them, and sum their weighted outputs."""
+        n_embd, n_tokens = cur.ne[0], cur.ne[1]
+        logits = self.mm(self.w("ffn_gate_inp.weight", il), cur)
+        if biases and (b := self.w("ffn_gate_inp.bias", il)) is not None:
+            logits = g.add(logits, b)
+        if gating == "softmax":
+            probs = g.soft_max(logits)
+        elif gating == "sigmoid":
+            probs = g.unary(logits, "sigmoid")
+        else:  # softmax_weight: the weights are soft-maxed after the choice
+            probs = logits
+        selection = g.add(probs, exp_probs_b) if exp_probs_b is not None else probs
+        selected = g.argsort_top_k(selection, n_used)
+        probs = g.reshape(probs, 1, n_expert, n_tokens)
+        weights = g.get_rows(probs, selected)
+        if gating == "softmax_weight":
+            weights = g.reshape(g.soft_max(g.reshape(weights, n_used, n_tokens)), 1, n_used, n_tokens)
+        if norm_w:
+            weights = g.reshape(weights, n_used, n_tokens)
+            total = g.clamp(g.sum_rows(weights))
+            weights = g.reshape(g.div(weights, total), 1, n_used, n_tokens)
+        if w_scale not in (0.0, 1.0):
+            weights = g.scale(weights)
+        self.expand(weights)
+        cur = g.reshape(cur, n_embd, 1, n_tokens)
+        up = g.mul_mat_id(self.w("ffn_up_exps.weight", il), cur, selected)
+        if biases and (b := self.w("ffn_up_exps.bias", il)) is not None:
+            up = g.add_id(up, b, selected)
+        gate_w = self.w("ffn_gate_exps.weight", il)
+        gated = g.mul_mat_id(gate_w, cur, selected) if gate_w is not None else up
+        if biases and (b := self.w("ffn_gate_exps.bias", il)) is not None:
+            gated = g.add_id(gated, b, selected)
+        hidden = g.glu_split(gated, up) if gate_w is not None else g.unary(gated, "silu")
+        experts = g.mul_mat_id(self.w("ffn_down_exps.weight", il), hidden, selected)
+        if biases and (b := self.w("ffn_down_exps.bias", il)) is not None:
+            experts = g.add_id(experts, b, selected)
+        experts = g.mul(experts, weights)
+        self.expand(experts)
+        views = [self.expand(g.view(experts, (n_embd, n_tokens), (experts.nb[2],))) for _ in range(n_used)]
+        out = views[0]
+        for view in views[1:]:
+            out = self.expand(g.add(out, view))
+        return g.cont(out) if n_used == 1 else out
+
+    # ------------------------------------------------------------------------------------------ the end
+
+    def finish(self, embd: Tensor, logits: Tensor | None) -> g.Graph:
+        """Mark the outputs (`set_outputs`) and expand the last tensor."""
+        for t in (logits, embd):
+            if t is not None:
+                t.flags |= g.OUTPUT
+        self.expand(logits if logits is not None else embd)
+        return self.graph
