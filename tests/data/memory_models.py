@@ -3,8 +3,8 @@ writes them, the tensor data a hole, so a 70B model costs a few KB of disk. llam
 tensor data, and neither does weightkit's memory planning, so both see the real model.
 
 `MODELS` maps a name to a function returning (metadata, tensors); `write_model(name, folder)` writes one.
-Weights are typed as a Q4_K_M file types them (matrices Q4_K, FFN down and attention V Q6_K, norms F32), which
-bears on the weights' bytes only.
+Weights are typed roughly as a Q4_K_M file types them (matrices Q4_K, FFN down and attention V Q6_K, norms F32;
+rows that are not whole blocks fall back as llama-quantize's do), which bears on the weights' bytes only.
 """
 
 from __future__ import annotations
@@ -12,6 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
+
+from weightkit.convert.quantize import compatible_type
+from weightkit.dtypes import ggml_type
 from weightkit.gguf import GGUFValueType, Value, plan_tensor, write_gguf_skeleton
 
 U32, F32V = GGUFValueType.UINT32, GGUFValueType.FLOAT32
@@ -88,10 +92,290 @@ def llama(n_layer: int, n_embd: int, n_ff: int, n_head: int, n_head_kv: int, n_v
     return make
 
 
+def _transformer(arch: str, n_layer: int, n_embd: int, n_ff: int, n_head: int, n_head_kv: int, n_vocab: int,
+                 n_ctx: int, head_dim: int, *, tied: bool = False, qkv_bias: bool = False, qk_norm: bool = False,
+                 post_norms: bool = False, experts: tuple[int, int, int] | None = None, **extra):  # fmt: skip
+    """The common decoder layout (llama, qwen2/3, gemma2/3): per-layer Q, K, V, O, norms and a gated FFN or
+    experts (count, used, expert FFN width)."""
+
+    def make():
+        metadata = _base(arch, n_vocab, block_count=n_layer, context_length=n_ctx, embedding_length=n_embd,
+                         feed_forward_length=n_ff, attention__head_count=n_head, attention__head_count_kv=n_head_kv,
+                         attention__key_length=head_dim, attention__value_length=head_dim,
+                         rope__dimension_count=head_dim, attention__layer_norm_rms_epsilon=1e-6, **extra)  # fmt: skip
+        if experts:
+            metadata |= _base(arch, n_vocab, expert_count=experts[0], expert_used_count=experts[1],
+                              expert_feed_forward_length=experts[2])  # fmt: skip
+        tensors = _ends(n_vocab, n_embd, tied)
+        n_q, n_kv = n_head * head_dim, n_head_kv * head_dim
+        for il in range(n_layer):
+            layer = _dense_layer(il, n_embd, n_q, n_kv, n_ff, qkv_bias=qkv_bias, qk_norm=head_dim if qk_norm else 0)
+            if experts:
+                n_exp, _, ff = experts
+                layer = [t for t in layer if ".ffn_" not in t[0] or "ffn_norm" in t[0]]
+                p = f"blk.{il}."
+                layer += [(p + "ffn_gate_inp.weight", (n_exp, n_embd), "F32"),
+                          (p + "ffn_gate_exps.weight", (n_exp, ff, n_embd), "Q4_K"),
+                          (p + "ffn_up_exps.weight", (n_exp, ff, n_embd), "Q4_K"),
+                          (p + "ffn_down_exps.weight", (n_exp, n_embd, ff), "Q6_K")]  # fmt: skip
+            if post_norms:
+                layer += [(f"blk.{il}.post_attention_norm.weight", (n_embd,), "F32"),
+                          (f"blk.{il}.post_ffw_norm.weight", (n_embd,), "F32")]  # fmt: skip
+            tensors += layer
+        return metadata, tensors
+
+    return make
+
+
+def gpt_oss(n_layer: int, n_embd: int, n_head: int, n_head_kv: int, head_dim: int, n_expert: int, n_used: int,
+            n_ff: int, n_vocab: int, n_ctx: int, window: int):  # fmt: skip
+    def make():
+        metadata = _base("gpt-oss", n_vocab, block_count=n_layer, context_length=n_ctx, embedding_length=n_embd,
+                         feed_forward_length=n_ff, attention__head_count=n_head, attention__head_count_kv=n_head_kv,
+                         attention__key_length=head_dim, attention__value_length=head_dim,
+                         rope__dimension_count=head_dim, attention__layer_norm_rms_epsilon=1e-5,
+                         expert_count=n_expert, expert_used_count=n_used, expert_feed_forward_length=n_ff,
+                         attention__sliding_window=window)  # fmt: skip
+        tensors = _ends(n_vocab, n_embd)
+        n_q, n_kv = n_head * head_dim, n_head_kv * head_dim
+        for il in range(n_layer):
+            p = f"blk.{il}."
+            tensors += [
+                (p + "attn_norm.weight", (n_embd,), "F32"), (p + "post_attention_norm.weight", (n_embd,), "F32"),
+                (p + "attn_q.weight", (n_q, n_embd), "Q8_0"), (p + "attn_k.weight", (n_kv, n_embd), "Q8_0"),
+                (p + "attn_v.weight", (n_kv, n_embd), "Q8_0"), (p + "attn_q.bias", (n_q,), "F32"),
+                (p + "attn_k.bias", (n_kv,), "F32"), (p + "attn_v.bias", (n_kv,), "F32"),
+                (p + "attn_output.weight", (n_embd, n_q), "Q8_0"), (p + "attn_output.bias", (n_embd,), "F32"),
+                (p + "attn_sinks.weight", (n_head,), "F32"),
+                (p + "ffn_gate_inp.weight", (n_expert, n_embd), "F32"), (p + "ffn_gate_inp.bias", (n_expert,), "F32"),
+                (p + "ffn_gate_exps.weight", (n_expert, n_ff, n_embd), "MXFP4"),
+                (p + "ffn_up_exps.weight", (n_expert, n_ff, n_embd), "MXFP4"),
+                (p + "ffn_down_exps.weight", (n_expert, n_embd, n_ff), "MXFP4"),
+                (p + "ffn_gate_exps.bias", (n_expert, n_ff), "F32"), (p + "ffn_up_exps.bias", (n_expert, n_ff), "F32"),
+                (p + "ffn_down_exps.bias", (n_expert, n_embd), "F32"),
+            ]  # fmt: skip
+        return metadata, tensors
+
+    return make
+
+
+def phi3(n_layer: int, n_embd: int, n_ff: int, n_head: int, n_head_kv: int, n_vocab: int, n_ctx: int):
+    head_dim = n_embd // n_head
+
+    def make():
+        metadata = _base("phi3", n_vocab, block_count=n_layer, context_length=n_ctx, embedding_length=n_embd,
+                         feed_forward_length=n_ff, attention__head_count=n_head, attention__head_count_kv=n_head_kv,
+                         rope__dimension_count=head_dim, attention__layer_norm_rms_epsilon=1e-5)  # fmt: skip
+        tensors = _ends(n_vocab, n_embd)
+        for il in range(n_layer):
+            p = f"blk.{il}."
+            tensors += [
+                (p + "attn_norm.weight", (n_embd,), "F32"),
+                (p + "attn_qkv.weight", (n_embd + 2 * n_head_kv * head_dim, n_embd), "Q4_K"),
+                (p + "attn_output.weight", (n_embd, n_embd), "Q4_K"), (p + "ffn_norm.weight", (n_embd,), "F32"),
+                (p + "ffn_up.weight", (2 * n_ff, n_embd), "Q4_K"), (p + "ffn_down.weight", (n_embd, n_ff), "Q6_K"),
+            ]  # fmt: skip
+        return metadata, tensors
+
+    return make
+
+
+def deepseek2_lite():
+    """DeepSeek-V2-Lite: MLA (kv_lora_rank 512, rope 64, no-rope 128, values 128), 64 experts of which 6 are
+    routed plus 2 shared, the first layer dense."""
+    n_layer, n_embd, n_head, n_vocab = 27, 2048, 16, 102400
+    rank, rope, nope, v_dim, n_exp, ff_exp, ff = 512, 64, 128, 128, 64, 1408, 10944
+
+    def make():
+        metadata = _base("deepseek2", n_vocab, block_count=n_layer, context_length=163840, embedding_length=n_embd,
+                         feed_forward_length=ff, attention__head_count=n_head, attention__head_count_kv=1,
+                         attention__key_length=rank + rope, attention__value_length=rank,
+                         attention__key_length_mla=nope + rope, attention__value_length_mla=v_dim,
+                         rope__dimension_count=rope, attention__layer_norm_rms_epsilon=1e-6,
+                         attention__kv_lora_rank=rank, leading_dense_block_count=1, expert_count=n_exp,
+                         expert_used_count=6, expert_shared_count=2, expert_feed_forward_length=ff_exp,
+                         expert_weights_scale=1.0, expert_gating_func=1)  # fmt: skip
+        tensors = _ends(n_vocab, n_embd)
+        for il in range(n_layer):
+            p = f"blk.{il}."
+            tensors += [
+                (p + "attn_norm.weight", (n_embd,), "F32"), (p + "attn_kv_a_norm.weight", (rank,), "F32"),
+                (p + "attn_q.weight", (n_head * (nope + rope), n_embd), "Q4_K"),
+                (p + "attn_kv_a_mqa.weight", (rank + rope, n_embd), "Q4_K"),
+                (p + "attn_k_b.weight", (n_head, rank, nope), "Q8_0"),
+                (p + "attn_v_b.weight", (n_head, v_dim, rank), "Q8_0"),
+                (p + "attn_output.weight", (n_embd, n_head * v_dim), "Q4_K"), (p + "ffn_norm.weight", (n_embd,), "F32"),
+            ]  # fmt: skip
+            if il == 0:
+                tensors += [(p + "ffn_gate.weight", (ff, n_embd), "Q4_K"), (p + "ffn_up.weight", (ff, n_embd), "Q4_K"),
+                            (p + "ffn_down.weight", (n_embd, ff), "Q6_K")]  # fmt: skip
+            else:
+                tensors += [
+                    (p + "ffn_gate_inp.weight", (n_exp, n_embd), "F32"),
+                    (p + "ffn_gate_exps.weight", (n_exp, ff_exp, n_embd), "Q4_K"),
+                    (p + "ffn_up_exps.weight", (n_exp, ff_exp, n_embd), "Q4_K"),
+                    (p + "ffn_down_exps.weight", (n_exp, n_embd, ff_exp), "Q6_K"),
+                    (p + "ffn_gate_shexp.weight", (2 * ff_exp, n_embd), "Q4_K"),
+                    (p + "ffn_up_shexp.weight", (2 * ff_exp, n_embd), "Q4_K"),
+                    (p + "ffn_down_shexp.weight", (n_embd, 2 * ff_exp), "Q6_K"),
+                ]  # fmt: skip
+        return metadata, tensors
+
+    return make
+
+
+def minilm():
+    """all-MiniLM-L6-v2 as llama.cpp's converter writes it (bert, mean pooling)."""
+    n_layer, n_embd, n_ff, n_head, n_vocab, n_ctx = 6, 384, 1536, 12, 30522, 512
+
+    def make():
+        metadata = _base("bert", n_vocab, block_count=n_layer, context_length=n_ctx, embedding_length=n_embd,
+                         feed_forward_length=n_ff, attention__head_count=n_head, attention__layer_norm_epsilon=1e-12,
+                         attention__causal=False, pooling_type=1)  # fmt: skip
+        metadata["tokenizer.ggml.token_type_count"] = Value(2, U32)
+        tensors: Tensors = [
+            ("token_embd.weight", (n_vocab, n_embd), "F16"), ("token_types.weight", (2, n_embd), "F32"),
+            ("position_embd.weight", (n_ctx, n_embd), "F16"), ("token_embd_norm.weight", (n_embd,), "F32"),
+            ("token_embd_norm.bias", (n_embd,), "F32"),
+        ]  # fmt: skip
+        for il in range(n_layer):
+            p = f"blk.{il}."
+            tensors += [(p + f"attn_{x}.{k}", (n_embd, n_embd) if k == "weight" else (n_embd,), "F16" if k == "weight"
+                         else "F32") for x in ("q", "k", "v") for k in ("weight", "bias")]  # fmt: skip
+            tensors += [
+                (p + "attn_output.weight", (n_embd, n_embd), "F16"), (p + "attn_output.bias", (n_embd,), "F32"),
+                (p + "attn_output_norm.weight", (n_embd,), "F32"), (p + "attn_output_norm.bias", (n_embd,), "F32"),
+                (p + "ffn_up.weight", (n_ff, n_embd), "F16"), (p + "ffn_up.bias", (n_ff,), "F32"),
+                (p + "ffn_down.weight", (n_embd, n_ff), "F16"), (p + "ffn_down.bias", (n_embd,), "F32"),
+                (p + "layer_output_norm.weight", (n_embd,), "F32"), (p + "layer_output_norm.bias", (n_embd,), "F32"),
+            ]  # fmt: skip
+        return metadata, tensors
+
+    return make
+
+
+def _mamba2_layer(il: int, n_embd: int, d_inner: int, d_state: int, n_group: int, n_head: int) -> Tensors:
+    p = f"blk.{il}."
+    channels = d_inner + 2 * n_group * d_state
+    return [
+        (p + "attn_norm.weight", (n_embd,), "F32"),
+        (p + "ssm_in.weight", (2 * d_inner + 2 * n_group * d_state + n_head, n_embd), "Q4_K"),
+        (p + "ssm_conv1d.weight", (channels, 4), "F32"), (p + "ssm_conv1d.bias", (channels,), "F32"),
+        (p + "ssm_dt.bias", (n_head,), "F32"), (p + "ssm_a", (n_head, 1), "F32"), (p + "ssm_d", (n_head, 1), "F32"),
+        (p + "ssm_norm.weight", (n_group, d_inner // n_group), "F32"),
+        (p + "ssm_out.weight", (n_embd, d_inner), "Q4_K"),
+    ]  # fmt: skip
+
+
+def mamba2_27b():
+    """Mamba-2 2.7B: 64 layers of d_model 2560, d_inner 5120, d_state 128, 80 heads, one group."""
+    n_layer, n_embd, d_inner, d_state, n_head, n_vocab = 64, 2560, 5120, 128, 80, 50288
+
+    def make():
+        metadata = _base("mamba2", n_vocab, block_count=n_layer, context_length=1048576, embedding_length=n_embd,
+                         feed_forward_length=0, attention__head_count=0, attention__layer_norm_rms_epsilon=1e-5,
+                         ssm__conv_kernel=4, ssm__inner_size=d_inner, ssm__state_size=d_state,
+                         ssm__time_step_rank=n_head, ssm__group_count=1)  # fmt: skip
+        tensors = _ends(n_vocab, n_embd)
+        for il in range(n_layer):
+            tensors += _mamba2_layer(il, n_embd, d_inner, d_state, 1, n_head)
+        return metadata, tensors
+
+    return make
+
+
+def granite_4_hybrid():
+    """Granite 4.0-H Tiny's layout: 40 layers, Mamba-2 but for attention at layers 5, 15, 25 and 35 (no rope),
+    each followed by 64 experts (6 routed) and a shared expert."""
+    n_layer, n_embd, n_head, head_dim, n_vocab = 40, 1536, 12, 128, 100352
+    d_inner, d_state, n_ssm_head, n_exp, ff, ff_shared = 3072, 128, 48, 64, 512, 1024
+    attention = {5, 15, 25, 35}
+
+    def make():
+        metadata = _base("granitehybrid", n_vocab, block_count=n_layer, context_length=1048576,
+                         embedding_length=n_embd, feed_forward_length=ff, attention__head_count=n_head,
+                         attention__key_length=head_dim, attention__value_length=head_dim,
+                         attention__layer_norm_rms_epsilon=1e-5, expert_count=n_exp, expert_used_count=6,
+                         expert_shared_feed_forward_length=ff_shared, ssm__conv_kernel=4, ssm__inner_size=d_inner,
+                         ssm__state_size=d_state, ssm__time_step_rank=n_ssm_head, ssm__group_count=1,
+                         rope__scaling__finetuned=False, embedding_scale=12.0, residual_scale=0.22,
+                         logit_scale=6.0, attention__scale=0.0078125)  # fmt: skip
+        metadata["granitehybrid.attention.head_count_kv"] = np.array(
+            [4 if il in attention else 0 for il in range(n_layer)], np.uint32
+        )
+        tensors = _ends(n_vocab, n_embd, tied=True)
+        for il in range(n_layer):
+            p = f"blk.{il}."
+            if il in attention:
+                tensors += [
+                    (p + "attn_norm.weight", (n_embd,), "F32"),
+                    (p + "attn_q.weight", (n_head * head_dim, n_embd), "Q4_K"),
+                    (p + "attn_k.weight", (4 * head_dim, n_embd), "Q4_K"),
+                    (p + "attn_v.weight", (4 * head_dim, n_embd), "Q6_K"),
+                    (p + "attn_output.weight", (n_embd, n_head * head_dim), "Q4_K"),
+                ]  # fmt: skip
+            else:
+                tensors += _mamba2_layer(il, n_embd, d_inner, d_state, 1, n_ssm_head)
+            tensors += [
+                (p + "ffn_norm.weight", (n_embd,), "F32"), (p + "ffn_gate_inp.weight", (n_exp, n_embd), "F32"),
+                (p + "ffn_gate_exps.weight", (n_exp, ff, n_embd), "Q4_K"),
+                (p + "ffn_up_exps.weight", (n_exp, ff, n_embd), "Q4_K"),
+                (p + "ffn_down_exps.weight", (n_exp, n_embd, ff), "Q6_K"),
+                (p + "ffn_gate_shexp.weight", (ff_shared, n_embd), "Q4_K"),
+                (p + "ffn_up_shexp.weight", (ff_shared, n_embd), "Q4_K"),
+                (p + "ffn_down_shexp.weight", (n_embd, ff_shared), "Q6_K"),
+            ]  # fmt: skip
+        return metadata, tensors
+
+    return make
+
+
 MODELS: dict[str, Callable[[], tuple[dict, Tensors]]] = {
     "llama-3.1-8b": llama(32, 4096, 14336, 32, 8, 128256, 131072),
     "llama-3.1-70b": llama(80, 8192, 28672, 64, 8, 128256, 131072),
     "mistral-nemo-12b": llama(40, 5120, 14336, 32, 8, 131072, 1024000, head_dim=128, rope_freqs=False),
+    "qwen2.5-7b": _transformer("qwen2", 28, 3584, 18944, 28, 4, 152064, 32768, 128, qkv_bias=True),
+    "qwen3-8b": _transformer("qwen3", 36, 4096, 12288, 32, 8, 151936, 40960, 128, qk_norm=True),
+    "qwen3-30b-a3b": _transformer(
+        "qwen3moe", 48, 2048, 6144, 32, 4, 151936, 40960, 128, qk_norm=True, experts=(128, 8, 768)
+    ),
+    "gemma-2-9b": _transformer(
+        "gemma2",
+        42,
+        3584,
+        14336,
+        16,
+        8,
+        256000,
+        8192,
+        256,
+        tied=True,
+        post_norms=True,
+        attention__sliding_window=4096,
+        attn_logit_softcapping=50.0,
+        final_logit_softcapping=30.0,
+    ),
+    "gemma-3-12b": _transformer(
+        "gemma3",
+        48,
+        3840,
+        15360,
+        16,
+        8,
+        262208,
+        131072,
+        256,
+        tied=True,
+        qk_norm=True,
+        post_norms=True,
+        attention__sliding_window=1024,
+    ),
+    "gpt-oss-20b": gpt_oss(24, 2880, 64, 8, 64, 32, 4, 2880, 201088, 131072, 128),
+    "phi-4": phi3(40, 5120, 17920, 40, 10, 100352, 16384),
+    "deepseek-v2-lite": deepseek2_lite(),
+    "all-minilm-l6-v2": minilm(),
+    "mamba2-2.7b": mamba2_27b(),
+    "granite-4.0-h-tiny": granite_4_hybrid(),
 }
 
 
@@ -100,5 +384,6 @@ def write_model(name: str, folder: Path) -> Path:
     path = folder / f"{name}.gguf"
     if not path.exists():
         metadata, tensors = MODELS[name]()
-        write_gguf_skeleton(path, metadata, [plan_tensor(n, shape, kind) for n, shape, kind in tensors])
+        planned = [plan_tensor(n, s, compatible_type(ggml_type(kind).type, s[-1])) for n, s, kind in tensors]
+        write_gguf_skeleton(path, metadata, planned)
     return path

@@ -16,6 +16,8 @@ FLASH_ATTN = ("auto", "on", "off")
 CACHE_TYPES = {t.name.lower(): t for t in (GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.Q8_0, GGMLType.Q4_0,
                                            GGMLType.Q4_1, GGMLType.IQ4_NL, GGMLType.Q5_0, GGMLType.Q5_1)}  # fmt: skip
 MAX_SEQUENCES = 256  # LLAMA_MAX_SEQ
+#: llama_pooling_type
+POOLING_UNSPECIFIED, POOLING_NONE, POOLING_MEAN, POOLING_CLS, POOLING_LAST, POOLING_RANK = -1, 0, 1, 2, 3, 4
 
 
 def pad(x: int, n: int) -> int:
@@ -42,6 +44,7 @@ class ContextParams:
     embeddings: bool = False
     offload_kqv: bool = True
     n_outputs_max: int = 0
+    pooling_type: int = POOLING_UNSPECIFIED
 
     def __post_init__(self) -> None:
         for name in ("n_ctx", "n_batch", "n_ubatch", "n_outputs_max"):
@@ -79,6 +82,7 @@ class Context:
     kv_unified: bool
     embeddings: bool
     offload_kqv: bool
+    pooling: int
 
 
 class ContextRefused(ArgumentError):
@@ -141,4 +145,5 @@ def make_context(hp: HParams, p: ContextParams) -> Context:
         kv_unified=p.kv_unified,
         embeddings=p.embeddings,
         offload_kqv=p.offload_kqv,
+        pooling=p.pooling_type if p.pooling_type != POOLING_UNSPECIFIED else max(hp.pooling, POOLING_NONE),
     )

@@ -223,9 +223,10 @@ def mean(a: Tensor) -> Tensor:
     return _new(F32, (1, a.ne[1], a.ne[2], a.ne[3]), "MEAN", a)
 
 
-def rope(a: Tensor, pos: Tensor, factors: Tensor | None = None) -> Tensor:
-    """`ggml_rope_ext` (and `ggml_rope_multi`): a copy of `a`, rotated."""
-    return _dup(a, "ROPE", a, pos, factors)
+def rope(a: Tensor, pos: Tensor) -> Tensor:
+    """`ggml_rope_ext` (and `ggml_rope_multi`): a copy of `a`, rotated. Its frequency factors, a weight, never
+    reach the allocator and are left out."""
+    return _dup(a, "ROPE", a, pos)
 
 
 def soft_max(a: Tensor, mask: Tensor | None = None, sinks: Tensor | None = None) -> Tensor:
@@ -297,8 +298,9 @@ def pad(a: Tensor, *p: int) -> Tensor:
     return _new(a.type, ne, "PAD", a)
 
 
-def repeat(a: Tensor, b: Tensor) -> Tensor:
-    return _new(a.type, b.ne, "REPEAT", a)
+def repeat(a: Tensor, *ne: int) -> Tensor:
+    """`ggml_repeat_4d`: `a` tiled to the shape `ne`."""
+    return _new(a.type, ne, "REPEAT", a)
 
 
 def ssm_conv(sx: Tensor, c: Tensor) -> Tensor:

@@ -12,7 +12,7 @@ from ...dtypes import ggml_type
 from ...model import TensorInfo
 from . import ggml as g
 from .cache import KVCache, Memory
-from .context import Context
+from .context import POOLING_CLS, POOLING_LAST, POOLING_MEAN, Context
 from .ggml import F16, F32, I32, I64, Tensor
 from .hparams import HParams
 
@@ -30,6 +30,7 @@ class GraphBuilder:
         self._weights: dict[str, Tensor] = {}
         self._cache_tensors: dict[tuple[int, str], Tensor] = {}
         self._attn_inputs: dict[str, dict[str, Tensor | None]] = {}
+        self._rs: tuple[Tensor, Tensor] | None = None
 
     # ------------------------------------------------------------------------------------------ weights
 
@@ -56,12 +57,15 @@ class GraphBuilder:
     # ------------------------------------------------------------------------------------------ inputs
 
     def inp_embd(self, tok_embd: Tensor) -> Tensor:
-        """`build_inp_embd`: token rows, with the vector-embeddings input beside them (both in the graph)."""
+        """`build_inp_embd`: token rows, with the vector-embeddings input beside them (both in the graph), scaled
+        where the model says so (`f_embedding_scale`)."""
         tokens = g.graph_input(I32, (self.n_tokens,), "inp_tokens")
         embd = g.graph_input(F32, (self.hp.n_embd, self.n_tokens), "inp_embd")
         cur = g.get_rows(tok_embd, tokens)
         self.expand(cur)
         self.expand(embd)  # ggml_build_forward_select keeps both branches
+        if self.hp.flags.get("embedding_scale"):
+            cur = g.scale(cur)
         return self.expand(cur)
 
     def inp_pos(self) -> Tensor:
@@ -100,6 +104,31 @@ class GraphBuilder:
             inputs = self._attn_inputs[cache.name]
             inputs["k_rot"] = self._rot(cache, self.ctx.type_k, self.hp.head_k_full, True)
             inputs["v_rot"] = self._rot(cache, self.ctx.type_v, self.hp.head_v_full, False)
+
+    def rs_inp(self) -> None:
+        """`build_rs_inp`: which state rows each sequence copies (the whole state reserved: `n_rs` rows)."""
+        n_rs = self.memory.recurrent.rows
+        s_copy = g.graph_input(I32, (n_rs,), "rs_s_copy")
+        self._rs = (g.view(s_copy, (self.n_seqs,)), g.view(s_copy, (n_rs - self.n_seqs,)))
+
+    def rs_state(self, il: int, kind: str) -> Tensor:
+        """A recurrent layer's conv (`r`) or SSM (`s`) state: F32, a row per sequence."""
+        state = self.memory.recurrent
+        key = (il, kind)
+        if key not in self._cache_tensors:
+            width = state.n_embd_r if kind == "r" else state.n_embd_s
+            self._cache_tensors[key] = g.external(F32, (width, state.rows), f"cache_{kind}_l{il}")
+        return self._cache_tensors[key]
+
+    def build_rs(self, s: Tensor, state_size: int, get_rows=g.get_rows) -> Tensor:
+        """`build_rs`: the states of this batch's sequences (through `get_rows`), the others copied on."""
+        main, extra = self._rs
+        states = g.reshape(s, state_size, s.ne[1])
+        self.expand(g.scale_inplace(g.view(states, (state_size,))))  # clears the state to reuse
+        out = self.expand(get_rows(states, main))
+        rest = g.get_rows(states, extra)
+        self.expand(g.cpy(rest, g.view(s, (state_size, extra.ne[0]), (s.nb[1],))))
+        return out
 
     # ------------------------------------------------------------------------------------------ blocks
 
@@ -183,6 +212,22 @@ class GraphBuilder:
             cur = g.add(cur, wo_b)
         return cur
 
+    def attn_k_only(self, il: int, q: Tensor, k: Tensor, v: Tensor, wo: Tensor, v_mla: Tensor) -> Tensor:
+        """`build_attn` over a K-only cache (MLA): the cached K doubles as V."""
+        cache = self.memory.cache_of(il)
+        inputs = self._attn_inputs[cache.name]
+        for t in (q, v, k):
+            self.expand(t)
+        self.expand(self._cpy_k(cache, il, k, inputs["k_idxs"]))
+        kc = self._get_k(cache, il)
+        vc = g.view(kc, (v.ne[0], kc.ne[1], kc.ne[2], kc.ne[3]), kc.nb[1:])
+        return self.mm(wo, self.attn_mha(q, kc, vc, inputs["mask"], None, v_mla))
+
+    def attn_inp_no_cache(self) -> Tensor:
+        """`build_attn_inp_no_cache`: the mask of a batch attending to itself (encoders)."""
+        mask_type = F16 if self.ctx.flash_attn else F32
+        return g.graph_input(mask_type, (self.n_tokens, self.n_tokens, 1, 1), "self_kq_mask")
+
     def _cpy_k(self, cache: KVCache, il: int, k: Tensor, idxs: Tensor) -> Tensor:
         dst = self._cache_tensor(cache, il, "k")
         rows = k.ne[0] * k.ne[1]
@@ -224,8 +269,9 @@ class GraphBuilder:
         return g.view(v, (cells, self.hp.n_head_kv[il], head, self.n_stream),
                       (rs(v.type, cells * head), rs(v.type, cells), rs(v.type, cells * rows)))  # fmt: skip
 
-    def attn_mha(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor, sinks: Tensor | None = None) -> Tensor:
-        """`build_attn_mha`: flash attention, or KQ, softmax and KQV."""
+    def attn_mha(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor, sinks: Tensor | None = None,
+                 v_mla: Tensor | None = None) -> Tensor:  # fmt: skip
+        """`build_attn_mha`: flash attention, or KQ, softmax and KQV (`v_mla` decompresses MLA's values)."""
         v_trans = v.nb[1] > v.nb[2]
         n_stream = k.ne[3]
         per = q.ne[2] // n_stream
@@ -239,6 +285,8 @@ class GraphBuilder:
             if v.type == F32:
                 v = g.cast(v, F16)
             cur = g.flash_attn_ext(q, k, v, mask, sinks)
+            if v_mla is not None:
+                cur = g.cont(g.permute(g.mul_mat(v_mla, g.permute(cur, 0, 2, 1, 3)), 0, 2, 1, 3))
             cur = g.reshape(cur, cur.ne[0] * cur.ne[1], cur.ne[2] * cur.ne[3])
         else:
             kq = g.mul_mat(k, q)
@@ -248,27 +296,37 @@ class GraphBuilder:
             if not v_trans:
                 v = g.cont(g.transpose(v))
             kqv = g.mul_mat(v, kq)
+            if v_mla is not None:
+                kqv = g.mul_mat(v_mla, kqv)
             cur = g.permute(kqv, 0, 2, 1, 3)
             cur = g.cont(cur, cur.ne[0] * cur.ne[1], cur.ne[2] * cur.ne[3])
         return self.expand(cur)
 
-    def ffn(self, cur: Tensor, il: int, act: str = "silu", gated: bool = True) -> Tensor:
-        """`build_ffn` with the layer's ffn_up / ffn_gate / ffn_down (and their biases), the gate in parallel."""
-        up, gate, down = self.w("ffn_up.weight", il), self.w("ffn_gate.weight", il), self.w("ffn_down.weight", il)
+    def ffn(self, cur: Tensor, il: int, *, biases: bool = True, suffix: str = "") -> Tensor:
+        """`build_ffn` over the layer's ffn_up / ffn_gate / ffn_down (`suffix` "_shexp": the shared expert):
+        with a gate, the gated unit (`ggml_swiglu_split` / `ggml_geglu_split`); without, the activation alone.
+        `biases`: whether the architecture passes the layer's biases in."""
+
+        def weight(name: str, kind: str = "weight") -> Tensor | None:
+            if kind == "bias" and not biases:
+                return None
+            return self.w(f"ffn_{name}{suffix}.{kind}", il)
+
+        up, gate, down = weight("up"), weight("gate"), weight("down")
         tmp = self.mm(up, cur) if up is not None else cur
-        if (b := self.w("ffn_up.bias", il)) is not None:
-            tmp = g.add(tmp, b)
-        if gate is not None and gated:
+        if (bias := weight("up", "bias")) is not None:
+            tmp = g.add(tmp, bias)
+        if gate is not None:
             cur = self.mm(gate, cur)
-            if (b := self.w("ffn_gate.bias", il)) is not None:
-                cur = g.add(cur, b)
+            if (bias := weight("gate", "bias")) is not None:
+                cur = g.add(cur, bias)
             cur = g.glu_split(cur, tmp)
         else:
-            cur = g.unary(tmp, act)
+            cur = g.unary(tmp, "gelu")
         if down is not None:
             cur = self.mm(down, cur)
-        if (b := self.w("ffn_down.bias", il)) is not None:
-            cur = g.add(cur, b)
+        if (bias := weight("down", "bias")) is not None:
+            cur = g.add(cur, bias)
         return cur
 
     def moe_ffn(self, cur: Tensor, il: int, n_expert: int, n_used: int, *, gating: str = "softmax",
@@ -320,10 +378,23 @@ class GraphBuilder:
 
     # ------------------------------------------------------------------------------------------ the end
 
-    def finish(self, embd: Tensor, logits: Tensor | None) -> g.Graph:
-        """Mark the outputs (`set_outputs`) and expand the last tensor."""
-        for t in (logits, embd):
+    def finish(self, embd: Tensor, logits: Tensor | None, hidden: Tensor | None = None) -> g.Graph:
+        """Expand the last tensor, add the pooling of embeddings (`build_pooling`) and mark the outputs
+        (`set_outputs`): logits, embeddings, pooled embeddings, and the last hidden state `hidden` where the
+        architecture keeps it for multi-token prediction (`t_h_nextn`)."""
+        self.expand(logits if logits is not None else embd)
+        pooled = self._pooling(embd) if self.ctx.embeddings else None
+        for t in (logits, embd, pooled, hidden):
             if t is not None:
                 t.flags |= g.OUTPUT
-        self.expand(logits if logits is not None else embd)
         return self.graph
+
+    def _pooling(self, embd: Tensor) -> Tensor | None:
+        pooling = self.ctx.pooling
+        if pooling == POOLING_MEAN:
+            mean = g.graph_input(F32, (self.n_tokens, self.n_seqs), "mean")
+            return self.expand(g.mul_mat(g.cont(g.transpose(embd)), mean))
+        if pooling in (POOLING_CLS, POOLING_LAST):
+            cls = g.graph_input(I32, (self.n_seqs,), "cls")
+            return self.expand(g.get_rows(embd, cls))
+        return None

@@ -178,6 +178,8 @@ class Architecture:
     flags: Mapping[str, str] = field(default_factory=dict)  # flag name -> metadata key (float, 0 if absent)
 
 
+_FLAG_DEFAULTS = {"rope": 1.0}  # granite hybrids rope unless rope.scaling.finetuned says false
+
 ARCHITECTURES: dict[str, Architecture] = {
     "llama": Architecture(experts=True),
     "qwen2": Architecture(),
@@ -190,8 +192,25 @@ ARCHITECTURES: dict[str, Architecture] = {
     "gemma3": Architecture(swa=_Swa(6), flags={"final_softcap": "final_logit_softcapping"}),
     "gpt-oss": Architecture(swa=_Swa(2, window_required=True), experts=True),
     "phi3": Architecture(),
-    "deepseek2": Architecture(experts=True, mla=True),
-    "granitehybrid": Architecture(recurrent="no_kv_heads", experts=True),
+    "deepseek2": Architecture(
+        experts=True,
+        mla=True,
+        flags={
+            "expert_gating_func": "expert_gating_func",
+            "expert_weights_norm": "expert_weights_norm",
+            "expert_weights_scale": "expert_weights_scale",
+        },
+    ),
+    "granitehybrid": Architecture(
+        recurrent="no_kv_heads",
+        experts=True,
+        flags={
+            "embedding_scale": "embedding_scale",
+            "residual_scale": "residual_scale",
+            "logit_scale": "logit_scale",
+            "rope": "rope.scaling.finetuned",
+        },
+    ),
     "mamba2": Architecture(recurrent="all"),
     "bert": Architecture(causal=False),
 }
@@ -244,7 +263,7 @@ def read_hparams(model: ModelFile) -> HParams:
         n_expert_used=keys.number("expert_used_count"),
         is_swa=(False,) * n_layer_all,
         is_recurrent=(spec.recurrent == "all",) * n_layer_all,
-        flags={name: float(keys.get(key, 0.0)) for name, key in spec.flags.items()},
+        flags={name: float(keys.get(key, _FLAG_DEFAULTS.get(name, 0.0))) for name, key in spec.flags.items()},
     )
     if spec.swa is not None:
         values.update(_swa(keys, spec.swa, n_layer_all, n_layer_all - n_nextn))
