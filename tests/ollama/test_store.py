@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +14,9 @@ from weightkit.errors import FormatError, WeightkitError
 from weightkit.gguf import write_gguf
 from weightkit.ollama import InvalidName, ModelNotFound, Store, create_from_gguf, parse_name
 from weightkit.ollama.create import human_number
+
+from ._cli import cli_env
+from ._cli import run as run_cli
 
 
 @pytest.mark.parametrize(
@@ -172,10 +173,10 @@ def test_malformed_manifests(tmp_path, manifest, message):
 
 
 def test_command_line(tmp_path, gguf_file):
-    env = {"OLLAMA_MODELS": str(tmp_path / "store"), "COLUMNS": "150", "PATH": ""}
+    env = cli_env(OLLAMA_MODELS=str(tmp_path / "store"))
 
     def run(*args):
-        return subprocess.run([sys.executable, "-m", "weightkit", *args], capture_output=True, text=True, env=env)
+        return run_cli(*args, env=env)
 
     r = run("create", "tiny:v1", "--from", str(gguf_file))
     assert r.returncode == 0 and "created tiny:v1" in r.stdout, r.stderr
