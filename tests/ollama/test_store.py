@@ -107,17 +107,18 @@ def test_interrupted_blob_leaves_nothing(tmp_path):
         yield b"x" * 1000
         raise KeyboardInterrupt
 
-    with pytest.raises(KeyboardInterrupt):
-        store.add_blob(chunks(), "application/vnd.ollama.image.tensor")
-    assert list(store.blobs.iterdir()) == []
+    with pytest.raises(KeyboardInterrupt), store.transaction() as tx:
+        tx.add_bytes(b"{}", "application/vnd.docker.container.image.v1+json")
+        tx.add_blob(chunks(), "application/vnd.ollama.image.tensor")
+    assert list(store.blobs.iterdir()) == [] and list(store.root.glob(".weightkit/writer-*")) == []
 
 
 def test_manifest_never_points_at_a_missing_blob(tmp_path):
     store = Store(tmp_path)
-    layer = store.add_bytes(b"{}", "application/vnd.docker.container.image.v1+json")
     ghost = weightkit.ollama.Layer("application/vnd.ollama.image.model", "sha256:" + "0" * 64, 5)
-    with pytest.raises(WeightkitError, match="not in the store"):
-        store.write_manifest("m", weightkit.ollama.Manifest(layer, [ghost]))
+    with pytest.raises(WeightkitError, match="not in the store"), store.transaction() as tx:
+        layer = tx.add_bytes(b"{}", "application/vnd.docker.container.image.v1+json")
+        tx.write_manifest("m", weightkit.ollama.Manifest(layer, [ghost]))
     assert not store.manifest_path("m").exists()
 
 

@@ -248,6 +248,20 @@ def verify(
 
 
 @app.command()
+def prune(
+    store: StoreOption = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would be removed; remove nothing.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the files removed and the bytes freed as JSON.")
+    ] = False,
+) -> None:
+    """Remove blobs no model uses and files left by interrupted imports (never a running import's)."""
+    from .store import run_prune
+
+    run_prune(_store(store), dry_run, as_json, console)
+
+
+@app.command()
 def demo() -> None:
     """Inspect a real model: Gemma 3 270M (Q4_K_M GGUF) from the `examples` extra."""
     from .demo import demo_model_path
