@@ -17,5 +17,13 @@ def cli_env(**extra: str) -> dict[str, str]:
 
 
 def run(*args: str | Path, env: dict[str, str]) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "weightkit", *map(str, args)]
-    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+    return subprocess.run(_command(args), capture_output=True, text=True, env=env, timeout=120)
+
+
+def start(*args: str | Path, env: dict[str, str]) -> subprocess.Popen:
+    """The command running in the background, its output piped."""
+    return subprocess.Popen(_command(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def _command(args: tuple[str | Path, ...]) -> list[str]:
+    return [sys.executable, "-m", "weightkit", *map(str, args)]
