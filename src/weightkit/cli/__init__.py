@@ -255,7 +255,11 @@ def prune(
         bool, typer.Option("--json", help="Print the files removed and the bytes freed as JSON.")
     ] = False,
 ) -> None:
-    """Remove blobs no model uses and files left by interrupted imports (never a running import's)."""
+    """Remove blobs no model uses and files left by interrupted imports (never a running import's).
+
+    Run it while Ollama is not pulling or creating a model: Ollama takes no weightkit lock, and its new blobs
+    are named by no manifest until it finishes.
+    """
     from .store import run_prune
 
     run_prune(_store(store), dry_run, as_json, console)
