@@ -44,6 +44,11 @@ def files(tmp_path_factory) -> dict[str, str]:
             write_gguf(paths[name], {"general.name": "x"}, {"t": np.zeros(4, np.float32)})
         else:
             paths[name].write_bytes(data)
+    bad_store = d / "bad_store"
+    manifest = bad_store / "manifests" / "registry.ollama.ai" / "library" / "broken" / "latest"
+    manifest.parent.mkdir(parents=True)
+    manifest.write_text("{not json")
+    paths["bad_store"] = bad_store
     imatrix = d / "imatrix.dat"
     imatrix.write_bytes(b"\x01\x00")
     paths["imatrix"] = imatrix
@@ -98,6 +103,9 @@ CASES = [
     (["verify", "nosuchmodel", "--store", "{folder}"], BAD_FILE, "not in the store"),
     (["create", "ok", "--from", "{truncated}", "--store", "{folder}"], BAD_FILE, "truncated.gguf"),
     (["create", "ok", "--from", "{missing}", "--store", "{folder}"], BAD_FILE, "missing.gguf"),
+    (["prune", "--store", "{folder}", "--bogus"], USAGE, "No such option"),
+    (["prune", "--store", "{bad_store}"], BAD_FILE, "latest"),
+    (["show", "broken", "--store", "{bad_store}"], BAD_FILE, "latest"),
 ]
 
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +14,9 @@ from weightkit.errors import FormatError, WeightkitError
 from weightkit.gguf import write_gguf
 from weightkit.ollama import InvalidName, ModelNotFound, Store, create_from_gguf, parse_name
 from weightkit.ollama.create import human_number
+
+from ._cli import cli_env
+from ._cli import run as run_cli
 
 
 @pytest.mark.parametrize(
@@ -106,17 +107,18 @@ def test_interrupted_blob_leaves_nothing(tmp_path):
         yield b"x" * 1000
         raise KeyboardInterrupt
 
-    with pytest.raises(KeyboardInterrupt):
-        store.add_blob(chunks(), "application/vnd.ollama.image.tensor")
-    assert list(store.blobs.iterdir()) == []
+    with pytest.raises(KeyboardInterrupt), store.transaction() as tx:
+        tx.add_bytes(b"{}", "application/vnd.docker.container.image.v1+json")
+        tx.add_blob(chunks(), "application/vnd.ollama.image.tensor")
+    assert list(store.blobs.iterdir()) == [] and list(store.root.glob(".weightkit/writer-*")) == []
 
 
 def test_manifest_never_points_at_a_missing_blob(tmp_path):
     store = Store(tmp_path)
-    layer = store.add_bytes(b"{}", "application/vnd.docker.container.image.v1+json")
     ghost = weightkit.ollama.Layer("application/vnd.ollama.image.model", "sha256:" + "0" * 64, 5)
-    with pytest.raises(WeightkitError, match="not in the store"):
-        store.write_manifest("m", weightkit.ollama.Manifest(layer, [ghost]))
+    with pytest.raises(WeightkitError, match="not in the store"), store.transaction() as tx:
+        layer = tx.add_bytes(b"{}", "application/vnd.docker.container.image.v1+json")
+        tx.write_manifest("m", weightkit.ollama.Manifest(layer, [ghost]))
     assert not store.manifest_path("m").exists()
 
 
@@ -172,10 +174,10 @@ def test_malformed_manifests(tmp_path, manifest, message):
 
 
 def test_command_line(tmp_path, gguf_file):
-    env = {"OLLAMA_MODELS": str(tmp_path / "store"), "COLUMNS": "150", "PATH": ""}
+    env = cli_env(OLLAMA_MODELS=str(tmp_path / "store"))
 
     def run(*args):
-        return subprocess.run([sys.executable, "-m", "weightkit", *args], capture_output=True, text=True, env=env)
+        return run_cli(*args, env=env)
 
     r = run("create", "tiny:v1", "--from", str(gguf_file))
     assert r.returncode == 0 and "created tiny:v1" in r.stdout, r.stderr

@@ -282,9 +282,10 @@ def test_malformed_quantized_blob_is_a_format_error(tmp_path, case):
     store = Store(tmp_path)
     blob = tmp_path / "blob.safetensors"
     write_safetensors(blob, tensors, {"quant_type": "int4", "group_size": group_size})
-    layer = store.add_file(blob, "application/vnd.ollama.image.tensor", "w")
-    config = store.add_bytes(b"{}", "application/vnd.docker.container.image.v1+json")
-    store.write_manifest("bad", Manifest(config, [layer]))
+    with store.transaction() as tx:
+        layer = tx.add_file(blob, "application/vnd.ollama.image.tensor", "w")
+        config = tx.add_bytes(b"{}", "application/vnd.docker.container.image.v1+json")
+        tx.write_manifest("bad", Manifest(config, [layer]))
     with pytest.raises(FormatError, match=message) as e:
         open_store_model("bad", store=store)
     assert "tensor 'w'" in str(e.value) and e.value.path == str(store.blob_path(layer.digest))

@@ -244,6 +244,24 @@ def verify(
 
 
 @app.command()
+def prune(
+    store: StoreOption = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would be removed; remove nothing.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the files removed and the bytes freed as JSON.")
+    ] = False,
+) -> None:
+    """Remove blobs no model uses and files left by interrupted imports (never a running import's).
+
+    Run it while Ollama is not pulling or creating a model: Ollama takes no weightkit lock, and its new blobs
+    are named by no manifest until it finishes.
+    """
+    from .store import run_prune
+
+    run_prune(_store(store), dry_run, as_json, console)
+
+
+@app.command()
 def demo() -> None:
     """The main jobs on a real model, Gemma 3 270M (Q4_K_M GGUF, from the `examples` extra): inspect it, estimate
     its memory at a few contexts, and plan a re-quantization."""

@@ -1,4 +1,4 @@
-"""`weightkit create / ls / show / rm / verify`: Ollama's model store from the command line."""
+"""`weightkit create / ls / show / rm / verify / prune`: Ollama's model store from the command line."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..errors import ArgumentError, WeightkitError
-from ..ollama import Store, create_from_checkpoint, create_from_gguf, parse_name
+from ..ollama import PruneReport, Store, create_from_checkpoint, create_from_gguf, parse_name
 from ..ollama.store import MEDIA, parse_manifest
 from ..safetensors import SafetensorsFile
 from .render import byte_progress, human_bytes, print_json
@@ -122,3 +122,45 @@ def run_verify(store: Store, name: str, as_json: bool, console: Console) -> None
         raise WeightkitError(f"{model_name.short}: {len(problems)} blobs do not match the manifest")
     if not as_json:
         console.print(f"{model_name.short}: every blob matches its digest")
+
+
+def run_prune(store: Store, dry_run: bool, as_json: bool, console: Console) -> None:
+    report = store.prune(dry_run=dry_run)
+    if as_json:
+        print_json({
+            "dry_run": dry_run,
+            "removed": [{"path": str(r.path), "kind": r.kind, "bytes": r.size} for r in report.removed],
+            "bytes_freed": report.bytes_freed,
+            "in_use": [str(path) for path in report.in_use],
+            "unreadable_manifests": [str(path) for path in report.unreadable],
+        })  # fmt: skip
+    else:
+        _print_pruned(store, report, console)
+    if report.unreadable:
+        more = f" (and {len(report.unreadable) - 1} more)" if len(report.unreadable) > 1 else ""
+        raise WeightkitError(
+            f"kept every unused blob: cannot read manifest {report.unreadable[0]}{more}, which could name any of "
+            "them; repair or delete it, then prune again"
+        )
+
+
+def _print_pruned(store: Store, report: PruneReport, console: Console) -> None:
+    if report.removed:
+        table = Table(
+            title=f"{'would remove' if report.dry_run else 'removed'} from {store.root}", title_justify="left"
+        )
+        for col in ("kind", "size", "file"):
+            table.add_column(col, justify="right" if col == "size" else "left")
+        for r in report.removed:
+            table.add_row(r.kind, human_bytes(r.size), str(r.path.relative_to(store.root)))
+        console.print(table)
+        verb = "would free" if report.dry_run else "freed"
+        console.print(f"{_files(len(report.removed))}, {verb} {human_bytes(report.bytes_freed)}")
+    else:
+        console.print(f"nothing to prune in {store.root}")
+    if report.in_use:
+        console.print(f"kept {_files(len(report.in_use))} that a running import is writing")
+
+
+def _files(n: int) -> str:
+    return f"{n} file" if n == 1 else f"{n} files"

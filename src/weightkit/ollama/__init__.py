@@ -3,7 +3,7 @@
 from .create import create_from_checkpoint, create_from_gguf
 from .model import open_store_model
 from .names import DEFAULT_HOST, DEFAULT_NAMESPACE, DEFAULT_TAG, InvalidName, ModelName, parse_name
-from .store import Layer, Manifest, ModelNotFound, Store, default_root
+from .store import Layer, Manifest, ModelNotFound, PruneReport, Removed, Store, Transaction, default_root
 
 __all__ = [
     "DEFAULT_HOST",
@@ -14,7 +14,10 @@ __all__ = [
     "Manifest",
     "ModelName",
     "ModelNotFound",
+    "PruneReport",
+    "Removed",
     "Store",
+    "Transaction",
     "create_from_checkpoint",
     "create_from_gguf",
     "default_root",

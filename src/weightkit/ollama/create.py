@@ -18,7 +18,7 @@ from ..gguf.constants import FILE_TYPES, KEY_ARCHITECTURE, KEY_FILE_TYPE
 from ..quant.mlx import mlx_quantize
 from ..safetensors import SafetensorsCheckpoint, tensor_from, write_safetensors
 from .names import ModelName, parse_name
-from .store import CONFIG_MEDIA_TYPE, MEDIA_TYPES, Layer, Manifest, Store
+from .store import CONFIG_MEDIA_TYPE, MEDIA_TYPES, Layer, Manifest, Store, Transaction
 from .tensor_blobs import blob_metadata, canonical_quant, expert_group_prefix, tensor_quantization
 
 Progress = Callable[[int, int], None]  # (bytes done, bytes in all)
@@ -62,22 +62,23 @@ def create_from_gguf(
     total = sum(p.stat().st_size for p in shards)
     done = 0
     layers = []
-    for shard in shards:
+    with store.transaction() as tx:
+        for shard in shards:
 
-        def counted(chunks, base=done):
-            seen = 0
-            for chunk in chunks:
-                seen += len(chunk)
-                if progress is not None:
-                    progress(base + seen, total)
-                yield chunk
+            def counted(chunks, base=done):
+                seen = 0
+                for chunk in chunks:
+                    seen += len(chunk)
+                    if progress is not None:
+                        progress(base + seen, total)
+                    yield chunk
 
-        with open(shard, "rb") as f:
-            layers.append(store.add_blob(counted(iter(lambda f=f: f.read(8 << 20), b"")), MEDIA_TYPES["model"]))
-        done += Path(shard).stat().st_size
-    config_layer = store.add_bytes(json.dumps(config, separators=(",", ":")).encode(), CONFIG_MEDIA_TYPE)
-    manifest = Manifest(config_layer, layers)
-    store.write_manifest(name, manifest)
+            with open(shard, "rb") as f:
+                layers.append(tx.add_blob(counted(iter(lambda f=f: f.read(8 << 20), b"")), MEDIA_TYPES["model"]))
+            done += Path(shard).stat().st_size
+        config_layer = tx.add_bytes(json.dumps(config, separators=(",", ":")).encode(), CONFIG_MEDIA_TYPE)
+        manifest = Manifest(config_layer, layers)
+        tx.write_manifest(name, manifest)
     return manifest
 
 
@@ -94,44 +95,45 @@ def create_from_checkpoint(
     target = canonical_quant(quantize) if quantize else None
     folder = Path(folder)
     layers = []
-    with SafetensorsCheckpoint(folder) as model:
-        groups: dict[str, list[str]] = {}
-        for tensor_name in model.tensors:
-            groups.setdefault(expert_group_prefix(tensor_name) or tensor_name, []).append(tensor_name)
-        total = sum(i.nbytes for i in model.tensors.values())
-        done = 0
-        for layer_name, members in groups.items():
-            plan: list[tuple[str, MLXQuantType | None]] = []
-            for t in members:
-                info = model.tensors[t]
-                q = None if target is None else tensor_quantization(t, info.shape, target)
-                plan.append((t, q))
-            layers.append(_write_tensor_blob(store, model, layer_name, plan))
-            done += sum(model.tensors[t].nbytes for t in members)
-            if progress is not None:
-                progress(done, total)
-        counts: dict[str, int] = {}
-        for info in model.tensors.values():
-            counts[info.dtype.value] = counts.get(info.dtype.value, 0) + info.n_elements
-        source_type = max(counts, key=counts.get).lower() if counts else ""
-        params = sum(i.n_elements for i in model.tensors.values())
-        arch = _architecture(model.config or {})
-    for path in sorted(folder.glob("*.json")):
-        if path.name != "model.safetensors.index.json":
-            layers.append(store.add_file(path, MEDIA_TYPES["json"], path.name))
-    config = {
-        "model_format": "safetensors",
-        "model_family": arch,
-        "model_families": [arch] if arch else None,
-        "model_type": human_number(params),
-        "file_type": target.value if target else source_type,
-        "capabilities": ["completion"],
-        "architecture": "amd64",
-        "os": "linux",
-    }
-    config_layer = store.add_bytes(json.dumps(config, separators=(",", ":")).encode(), CONFIG_MEDIA_TYPE)
-    manifest = Manifest(config_layer, layers)
-    store.write_manifest(name, manifest)
+    with store.transaction() as tx:
+        with SafetensorsCheckpoint(folder) as model:
+            groups: dict[str, list[str]] = {}
+            for tensor_name in model.tensors:
+                groups.setdefault(expert_group_prefix(tensor_name) or tensor_name, []).append(tensor_name)
+            total = sum(i.nbytes for i in model.tensors.values())
+            done = 0
+            for layer_name, members in groups.items():
+                plan: list[tuple[str, MLXQuantType | None]] = []
+                for t in members:
+                    info = model.tensors[t]
+                    q = None if target is None else tensor_quantization(t, info.shape, target)
+                    plan.append((t, q))
+                layers.append(_write_tensor_blob(tx, model, layer_name, plan))
+                done += sum(model.tensors[t].nbytes for t in members)
+                if progress is not None:
+                    progress(done, total)
+            counts: dict[str, int] = {}
+            for info in model.tensors.values():
+                counts[info.dtype.value] = counts.get(info.dtype.value, 0) + info.n_elements
+            source_type = max(counts, key=counts.get).lower() if counts else ""
+            params = sum(i.n_elements for i in model.tensors.values())
+            arch = _architecture(model.config or {})
+        for path in sorted(folder.glob("*.json")):
+            if path.name != "model.safetensors.index.json":
+                layers.append(tx.add_file(path, MEDIA_TYPES["json"], path.name))
+        config = {
+            "model_format": "safetensors",
+            "model_family": arch,
+            "model_families": [arch] if arch else None,
+            "model_type": human_number(params),
+            "file_type": target.value if target else source_type,
+            "capabilities": ["completion"],
+            "architecture": "amd64",
+            "os": "linux",
+        }
+        config_layer = tx.add_bytes(json.dumps(config, separators=(",", ":")).encode(), CONFIG_MEDIA_TYPE)
+        manifest = Manifest(config_layer, layers)
+        tx.write_manifest(name, manifest)
     return manifest
 
 
@@ -142,7 +144,7 @@ def _architecture(config: dict) -> str:
     return config.get("model_type", "") if isinstance(config.get("model_type"), str) else ""
 
 
-def _write_tensor_blob(store: Store, model, layer_name: str, plan) -> Layer:
+def _write_tensor_blob(tx: Transaction, model, layer_name: str, plan) -> Layer:
     """One blob: each tensor as it is, or quantized into {name}, {name}.scale and {name}.bias."""
     tensors = []
     for t, q in plan:
@@ -158,10 +160,6 @@ def _write_tensor_blob(store: Store, model, layer_name: str, plan) -> Layer:
         tensors.append(tensor_from(f"{t}.scale", scales))
         if biases is not None:
             tensors.append(tensor_from(f"{t}.bias", biases))
-    tmp = store.temp_blob_path()
-    try:
-        write_safetensors(tmp, tensors, blob_metadata(plan))
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return store.adopt(tmp, MEDIA_TYPES["tensor"], layer_name)
+    tmp = tx.temp_path()
+    write_safetensors(tmp, tensors, blob_metadata(plan))
+    return tx.adopt(tmp, MEDIA_TYPES["tensor"], layer_name)

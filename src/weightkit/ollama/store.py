@@ -1,28 +1,36 @@
 """Ollama's model store: content-addressed blobs and the manifests that name them.
 
 Layout (as Ollama's manifest/ package): `$OLLAMA_MODELS` or `~/.ollama/models`, holding
-`blobs/sha256-<64 hex>` and `manifests/<host>/<namespace>/<model>/<tag>` (schemaVersion 2 JSON).
+`blobs/sha256-<64 hex>` and `manifests/<host>/<namespace>/<model>/<tag>` (schemaVersion 2 JSON); weightkit
+adds `.weightkit/` for its locks (see `Store`).
 
-Nothing is lost: a blob is streamed to a temp file in `blobs/`, hashed on the way, fsynced, and renamed to
-its digest (kept if the same content is already there); a manifest is written last, atomically, and only
-after every blob it names exists. Two writers at once can only race to rename identical content.
+Nothing is lost: a `Transaction` streams each new blob to a temp file in `blobs/`, hashed on the way and
+fsynced; its commit renames them to their digests (kept if the same content is already there), then writes
+the manifest atomically. A crash leaves temp files and no manifest; `Store.prune` (and the next `create` or
+`rm`) removes them once their writer is gone, and never while it runs.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import json
 import os
 import re
-import tempfile
+import secrets
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from .._io import atomic_write
-from ..errors import FormatError, ModelNotFound, WeightkitError
+try:
+    import fcntl
+except ImportError:  # Windows: no flock; see Store for what that leaves out
+    fcntl = None  # type: ignore[assignment]
+
+from .._io import _fsync_dir, atomic_write
+from ..errors import FormatError, ModelNotFound, UnsupportedError, WeightkitError
 from .names import ModelName, name_from_parts, parse_name
 
 MANIFEST_MEDIA_TYPE = "application/vnd.docker.distribution.manifest.v2+json"
@@ -32,6 +40,12 @@ MEDIA_TYPES = {k: MEDIA + k for k in (
     "tensor", "model", "json", "template", "system", "params", "license", "projector", "adapter", "messages",
 )}  # fmt: skip
 _DIGEST = re.compile(r"^sha256[:-][0-9a-fA-F]{64}$")
+_BLOB = re.compile(r"^sha256-[0-9a-fA-F]{64}$")
+# A transaction's temp file, `sha256-<writer id>-<n>.partial`, or atomic_write's temp beside one; also the
+# `sha256-<random>.partial` of weightkit before transactions, which no writer can still hold.
+_TEMP = re.compile(r"^\.?sha256-(?:(?P<writer>[0-9a-f]{16})-\d+|[a-z0-9_]{8})\.partial(?:\.[a-z0-9_]{8}\.tmp)?$")
+_WRITER_LOCK = re.compile(r"^writer-(?P<writer>[0-9a-f]{16})\.lock$")
+_MANIFEST_TEMP = re.compile(r"^\..+\.[a-z0-9_]{8}\.tmp$")  # atomic_write's, only ever written under the store lock
 _COPY_CHUNK = 8 << 20
 
 
@@ -117,8 +131,52 @@ def parse_manifest(path: Path, data: bytes) -> Manifest:
     return Manifest(config, layers, doc.get("schemaVersion", 2), doc.get("mediaType", MANIFEST_MEDIA_TYPE))
 
 
+@dataclass(frozen=True)
+class Removed:
+    """A file `Store.prune` removed (or would remove, on a dry run)."""
+
+    path: Path
+    kind: str  # "blob": no manifest names it; "temp": its writer is gone
+    size: int  # the bytes its removal frees: 0 for a second name of a file that stays
+
+
+@dataclass
+class PruneReport:
+    """What `Store.prune` removed, what it kept for running writers, and what stopped it removing blobs."""
+
+    removed: list[Removed]
+    in_use: list[Path]  # temp files of writers still running: kept
+    unreadable: list[Path]  # manifests that could not be read: no blob was removed, any could be theirs
+    dry_run: bool = False
+
+    @property
+    def bytes_freed(self) -> int:
+        return sum(r.size for r in self.removed)
+
+
 class Store:
-    """One Ollama model store on disk."""
+    """One Ollama model store on disk.
+
+    Two kinds of lock keep `prune` (and `remove`) from taking what a writer needs. Both are flocks on files
+    in `.weightkit/`, which the kernel releases when their holder dies, so a crash never leaves one held.
+
+    - The store lock, `.weightkit/store.lock`, exclusive and held only for short steps: a transaction
+      registering, a transaction's commit (renaming its temp files to their digests, then writing its
+      manifest), `remove` and `prune`. Placing blobs and writing the manifest that names them are one step
+      under it, so no one else ever sees a placed blob whose manifest is not yet written.
+    - A writer lock, `.weightkit/writer-<id>.lock`, held by each `Transaction` for its whole life; its temp
+      files are `blobs/sha256-<id>-<n>.partial`. A temp file is removed (by `prune`, and by the next
+      transaction or `remove`) only when the writer named in it does not hold its lock. Writers register
+      under the store lock, which the sweep holds, so the sweep sees every live writer.
+
+    Content a transaction adds that is already stored is hard-linked to one of its temp names (where the
+    filesystem allows; else the copy is kept), so removing the stored blob before the commit takes nothing
+    from it. Readers take no lock: manifests change by atomic rename and blobs never change.
+
+    Without fcntl (Windows) there are no locks: `prune` raises UnsupportedError, `remove` and transactions
+    leave temp files alone, and writers are guarded only by the atomic renames. Ollama takes none of these
+    locks: prune only while Ollama is not pulling or creating, as its blobs wait unnamed for their manifest.
+    """
 
     def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
         self.root = Path(root) if root is not None else default_root()
@@ -138,66 +196,16 @@ class Store:
         name = parse_name(name) if isinstance(name, str) else name
         return self.manifests.joinpath(*name.parts)
 
-    # blobs
+    # writing
 
-    def add_blob(self, chunks: Iterable[bytes | memoryview], media_type: str, name: str = "") -> Layer:
-        """Stream `chunks` into a blob, hashing on the way; returns its layer. Same content: stored once."""
-        tmp = self.temp_blob_path()
-        try:
-            digest, size = hashlib.sha256(), 0
-            with open(tmp, "wb") as f:
-                for chunk in chunks:
-                    f.write(chunk)
-                    digest.update(chunk)
-                    size += len(memoryview(chunk).cast("B"))
-                f.flush()
-                os.fsync(f.fileno())
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-        return self._place(tmp, Layer(media_type, "sha256:" + digest.hexdigest(), size, name))
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Transaction]:
+        """A writer of new blobs and the manifest naming them: `with store.transaction() as tx: ...`."""
+        with Transaction(self) as tx:
+            yield tx
 
-    def adopt(self, tmp: Path, media_type: str, name: str = "") -> Layer:
-        """Move a finished, synced file written inside `blobs/` (e.g. by a writer) into place by its digest."""
-        try:
-            digest, size = hashlib.sha256(), 0
-            with open(tmp, "rb") as f:
-                for chunk in _chunks(f):
-                    digest.update(chunk)
-                    size += len(chunk)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-        return self._place(tmp, Layer(media_type, "sha256:" + digest.hexdigest(), size, name))
-
-    def _place(self, tmp: Path, layer: Layer) -> Layer:
-        """Rename `tmp` to its digest's name, or drop it when that content is already stored."""
-        target = self.blob_path(layer.digest)
-        if target.exists():
-            tmp.unlink()
-        else:
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, target)
-        return layer
-
-    def temp_blob_path(self) -> Path:
-        """A fresh path inside `blobs/` for a blob being written (same filesystem: the rename is atomic)."""
-        self.blobs.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix="sha256-", suffix=".partial", dir=self.blobs)
-        os.close(fd)
-        return Path(tmp)
-
-    def add_file(self, path: str | os.PathLike[str], media_type: str, name: str = "") -> Layer:
-        with open(path, "rb") as f:
-            return self.add_blob(_chunks(f), media_type, name)
-
-    def add_bytes(self, data: bytes, media_type: str, name: str = "") -> Layer:
-        return self.add_blob([data], media_type, name)
-
-    # manifests
-
-    def write_manifest(self, name: ModelName | str, manifest: Manifest) -> Path:
-        """Write the manifest last: it must only ever point at blobs that are already there."""
+    def _write_manifest(self, name: ModelName | str, manifest: Manifest) -> Path:
+        """Under the store lock: the manifest may only ever point at blobs that are already there."""
         for layer in (manifest.config, *manifest.layers):
             blob = self.blob_path(layer.digest)
             if not blob.is_file() or blob.stat().st_size != layer.size:
@@ -207,6 +215,8 @@ class Store:
         with atomic_write(path) as f:
             f.write(manifest.to_bytes())
         return path
+
+    # reading
 
     def manifest(self, name: ModelName | str) -> Manifest:
         path = self.manifest_path(name)
@@ -227,24 +237,6 @@ class Store:
                 found.append((name, path))
         yield from sorted(found, key=lambda item: str(item[0]))
 
-    def remove(self, name: ModelName | str) -> list[str]:
-        """Delete the manifest, then every blob no other manifest uses; returns the digests removed."""
-        manifest = self.manifest(name)
-        self.manifest_path(name).unlink()
-        in_use = set()
-        for _, path in self.models():
-            with contextlib.suppress(FormatError):
-                m = parse_manifest(path, path.read_bytes())
-                in_use.update(layer.digest for layer in (m.config, *m.layers))
-        removed = []
-        for layer in (manifest.config, *manifest.layers):
-            if layer.digest not in in_use and layer.digest not in removed:
-                with contextlib.suppress(FileNotFoundError):
-                    self.blob_path(layer.digest).unlink()
-                    removed.append(layer.digest)
-        _prune_empty(self.manifest_path(name).parent, self.manifests)
-        return removed
-
     def verify(self, name: ModelName | str) -> list[tuple[Layer, str]]:
         """Re-hash every blob of a model: (layer, problem) for each one missing, resized or changed."""
         problems = []
@@ -254,21 +246,280 @@ class Store:
             if not path.is_file():
                 problems.append((layer, "missing"))
                 continue
-            digest, size = hashlib.sha256(), 0
-            with open(path, "rb") as f:
-                for chunk in _chunks(f):
-                    digest.update(chunk)
-                    size += len(chunk)
+            digest, size = _file_digest(path)
             if size != layer.size:
                 problems.append((layer, f"size {size}, manifest says {layer.size}"))
-            elif "sha256:" + digest.hexdigest() != layer.digest:
+            elif digest != layer.digest:
                 problems.append((layer, "content does not match its digest"))
         return problems
+
+    # removing
+
+    def remove(self, name: ModelName | str) -> list[str]:
+        """Delete the manifest, then every blob no other manifest names (none while a manifest cannot be read:
+        it could name any) and the temp files of writers that are gone; returns the digests removed."""
+        self.manifest(name)  # ModelNotFound before anything is locked (or created)
+        path = self.manifest_path(name)
+        removed: list[str] = []
+        with self._locked():
+            manifest = self.manifest(name)
+            path.unlink()
+            referenced, unreadable = self._referenced()
+            layers = [] if unreadable else [manifest.config, *manifest.layers]
+            for layer in layers:
+                blob = self.blob_path(layer.digest)
+                if blob.name not in referenced and layer.digest not in removed:
+                    with contextlib.suppress(FileNotFoundError):
+                        blob.unlink()
+                        removed.append(layer.digest)
+            _prune_empty(path.parent, self.manifests)
+            self._sweep()
+        return removed
+
+    def prune(self, *, dry_run: bool = False) -> PruneReport:
+        """Remove the blobs no manifest names and the temp files whose writer is gone, as Ollama prunes at
+        start; never a running writer's file, and no blob while some manifest cannot be read (temp files still
+        go). `dry_run` lists what would go and removes nothing."""
+        if fcntl is None:
+            raise UnsupportedError(
+                "prune needs flock (fcntl) to tell a running import's temp files from a dead one's, and this "
+                "platform has none; remove blobs/*.partial by hand while no import runs"
+            )
+        if not (self.blobs.is_dir() or self.manifests.is_dir()):
+            return PruneReport([], [], [], dry_run)
+        with self._locked():
+            temps, in_use = self._dead_temps(dry_run)
+            referenced, unreadable = self._referenced()
+            blobs = [] if unreadable else [p for p in _files(self.blobs) if _BLOB.match(p.name)]
+            removed = temps + _removals([p for p in blobs if p.name not in referenced], "blob")
+            if not dry_run:
+                _unlink(removed)
+        return PruneReport(removed, in_use, unreadable, dry_run)
+
+    # locks (see the class docstring)
+
+    @property
+    def _locks(self) -> Path:
+        return self.root / ".weightkit"
+
+    def _writer_lock(self, writer: str) -> Path:
+        return self._locks / f"writer-{writer}.lock"
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """Hold the store lock, waiting for it. Never nested: each hold opens the file anew, and flock makes
+        two open files exclude each other even in one process."""
+        if fcntl is None:
+            yield
+            return
+        self._locks.mkdir(exist_ok=True)
+        fd = os.open(self._locks / "store.lock", os.O_RDONLY | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # releases the lock
+
+    def _register(self, writer: str) -> int | None:
+        """Under the store lock: create and hold `writer`'s lock, for as long as the returned fd is open."""
+        if fcntl is None:
+            return None
+        fd = os.open(self._writer_lock(writer), os.O_RDONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a new file: nobody else holds it
+        return fd
+
+    def _live_writers(self, dry_run: bool) -> set[str]:
+        """Under the store lock: the writers still holding their lock (trying it without waiting tells a dead
+        writer's, which is free, from a live one's). A dead one's lock file is removed, not on a dry run."""
+        live = set()
+        for path in _files(self._locks):
+            match = _WRITER_LOCK.match(path.name)
+            if match is None:
+                continue
+            try:
+                fd = os.open(path, os.O_RDONLY)
+            except FileNotFoundError:  # its writer has just finished
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                live.add(match["writer"])
+            else:
+                if not dry_run:
+                    path.unlink(missing_ok=True)
+            finally:
+                os.close(fd)
+        return live
+
+    def _dead_temps(self, dry_run: bool) -> tuple[list[Removed], list[Path]]:
+        """Under the store lock: the temp files whose writer is gone, and those of live writers (kept). The
+        store lock also covers every manifest write, so atomic_write's temp files in `manifests/` are dead."""
+        live = self._live_writers(dry_run)
+        dead, in_use = [], []
+        for path in _files(self.blobs):
+            match = _TEMP.match(path.name)
+            if match is not None:
+                (in_use if match["writer"] in live else dead).append(path)
+        for folder, _, names in os.walk(self.manifests):
+            dead += sorted(Path(folder, n) for n in names if _MANIFEST_TEMP.match(n))
+        return _removals(dead, "temp"), in_use
+
+    def _referenced(self) -> tuple[set[str], list[Path]]:
+        """The file names of the blobs any manifest names (whatever its path), and the manifests unreadable."""
+        referenced: set[str] = set()
+        unreadable = []
+        for folder, _, names in os.walk(self.manifests):
+            for path in sorted(Path(folder, n) for n in names if not _MANIFEST_TEMP.match(n)):
+                try:
+                    manifest = parse_manifest(path, path.read_bytes())
+                except (OSError, FormatError):
+                    unreadable.append(path)
+                    continue
+                referenced.update(self.blob_path(layer.digest).name for layer in (manifest.config, *manifest.layers))
+        return referenced, unreadable
+
+    def _sweep(self) -> None:
+        """Under the store lock: remove the temp files of writers that are gone (none without flock)."""
+        if fcntl is not None:
+            _unlink(self._dead_temps(dry_run=False)[0])
+
+
+class Transaction:
+    """New blobs and the manifest that names them, made visible together by `write_manifest`.
+
+    `with store.transaction() as tx:` registers a writer (sweeping the temp files of dead ones first); each
+    blob goes to a temp file named after it; leaving the block removes whatever was not committed, and a crash
+    leaves it to the next sweep (see `Store`).
+    """
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.id = secrets.token_hex(8)
+        self._names = itertools.count()
+        self._temps: list[Path] = []  # every temp name handed out
+        self._pending: dict[str, Path] = {}  # digest -> the temp file that holds it until the commit
+        self._lock: int | None = None
+
+    def __enter__(self) -> Transaction:
+        self.store.blobs.mkdir(parents=True, exist_ok=True)
+        with self.store._locked():
+            self.store._sweep()
+            self._lock = self.store._register(self.id)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for path in self._temps:
+            path.unlink(missing_ok=True)
+        if self._lock is not None:
+            self.store._writer_lock(self.id).unlink(missing_ok=True)
+            os.close(self._lock)
+            self._lock = None
+
+    def temp_path(self) -> Path:
+        """A new name in `blobs/` for a file this transaction writes itself (then `adopt`s)."""
+        path = self.store.blobs / f"sha256-{self.id}-{next(self._names)}.partial"
+        self._temps.append(path)
+        return path
+
+    def add_blob(self, chunks: Iterable[bytes | memoryview], media_type: str, name: str = "") -> Layer:
+        """Stream `chunks` into a blob, hashing on the way; returns its layer. Same content: stored once."""
+        tmp = self.temp_path()
+        digest, size = hashlib.sha256(), 0
+        with open(tmp, "xb") as f:
+            for chunk in chunks:
+                f.write(chunk)
+                digest.update(chunk)
+                size += len(memoryview(chunk).cast("B"))
+            f.flush()
+            os.fsync(f.fileno())
+        return self._keep(tmp, Layer(media_type, "sha256:" + digest.hexdigest(), size, name))
+
+    def add_file(self, path: str | os.PathLike[str], media_type: str, name: str = "") -> Layer:
+        with open(path, "rb") as f:
+            return self.add_blob(_chunks(f), media_type, name)
+
+    def add_bytes(self, data: bytes, media_type: str, name: str = "") -> Layer:
+        return self.add_blob([data], media_type, name)
+
+    def adopt(self, tmp: Path, media_type: str, name: str = "") -> Layer:
+        """Take a finished, synced file written at a `temp_path()` as a blob."""
+        digest, size = _file_digest(tmp)
+        return self._keep(tmp, Layer(media_type, digest, size, name))
+
+    def _keep(self, tmp: Path, layer: Layer) -> Layer:
+        """Hold `tmp` for the commit; content already stored is held as a hard link to it instead."""
+        target = self.store.blob_path(layer.digest)
+        if layer.digest in self._pending:
+            tmp.unlink()
+            return layer
+        if target.exists():
+            link = self.temp_path()
+            try:
+                os.link(target, link)
+            except OSError:  # removed meanwhile, or no hard links on this filesystem: keep the copy
+                pass
+            else:
+                tmp.unlink()
+                self._pending[layer.digest] = link
+                return layer
+        os.chmod(tmp, 0o644)
+        self._pending[layer.digest] = tmp
+        return layer
+
+    def write_manifest(self, name: ModelName | str, manifest: Manifest) -> Path:
+        """Commit: move each new blob into place by its digest (or drop it, stored already), then write the
+        manifest last and atomically, all under the store lock; it may only name blobs then in the store."""
+        with self.store._locked():
+            for digest, tmp in self._pending.items():
+                target = self.store.blob_path(digest)
+                if target.exists():
+                    tmp.unlink()
+                else:
+                    os.replace(tmp, target)
+            self._pending.clear()
+            _fsync_dir(self.store.blobs)  # the blobs are there before any manifest names them
+            return self.store._write_manifest(name, manifest)
 
 
 def _chunks(f: BinaryIO) -> Iterator[bytes]:
     while chunk := f.read(_COPY_CHUNK):
         yield chunk
+
+
+def _file_digest(path: Path) -> tuple[str, int]:
+    """`sha256:<hex>` and size of a file's content."""
+    digest, size = hashlib.sha256(), 0
+    with open(path, "rb") as f:
+        for chunk in _chunks(f):
+            digest.update(chunk)
+            size += len(chunk)
+    return "sha256:" + digest.hexdigest(), size
+
+
+def _files(folder: Path) -> list[Path]:
+    """The regular files directly in `folder` (none if it does not exist), sorted."""
+    try:
+        with os.scandir(folder) as entries:
+            return sorted(Path(e.path) for e in entries if e.is_file())
+    except FileNotFoundError:
+        return []
+
+
+def _removals(paths: list[Path], kind: str) -> list[Removed]:
+    """What removing each file frees: its size, unless another name keeps its data (a transaction's link)."""
+    removed = []
+    for path in paths:
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            continue
+        removed.append(Removed(path, kind, st.st_size if st.st_nlink <= 1 else 0))
+    return removed
+
+
+def _unlink(removed: list[Removed]) -> None:
+    for r in removed:
+        r.path.unlink(missing_ok=True)
 
 
 def _prune_empty(folder: Path, stop: Path) -> None:

@@ -1,0 +1,142 @@
+"""Where llama.cpp puts a model: which device each layer runs on (`llama_model_base::load_tensors`), and the bytes
+of weights each device's buffers hold (the sum of each tensor's allocation size, padded to the buffer type's
+alignment, as `ggml_backend_alloc_ctx_tensors_from_buft` sums it).
+
+The devices are the GPUs given, in order, then the CPU. Layer `n_layer_all` is the output layer; the token
+embeddings always stay on the CPU.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...dtypes import ggml_type
+from ...errors import ArgumentError
+from ...model import TensorInfo
+from ..devices import GPU
+from .hparams import HParams
+
+CPU = "CPU"
+SPLIT_MODES = ("none", "layer", "row")
+#: tensors of the input layer (`LLM_TENSOR_LAYER_INPUT`): always on the CPU
+INPUT_TENSORS = frozenset(
+    {"token_embd.weight", "position_embd.weight", "token_types.weight", "per_layer_token_embd.weight"}
+)
+_LAYER = re.compile(r"blk\.(\d+)\.")
+MATRIX_ROW_PADDING = 512  # ggml-cuda: quantized rows are padded to this many elements
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """What a device's buffer type does to sizes: its alignment, and CUDA's padding of quantized rows."""
+
+    alignment: int
+    pad_quantized_rows: bool = False
+
+    def alloc_size(self, type: int, ne0: int, nbytes: int) -> int:
+        """`ggml_backend_buft_get_alloc_size` rounded up to the alignment."""
+        info = ggml_type(type)
+        if self.pad_quantized_rows and info.quantized and ne0 % MATRIX_ROW_PADDING:
+            nbytes += info.nbytes(MATRIX_ROW_PADDING - ne0 % MATRIX_ROW_PADDING)
+        return -(-nbytes // self.alignment) * self.alignment
+
+
+CPU_BUFFER = Buffer(32)
+_GPU_BUFFERS = {"CUDA": Buffer(128, True), "ROCm": Buffer(128, True), "Metal": Buffer(32), "Vulkan": Buffer(32)}
+
+
+def buffer_of(device: GPU | None) -> Buffer:
+    return CPU_BUFFER if device is None else _GPU_BUFFERS.get(device.library, Buffer(32))
+
+
+@dataclass(frozen=True)
+class Placement:
+    """`dev_layer`: the device index (into the GPUs, or -1 for the CPU) of every layer and of the output."""
+
+    gpus: tuple[GPU, ...]
+    layers: tuple[int, ...]  # n_layer_all entries
+    output: int
+
+    def device_of(self, il: int) -> int:
+        return self.output if il >= len(self.layers) else self.layers[il]
+
+    @property
+    def offloaded(self) -> int:
+        """Layers on GPUs, the output layer counted (llama.cpp's "offloaded N/M layers to GPU")."""
+        return sum(d >= 0 for d in self.layers) + (self.output >= 0)
+
+
+def place_layers(
+    hp: HParams,
+    gpus: Sequence[GPU],
+    *,
+    n_gpu_layers: int = -1,
+    split_mode: str = "layer",
+    main_gpu: int = 0,
+    tensor_split: Sequence[float] = (),
+) -> Placement:
+    """llama.cpp's assignment of layers to devices for these options (`-ngl`, `-sm`, `-mg`, `-ts`)."""
+    if split_mode not in SPLIT_MODES:
+        raise ArgumentError(f"--split-mode {split_mode!r}: one of {', '.join(SPLIT_MODES)}")
+    devices = list(range(len(gpus)))
+    if split_mode == "none" and devices:
+        if main_gpu < 0:
+            devices = []
+        elif main_gpu >= len(devices):
+            raise ArgumentError(f"--main-gpu {main_gpu}: there are {len(devices)} GPUs (invalid value for main_gpu)")
+        else:
+            devices = [main_gpu]
+    if tensor_split and len(tensor_split) > len(gpus):
+        raise ArgumentError(f"--tensor-split has {len(tensor_split)} parts for {len(gpus)} GPUs")
+    n_all = hp.n_layer_all
+    ngl = n_gpu_layers if n_gpu_layers >= 0 else n_all + 1
+    weights = [float(tensor_split[d]) if d < len(tensor_split) else 0.0 for d in devices]
+    if not any(weights):
+        weights = [float(gpus[d].free) for d in devices]
+    cumulative = np.cumsum(np.asarray(weights, np.float32), dtype=np.float32)
+    splits = cumulative / cumulative[-1] if devices else cumulative
+    start = max(n_all + 1 - ngl, 0)
+    active = min(ngl, n_all + 1) if devices else 0
+
+    def device(il: int) -> int:
+        if il < start or il - start >= active:
+            return -1
+        position = np.float32(il - start) / np.float32(active)
+        return devices[int(np.searchsorted(splits, position, side="right"))]
+
+    return Placement(tuple(gpus), tuple(device(il) for il in range(n_all)), device(n_all))
+
+
+def tensor_device(name: str, placement: Placement) -> int:
+    """The device a weight lives on: input tensors on the CPU, a layer's on its layer's device, the rest (output,
+    output_norm, ...) on the output layer's."""
+    if name in INPUT_TENSORS:
+        return -1
+    m = _LAYER.match(name)
+    return placement.device_of(int(m[1])) if m else placement.output
+
+
+def weights_per_device(hp: HParams, tensors: Mapping[str, TensorInfo], placement: Placement) -> dict[int, int]:
+    """Bytes of weights each device holds (-1: the CPU), as the model's buffers sum them. A tied output matrix is
+    a second copy of the token embeddings on the output layer's device when that is a GPU; NextN layers' tensors
+    are skipped unless loaded for speculative decoding (they are not here)."""
+    out: dict[int, int] = {}
+    for name, info in tensors.items():
+        m = _LAYER.match(name)
+        if m and int(m[1]) >= hp.n_layer:
+            continue
+        device = tensor_device(name, placement)
+        _add(out, device, placement, info)
+    if "output.weight" not in tensors and "token_embd.weight" in tensors and placement.output >= 0:
+        _add(out, placement.output, placement, tensors["token_embd.weight"])
+    return out
+
+
+def _add(out: dict[int, int], device: int, placement: Placement, info: TensorInfo) -> None:
+    buffer = buffer_of(placement.gpus[device] if device >= 0 else None)
+    ne0 = info.shape[-1] if info.shape else 1
+    out[device] = out.get(device, 0) + buffer.alloc_size(int(info.dtype), ne0, info.nbytes)
