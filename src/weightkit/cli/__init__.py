@@ -129,42 +129,80 @@ def quantize(
 @app.command()
 def estimate(
     model: Annotated[str, typer.Argument(help="A GGUF file (any shard of a split model) or a stored model name.")],
+    engine: Annotated[
+        str, typer.Option("--engine", help="llama.cpp (what llama-server allocates) or ollama (Ollama's old estimate).")
+    ] = "llama.cpp",
     ctx: Annotated[
-        str | None, typer.Option("--ctx", help="Context length, or several: 2048,8192,32768 (default: Ollama's).")
+        str | None,
+        typer.Option("--ctx-size", "-c", "--ctx", help="Context, or several: 2048,8192,32768 (0: the trained length)."),
     ] = None,
+    batch: Annotated[int | None, typer.Option("--batch-size", "-b", "--batch", help="Logical batch size.")] = None,
+    ubatch: Annotated[int | None, typer.Option("--ubatch-size", "-ub", help="Physical batch size (llama.cpp).")] = None,
     parallel: Annotated[
-        int | None, typer.Option("--parallel", help="Parallel sequences (OLLAMA_NUM_PARALLEL).")
+        int | None, typer.Option("--parallel", "-np", help="Parallel sequences (llama.cpp: -1 is auto, 4 slots).")
     ] = None,
-    batch: Annotated[int, typer.Option("--batch", help="Batch size (Ollama's num_batch).")] = 512,
-    kv_cache_type: Annotated[
-        str | None, typer.Option("--kv-cache-type", help="f16, q8_0, q4_0 or f32 (OLLAMA_KV_CACHE_TYPE).")
+    flash_attn: Annotated[str | None, typer.Option("--flash-attn", "-fa", help="on, off or auto.")] = None,
+    cache_type_k: Annotated[
+        str | None, typer.Option("--cache-type-k", "-ctk", "--kv-cache-type", help="K cache type: f16, q8_0, q4_0, ...")
     ] = None,
-    flash_attention: Annotated[
-        bool | None, typer.Option("--flash-attention/--no-flash-attention", help="(OLLAMA_FLASH_ATTENTION)")
+    cache_type_v: Annotated[
+        str | None, typer.Option("--cache-type-v", "-ctv", help="V cache type (llama.cpp).")
     ] = None,
+    swa_full: Annotated[bool, typer.Option("--swa-full", help="Full-size cache for sliding-window layers.")] = False,
+    kv_unified: Annotated[bool, typer.Option("--kv-unified", "-kvu", help="One KV cache for all sequences.")] = False,
+    embeddings: Annotated[
+        bool, typer.Option("--embeddings", "--embedding", help="An embedding server (llama-server --embedding).")
+    ] = False,
+    n_gpu_layers: Annotated[
+        int | None,
+        typer.Option("--n-gpu-layers", "-ngl", "--num-gpu", help="Layers on the GPUs (-1: all; Ollama: auto)."),
+    ] = None,
+    tensor_split: Annotated[
+        str | None, typer.Option("--tensor-split", "-ts", help="Each GPU's share of the layers, e.g. 3,1.")
+    ] = None,
+    split_mode: Annotated[str | None, typer.Option("--split-mode", "-sm", help="none, layer or row.")] = None,
+    main_gpu: Annotated[int | None, typer.Option("--main-gpu", "-mg", help="The GPU for --split-mode none.")] = None,
+    no_kv_offload: Annotated[
+        bool, typer.Option("--no-kv-offload", "-nkvo", help="Keep the KV cache in system memory.")
+    ] = False,
     gpu: Annotated[
         list[str] | None, typer.Option("--gpu", help="A GPU's free memory: 24GiB, CUDA:24GiB, Metal:64GiB. Repeat.")
     ] = None,
-    num_gpu: Annotated[int, typer.Option("--num-gpu", help="Layers to offload (Ollama's num_gpu; -1: auto).")] = -1,
     ram: Annotated[str | None, typer.Option("--ram", help="Free system memory, e.g. 64GiB (checked if given).")] = None,
+    fit: Annotated[
+        bool, typer.Option("--fit", help="Choose context and layers as llama-server's --fit does (llama.cpp).")
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """Predict memory use and GPU layer placement as Ollama would load the model."""
-    from .estimate import parse_contexts, run_estimate
+    """How much memory a model takes on each device, as llama.cpp (or Ollama) would load it, and whether it fits."""
+    from .estimate import parse_contexts, parse_tensor_split, run_estimate
 
-    run_estimate(
-        model,
-        contexts=parse_contexts(ctx),
-        gpus_text=gpu or [],
-        ram=ram,
-        console=console,
-        as_json=as_json,
-        batch=batch,
-        parallel=parallel,
-        kv_cache_type=kv_cache_type,
-        flash_attention=flash_attention,
-        num_gpu=num_gpu,
-    )
+    given = {"--ubatch-size": ubatch, "--cache-type-v": cache_type_v, "--swa-full": swa_full or None,
+             "--kv-unified": kv_unified or None, "--embeddings": embeddings or None, "--tensor-split": tensor_split,
+             "--split-mode": split_mode, "--main-gpu": main_gpu, "--no-kv-offload": no_kv_offload or None,
+             "--fit": fit or None}  # fmt: skip
+    if engine not in ("llama.cpp", "ollama"):
+        raise ArgumentError(f"--engine {engine!r}: llama.cpp or ollama")
+    if engine == "ollama" and (extra := [flag for flag, value in given.items() if value is not None]):
+        raise ArgumentError(f"{extra[0]} applies to --engine llama.cpp, not ollama")
+    llama = {
+        key: value
+        for key, value in (
+            ("batch_size", batch), ("ubatch_size", ubatch), ("parallel", parallel), ("flash_attn", flash_attn),
+            ("cache_type_k", cache_type_k), ("cache_type_v", cache_type_v), ("n_gpu_layers", n_gpu_layers),
+            ("split_mode", split_mode), ("main_gpu", main_gpu),
+        )
+        if value is not None
+    }  # fmt: skip
+    llama |= {"swa_full": swa_full, "kv_unified": kv_unified, "embeddings": embeddings,
+              "no_kv_offload": no_kv_offload, "tensor_split": parse_tensor_split(tensor_split)}  # fmt: skip
+    if flash_attn not in (None, "on", "off", "auto"):
+        raise ArgumentError(f"--flash-attn {flash_attn!r}: on, off or auto")
+    ollama = {"batch": 512 if batch is None else batch, "parallel": parallel, "kv_cache_type": cache_type_k,
+              "flash_attention": None if flash_attn in (None, "auto") else flash_attn == "on",
+              "num_gpu": -1 if n_gpu_layers is None else n_gpu_layers}  # fmt: skip
+    run_estimate(model, engine=engine, contexts=parse_contexts(ctx), gpus_text=gpu or [], ram=ram, console=console,
+                 as_json=as_json, fit_devices=fit, llama=llama, ollama=ollama)  # fmt: skip
 
 
 StoreOption = Annotated[

@@ -9,8 +9,9 @@ from rich.console import Console
 from rich.table import Table
 
 from .. import open as open_model
-from ..errors import ArgumentError, FullFitRequired, SystemMemoryExceeded, WeightkitError
-from ..memory import GPU, OllamaEstimate, OllamaSettings, SystemMemory, estimate
+from ..errors import ArgumentError, WeightkitError
+from ..memory import GPU, LlamaCppEstimate, LlamaCppSettings, SystemMemory, estimate
+from ..memory.llamacpp.fit import fit
 from .render import human_bytes, print_json
 
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "kib": 2**10, "m": 10**6, "mb": 10**6, "mib": 2**20,
@@ -56,105 +57,108 @@ def parse_gpu(index: int, text: str) -> GPU:
     return GPU(str(index), library, size, integrated=integrated, total=size)
 
 
-def _one(model, gpus, system, settings: OllamaSettings) -> tuple[OllamaEstimate | None, str | None]:
+def parse_tensor_split(text: str | None) -> tuple[float, ...]:
+    """`--tensor-split 3,1`: each GPU's share of the layers."""
+    if not text:
+        return ()
     try:
-        return estimate(model, settings, gpus, system=system), None
-    except (FullFitRequired, SystemMemoryExceeded) as e:  # this context does not fit; the others may
-        return None, str(e)
+        return tuple(float(part) for part in text.replace("/", ",").split(","))
+    except ValueError:
+        raise ArgumentError(f"--tensor-split {text!r}: expected shares like 3,1") from None
 
 
-def _as_json(ctx: int | None, est: OllamaEstimate | None, error: str | None) -> dict:
-    if est is None:
-        return {"context": ctx, "error": error}
-    s, g, lay = est.load, est.graph, est.layout
-    return {
-        "context": s.context,
-        "batch": s.batch,
-        "parallel": s.parallel,
-        "kv_cache_type": s.kv_cache_type,
-        "flash_attention": s.flash_attention,
-        "weights": est.weights,
-        "kv_cache": g.kv_total,
-        "graph_full_offload": g.full_offload,
-        "graph_partial_offload": g.partial_offload,
-        "gpus": [
-            {
-                "id": a.id,
-                "library": a.library,
-                "layers": list(a.layers),
-                "weights": a.weights,
-                "kv": a.kv,
-                "graph": a.graph,
-                "total": a.total,
-            }
-            for a in lay.gpus
-        ],
-        "cpu_layers": list(lay.cpu_layers),
-        "layers_on_gpu": lay.gpu_layer_count,
-        "layers_total": lay.total_layers,
-        "vram": lay.vram,
-        "ram": lay.ram,
-        "gpu_share": round(est.gpu_share, 4),
-        "notes": list(est.notes),
-    }
-
-
-def run_estimate(path: str, *, contexts: list[int | None], gpus_text: list[str], ram: str | None,
-                 console: Console, as_json: bool, **options) -> None:  # fmt: skip
+def run_estimate(path: str, *, engine: str, contexts: list[int | None], gpus_text: list[str], ram: str | None,
+                 console: Console, as_json: bool, fit_devices: bool, llama: dict, ollama: dict) -> None:  # fmt: skip
     gpus = [parse_gpu(i, text) for i, text in enumerate(gpus_text)]
     free = None if ram is None else parse_size(ram, "--ram")
-    system = None if free is None else SystemMemory(free, free, 0)
-    requests = [OllamaSettings(context=ctx, **options) for ctx in contexts]
+    if engine == "ollama":
+        from .estimate_ollama import run_ollama
+
+        system = None if free is None else SystemMemory(free, free, 0)
+        run_ollama(path, contexts=contexts, gpus=gpus, system=system, console=console, as_json=as_json, **ollama)
+        return
+    requests = [LlamaCppSettings(ctx_size=ctx or 0, **llama) for ctx in contexts]
     with open_model(path) as model:
         if model.format != "gguf":
-            raise WeightkitError(f"{path}: the estimate follows Ollama's llama engine, which loads GGUF models")
-        results = [_one(model, gpus, system, settings) for settings in requests]
+            raise WeightkitError(f"{path}: llama.cpp loads GGUF models; this is {model.format}")
+        if fit_devices:
+            results = [fit(model, settings, gpus, host_free=free) for settings in requests]
+        else:
+            results = [estimate(model, settings, gpus) for settings in requests]
     if as_json:
-        print_json([_as_json(c, e, err) for c, (e, err) in zip(contexts, results, strict=True)])
+        docs = [_llamacpp_json(e, free) for e in results]
+        print_json(docs[0] if len(docs) == 1 else docs)
         return
-    table = Table(title=f"{Path(path).name}: memory as Ollama would load it", title_justify="left")
-    table.add_column("", style="bold")
-    for ctx, (est, _) in zip(contexts, results, strict=True):
-        table.add_column(f"ctx {est.load.context if est else ctx}", justify="right")
-    rows = _rows(results, gpus)
-    for label, cells in rows:
-        table.add_row(label, *cells)
-    console.print(table)
-    notes = sorted({n for est, _ in results if est for n in est.notes})
-    for note in notes:
+    for est in results:
+        console.print(_llamacpp_table(Path(path).name, est, free))
+    for note in dict.fromkeys(n for est in results for n in est.notes):
         console.print(f"[yellow]note:[/yellow] {note}")
-    fitting = [est.load.context for est, _ in results if est and est.layout.fully_offloaded and gpus]
-    failing = [est.load.context for est, _ in results if est and not est.layout.fully_offloaded and gpus]
+    _fit_summary(results, free, console)
+
+
+def _llamacpp_json(est: LlamaCppEstimate, host_free: int | None) -> dict:
+    s, c = est.settings, est.context
+    settings = {
+        "ctx_size": c.n_ctx, "n_ctx_seq": c.n_ctx_seq, "batch_size": c.n_batch, "ubatch_size": c.n_ubatch,
+        "parallel": c.n_seq_max, "kv_unified": c.kv_unified, "flash_attn": "on" if c.flash_attn else "off",
+        "cache_type_k": s.cache_type_k, "cache_type_v": s.cache_type_v, "swa_full": c.swa_full,
+        "embeddings": c.embeddings, "n_gpu_layers": est.placement.offloaded, "split_mode": s.split_mode,
+        "no_kv_offload": s.no_kv_offload,
+    }  # fmt: skip
+    devices = []
+    for d in est.devices:
+        doc = {"name": d.name, "weights": d.weights, "kv": d.kv, "recurrent": d.recurrent, "compute": d.compute,
+               "output": d.output, "total": d.total, "compute_measured": d.measured}  # fmt: skip
+        free = d.free if d.name != "CPU" else host_free
+        if free is not None:
+            doc |= {"free": free, "fits": d.total <= free}
+        devices.append(doc)
+    return {"engine": "llama.cpp", "settings": settings, "devices": devices, "fits": est.fits,
+            "notes": list(est.notes)}  # fmt: skip
+
+
+def _llamacpp_table(name: str, est: LlamaCppEstimate, host_free: int | None) -> Table:
+    c = est.context
+    if c.n_seq_max == 1:
+        cells = "1 sequence"
+    elif c.kv_unified:
+        cells = f"{c.n_seq_max} sequences sharing the cache"
+    else:
+        cells = f"{c.n_seq_max} sequences of {c.n_ctx_seq}"
+    layers = f"{est.placement.offloaded}/{est.hparams.n_layer_all + 1} layers on GPUs"
+    title = (f"{name}: llama.cpp, ctx {c.n_ctx} ({cells}), ubatch {c.n_ubatch}, flash attention "
+             f"{'on' if c.flash_attn else 'off'}, {layers}")  # fmt: skip
+    table = Table(title=title, title_justify="left")
+    recurrent = any(d.recurrent for d in est.devices)
+    columns = ["device", "model", "context" if recurrent else "KV cache", "compute", "output", "total"]
+    if recurrent:
+        columns.insert(3, "of which recurrent")
+    has_free = any(d.free is not None for d in est.devices) or host_free is not None
+    columns += ["free", "fits"] if has_free else []
+    for column in columns:
+        table.add_column(column, justify="left" if column == "device" else "right")
+    for d in est.devices:
+        free = d.free if d.name != "CPU" else host_free
+        row = [d.name, human_bytes(d.weights), human_bytes(d.kv)]
+        if recurrent:
+            row.append(human_bytes(d.recurrent))
+        row += [human_bytes(d.compute) + ("" if d.measured else " *"), human_bytes(d.output), human_bytes(d.total)]
+        if has_free:
+            fits = "" if free is None else "yes" if d.total <= free else "NO"
+            row += ["" if free is None else human_bytes(free), fits]
+        table.add_row(*row)
+    if not all(d.measured for d in est.devices):
+        table.caption = "* derived from llama.cpp's graph and scheduler for this device, not measured"
+    return table
+
+
+def _fit_summary(results: list[LlamaCppEstimate], host_free: int | None, console: Console) -> None:
+    """Where a list of contexts stops fitting the GPUs given."""
+    if not any(e.fits is not None for e in results) or len(results) < 2:
+        return
+    fitting = [e.context.n_ctx for e in results if e.fits]
+    failing = [e.context.n_ctx for e in results if e.fits is False]
     if fitting and failing:
-        console.print(
-            f"fits entirely on the GPUs up to ctx {max(fitting)}; from ctx {min(failing)} layers spill to the CPU"
-        )
-
-
-def _rows(results, gpus) -> list[tuple[str, list[str]]]:
-    def cell(fn) -> list[str]:
-        return [fn(est) if est else (err or "") for est, err in results]
-
-    rows = [
-        ("parallel / batch", cell(lambda e: f"{e.load.parallel} / {e.load.batch}")),
-        ("KV cache type", cell(lambda e: e.load.kv_cache_type + (" + flash attn" * e.load.flash_attention))),
-        ("weights", cell(lambda e: human_bytes(e.weights))),
-        ("KV cache", cell(lambda e: human_bytes(e.graph.kv_total))),
-        ("graph (full offload)", cell(lambda e: human_bytes(e.graph.full_offload))),
-        ("graph (partial offload)", cell(lambda e: human_bytes(e.graph.partial_offload))),
-    ]  # fmt: skip
-    for i, gpu in enumerate(gpus):
-        label = f"GPU {gpu.id} {gpu.library} {human_bytes(gpu.free)}"
-        rows.append(
-            (
-                label,
-                cell(lambda e, i=i: f"{len(e.layout.gpus[i].layers)} layers, {human_bytes(e.layout.gpus[i].total)}"),
-            )
-        )
-    rows += [
-        ("CPU", cell(lambda e: f"{len(e.layout.cpu_layers)} layers, {human_bytes(e.layout.ram)}")),
-        ("VRAM total", cell(lambda e: human_bytes(e.layout.vram))),
-        ("RAM total", cell(lambda e: human_bytes(e.layout.ram))),
-        ("on GPU", cell(lambda e: f"{e.gpu_share:.0%} ({e.layout.gpu_layer_count}/{e.layout.total_layers} layers)")),
-    ]  # fmt: skip
-    return rows
+        console.print(f"fits the GPUs up to ctx {max(fitting)}; from ctx {min(failing)} it does not")
+    elif failing:
+        console.print("does not fit the GPUs at any of these contexts (try --fit)")

@@ -1,7 +1,9 @@
 """Memory planning: how much memory a model takes on each device, and whether it fits.
 
-The front door is `estimate(model, settings, gpus)`. The settings choose the engine whose behaviour is
-reproduced: `OllamaSettings` for Ollama's own estimate and layer layout (`weightkit.memory.ollama`).
+The front door is `estimate(model, settings, gpus)`. The settings choose the engine whose allocations are
+reproduced: `LlamaCppSettings` (the default) for llama.cpp's own, as llama-server, Ollama and LM Studio run it
+(`weightkit.memory.llamacpp`); `OllamaSettings` for the estimate Ollama used before it moved to llama.cpp's fit
+(`weightkit.memory.ollama`).
 """
 
 from __future__ import annotations
@@ -10,17 +12,21 @@ from collections.abc import Sequence
 
 from ..errors import FullFitRequired, LayoutInputError, SystemMemoryExceeded
 from ..model import ModelFile
-from . import ollama
+from . import llamacpp, ollama
 from .devices import GPU, METAL_MINIMUM_MEMORY, MINIMUM_MEMORY, SystemMemory
 from .env import OllamaEnv, ollama_env
+from .llamacpp import DeviceMemory, LlamaCppEstimate, LlamaCppSettings
 from .ollama import OllamaEstimate, OllamaSettings
 
 __all__ = [
     "GPU",
     "METAL_MINIMUM_MEMORY",
     "MINIMUM_MEMORY",
+    "DeviceMemory",
     "FullFitRequired",
     "LayoutInputError",
+    "LlamaCppEstimate",
+    "LlamaCppSettings",
     "OllamaEnv",
     "OllamaEstimate",
     "OllamaSettings",
@@ -33,12 +39,14 @@ __all__ = [
 
 def estimate(
     model: ModelFile,
-    settings: OllamaSettings | None = None,
+    settings: LlamaCppSettings | OllamaSettings | None = None,
     gpus: Sequence[GPU] = (),
     *,
     system: SystemMemory | None = None,
-) -> OllamaEstimate:
-    """The memory `model` takes with `settings` on `gpus` (none: the CPU alone), from metadata and tensor
-    infos only. With `system` given, a load that needs more system memory than it has raises
-    `SystemMemoryExceeded`."""
-    return ollama.estimate(model, settings, gpus, system=system)
+) -> LlamaCppEstimate | OllamaEstimate:
+    """The memory `model` takes with `settings` (default: llama-server's defaults) on `gpus` (none: the CPU
+    alone), from metadata and tensor infos only. With Ollama's settings and `system` given, a load that needs
+    more system memory than it has raises `SystemMemoryExceeded`."""
+    if isinstance(settings, OllamaSettings):
+        return ollama.estimate(model, settings, gpus, system=system)
+    return llamacpp.estimate(model, settings, gpus)

@@ -23,6 +23,7 @@ chunk, which is what this simulates.
 from __future__ import annotations
 
 from bisect import insort
+from collections.abc import Callable, Sequence
 
 from .ggml import INPUT, OUTPUT, Graph, Tensor
 
@@ -87,11 +88,26 @@ class _Blocks:
 
 
 def buffer_size(graph: Graph, align: int = 32) -> int:
-    """Bytes of the buffer ggml's allocator reserves for `graph` (the CPU buffer type aligns to 32)."""
-    blocks = _Blocks(align)
-    offset: dict[int, int] = {}  # id -> offset, for tensors this allocator placed and still owns
+    """Bytes of the one buffer ggml's allocator reserves for `graph` (the CPU buffer type aligns to 32)."""
+    return buffer_sizes(graph.leafs, graph.nodes, [(align, None)], lambda t: 0)[0]
+
+
+AllocSize = Callable[[Tensor], int] | None  # a buffer type's get_alloc_size (None: ggml_nbytes)
+
+
+def buffer_sizes(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: Sequence[tuple[int, AllocSize]],
+                 buffer_of: Callable[[Tensor], int]) -> list[int]:  # fmt: skip
+    """`ggml_gallocr_reserve_n`: one pass over the graph, each tensor placed in the buffer `buffer_of` gives it;
+    `buffers` holds each buffer type's alignment and allocation size. Returns each buffer's size."""
+    allocators = [_Blocks(align) for align, _ in buffers]
+    sizes = [size for _, size in buffers]
+    offset: dict[int, tuple[int, int]] = {}  # id -> (buffer, offset), for tensors placed and still owned
     children: dict[int, int] = {}
     views: dict[int, int] = {}
+
+    def nbytes(t: Tensor, buffer: int) -> int:
+        size = sizes[buffer]
+        return t.nbytes if size is None else size(t)
 
     def place(t: Tensor) -> None:
         key = id(t)
@@ -107,15 +123,17 @@ def buffer_size(graph: Graph, align: int = 32) -> int:
                 if children.get(pkey, 0) == 1 and views.get(pkey, 0) == 0:
                     offset[key] = offset.pop(pkey)  # the node takes the parent's memory over
                     return
-        offset[key] = blocks.alloc(t.nbytes)
+        buffer = buffer_of(t)
+        offset[key] = (buffer, allocators[buffer].alloc(nbytes(t, buffer)))
 
     def free(t: Tensor) -> None:
         if not t.flags & OUTPUT:
-            blocks.release(offset.pop(id(t)), t.nbytes)
+            buffer, at = offset.pop(id(t))
+            allocators[buffer].release(at, nbytes(t, buffer))
 
-    for leaf in graph.leafs:
+    for leaf in leafs:
         place(leaf)
-    for node in graph.nodes:
+    for node in nodes:
         if node.view_src is not None and node.op != "NONE":
             views[id(node.view_src)] = views.get(id(node.view_src), 0) + 1
         if node.flags & INPUT:
@@ -125,7 +143,7 @@ def buffer_size(graph: Graph, align: int = 32) -> int:
                 children[id(s)] = children.get(id(s), 0) + 1
                 if s.flags & INPUT:
                     place(s)
-    for node in graph.nodes:
+    for node in nodes:
         place(node)
         for parent in node.src:
             if parent is None:
@@ -143,4 +161,4 @@ def buffer_size(graph: Graph, align: int = 32) -> int:
                     free(root)
             elif pkey in offset:
                 free(parent)
-    return blocks.top
+    return [blocks.top for blocks in allocators]

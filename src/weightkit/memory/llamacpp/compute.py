@@ -13,9 +13,12 @@ from ...model import TensorInfo
 from .alloc import buffer_size
 from .cache import Memory
 from .context import Context
+from .ggml import Graph
 from .graph import GraphBuilder
 from .graphs import GRAPHS
 from .hparams import HParams
+from .placement import Placement, buffer_of
+from .sched import backend_buffers
 
 
 @dataclass(frozen=True)
@@ -31,22 +34,37 @@ class ComputeBuffer:
         return max(self.prompt, self.generation)
 
 
-def graph_bytes(hp: HParams, ctx: Context, memory: Memory, tensors: Mapping[str, TensorInfo],
-                n_tokens: int, n_seqs: int, n_outputs: int) -> int:  # fmt: skip
-    """Bytes ggml's allocator reserves for one graph (`llama_context::graph_reserve`)."""
+def build_graph(hp: HParams, ctx: Context, memory: Memory, tensors: Mapping[str, TensorInfo], n_tokens: int,
+                n_seqs: int, n_outputs: int, placement: Placement | None = None) -> Graph:  # fmt: skip
+    """The graph `llama_context::graph_reserve` builds for a batch."""
     build = GRAPHS.get(hp.arch)
     if build is None:
         raise UnsupportedError(f"no compute graph for the architecture {hp.arch!r} yet")
     if n_tokens % n_seqs:
         n_tokens = -(-n_tokens // n_seqs) * n_seqs
-    graph = build(GraphBuilder(hp, ctx, memory, tensors, n_tokens, n_seqs, n_outputs))
-    return buffer_size(graph)
+    return build(GraphBuilder(hp, ctx, memory, tensors, n_tokens, n_seqs, n_outputs, placement))
+
+
+def _batches(ctx: Context) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    """(tokens, sequences, outputs) of `sched_reserve`'s prompt graph and token-generation graph."""
+    n_seqs = ctx.n_seq_max
+    n_tokens = min(ctx.n_ctx, ctx.n_ubatch)
+    return (n_tokens, n_seqs, min(n_tokens, ctx.n_outputs_max)), (n_seqs, n_seqs, n_seqs)
 
 
 def compute_buffer(hp: HParams, ctx: Context, memory: Memory, tensors: Mapping[str, TensorInfo]) -> ComputeBuffer:
-    """`sched_reserve`'s prompt and token-generation reserves."""
-    n_seqs = ctx.n_seq_max
-    n_tokens = min(ctx.n_ctx, ctx.n_ubatch)
-    prompt = graph_bytes(hp, ctx, memory, tensors, n_tokens, n_seqs, min(n_tokens, ctx.n_outputs_max))
-    generation = graph_bytes(hp, ctx, memory, tensors, n_seqs, n_seqs, n_seqs)
+    """`sched_reserve`'s prompt and token-generation reserves, everything on the CPU."""
+    prompt, generation = (buffer_size(build_graph(hp, ctx, memory, tensors, *batch)) for batch in _batches(ctx))
     return ComputeBuffer(prompt, generation)
+
+
+def compute_buffers(hp: HParams, ctx: Context, memory: Memory, tensors: Mapping[str, TensorInfo],
+                    placement: Placement, pipeline: bool) -> list[int]:  # fmt: skip
+    """Each backend's compute buffer (the GPUs', then the CPU's) with the model spread over GPUs: the larger of
+    the prompt and token-generation reserves, per backend."""
+    buffers = [buffer_of(gpu) for gpu in placement.gpus]
+    sizes = [
+        backend_buffers(build_graph(hp, ctx, memory, tensors, *batch, placement), buffers, pipeline=pipeline)
+        for batch in _batches(ctx)
+    ]
+    return [max(pair) for pair in zip(*sizes, strict=True)]

@@ -30,7 +30,7 @@ def row_size(type: int, n: int) -> int:
 class Tensor:
     """What the allocator and the next op need of a ggml tensor."""
 
-    __slots__ = ("external", "flags", "name", "nb", "ne", "op", "src", "type", "view_src")
+    __slots__ = ("device", "external", "flags", "name", "nb", "ne", "op", "src", "type", "view_src", "weight")
 
     def __init__(self, type: int, ne: Sequence[int], op: str = "NONE", src: Sequence[Tensor | None] = (),
                  view_src: Tensor | None = None, nb: Sequence[int] | None = None) -> None:  # fmt: skip
@@ -45,7 +45,9 @@ class Tensor:
             nb = (size, nb1, nb1 * ne[1], nb1 * ne[1] * ne[2])
         self.nb = tuple(nb)
         self.flags = 0
-        self.external = False
+        self.external = False  # memory of its own: a weight or a cache tensor
+        self.weight = False  # a model weight (its buffer's usage is WEIGHTS)
+        self.device = -1  # where an external tensor lives: a GPU's index, or -1 for the CPU
         self.name = ""
 
     @property
@@ -71,10 +73,10 @@ class Tensor:
         return f"{self.op}({self.name or '?'} {ggml_type(self.type).name} {list(self.ne)})"
 
 
-def external(type: int, ne: Sequence[int], name: str = "") -> Tensor:
-    """A weight or cache tensor: memory of its own, never the allocator's."""
+def external(type: int, ne: Sequence[int], name: str = "", *, device: int = -1, weight: bool = False) -> Tensor:
+    """A weight or cache tensor on `device`: memory of its own, never the allocator's."""
     t = Tensor(type, ne)
-    t.external, t.name = True, name
+    t.external, t.name, t.device, t.weight = True, name, device, weight
     return t
 
 

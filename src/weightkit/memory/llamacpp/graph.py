@@ -15,14 +15,16 @@ from .cache import KVCache, Memory
 from .context import POOLING_CLS, POOLING_LAST, POOLING_MEAN, Context
 from .ggml import F16, F32, I32, I64, Tensor
 from .hparams import HParams
+from .placement import Placement, tensor_device
 
 
 class GraphBuilder:
     """One graph being built: `n_tokens` tokens in `n_seqs` sequences, `n_outputs` of them output."""
 
     def __init__(self, hp: HParams, ctx: Context, memory: Memory, tensors: Mapping[str, TensorInfo],
-                 n_tokens: int, n_seqs: int, n_outputs: int) -> None:  # fmt: skip
+                 n_tokens: int, n_seqs: int, n_outputs: int, placement: Placement | None = None) -> None:  # fmt: skip
         self.hp, self.ctx, self.memory, self.tensors = hp, ctx, memory, tensors
+        self.placement = placement  # None: everything on the CPU
         self.n_tokens, self.n_seqs, self.n_outputs = n_tokens, n_seqs, n_outputs
         self.n_stream = 1 if ctx.kv_unified else n_seqs
         self.graph = g.Graph()
@@ -42,13 +44,25 @@ class GraphBuilder:
             info = self.tensors.get(full)
             if info is None:
                 return None
-            t = g.external(int(info.dtype), tuple(reversed(info.shape)), full)
+            device = -1 if self.placement is None else tensor_device(full, self.placement)
+            t = g.external(int(info.dtype), tuple(reversed(info.shape)), full, device=device, weight=True)
             self._weights[full] = t
         return t
 
     def output_weight(self) -> Tensor:
-        """`output.weight`, or the token embeddings when the output is tied to them."""
-        return self.w("output.weight") or self.w("token_embd.weight")
+        """`output.weight`, or the token embeddings when the output is tied to them (as a copy on the output
+        layer's device: `TENSOR_DUPLICATED`)."""
+        if (output := self.w("output.weight")) is not None:
+            return output
+        embd = self.w("token_embd.weight")
+        device = -1 if self.placement is None else self.placement.output
+        return g.external(embd.type, embd.ne, "output.weight", device=device, weight=True)
+
+    def layer_device(self, il: int) -> int:
+        """Where a layer's KV cache and recurrent state live."""
+        if self.placement is None or not self.ctx.offload_kqv:
+            return -1
+        return self.placement.device_of(il)
 
     def expand(self, t: Tensor) -> Tensor:
         self.graph.expand(t)
@@ -117,7 +131,8 @@ class GraphBuilder:
         key = (il, kind)
         if key not in self._cache_tensors:
             width = state.n_embd_r if kind == "r" else state.n_embd_s
-            self._cache_tensors[key] = g.external(F32, (width, state.rows), f"cache_{kind}_l{il}")
+            self._cache_tensors[key] = g.external(F32, (width, state.rows), f"cache_{kind}_l{il}",
+                                                  device=self.layer_device(il))  # fmt: skip
         return self._cache_tensors[key]
 
     def build_rs(self, s: Tensor, state_size: int, get_rows=g.get_rows) -> Tensor:
@@ -183,7 +198,7 @@ class GraphBuilder:
             i = cache.layers.index(il)
             rows = cache.k_rows[i] if kind == "k" else cache.v_rows[i]
             t = g.external(cache.type_k if kind == "k" else cache.type_v, (rows, cache.cells, cache.n_stream),
-                           f"cache_{kind}_l{il}")  # fmt: skip
+                           f"cache_{kind}_l{il}", device=self.layer_device(il))  # fmt: skip
             self._cache_tensors[key] = t
         return t
 

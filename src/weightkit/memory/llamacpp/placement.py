@@ -37,12 +37,16 @@ class Buffer:
     alignment: int
     pad_quantized_rows: bool = False
 
-    def alloc_size(self, type: int, ne0: int, nbytes: int) -> int:
-        """`ggml_backend_buft_get_alloc_size` rounded up to the alignment."""
+    def raw_size(self, type: int, ne0: int, nbytes: int) -> int:
+        """`ggml_backend_buft_get_alloc_size`: CUDA pads the last row of a quantized tensor to 512 elements."""
         info = ggml_type(type)
         if self.pad_quantized_rows and info.quantized and ne0 % MATRIX_ROW_PADDING:
             nbytes += info.nbytes(MATRIX_ROW_PADDING - ne0 % MATRIX_ROW_PADDING)
-        return -(-nbytes // self.alignment) * self.alignment
+        return nbytes
+
+    def alloc_size(self, type: int, ne0: int, nbytes: int) -> int:
+        """The allocation size rounded up to the alignment, as a buffer of tensors sums it."""
+        return -(-self.raw_size(type, ne0, nbytes) // self.alignment) * self.alignment
 
 
 CPU_BUFFER = Buffer(32)

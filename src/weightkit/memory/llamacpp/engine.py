@@ -1,0 +1,135 @@
+"""The whole llama.cpp estimate for one model: each device's weights, KV cache, recurrent state, compute buffer
+and output buffer, as llama-server started with `LlamaCppSettings` would allocate them on these GPUs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ...model import ModelFile
+from ..devices import GPU
+from .cache import Memory, make_memory, output_bytes
+from .compute import compute_buffer, compute_buffers
+from .context import Context, make_context
+from .hparams import HParams, read_hparams
+from .placement import Placement, buffer_of, place_layers, weights_per_device
+from .settings import LlamaCppSettings
+
+
+@dataclass(frozen=True)
+class DeviceMemory:
+    """What one device holds, in bytes. `kv` is the whole context memory (attention KV cache and recurrent
+    state); `recurrent` is the recurrent state alone. `measured` tells whether the compute buffer is llama.cpp's
+    own CPU allocation reproduced (True) or derived for a GPU from the same graph (False)."""
+
+    name: str
+    weights: int
+    kv: int
+    recurrent: int
+    compute: int
+    output: int
+    free: int | None = None
+    measured: bool = True
+
+    @property
+    def total(self) -> int:
+        return self.weights + self.kv + self.compute + self.output
+
+    @property
+    def fits(self) -> bool | None:
+        """Whether it fits the free memory given (None: none given)."""
+        return None if self.free is None else self.total <= self.free
+
+
+@dataclass(frozen=True)
+class LlamaCppEstimate:
+    settings: LlamaCppSettings
+    hparams: HParams
+    context: Context
+    placement: Placement
+    memory: Memory
+    devices: tuple[DeviceMemory, ...]
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def fits(self) -> bool | None:
+        """Whether every GPU given has room for what it holds (None without GPUs)."""
+        gpu = [d.fits for d in self.devices if d.free is not None]
+        return all(gpu) if gpu else None
+
+
+def device_names(gpus: Sequence[GPU]) -> list[str]:
+    """llama.cpp's names for the devices: CUDA0, CUDA1, ROCm0, Metal, Vulkan0, ..."""
+    seen: dict[str, int] = {}
+    names = []
+    for gpu in gpus:
+        n = seen.get(gpu.library, 0)
+        seen[gpu.library] = n + 1
+        names.append(gpu.library if gpu.library == "Metal" else f"{gpu.library}{n}")
+    return names
+
+
+def estimate(model: ModelFile, settings: LlamaCppSettings | None = None, gpus: Sequence[GPU] = ()) -> LlamaCppEstimate:
+    """Memory per device as llama.cpp allocates it for `model` with `settings` on `gpus` (the CPU alone if
+    none), from metadata and tensor infos only."""
+    settings = settings or LlamaCppSettings()
+    hp = read_hparams(model)
+    requested = settings.context_params()
+    ctx = make_context(hp, requested)
+    placement = place_layers(hp, gpus, n_gpu_layers=settings.n_gpu_layers, split_mode=settings.split_mode,
+                             main_gpu=settings.main_gpu, tensor_split=settings.tensor_split)  # fmt: skip
+    memory = make_memory(hp, ctx)
+    notes = _notes(hp, settings, ctx, placement)
+    n_devices = len(gpus) + 1
+    weights = weights_per_device(hp, model.tensors, placement)
+    kv, recurrent = [0] * n_devices, [0] * n_devices
+    for cache in memory.caches:
+        for i, il in enumerate(cache.layers):
+            device = _kv_device(settings, placement, il)
+            buffer = buffer_of(gpus[device] if device >= 0 else None)
+            kv[device] += buffer.alloc_size(cache.type_k, cache.k_rows[i], cache.k_bytes(i))
+            if cache.v_rows[i]:
+                kv[device] += buffer.alloc_size(cache.type_v, cache.v_rows[i], cache.v_bytes(i))
+    if memory.recurrent is not None:
+        for il in memory.recurrent.layers:
+            recurrent[_kv_device(settings, placement, il)] += memory.recurrent.layer_bytes()
+    used = {d for d in placement.layers if d >= 0} | ({placement.output} - {-1})
+    if used:
+        pipeline = (len(used) > 1 and placement.offloaded == hp.n_layer_all + 1 and settings.split_mode == "layer"
+                    and not settings.no_kv_offload)  # fmt: skip
+        compute = compute_buffers(hp, ctx, memory, model.tensors, placement, pipeline)
+    else:
+        compute = [0] * (n_devices - 1) + [compute_buffer(hp, ctx, memory, model.tensors).bytes]
+    names = device_names(gpus)
+    devices = [
+        DeviceMemory(names[i], weights.get(i, 0), kv[i] + recurrent[i], recurrent[i], compute[i], 0, gpu.free, False)
+        for i, gpu in enumerate(gpus)
+    ]
+    output = output_bytes(hp, ctx, requested.n_seq_max)
+    devices.append(DeviceMemory("CPU", weights.get(-1, 0), kv[-1] + recurrent[-1], recurrent[-1], compute[-1],
+                                output, measured=not used))  # fmt: skip
+    return LlamaCppEstimate(settings, hp, ctx, placement, memory, tuple(devices), tuple(notes))
+
+
+def _kv_device(settings: LlamaCppSettings, placement: Placement, il: int) -> int:
+    return -1 if settings.no_kv_offload else placement.device_of(il)
+
+
+def _notes(hp: HParams, settings: LlamaCppSettings, ctx: Context, placement: Placement) -> list[str]:
+    notes = []
+    if settings.ctx_size == 0:
+        notes.append(
+            f"context {ctx.n_ctx}: the model's trained length, llama-server's default (its --fit, on by default, "
+            "lowers it to fit the devices; see --fit)"
+        )
+    elif ctx.n_ctx != settings.ctx_size:
+        notes.append(f"context {settings.ctx_size} padded to {ctx.n_ctx} (whole 256-cell blocks per sequence)")
+    if settings.parallel < 0:
+        notes.append(f"--parallel auto: {ctx.n_seq_max} slots sharing one unified KV cache")
+    if settings.flash_attn == "auto":
+        notes.append("--flash-attn auto resolves to on (every device here runs flash attention for these layers)")
+    if settings.split_mode == "row" and placement.gpus:
+        notes.append("--split-mode row: weights are counted on their layer's GPU, not spread row by row")
+    if placement.gpus:
+        notes.append("GPU compute buffers are derived from llama.cpp's graph and scheduler, not measured")
+    return notes
