@@ -97,4 +97,5 @@ def test_demo_inspects_the_real_gemma_file(tmp_path, gemma_path):
     for expected in ("gemma3", "Gemma 3 270m", "262144", "Q4_K_M", "268,098,176", "32768"):  # inspect
         assert expected in r.stdout, expected
     assert "weightkit estimate" in r.stdout and "ctx 8192" in r.stdout and "KV cache" in r.stdout
+    assert "CUDA0" in r.stdout and "llama.cpp" in r.stdout
     assert "--dry-run" in r.stdout and "Q8_0: tensor data" in r.stdout and "nothing written" in r.stdout

@@ -24,6 +24,7 @@ def files(tmp_path_factory) -> dict[str, str]:
         "llama.block_count": Value(1, GGUFValueType.UINT32),
         "llama.embedding_length": Value(256, GGUFValueType.UINT32),
         "llama.attention.head_count": Value(4, GGUFValueType.UINT32),
+        "llama.context_length": Value(2048, GGUFValueType.UINT32),
         "tokenizer.ggml.tokens": ["a", "b"],
     }
     write_gguf(good, metadata, {"blk.0.attn_q.weight": np.zeros((256, 256), np.float16)})
@@ -37,11 +38,13 @@ def files(tmp_path_factory) -> dict[str, str]:
         "huge_count": b"GGUF" + struct.pack("<IQQ", 3, 1 << 62, 0),
         "safetensors_bad": struct.pack("<Q", 10) + b'{"a": 1}  ',
         "no_arch": None,
+        "unknown_arch": None,
     }
     for name, data in contents.items():
         paths[name] = d / f"{name}.gguf"
         if data is None:
-            write_gguf(paths[name], {"general.name": "x"}, {"t": np.zeros(4, np.float32)})
+            metadata = {"general.name": "x"} if name == "no_arch" else {"general.architecture": "rwkv9"}
+            write_gguf(paths[name], metadata, {"t": np.zeros(4, np.float32)})
         else:
             paths[name].write_bytes(data)
     bad_store = d / "bad_store"
@@ -71,15 +74,24 @@ CASES = [
     (["quantize", "{good}", "{out}", "-t", "Q4_0", "--prune-layers", "a,b"], USAGE, "--prune-layers"),
     (["quantize", "{good}", "{out}", "-t", "Q4_0", "--tensor-type-file", "{missing}"], BAD_FILE, "missing.gguf"),
     (["estimate", "{good}", "--ctx", "abc"], USAGE, "--ctx 'abc'"),
-    (["estimate", "{good}", "--ctx", "-5"], USAGE, "--ctx '-5'"),
-    (["estimate", "{good}", "--kv-cache-type", "zz"], USAGE, "kv_cache_type 'zz'"),
-    (["estimate", "{good}", "--batch", "-1"], USAGE, "batch must be"),
-    (["estimate", "{good}", "--batch", "x"], USAGE, "Invalid value for '--batch'"),
-    (["estimate", "{good}", "--parallel", "0"], USAGE, "parallel must be"),
+    (["estimate", "{good}", "-c", "-5"], USAGE, "--ctx '-5'"),
+    (["estimate", "{good}", "--engine", "vllm"], USAGE, "--engine 'vllm'"),
+    (["estimate", "{good}", "--engine", "ollama", "--kv-cache-type", "zz"], USAGE, "kv_cache_type 'zz'"),
+    (["estimate", "{good}", "-ctk", "zz"], USAGE, "--cache-type-k 'zz'"),
+    (["estimate", "{good}", "-ctv", "q8_0", "-fa", "off"], USAGE, "quantized V cache requires flash_attn"),
+    (["estimate", "{good}", "-fa", "maybe"], USAGE, "--flash-attn 'maybe'"),
+    (["estimate", "{good}", "--batch", "-1"], USAGE, "--batch-size must be"),
+    (["estimate", "{good}", "--engine", "ollama", "--batch", "-1"], USAGE, "batch must be"),
+    (["estimate", "{good}", "--batch", "x"], USAGE, "Invalid value for '--batch"),
+    (["estimate", "{good}", "--parallel", "0"], USAGE, "--parallel must be"),
     (["estimate", "{good}", "--gpu", "lots"], USAGE, "--gpu 'lots'"),
     (["estimate", "{good}", "--gpu", "TPU:8GiB"], USAGE, "unknown GPU library"),
     (["estimate", "{good}", "--ram", "much"], USAGE, "--ram 'much'"),
-    (["estimate", "{good}", "--num-gpu", "-7"], USAGE, "num_gpu must be"),
+    (["estimate", "{good}", "--engine", "ollama", "--num-gpu", "-7"], USAGE, "num_gpu must be"),
+    (["estimate", "{good}", "-ngl", "-7"], USAGE, "--n-gpu-layers must be"),
+    (["estimate", "{good}", "-ts", "a,b"], USAGE, "--tensor-split 'a,b'"),
+    (["estimate", "{good}", "-sm", "diagonal"], USAGE, "--split-mode 'diagonal'"),
+    (["estimate", "{good}", "--engine", "ollama", "--swa-full"], USAGE, "--swa-full applies to --engine llama.cpp"),
     (["show", "../etc/passwd", "--store", "{folder}"], USAGE, "invalid model name"),
     (["create", "bad name!", "--from", "{good}", "--store", "{folder}"], USAGE, "invalid model name"),
     (["create", "ok", "--from", "{good}", "--quantize", "int4", "--store", "{folder}"], USAGE, "--quantize applies"),
@@ -96,6 +108,8 @@ CASES = [
     (["quantize", "{good}", "{out}", "-t", "Q4_0", "--imatrix", "{imatrix}"], BAD_FILE, "imatrix.dat"),
     (["quantize", "{no_arch}", "{out}", "-t", "Q4_K_M"], BAD_FILE, "block_count"),
     (["estimate", "{no_arch}"], BAD_FILE, "general.architecture"),
+    (["estimate", "{no_arch}", "--engine", "ollama"], BAD_FILE, "general.architecture"),
+    (["estimate", "{unknown_arch}"], BAD_FILE, "no llama.cpp memory model for the architecture 'rwkv9'"),
     (["estimate", "{random}"], BAD_FILE, "not a recognised model"),
     (["estimate", "nosuchmodel:latest"], BAD_FILE, "nosuchmodel"),
     (["show", "nosuchmodel", "--store", "{folder}"], BAD_FILE, "not in the store"),

@@ -138,12 +138,12 @@ class Context:
         return sum(self._mib(r"compute buffer size =\s+([0-9.]+) MiB"))
 
     @property
-    def flash_attention(self) -> bool | None:
-        if "Flash Attention enabled" in self.log:
-            return True
-        if "Flash Attention not supported" in self.log:
-            return False
-        return None
+    def flash_attention(self) -> bool:
+        """On or off as the context ended up: as asked, or as `resolve_fused_ops` resolved "auto"."""
+        requested = self.params.get("flash_attn_type", -1)
+        if requested != -1 or "enabling flash_attn since it is required" in self.log:
+            return requested != 0
+        return "Flash Attention enabled" in self.log
 
     def graph(self, n_tokens: int, n_seqs: int, n_outputs: int) -> ReservedGraph:
         """The worst-case graph llama.cpp reserves for a batch (built and allocated by its scheduler)."""
@@ -174,6 +174,12 @@ class Context:
             )
             (out.leafs if i < g.n_leafs else out.nodes).append(node)
         return out
+
+    def reserve_batch(self) -> tuple[int, int, int]:
+        """(tokens, sequences, outputs) of the prompt graph `sched_reserve` reserves for this context."""
+        n_tokens = min(L.llama_n_ctx(self.ctx), L.llama_n_ubatch(self.ctx))
+        n_outputs = self.params.get("n_outputs_max") or L.llama_n_batch(self.ctx)
+        return n_tokens, L.llama_n_seq_max(self.ctx), min(n_tokens, n_outputs)
 
     def compute_bytes(self, n_tokens: int, n_seqs: int, n_outputs: int) -> list[int]:
         """Each backend's compute buffer after reserving the prompt graph (n_tokens, n_outputs) and then the

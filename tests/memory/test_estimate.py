@@ -78,7 +78,7 @@ def test_estimate_adds_up(gemma_path):
 def test_command(gemma_path):
     def run(*args):
         return subprocess.run(
-            [sys.executable, "-m", "weightkit", "estimate", str(gemma_path), *args],
+            [sys.executable, "-m", "weightkit", "estimate", str(gemma_path), "--engine", "ollama", *args],
             capture_output=True,
             text=True,
             env={"PATH": "", "COLUMNS": "160"},

