@@ -6,7 +6,8 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from weightkit.quant._search import abs_max_rows, bitfields, block_bytes, packfields, row_min_max, signed_absmax
+from weightkit.quant._block_layout import bitfields, block_bytes, packfields
+from weightkit.quant._scale_search import abs_max_rows, row_min_max, signed_absmax
 
 # (shifts, mask) of the layouts ggml uses: nibbles, 2-bit fields, bit planes.
 LAYOUTS = [((0, 4), 0x0F), ((0, 2, 4, 6), 0x03), (tuple(range(8)), 0x01)]

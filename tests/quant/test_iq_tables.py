@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from weightkit.quant._search import seq_sum
+from weightkit.quant._scale_search import seq_sum
 from weightkit.quant.iq_math import best_index, nearest_int
 from weightkit.quant.iq_tables import codebooks, grid_search, levels, pack_keys, packed_levels, sign_bits
 

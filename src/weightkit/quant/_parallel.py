@@ -89,8 +89,13 @@ def scratch(key: str, shape: tuple[int, ...], dtype) -> np.ndarray:
     return buf[:nbytes].view(dtype).reshape(shape)
 
 
-_iota = np.arange(0)
-_iota.flags.writeable = False
+def readonly(a: np.ndarray) -> np.ndarray:
+    """Freeze a module-level table: kernels run on many threads and must never write to shared state."""
+    a.flags.writeable = False
+    return a
+
+
+_iota = readonly(np.arange(0))
 
 
 def iota(n: int) -> np.ndarray:
@@ -99,7 +104,5 @@ def iota(n: int) -> np.ndarray:
     global _iota
     ramp = _iota
     if len(ramp) < n:
-        ramp = np.arange(max(n, 2 * len(ramp)))
-        ramp.flags.writeable = False
-        _iota = ramp
+        ramp = _iota = readonly(np.arange(max(n, 2 * len(ramp))))
     return ramp[:n]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..dtypes import GGMLType
-from ._search import seq_sum
+from ._scale_search import seq_sum
 from .iq_math import F32, best_index, fp16_bits, nearest_int
 from .iq_tables import cached, codebooks
 

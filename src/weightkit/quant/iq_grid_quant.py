@@ -20,7 +20,7 @@ import numpy as np
 from ..dtypes import GGMLType
 from ._gather import gather
 from ._parallel import iota, scratch
-from ._search import seq_sum
+from ._scale_search import seq_sum
 from .iq_math import F32, fp16_bits, nearest_int
 from .iq_tables import GridSearch, grid_search
 

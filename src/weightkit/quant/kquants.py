@@ -2,7 +2,7 @@
 
 Each super-block holds float16 super-scales and 8 or 16 sub-block scales (and mins) quantized to 4, 6 or 8
 bits. Quantizers follow ggml's `quantize_row_*_ref` and, with an importance matrix, the weighted
-`quantize_row_*_impl` paths; the per-sub-block scale searches live in `_search`.
+`quantize_row_*_impl` paths; the per-sub-block scale searches live in `_scale_search`.
 """
 
 from __future__ import annotations
@@ -10,29 +10,21 @@ from __future__ import annotations
 import numpy as np
 
 from ..dtypes import GGMLType
-from ._parallel import scratch
-from ._search import (
+from ._block_layout import assemble, bitfields, block_bytes, group_scales, half, packfields, scale_codes_into, to_half
+from ._parallel import readonly, scratch
+from ._scale_search import (
     F32,
     GROUP_MAX_EPS,
-    assemble,
-    bitfields,
-    block_bytes,
-    group_scales,
-    half,
     half_round,
     make_q3_quants,
     make_qkx_quants,
     make_qp_quants,
     make_qx_quants,
     nearest_int,
-    packfields,
     position_major,
     quiet,
-    readonly,
-    scale_codes_into,
     seq_sum,
     signed_absmax,
-    to_half,
 )
 
 QK = 256

@@ -11,28 +11,22 @@ from __future__ import annotations
 import numpy as np
 
 from ..dtypes import GGMLType
+from ._block_layout import assemble, bitfields, block_bytes, half, packfields, scale_codes_into, to_half
 from ._gather import gather
-from ._search import (
+from ._parallel import readonly
+from ._scale_search import (
     F32,
     abs_max_rows,
-    assemble,
-    bitfields,
-    block_bytes,
     cap,
-    half,
     inverse,
     make_qkx_quants,
     make_qx_quants,
-    packfields,
     position_major,
     quiet,
-    readonly,
     roundf,
     row_min_max,
-    scale_codes_into,
     seq_sum,
     signed_absmax,
-    to_half,
 )
 
 # --------------------------------------------------------------------------------------------- dequantize

@@ -52,8 +52,7 @@ from .._torch import from_torch
 from ..dtypes import MLXQuantType
 from . import CHUNK_ELEMENTS, MIN_TASK_ELEMENTS, _step
 from ._gather import gather
-from ._parallel import map_chunks
-from ._search import readonly
+from ._parallel import map_chunks, readonly
 
 __all__ = [
     "MLX_MODES",

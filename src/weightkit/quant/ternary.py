@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..dtypes import GGMLType
-from ._search import bitfields, readonly
+from ._block_layout import bitfields
+from ._parallel import readonly
 
 # TQ1_0 byte groups: (first byte, bytes, trits per byte); trit n of byte m of a group covers element
 # start + n*bytes + m, where start counts the elements of the groups before.
