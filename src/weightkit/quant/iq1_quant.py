@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..dtypes import GGMLType
-from ._scale_search import seq_sum
+from ._scale_search import F32, nearest_int, seq_sum
 from .iq_grid_quant import nearest_neighbours
-from .iq_math import F32, fp16_bits, nearest_int
+from .iq_math import fp16_bits
 from .iq_tables import GridSearch, cached, codebooks, grid_search
 
 

@@ -20,8 +20,8 @@ import numpy as np
 from ..dtypes import GGMLType
 from ._gather import gather
 from ._parallel import iota, scratch
-from ._scale_search import seq_sum
-from .iq_math import F32, fp16_bits, nearest_int
+from ._scale_search import F32, nearest_int, seq_sum
+from .iq_math import fp16_bits
 from .iq_tables import GridSearch, grid_search
 
 

@@ -1,22 +1,11 @@
-"""Scalar helpers of ggml's quantizers, vectorized with ggml's exact float32 rounding.
-
-ggml-quants.c is compiled without FMA or fast-math, so every `a*b + c` there rounds twice and every
-`sum += ...` loop adds strictly left to right; these helpers keep both properties.
-"""
+"""Scalar helpers of ggml's IQ quantizers, vectorized with ggml's exact float32 rounding (the rounding
+primitives they share with the K-quants, such as `nearest_int`, are in `_scale_search`)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-F32 = np.float32
-_MAGIC = F32(12582912.0)  # 1.5 * 2**23: adding it leaves round-half-even(x) in the low mantissa bits
-
-
-def nearest_int(x: np.ndarray) -> np.ndarray:
-    """ggml's `nearest_int`: round half to even through the 1.5*2**23 trick (int32; garbage, as in
-    ggml, for |x| > 2**22)."""
-    bits = (np.asarray(x, dtype=F32) + _MAGIC).view(np.int32)
-    return (bits & 0x007FFFFF) - 0x00400000
+from ._scale_search import F32
 
 
 def fp16_bits(x: np.ndarray) -> np.ndarray:
