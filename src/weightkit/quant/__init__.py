@@ -23,7 +23,7 @@ from .._torch import from_torch
 from ..dtypes import GGMLType, GGMLTypeInfo, ggml_type
 from ..errors import UnsupportedError
 from . import fp4, iquants, kquants, legacy, plain, ternary
-from ._parallel import map_chunks, scratch, workers
+from ._parallel import Scratch, map_chunks, workers
 
 RawBytes = np.ndarray | bytes | memoryview
 Dequantizer = Callable[[np.ndarray, np.ndarray], None]
@@ -173,11 +173,13 @@ def _decode(task: tuple[Dequantizer, list[np.ndarray], np.ndarray]) -> None:
     the threads on the GIL: 128K-value Q5_0 chunks decode no faster on two threads than on one, 1M-value
     ones 1.8x faster."""
     kernel, pieces, out = task
-    blocks = pieces[0]
-    if len(pieces) > 1:
-        blocks = scratch("dequantize_many.blocks", (len(out), blocks.shape[1]), np.uint8)
+    if len(pieces) == 1:
+        kernel(pieces[0], out)
+        return
+    with Scratch() as scratch:
+        blocks = scratch.empty((len(out), pieces[0].shape[1]), np.uint8)
         np.concatenate(pieces, out=blocks)
-    kernel(blocks, out)
+        kernel(blocks, out)
 
 
 class _Job(NamedTuple):

@@ -12,7 +12,7 @@ import functools
 
 import numpy as np
 
-from ._parallel import readonly, scratch
+from ._parallel import Scratch, readonly
 
 
 def half(blocks: np.ndarray, offset: int, count: int = 1) -> np.ndarray:
@@ -38,32 +38,33 @@ def _word_shifts(shifts: tuple[int, ...]) -> np.ndarray:
     return readonly(np.array(shifts, dtype=np.uint64)[:, None])
 
 
-def bitfields(data: np.ndarray, shifts: tuple[int, ...], mask: int, to: int = 0, key: str = "codes") -> np.ndarray:
+def bitfields(data: np.ndarray, shifts: tuple[int, ...], mask: int, to: int = 0, *, scratch: Scratch) -> np.ndarray:
     """Unpack codes: bytes (..., L) to (..., len(shifts), L) uint8, field i = ((byte >> shifts[i]) & mask) << to.
 
     This is how ggml lays codes out (nibbles, 2-bit fields, bit planes of one byte run go to consecutive
     runs of values). Works 8 bytes at a time with every field in one long ufunc loop, then interleaves the
     runs by moving them as opaque L-byte items: numpy is slow on many short rows (and on uint8 left shifts),
     fast on long ones. L must be a multiple of 8.
-    The result and the temporaries live in the calling thread's scratch (`scratch`): the result stays valid
-    until the thread's next call with the same `key`, so a kernel that holds two results names the second.
+    The result is an array of the caller's block `scratch`, valid while that block is open; the temporaries
+    come from a block of this call's own.
     """
     run, k = data.shape[-1], len(shifts)
     item = np.dtype((np.void, run))
     items = data.view(item)
     n_items = items.size
-    if items.flags.c_contiguous:
-        words = items.view(np.uint64).reshape(-1)
-    else:
-        words = scratch("bitfields.words", (n_items * run // 8,), np.uint64)
-        np.copyto(words.view(item).reshape(items.shape), items)
-    fields = scratch("bitfields.fields", (k, words.size), np.uint64)
-    np.right_shift(words, _word_shifts(shifts), out=fields)
-    fields &= np.uint64(mask * _BYTE_LANES)
-    if to:
-        fields <<= np.uint64(to)
-    runs = scratch(key, (*data.shape[:-1], k, run), np.uint8)
-    _transpose_items(fields.view(item).reshape(k, n_items), runs.view(item).reshape(n_items, k).T)
+    runs = scratch.empty((*data.shape[:-1], k, run), np.uint8)
+    with Scratch() as tmp:
+        if items.flags.c_contiguous:
+            words = items.view(np.uint64).reshape(-1)
+        else:
+            words = tmp.empty((n_items * run // 8,), np.uint64)
+            np.copyto(words.view(item).reshape(items.shape), items)
+        fields = tmp.empty((k, words.size), np.uint64)
+        np.right_shift(words, _word_shifts(shifts), out=fields)
+        fields &= np.uint64(mask * _BYTE_LANES)
+        if to:
+            fields <<= np.uint64(to)
+        _transpose_items(fields.view(item).reshape(k, n_items), runs.view(item).reshape(n_items, k).T)
     return runs
 
 
