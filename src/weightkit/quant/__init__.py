@@ -21,7 +21,7 @@ import numpy as np
 
 from .._torch import from_torch
 from ..dtypes import GGMLType, GGMLTypeInfo, ggml_type
-from ..errors import UnsupportedError
+from ..errors import ArgumentError, ArgumentTypeError, UnsupportedError
 from . import fp4, iquants, kquants, legacy, plain, ternary
 from ._parallel import Scratch, map_chunks, workers
 
@@ -61,12 +61,13 @@ def can_quantize(qtype: GGMLType | int | str) -> bool:
     return ggml_type(qtype).type in QUANTIZERS
 
 
-def _check_row_length(info: GGMLTypeInfo, n_per_row: int) -> None:
+def _check_row_length(info: GGMLTypeInfo, n_per_row: int, argument: str) -> None:
+    """Rows (the last axis of `argument`) must be whole blocks of a type ggml still has."""
     if info.removed:
         raise UnsupportedError(f"GGML type {info.name} was removed from ggml")
     if n_per_row % info.block_size:
-        raise ValueError(
-            f"{info.name} stores rows in blocks of {info.block_size} elements; "
+        raise ArgumentError(
+            f"{argument}: {info.name} stores rows in blocks of {info.block_size} elements; "
             f"a row of {n_per_row} is not a multiple of that"
         )
 
@@ -198,17 +199,17 @@ def _dequantize_job(raw: RawBytes, qtype: GGMLType | int | str, shape: Any) -> _
     info = ggml_type(qtype)
     shape = tuple(int(d) for d in (shape if np.ndim(shape) else (shape,)))
     if any(d < 0 for d in shape):
-        raise ValueError(f"tensor shape {shape} has a negative dimension")
+        raise ArgumentError(f"shape: {shape} has a negative dimension")
     n = math.prod(shape)
-    _check_row_length(info, shape[-1] if shape else 1)
+    _check_row_length(info, shape[-1] if shape else 1, "shape")
     kernel = DEQUANTIZERS.get(info.type)
     if kernel is None:
         raise UnsupportedError(f"dequantizing {info.name} is not supported yet")
     raw = from_torch(raw)
     data = raw.reshape(-1).view(np.uint8) if isinstance(raw, np.ndarray) else np.frombuffer(raw, dtype=np.uint8)
     if data.size != info.nbytes(n):
-        raise ValueError(
-            f"{info.name} tensor of shape {shape} takes {info.nbytes(n)} bytes, but {data.size} were given"
+        raise ArgumentError(
+            f"raw: a {info.name} tensor of shape {shape} takes {info.nbytes(n)} bytes, but {data.size} were given"
         )
     return _Job(info.type, kernel, data.reshape(n // info.block_size, info.type_size), shape, n, info.block_size)
 
@@ -241,11 +242,11 @@ def quantize(x: np.ndarray, qtype: GGMLType | int | str, imatrix: np.ndarray | N
     info = ggml_type(qtype)
     x = np.asarray(from_torch(x))
     if x.dtype.kind in "cOSUMm":  # complex, objects, text, dates (ml_dtypes floats are kind V)
-        raise TypeError(f"quantize takes real numbers, not {x.dtype} values")
+        raise ArgumentTypeError(f"x: quantize takes real numbers, not {x.dtype} values")
     if x.ndim == 0:
         x = x.reshape(1)
     n_per_row = x.shape[-1]
-    _check_row_length(info, n_per_row)
+    _check_row_length(info, n_per_row, "x")
     kernel = QUANTIZERS.get(info.type)
     if kernel is None:
         raise UnsupportedError(f"quantizing to {info.name} is not supported yet")
@@ -253,7 +254,9 @@ def quantize(x: np.ndarray, qtype: GGMLType | int | str, imatrix: np.ndarray | N
     if imatrix is not None:
         imatrix = np.ascontiguousarray(imatrix, dtype=np.float32).reshape(-1)
         if imatrix.size != n_per_row:
-            raise ValueError(f"the importance matrix has {imatrix.size} values; rows have {n_per_row}")
+            raise ArgumentError(
+                f"imatrix: {imatrix.size} values, but rows of x have {n_per_row} (one weight per column)"
+            )
     row_bytes = info.nbytes(n_per_row)
     out = np.empty((rows.shape[0], row_bytes), dtype=np.uint8)
     chunk = _quantize_chunk(info.type, imatrix is not None)

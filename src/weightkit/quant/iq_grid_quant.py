@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..dtypes import GGMLType
+from ..errors import ArgumentError
 from ._gather import gather
 from ._parallel import Scratch, iota
 from ._scale_search import F32, nearest_int, seq_sum
@@ -246,11 +247,17 @@ def _search(v: _Variant, gs: GridSearch, x: np.ndarray, w: np.ndarray):
     return scales, entries, signs, done
 
 
+def require_imatrix(type_name: str, imatrix: np.ndarray | None) -> None:
+    """ggml refuses to quantize the lowest-bit IQ types without an importance matrix; so do we."""
+    if imatrix is None:
+        raise ArgumentError(f"imatrix: ggml quantizes {type_name} only with an importance matrix")
+
+
 def _weights(v: _Variant, x: np.ndarray, imatrix: np.ndarray | None) -> np.ndarray:
     """Per-weight importance, (blocks, 256): imatrix * sqrt(sigma2 + x^2), or ggml's fallback."""
-    if imatrix is None and v.weight_without_imatrix is None:
+    if v.weight_without_imatrix is None:
         name = v.grid.removesuffix("_grid").upper()  # "IQ2XS": the type is IQ2_XS
-        raise ValueError(f"ggml quantizes {name[:3]}_{name[3:]} only with an importance matrix (imatrix)")
+        require_imatrix(f"{name[:3]}_{name[3:]}", imatrix)
     xb = x.reshape(-1, 256)
     sq = xb * xb
     sigma2 = F32(v.sigma) * seq_sum(sq, axis=-1) / F32(256)
