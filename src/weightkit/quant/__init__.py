@@ -37,9 +37,8 @@ for _family in (plain, legacy, kquants, ternary, fp4, iquants):
 
 # Elements per dequantizing task (quantizing: `_quantize_chunk`). Each kernel makes a few dozen numpy
 # calls per chunk, and threads only overlap inside those calls (numpy releases the GIL there): chunks must
-# be large enough that the calls dominate the hand-offs. Measured on 2 cores: 64K-element chunks made two
-# threads slower than one; 1M-element chunks run 1.3-2x faster than one thread (512K-2M decode the
-# Gemma file equally fast, 256K 15% slower). The working set stays bounded by the chunk.
+# be large enough that the calls dominate the hand-offs (much smaller chunks make two threads slower than
+# one). The working set stays bounded by the chunk. Measurements: docs/benchmarks.md.
 CHUNK_ELEMENTS = 1 << 20
 
 __all__ = [
@@ -171,8 +170,7 @@ def _cut(tensors: list[np.ndarray], step: int) -> list[list[np.ndarray]]:
 def _decode(task: tuple[Dequantizer, list[np.ndarray], np.ndarray]) -> None:
     """Run one chunk. Pieces of several tensors are first copied into one run of blocks: one kernel call
     over them costs far less than one each. A call makes a few dozen numpy calls, and short ones serialize
-    the threads on the GIL: 128K-value Q5_0 chunks decode no faster on two threads than on one, 1M-value
-    ones 1.8x faster."""
+    the threads on the GIL, so small chunks would not decode faster on two threads than on one."""
     kernel, pieces, out = task
     if len(pieces) == 1:
         kernel(pieces[0], out)
@@ -216,10 +214,9 @@ def _dequantize_job(raw: RawBytes, qtype: GGMLType | int | str, shape: Any) -> _
 
 # The quantizers that search (K-quants, IQ types, and every importance-weighted path) carry several
 # chunk-sized float32 temporaries through dozens of passes: with a 1M-element chunk per thread those spill
-# out of the shared 32 MiB L3, and 256K runs them 1.2-1.8x faster (Q4_K 14 -> 24 Melem/s, Q6_K 28 -> 47,
-# Q4_1 with an imatrix 9 -> 16, on 2 cores). Plain rounding is best near 512K (Q8_0 449 -> 570 Melem/s).
+# out of the shared L3 cache, so they take 256K chunks. Plain rounding does best in between (512K).
 # Two kinds do better with 1M: the ternary types, and Q3_K without an imatrix, whose refinement makes
-# about 1,600 small numpy calls per chunk whatever its size (26 Melem/s at 256K, 50 at 1M).
+# many small numpy calls per chunk whatever its size. Measurements: docs/benchmarks.md.
 _SEARCHING = frozenset(iquants.QUANTIZERS) | {GGMLType.Q2_K, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K}
 _FEW_CALLS_MATTER = frozenset(ternary.QUANTIZERS)
 

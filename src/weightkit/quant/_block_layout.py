@@ -72,7 +72,7 @@ def _transpose_items(src: np.ndarray, dst: np.ndarray) -> None:
     """dst[i] = src[i] for each of the k rows of two (k, n) arrays of opaque items, one row at a time.
 
     One copy of the whole (k, n) <-> (n, k) transposition walks the memory-order side in rows of k items,
-    and numpy pays for every short row (2.3x slower for k = 2 on Q5_0's nibbles than k long loops).
+    and numpy pays for every short row: k long loops are faster, even for k = 2.
     """
     for i in range(len(src)):
         np.copyto(dst[i], src[i])
@@ -98,7 +98,7 @@ def block_bytes(fields: np.ndarray) -> np.ndarray:
     """A contiguous copy of a few bytes of every block (a strided (n, k) slice of uint8 blocks).
 
     Moved as one k-byte item per block in a single long loop: np.ascontiguousarray copies each block's k
-    bytes as a short row of its own, about 10x slower (Q5_0's 4 high-bit bytes: 5.6 ns a block vs 0.5).
+    bytes as a short row of its own, which is far slower.
     """
     if fields.strides[-1] != 1:  # not a slice of blocks: the bytes must be gathered one by one anyway
         return np.ascontiguousarray(fields)

@@ -62,8 +62,8 @@ def nearest_neighbours(
     `values` (queries, 3) maps levels to the values compared (default: ggml's grid values
     2*level + 1). All (query, candidate) pairs are scored at once, one coordinate at a time, in
     arrays reused from call to call (`Scratch`): a search makes about ten pair-sized temporaries, and
-    while glibc hands freed blocks back to the OS (as in a fresh process) new ones page-fault on every
-    call, which made `quantize` to IQ3_XXS 1.8x slower; once it keeps them, both ways run alike.
+    while glibc hands freed blocks back to the OS (as in a fresh process) new ones would page-fault on
+    every call.
     """
     counts = gs.count[keys]
     first = np.cumsum(counts) - counts
@@ -74,7 +74,7 @@ def nearest_neighbours(
     def spread(a: np.ndarray, out: np.ndarray) -> np.ndarray:
         """A query's value for each of its candidates. For short candidate lists (IQ3 grids: 8-11 a
         query) a gather by `owner`, which is sorted so the reads run forward (np.repeat by counts costs
-        3x as much there, and holds the GIL); for long ones (IQ2_XS: ~60) a repeat."""
+        more there, and holds the GIL); for long ones (IQ2_XS: ~60) a repeat."""
         return np.repeat(a, counts) if long_lists else gather(a, owner, out)
 
     with Scratch() as scratch:

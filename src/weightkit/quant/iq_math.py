@@ -19,8 +19,8 @@ def best_index(values: np.ndarray, x: np.ndarray) -> np.ndarray:
 
     ggml picks between neighbours a < b by `x - a < b - x`. For a table of integers (kvalues_iq4nl) both
     differences are exact wherever they are close, so that is `x < (a + b) / 2` exactly, and the index is
-    the number of midpoints `x` is not below: one compare per midpoint over long arrays, where a per-value
-    binary search (`searchsorted`) is ten times slower. `not below` also sends NaN up, as C's does.
+    the number of midpoints `x` is not below: one compare per midpoint over long arrays, far quicker than a
+    per-value binary search (`searchsorted`). `not below` also sends NaN up, as C's does.
     """
     if not np.array_equal(values, np.round(values)):
         raise ValueError("best_index works on tables of integers")
