@@ -4,7 +4,15 @@ import gguf
 import numpy as np
 import pytest
 
-from weightkit.dtypes import GGML_TYPES, GGMLType, ggml_type, ggml_type_of_numpy
+from weightkit.dtypes import (
+    GGML_TYPES,
+    GGMLType,
+    exact_bytes,
+    ggml_type,
+    ggml_type_of_numpy,
+    safetensors_dtype_of_numpy,
+)
+from weightkit.errors import ArgumentError, ArgumentTypeError
 
 REMOVED = {4, 5, 31, 32, 33, 36, 37, 38}
 
@@ -36,14 +44,26 @@ def test_block_sizes_match_gguf_py_except_its_stale_q8_1():
 def test_lookup_by_name_id_and_enum():
     assert ggml_type("q4_k") is ggml_type(12) is ggml_type(GGMLType.Q4_K)
     assert ggml_type("Q4_K").bits_per_weight == 4.5
-    with pytest.raises(ValueError, match="unknown GGML type name"):
+    with pytest.raises(ArgumentError, match="unknown GGML type name 'Q9_9'"):
         ggml_type("Q9_9")
-    with pytest.raises(ValueError, match="unknown GGML type id"):
+    with pytest.raises(ArgumentError, match="unknown GGML type id 43"):
         ggml_type(43)
+    with pytest.raises(ArgumentTypeError, match=r"a GGML type is .*, not NoneType"):
+        ggml_type(None)
 
 
 def test_numpy_mapping():
     assert ggml_type_of_numpy(np.dtype(">f4")) == GGMLType.F32
     assert ggml_type_of_numpy(np.float16) == GGMLType.F16
-    with pytest.raises(ValueError):
+    with pytest.raises(ArgumentTypeError, match="no GGML type stores numpy dtype uint32"):
         ggml_type_of_numpy(np.uint32)
+    with pytest.raises(ArgumentTypeError, match="safetensors has no dtype for numpy complex128"):
+        safetensors_dtype_of_numpy(np.complex128)
+
+
+def test_exact_bytes():
+    assert exact_bytes(np.arange(4, dtype="<u2"), 8, "t").tobytes() == bytes([0, 0, 1, 0, 2, 0, 3, 0])
+    with pytest.raises(ArgumentError, match="tensor 't' takes 8 bytes, 6 given"):
+        exact_bytes(bytes(6), 8, "tensor 't'")
+    with pytest.raises(ArgumentTypeError, match="tensor 't': data must be an array or bytes, not list"):
+        exact_bytes([0] * 8, 8, "tensor 't'")

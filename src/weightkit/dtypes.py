@@ -14,6 +14,8 @@ from dataclasses import dataclass
 import ml_dtypes
 import numpy as np
 
+from .errors import ArgumentError, ArgumentTypeError
+
 
 class GGMLType(enum.IntEnum):
     F32 = 0
@@ -132,11 +134,13 @@ def ggml_type(spec: GGMLType | int | str) -> GGMLTypeInfo:
         try:
             return GGML_TYPES[GGMLType[spec.upper()]]
         except KeyError:
-            raise ValueError(f"unknown GGML type name {spec!r}") from None
+            raise ArgumentError(f"unknown GGML type name {spec!r}") from None
     try:
         return GGML_TYPES[GGMLType(int(spec))]
     except ValueError:
-        raise ValueError(f"unknown GGML type id {spec!r}") from None
+        raise ArgumentError(f"unknown GGML type id {spec!r}") from None
+    except TypeError:
+        raise ArgumentTypeError(f"a GGML type is a GGMLType, an id or a name, not {type(spec).__name__}") from None
 
 
 def ggml_type_of_numpy(dtype: np.dtype) -> GGMLType:
@@ -145,7 +149,7 @@ def ggml_type_of_numpy(dtype: np.dtype) -> GGMLType:
     for t, dt in _PLAIN.items():
         if dt == dtype:
             return t
-    raise ValueError(f"no GGML type stores numpy dtype {dtype}")
+    raise ArgumentTypeError(f"no GGML type stores numpy dtype {dtype}")
 
 
 NATIVE_ORDER = "<" if sys.byteorder == "little" else ">"
@@ -176,9 +180,12 @@ DataSource = TensorData | Callable[[], TensorData]
 
 def exact_bytes(data: TensorData, nbytes: int, what: str) -> memoryview:
     """`data` as flat bytes, which must be exactly the `nbytes` that `what` (a tensor) takes."""
-    view = memoryview(as_bytes(data) if isinstance(data, np.ndarray) else data).cast("B")
+    try:
+        view = memoryview(as_bytes(data) if isinstance(data, np.ndarray) else data).cast("B")
+    except TypeError:
+        raise ArgumentTypeError(f"{what}: data must be an array or bytes, not {type(data).__name__}") from None
     if view.nbytes != nbytes:
-        raise ValueError(f"{what} takes {nbytes} bytes, {view.nbytes} given")
+        raise ArgumentError(f"{what} takes {nbytes} bytes, {view.nbytes} given")
     return view
 
 
@@ -241,7 +248,7 @@ def safetensors_dtype_of_numpy(dtype: np.dtype) -> SafetensorsDType:
     for t, code in _ST_NUMPY.items():
         if np.dtype(code) == dtype:
             return t
-    raise ValueError(f"safetensors has no dtype for numpy {dtype}")
+    raise ArgumentTypeError(f"safetensors has no dtype for numpy {dtype}")
 
 
 class MLXQuantType(enum.Enum):

@@ -6,7 +6,9 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from weightkit.quant._search import abs_max_rows, bitfields, block_bytes, packfields, row_min_max, signed_absmax
+from weightkit.quant._block_layout import bitfields, block_bytes, packfields
+from weightkit.quant._parallel import Scratch
+from weightkit.quant._scale_search import abs_max_rows, row_min_max, signed_absmax
 
 # (shifts, mask) of the layouts ggml uses: nibbles, 2-bit fields, bit planes.
 LAYOUTS = [((0, 4), 0x0F), ((0, 2, 4, 6), 0x03), (tuple(range(8)), 0x01)]
@@ -21,10 +23,11 @@ LAYOUTS = [((0, 4), 0x0F), ((0, 2, 4, 6), 0x03), (tuple(range(8)), 0x01)]
 def test_bitfields_cut_every_field_and_packfields_puts_them_back(layout, n, run, seed):
     shifts, mask = layout
     data = np.random.default_rng(seed).integers(0, 256, (n, run), dtype=np.uint8)
-    fields = bitfields(data, shifts, mask)
-    expected = np.stack([(data >> s) & mask for s in shifts], axis=1)
-    assert np.array_equal(fields, expected)
-    assert np.array_equal(packfields(fields.copy(), shifts), data)
+    with Scratch() as scratch:
+        fields = bitfields(data, shifts, mask, scratch=scratch)
+        expected = np.stack([(data >> s) & mask for s in shifts], axis=1)
+        assert np.array_equal(fields, expected)
+        assert np.array_equal(packfields(fields.copy(), shifts), data)
 
 
 @given(

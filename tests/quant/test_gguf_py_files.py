@@ -11,6 +11,7 @@ import pytest
 from gguf import quants
 
 import weightkit
+from weightkit.errors import ArgumentError, ArgumentTypeError
 from weightkit.quant import dequantize, quantize
 
 TYPES = ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "TQ1_0", "TQ2_0", "MXFP4", "BF16", "F16"]
@@ -37,13 +38,27 @@ def test_gguf_py_quantized_file(tmp_path):
             assert np.array_equal(quantize(x, t.name), np.asarray(t.data).reshape(-1).view(np.uint8)), t.name
 
 
-def test_wrong_lengths_are_clear_errors():
+def test_wrong_arguments_are_argument_errors_that_name_the_argument():
+    with pytest.raises(ArgumentError, match=r"^x: Q4_K .* a row of 100 is not a multiple"):
+        quantize(np.zeros((2, 100), np.float32), "Q4_K")
+    with pytest.raises(ArgumentError, match=r"^shape: Q4_K .* a row of 100 is not a multiple"):
+        dequantize(bytes(144), "Q4_K", (100,))
+    with pytest.raises(ArgumentError, match=r"^raw: .* takes 144 bytes, but 143 were given"):
+        dequantize(bytes(143), "Q4_K", (256,))
+    with pytest.raises(ArgumentError, match=r"^shape: .* negative dimension"):  # (-4, -256) has 1024 elements
+        dequantize(bytes(576), "Q4_K", (-4, -256))
+    with pytest.raises(ArgumentTypeError, match=r"^x: .*real numbers"):
+        quantize(np.ones((1, 32), np.complex64), "Q8_0")
+    with pytest.raises(ArgumentError, match=r"^imatrix: 32 values, but rows of x have 64"):
+        quantize(np.ones((1, 64), np.float32), "Q4_0", np.ones(32, np.float32))
+    with pytest.raises(ArgumentError, match="unknown GGML type name 'Q9_9'"):
+        quantize(np.ones((1, 32), np.float32), "Q9_9")
+
+
+def test_argument_errors_are_still_value_and_type_errors():
+    """Callers written against the built-in classes keep catching them."""
     with pytest.raises(ValueError, match="not a multiple"):
         quantize(np.zeros((2, 100), np.float32), "Q4_K")
-    with pytest.raises(ValueError, match="takes 144 bytes, but 143 were given"):
-        dequantize(bytes(143), "Q4_K", (256,))
-    with pytest.raises(ValueError, match="negative dimension"):  # (-4, -256) has 1024 elements
-        dequantize(bytes(576), "Q4_K", (-4, -256))
     with pytest.raises(TypeError, match="real numbers"):
         quantize(np.ones((1, 32), np.complex64), "Q8_0")
 

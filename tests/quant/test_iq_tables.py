@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from weightkit.quant._search import seq_sum
-from weightkit.quant.iq_math import best_index, nearest_int
+from weightkit.quant._scale_search import nearest_int, seq_sum
+from weightkit.quant.iq_math import best_index
 from weightkit.quant.iq_tables import codebooks, grid_search, levels, pack_keys, packed_levels, sign_bits
 
 REPO = Path(__file__).resolve().parents[2]

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from weightkit.dtypes import ggml_type
+from weightkit.errors import ArgumentError
 from weightkit.quant import dequantize, quantize
 
 IQ_TYPES = ["IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ1_S", "IQ1_M", "IQ4_NL", "IQ4_XS"]
@@ -76,7 +77,7 @@ def test_extra_special_scales(name: str) -> None:
 
 @pytest.mark.parametrize("name", sorted(NEEDS_IMATRIX))
 def test_imatrix_required(name: str) -> None:
-    with pytest.raises(ValueError, match=f"quantizes {name} only with an importance matrix"):
+    with pytest.raises(ArgumentError, match=rf"^imatrix: ggml quantizes {name} only with an importance matrix"):
         quantize(np.ones((1, 256), np.float32), name)
 
 

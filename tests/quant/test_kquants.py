@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from weightkit import quant
-from weightkit.quant import _search
+from weightkit.quant import _scale_search
 
 from ._reference import extra_problems, fixture_problems, round_trip_sample, worst_relative_error
 
@@ -66,30 +66,30 @@ def test_seq_sum_adds_in_index_order(m, stacked):
     want = a[:, 0].copy()
     for i in range(1, 32):
         want = want + a[:, i]
-    got = _search.seq_sum(a, axis=1) if stacked else np.stack([_search.seq_sum(s) for s in a])
+    got = _scale_search.seq_sum(a, axis=1) if stacked else np.stack([_scale_search.seq_sum(s) for s in a])
     assert np.array_equal(got, want)
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.floats(-4194303, 4194303, width=32))
 def test_nearest_int_rounds_half_to_even(v):
-    assert _search.nearest_int(np.array([v], np.float32))[0] == round(v)
+    assert _scale_search.nearest_int(np.array([v], np.float32))[0] == round(v)
 
 
 def test_nearest_int_wraps_like_c_outside_its_range():
     v = np.array([2.0**23, -(2.0**23), np.inf, np.nan], np.float32)
     # 2^23 + 1.5*2^23 rounds to 5*2^22, whose low 23 mantissa bits are 2^21
-    assert _search.nearest_int(v).tolist() == [2**21 - 2**22, -(2**22), -(2**22), 0]
+    assert _scale_search.nearest_int(v).tolist() == [2**21 - 2**22, -(2**22), -(2**22), 0]
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.floats(-1e9, 1e9, width=32))
 def test_roundf_rounds_half_away_from_zero(v):
     want = math.copysign(math.floor(abs(v) + 0.5), v)  # exact: a float32 plus 0.5 fits a double
-    got = _search.roundf(np.array([v], np.float32))[0]
+    got = _scale_search.roundf(np.array([v], np.float32))[0]
     assert got == want
 
 
 def test_roundf_ties():
     v = np.array([0.5, 1.5, 2.5, -0.5, -2.5, 0.49999997, -0.49999997], np.float32)
-    assert _search.roundf(v).tolist() == [1, 2, 3, -1, -3, 0, 0]
+    assert _scale_search.roundf(v).tolist() == [1, 2, 3, -1, -3, 0, 0]

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from weightkit.errors import ArgumentError, ArgumentTypeError
 from weightkit.quant import mlx as mlx_module
 from weightkit.quant.mlx import (
     MLX_MODES,
@@ -341,11 +342,13 @@ def test_ollama_names_and_metadata() -> None:
     assert blob_quant_params({"quant_type": "mxfp8", "group_size": ""}) == ("mxfp8", "mxfp8", 8, 32)
     assert packed_shape((2560, 2560), "int4", 32) == ((2560, 320), (2560, 80))
     assert packed_shape((10240, 2560), "mxfp8") == ((10240, 640), (10240, 80))
-    with pytest.raises(ValueError):
+    with pytest.raises(ArgumentError, match=r"group_size: nvfp4 .* not 32"):
         blob_quant_params({"quant_type": "nvfp4", "group_size": "32"})
-    with pytest.raises(ValueError):
+    with pytest.raises(ArgumentError, match="names no quant_type"):
         blob_quant_params({"group_size": "32"})
-    with pytest.raises(ValueError):
+    with pytest.raises(ArgumentError, match="group_size 'x32' is not an integer"):
+        blob_quant_params({"quant_type": "int4", "group_size": "x32"})
+    with pytest.raises(ArgumentError, match="unknown MLX quant type 'q4_k'"):
         canonical_quant_type("q4_k")
 
 
@@ -354,14 +357,14 @@ def test_default_group_sizes_and_errors() -> None:
     assert mlx_quantize(w, "int4")[1].shape == (2, 2)
     assert mlx_quantize(w, "int8")[1].shape == (2, 2)
     assert mlx_quantize(w, "nvfp4")[1].shape == (2, 8)
-    with pytest.raises(ValueError):
+    with pytest.raises(ArgumentError, match=r"^group_size: int4 .* not 16"):
         mlx_quantize(w, "int4", 16)
-    with pytest.raises(ValueError):
+    with pytest.raises(ArgumentError, match=r"^w: .* not a multiple of the group size 32"):
         mlx_quantize(w[:, :100], "int4", 32)
-    with pytest.raises(TypeError):
+    with pytest.raises(ArgumentTypeError, match=r"^w: .* not float64"):
         mlx_quantize(w.astype(np.float64), "int4")
     packed, scales, biases = mlx_quantize(w, "int4")
-    with pytest.raises(ValueError):
+    with pytest.raises(ArgumentError, match="needs biases"):
         mlx_dequantize(packed, scales, None, "int4")
     with pytest.raises(ValueError):
         mlx_dequantize(packed, scales[:, :1], biases[:, :1], "int4")
@@ -374,6 +377,8 @@ def test_default_group_sizes_and_errors() -> None:
         mlx_dequantize(packed, scales, scales, "mxfp4")
     with pytest.raises(TypeError):
         mlx_dequantize(packed, scales.astype(np.float32), None, "mxfp4")
+    with pytest.raises(ArgumentTypeError, match=r"^dtype: .* not int32"):
+        mlx_dequantize(packed, scales, None, "mxfp4", dtype=np.int32)
 
 
 finite_rows = hnp.arrays(

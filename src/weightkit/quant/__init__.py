@@ -21,9 +21,9 @@ import numpy as np
 
 from .._torch import from_torch
 from ..dtypes import GGMLType, GGMLTypeInfo, ggml_type
-from ..errors import UnsupportedError
+from ..errors import ArgumentError, ArgumentTypeError, UnsupportedError
 from . import fp4, iquants, kquants, legacy, plain, ternary
-from ._parallel import map_chunks, scratch, workers
+from ._parallel import Scratch, map_chunks, workers
 
 RawBytes = np.ndarray | bytes | memoryview
 Dequantizer = Callable[[np.ndarray, np.ndarray], None]
@@ -37,9 +37,8 @@ for _family in (plain, legacy, kquants, ternary, fp4, iquants):
 
 # Elements per dequantizing task (quantizing: `_quantize_chunk`). Each kernel makes a few dozen numpy
 # calls per chunk, and threads only overlap inside those calls (numpy releases the GIL there): chunks must
-# be large enough that the calls dominate the hand-offs. Measured on 2 cores: 64K-element chunks made two
-# threads slower than one; 1M-element chunks run 1.3-2x faster than one thread (512K-2M decode the
-# Gemma file equally fast, 256K 15% slower). The working set stays bounded by the chunk.
+# be large enough that the calls dominate the hand-offs (much smaller chunks make two threads slower than
+# one). The working set stays bounded by the chunk. Measurements: docs/benchmarks.md.
 CHUNK_ELEMENTS = 1 << 20
 
 __all__ = [
@@ -61,12 +60,13 @@ def can_quantize(qtype: GGMLType | int | str) -> bool:
     return ggml_type(qtype).type in QUANTIZERS
 
 
-def _check_row_length(info: GGMLTypeInfo, n_per_row: int) -> None:
+def _check_row_length(info: GGMLTypeInfo, n_per_row: int, argument: str) -> None:
+    """Rows (the last axis of `argument`) must be whole blocks of a type ggml still has."""
     if info.removed:
         raise UnsupportedError(f"GGML type {info.name} was removed from ggml")
     if n_per_row % info.block_size:
-        raise ValueError(
-            f"{info.name} stores rows in blocks of {info.block_size} elements; "
+        raise ArgumentError(
+            f"{argument}: {info.name} stores rows in blocks of {info.block_size} elements; "
             f"a row of {n_per_row} is not a multiple of that"
         )
 
@@ -170,14 +170,15 @@ def _cut(tensors: list[np.ndarray], step: int) -> list[list[np.ndarray]]:
 def _decode(task: tuple[Dequantizer, list[np.ndarray], np.ndarray]) -> None:
     """Run one chunk. Pieces of several tensors are first copied into one run of blocks: one kernel call
     over them costs far less than one each. A call makes a few dozen numpy calls, and short ones serialize
-    the threads on the GIL: 128K-value Q5_0 chunks decode no faster on two threads than on one, 1M-value
-    ones 1.8x faster."""
+    the threads on the GIL, so small chunks would not decode faster on two threads than on one."""
     kernel, pieces, out = task
-    blocks = pieces[0]
-    if len(pieces) > 1:
-        blocks = scratch("dequantize_many.blocks", (len(out), blocks.shape[1]), np.uint8)
+    if len(pieces) == 1:
+        kernel(pieces[0], out)
+        return
+    with Scratch() as scratch:
+        blocks = scratch.empty((len(out), pieces[0].shape[1]), np.uint8)
         np.concatenate(pieces, out=blocks)
-    kernel(blocks, out)
+        kernel(blocks, out)
 
 
 class _Job(NamedTuple):
@@ -196,27 +197,26 @@ def _dequantize_job(raw: RawBytes, qtype: GGMLType | int | str, shape: Any) -> _
     info = ggml_type(qtype)
     shape = tuple(int(d) for d in (shape if np.ndim(shape) else (shape,)))
     if any(d < 0 for d in shape):
-        raise ValueError(f"tensor shape {shape} has a negative dimension")
+        raise ArgumentError(f"shape: {shape} has a negative dimension")
     n = math.prod(shape)
-    _check_row_length(info, shape[-1] if shape else 1)
+    _check_row_length(info, shape[-1] if shape else 1, "shape")
     kernel = DEQUANTIZERS.get(info.type)
     if kernel is None:
         raise UnsupportedError(f"dequantizing {info.name} is not supported yet")
     raw = from_torch(raw)
     data = raw.reshape(-1).view(np.uint8) if isinstance(raw, np.ndarray) else np.frombuffer(raw, dtype=np.uint8)
     if data.size != info.nbytes(n):
-        raise ValueError(
-            f"{info.name} tensor of shape {shape} takes {info.nbytes(n)} bytes, but {data.size} were given"
+        raise ArgumentError(
+            f"raw: a {info.name} tensor of shape {shape} takes {info.nbytes(n)} bytes, but {data.size} were given"
         )
     return _Job(info.type, kernel, data.reshape(n // info.block_size, info.type_size), shape, n, info.block_size)
 
 
 # The quantizers that search (K-quants, IQ types, and every importance-weighted path) carry several
 # chunk-sized float32 temporaries through dozens of passes: with a 1M-element chunk per thread those spill
-# out of the shared 32 MiB L3, and 256K runs them 1.2-1.8x faster (Q4_K 14 -> 24 Melem/s, Q6_K 28 -> 47,
-# Q4_1 with an imatrix 9 -> 16, on 2 cores). Plain rounding is best near 512K (Q8_0 449 -> 570 Melem/s).
+# out of the shared L3 cache, so they take 256K chunks. Plain rounding does best in between (512K).
 # Two kinds do better with 1M: the ternary types, and Q3_K without an imatrix, whose refinement makes
-# about 1,600 small numpy calls per chunk whatever its size (26 Melem/s at 256K, 50 at 1M).
+# many small numpy calls per chunk whatever its size. Measurements: docs/benchmarks.md.
 _SEARCHING = frozenset(iquants.QUANTIZERS) | {GGMLType.Q2_K, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K}
 _FEW_CALLS_MATTER = frozenset(ternary.QUANTIZERS)
 
@@ -239,11 +239,11 @@ def quantize(x: np.ndarray, qtype: GGMLType | int | str, imatrix: np.ndarray | N
     info = ggml_type(qtype)
     x = np.asarray(from_torch(x))
     if x.dtype.kind in "cOSUMm":  # complex, objects, text, dates (ml_dtypes floats are kind V)
-        raise TypeError(f"quantize takes real numbers, not {x.dtype} values")
+        raise ArgumentTypeError(f"x: quantize takes real numbers, not {x.dtype} values")
     if x.ndim == 0:
         x = x.reshape(1)
     n_per_row = x.shape[-1]
-    _check_row_length(info, n_per_row)
+    _check_row_length(info, n_per_row, "x")
     kernel = QUANTIZERS.get(info.type)
     if kernel is None:
         raise UnsupportedError(f"quantizing to {info.name} is not supported yet")
@@ -251,7 +251,9 @@ def quantize(x: np.ndarray, qtype: GGMLType | int | str, imatrix: np.ndarray | N
     if imatrix is not None:
         imatrix = np.ascontiguousarray(imatrix, dtype=np.float32).reshape(-1)
         if imatrix.size != n_per_row:
-            raise ValueError(f"the importance matrix has {imatrix.size} values; rows have {n_per_row}")
+            raise ArgumentError(
+                f"imatrix: {imatrix.size} values, but rows of x have {n_per_row} (one weight per column)"
+            )
     row_bytes = info.nbytes(n_per_row)
     out = np.empty((rows.shape[0], row_bytes), dtype=np.uint8)
     chunk = _quantize_chunk(info.type, imatrix is not None)

@@ -9,7 +9,6 @@ def gather(table: np.ndarray, idx: np.ndarray, out: np.ndarray | None = None, ax
     """`np.take(table, idx, axis, out)` for indices known to be in range.
 
     numpy's default bounds-checked mode is the slow path (with `out`, it also decodes into a temporary
-    first, so that a bad index leaves `out` untouched); "wrap" skips both and never changes a valid index:
-    float16 through a 65,536-entry table runs 1.9x faster, 0.66 ns a value instead of 1.25.
+    first, so that a bad index leaves `out` untouched); "wrap" skips both and never changes a valid index.
     """
     return np.take(table, idx, axis=axis, out=out, mode="wrap")

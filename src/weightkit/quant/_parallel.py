@@ -73,24 +73,77 @@ def _next(queue, lock: threading.Lock):
 _DONE = object()
 
 
-def scratch(key: str, shape: tuple[int, ...], dtype) -> np.ndarray:
-    """An uninitialized array owned by the calling thread, reusing the memory of its last `key` request.
+class _Arena(threading.local):
+    """One thread's scratch memory: for each nesting depth of open `Scratch` blocks, the buffers that blocks
+    at that depth hand out, in the order they ask for them."""
 
-    glibc hands large freed blocks back to the OS, so a fresh temporary page-faults on every call (in this
-    VM that costs more than the arithmetic on it, and how much depends on what ran before). Kernels keep
-    their big per-chunk temporaries here instead. The array stays valid until the same thread asks for
-    `key` again, so each call site uses its own key.
+    def __init__(self) -> None:
+        self.levels: list[list[np.ndarray]] = []
+        self.depth = 0
+
+
+_arena = _Arena()
+_NO_BUFFER = np.empty(0, np.uint8)
+
+
+class Scratch:
+    """Uninitialized arrays for the body of one `with Scratch() as s:` block, in memory the calling thread
+    reuses from call to call.
+
+    glibc hands large freed blocks back to the OS, so a fresh temporary page-faults on every call, which
+    can cost more than the arithmetic on it. Kernels take their big per-chunk temporaries from here instead.
+
+    No two arrays in use at once share memory: each `empty` call of a block gets a buffer of its own, and a
+    block opened inside another (a callee's) draws from buffers of its own. The memory is handed out again
+    once the block ends, so an array must not outlive its block (return a copy); asking for one after the
+    block ended, or from another thread, raises.
     """
-    buffers = _local.__dict__.setdefault("buffers", {})
-    nbytes = math.prod(shape) * np.dtype(dtype).itemsize
-    buf = buffers.get(key)
-    if buf is None or buf.size < nbytes:
-        buf = buffers[key] = np.empty(max(nbytes, 1), np.uint8)
-    return buf[:nbytes].view(dtype).reshape(shape)
+
+    __slots__ = ("_buffers", "_depth", "_taken", "_thread")
+
+    def __init__(self) -> None:
+        self._buffers: list[np.ndarray] | None = None
+
+    def __enter__(self) -> Scratch:
+        if self._buffers is not None:
+            raise RuntimeError("this Scratch block is already open")
+        arena = _arena
+        self._depth = arena.depth
+        if self._depth == len(arena.levels):
+            arena.levels.append([])
+        self._buffers = arena.levels[self._depth]
+        self._taken = 0
+        self._thread = threading.get_ident()
+        arena.depth = self._depth + 1
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        _arena.depth = self._depth
+        self._buffers = None
+
+    def empty(self, shape: tuple[int, ...], dtype) -> np.ndarray:
+        """An uninitialized array of `shape` and `dtype`, valid until the block ends."""
+        buffers = self._buffers
+        if buffers is None or threading.get_ident() != self._thread:
+            raise RuntimeError("scratch arrays are handed out only inside their block, on the thread that opened it")
+        nbytes = math.prod(shape) * np.dtype(dtype).itemsize
+        i = self._taken
+        self._taken = i + 1
+        if i == len(buffers):
+            buffers.append(_NO_BUFFER)
+        buf = buffers[i]
+        if buf.size < nbytes:
+            buf = buffers[i] = np.empty(nbytes, np.uint8)
+        return buf[:nbytes].view(dtype).reshape(shape)
 
 
-_iota = np.arange(0)
-_iota.flags.writeable = False
+def readonly(a: np.ndarray) -> np.ndarray:
+    """Freeze a module-level table: kernels run on many threads and must never write to shared state."""
+    a.flags.writeable = False
+    return a
+
+
+_iota = readonly(np.arange(0))
 
 
 def iota(n: int) -> np.ndarray:
@@ -99,7 +152,5 @@ def iota(n: int) -> np.ndarray:
     global _iota
     ramp = _iota
     if len(ramp) < n:
-        ramp = np.arange(max(n, 2 * len(ramp)))
-        ramp.flags.writeable = False
-        _iota = ramp
+        ramp = _iota = readonly(np.arange(max(n, 2 * len(ramp))))
     return ramp[:n]

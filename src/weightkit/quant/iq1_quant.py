@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..dtypes import GGMLType
-from ._search import seq_sum
-from .iq_grid_quant import nearest_neighbours
-from .iq_math import F32, fp16_bits, nearest_int
+from ._scale_search import F32, nearest_int, seq_sum
+from .iq_grid_quant import nearest_neighbours, require_imatrix
+from .iq_math import fp16_bits
 from .iq_tables import GridSearch, cached, codebooks, grid_search
 
 
@@ -146,8 +146,7 @@ def _search_iq1_s(xb: np.ndarray, w: np.ndarray):
 
 def quantize_iq1_s(x: np.ndarray, imatrix: np.ndarray | None) -> np.ndarray:
     """50-byte blocks: f16 d, 32 low grid-entry bytes, 8 uint16 (4x3 entry high bits, 3-bit scale, shift sign)."""
-    if imatrix is None:
-        raise ValueError("ggml quantizes IQ1_S only with an importance matrix (imatrix)")
+    require_imatrix("IQ1_S", imatrix)
     n = x.size // 256
     with np.errstate(all="ignore"):
         w = _weights(x, imatrix)

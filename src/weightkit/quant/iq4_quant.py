@@ -12,12 +12,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..dtypes import GGMLType
-from ._search import seq_sum
-from .iq_math import F32, best_index, fp16_bits, nearest_int
+from ._scale_search import F32, GROUP_MAX_EPS, nearest_int, seq_sum
+from .iq_math import best_index, fp16_bits
 from .iq_tables import cached, codebooks
 
 _NTRY = 7
-_GROUP_MAX_EPS = F32(1e-15)
 
 
 @cached
@@ -43,7 +42,7 @@ def _group_scales(xb: np.ndarray, w: np.ndarray) -> np.ndarray:
         better = (sumq2[t] > 0) & (sumqx[t] * sumqx[t] > best * sumq2[t])
         d = np.where(better, sumqx[t] / sumq2[t], d)
         best = np.where(better, d * sumqx[t], best)
-    return np.where(np.abs(gmax) < _GROUP_MAX_EPS, F32(0), d)
+    return np.where(np.abs(gmax) < GROUP_MAX_EPS, F32(0), d)
 
 
 def _weights(xb: np.ndarray, imatrix: np.ndarray | None, super_block: int) -> np.ndarray:

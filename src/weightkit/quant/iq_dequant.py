@@ -16,8 +16,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..dtypes import GGMLType
+from ._block_layout import half
 from ._gather import gather
-from ._search import half, quiet
+from ._scale_search import quiet
 from .iq_tables import cached, codebooks, grid_bytes, sign_bits
 
 _F32 = np.float32

@@ -18,10 +18,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..dtypes import GGMLType
+from ..errors import ArgumentError
 from ._gather import gather
-from ._parallel import iota, scratch
-from ._search import seq_sum
-from .iq_math import F32, fp16_bits, nearest_int
+from ._parallel import Scratch, iota
+from ._scale_search import F32, nearest_int, seq_sum
+from .iq_math import fp16_bits
 from .iq_tables import GridSearch, grid_search
 
 
@@ -60,9 +61,9 @@ def nearest_neighbours(
 
     `values` (queries, 3) maps levels to the values compared (default: ggml's grid values
     2*level + 1). All (query, candidate) pairs are scored at once, one coordinate at a time, in
-    arrays reused from call to call (`scratch`): a search makes about ten pair-sized temporaries, and
-    while glibc hands freed blocks back to the OS (as in a fresh process) new ones page-fault on every
-    call, which made `quantize` to IQ3_XXS 1.8x slower; once it keeps them, both ways run alike.
+    arrays reused from call to call (`Scratch`): a search makes about ten pair-sized temporaries, and
+    while glibc hands freed blocks back to the OS (as in a fresh process) new ones would page-fault on
+    every call.
     """
     counts = gs.count[keys]
     first = np.cumsum(counts) - counts
@@ -70,38 +71,40 @@ def nearest_neighbours(
     owner = np.repeat(np.arange(len(keys)), counts)
     long_lists = n_pairs > 40 * len(keys)
 
-    def pairs(name: str, dtype=F32) -> np.ndarray:
-        return scratch(f"nearest_neighbours.{name}", (n_pairs,), dtype)
-
     def spread(a: np.ndarray, out: np.ndarray) -> np.ndarray:
         """A query's value for each of its candidates. For short candidate lists (IQ3 grids: 8-11 a
         query) a gather by `owner`, which is sorted so the reads run forward (np.repeat by counts costs
-        3x as much there, and holds the GIL); for long ones (IQ2_XS: ~60) a repeat."""
+        more there, and holds the GIL); for long ones (IQ2_XS: ~60) a repeat."""
         return np.repeat(a, counts) if long_lists else gather(a, owner, out)
 
-    at = spread(gs.start[keys] - first, pairs("at", np.intp))
-    at += iota(n_pairs)
-    cand = gather(gs.flat, at, pairs("cand", np.intp))
-    xval_t, weight_t = xval.T.copy(), weight.T.copy()
-    scale = spread(scale, pairs("scale"))
-    if values is not None:
-        flat_values = values.reshape(-1)
-        owner_row = values.shape[1] * owner
-    d2, diff, spread_x = pairs("d2"), pairs("diff"), pairs("spread")
-    d2[:] = 0
-    for i in range(gs.width):
-        if values is None:
-            gather(gs.pos_t[i], cand, diff)
-        else:
-            gather(flat_values, np.add(owner_row, gather(gs.levels_t[i], cand, at), out=at), diff)
-        diff *= scale
-        diff -= spread(xval_t[i], spread_x)
-        np.multiply(spread(weight_t[i], spread_x), diff, out=spread_x)
-        spread_x *= diff
-        d2 += spread_x
-    d2[np.isnan(d2)] = np.inf
-    hits = np.flatnonzero(d2 == spread(np.minimum.reduceat(d2, first), spread_x))
-    return cand[hits[np.r_[True, owner[hits][1:] != owner[hits][:-1]]]]
+    with Scratch() as scratch:
+
+        def pairs(dtype=F32) -> np.ndarray:
+            return scratch.empty((n_pairs,), dtype)
+
+        at = spread(gs.start[keys] - first, pairs(np.intp))
+        at += iota(n_pairs)
+        cand = gather(gs.flat, at, pairs(np.intp))
+        xval_t, weight_t = xval.T.copy(), weight.T.copy()
+        scale = spread(scale, pairs())
+        if values is not None:
+            flat_values = values.reshape(-1)
+            owner_row = values.shape[1] * owner
+        d2, diff, spread_x = pairs(), pairs(), pairs()
+        d2[:] = 0
+        for i in range(gs.width):
+            if values is None:
+                gather(gs.pos_t[i], cand, diff)
+            else:
+                gather(flat_values, np.add(owner_row, gather(gs.levels_t[i], cand, at), out=at), diff)
+            diff *= scale
+            diff -= spread(xval_t[i], spread_x)
+            np.multiply(spread(weight_t[i], spread_x), diff, out=spread_x)
+            spread_x *= diff
+            d2 += spread_x
+        d2[np.isnan(d2)] = np.inf
+        hits = np.flatnonzero(d2 == spread(np.minimum.reduceat(d2, first), spread_x))
+        return cand[hits[np.r_[True, owner[hits][1:] != owner[hits][:-1]]]]
 
 
 def _snap(gs: GridSearch, inv: np.ndarray, xval: np.ndarray, waux: np.ndarray, scale: np.ndarray, kmaxq: int):
@@ -244,11 +247,17 @@ def _search(v: _Variant, gs: GridSearch, x: np.ndarray, w: np.ndarray):
     return scales, entries, signs, done
 
 
+def require_imatrix(type_name: str, imatrix: np.ndarray | None) -> None:
+    """ggml refuses to quantize the lowest-bit IQ types without an importance matrix; so do we."""
+    if imatrix is None:
+        raise ArgumentError(f"imatrix: ggml quantizes {type_name} only with an importance matrix")
+
+
 def _weights(v: _Variant, x: np.ndarray, imatrix: np.ndarray | None) -> np.ndarray:
     """Per-weight importance, (blocks, 256): imatrix * sqrt(sigma2 + x^2), or ggml's fallback."""
-    if imatrix is None and v.weight_without_imatrix is None:
+    if v.weight_without_imatrix is None:
         name = v.grid.removesuffix("_grid").upper()  # "IQ2XS": the type is IQ2_XS
-        raise ValueError(f"ggml quantizes {name[:3]}_{name[3:]} only with an importance matrix (imatrix)")
+        require_imatrix(f"{name[:3]}_{name[3:]}", imatrix)
     xb = x.reshape(-1, 256)
     sq = xb * xb
     sigma2 = F32(v.sigma) * seq_sum(sq, axis=-1) / F32(256)

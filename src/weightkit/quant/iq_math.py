@@ -1,22 +1,11 @@
-"""Scalar helpers of ggml's quantizers, vectorized with ggml's exact float32 rounding.
-
-ggml-quants.c is compiled without FMA or fast-math, so every `a*b + c` there rounds twice and every
-`sum += ...` loop adds strictly left to right; these helpers keep both properties.
-"""
+"""Scalar helpers of ggml's IQ quantizers, vectorized with ggml's exact float32 rounding (the rounding
+primitives they share with the K-quants, such as `nearest_int`, are in `_scale_search`)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-F32 = np.float32
-_MAGIC = F32(12582912.0)  # 1.5 * 2**23: adding it leaves round-half-even(x) in the low mantissa bits
-
-
-def nearest_int(x: np.ndarray) -> np.ndarray:
-    """ggml's `nearest_int`: round half to even through the 1.5*2**23 trick (int32; garbage, as in
-    ggml, for |x| > 2**22)."""
-    bits = (np.asarray(x, dtype=F32) + _MAGIC).view(np.int32)
-    return (bits & 0x007FFFFF) - 0x00400000
+from ._scale_search import F32
 
 
 def fp16_bits(x: np.ndarray) -> np.ndarray:
@@ -30,8 +19,8 @@ def best_index(values: np.ndarray, x: np.ndarray) -> np.ndarray:
 
     ggml picks between neighbours a < b by `x - a < b - x`. For a table of integers (kvalues_iq4nl) both
     differences are exact wherever they are close, so that is `x < (a + b) / 2` exactly, and the index is
-    the number of midpoints `x` is not below: one compare per midpoint over long arrays, where a per-value
-    binary search (`searchsorted`) is ten times slower. `not below` also sends NaN up, as C's does.
+    the number of midpoints `x` is not below: one compare per midpoint over long arrays, far quicker than a
+    per-value binary search (`searchsorted`). `not below` also sends NaN up, as C's does.
     """
     if not np.array_equal(values, np.round(values)):
         raise ValueError("best_index works on tables of integers")

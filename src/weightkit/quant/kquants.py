@@ -2,7 +2,7 @@
 
 Each super-block holds float16 super-scales and 8 or 16 sub-block scales (and mins) quantized to 4, 6 or 8
 bits. Quantizers follow ggml's `quantize_row_*_ref` and, with an importance matrix, the weighted
-`quantize_row_*_impl` paths; the per-sub-block scale searches live in `_search`.
+`quantize_row_*_impl` paths; the per-sub-block scale searches live in `_scale_search`.
 """
 
 from __future__ import annotations
@@ -10,29 +10,21 @@ from __future__ import annotations
 import numpy as np
 
 from ..dtypes import GGMLType
-from ._parallel import scratch
-from ._search import (
+from ._block_layout import assemble, bitfields, block_bytes, group_scales, half, packfields, scale_codes_into, to_half
+from ._parallel import Scratch, readonly
+from ._scale_search import (
     F32,
     GROUP_MAX_EPS,
-    assemble,
-    bitfields,
-    block_bytes,
-    group_scales,
-    half,
     half_round,
     make_q3_quants,
     make_qkx_quants,
     make_qp_quants,
     make_qx_quants,
     nearest_int,
-    packfields,
     position_major,
     quiet,
-    readonly,
-    scale_codes_into,
     seq_sum,
     signed_absmax,
-    to_half,
 )
 
 QK = 256
@@ -43,20 +35,18 @@ def _column(values: list[int]) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------------------------ bit fields
-def _unpack_2bit(qs: np.ndarray, to: int = 0, key: str = "codes") -> np.ndarray:
+def _unpack_2bit(qs: np.ndarray, scratch: Scratch, to: int = 0) -> np.ndarray:
     """64 bytes to 256 two-bit codes (n, 2, 4, 32): byte 32h+l holds values 128h+l, +32, +64, +96."""
-    return bitfields(qs.reshape(-1, 2, 32), (0, 2, 4, 6), 3, to, key)
+    return bitfields(qs.reshape(-1, 2, 32), (0, 2, 4, 6), 3, to, scratch=scratch)
 
 
 def _pack_2bit(L: np.ndarray) -> np.ndarray:
     return packfields(L.reshape(-1, 2, 4, 32), (0, 2, 4, 6)).reshape(-1, 64)
 
 
-def _bit_planes(bits: np.ndarray, to: int = 0) -> np.ndarray:
-    """32 bytes to (8, 32) bits: plane s holds bit s of every byte (Q3_K's hmask, Q5_K's qh).
-
-    Always the second unpacked array of a kernel, so it has its own scratch key."""
-    return bitfields(bits, tuple(range(8)), 1, to, key="planes")
+def _bit_planes(bits: np.ndarray, scratch: Scratch, to: int = 0) -> np.ndarray:
+    """32 bytes to (8, 32) bits: plane s holds bit s of every byte (Q3_K's hmask, Q5_K's qh)."""
+    return bitfields(bits, tuple(range(8)), 1, to, scratch=scratch)
 
 
 def _pack_bit_planes(planes: np.ndarray) -> np.ndarray:
@@ -137,15 +127,18 @@ def _dequantize_q2_k(blocks: np.ndarray, out: np.ndarray) -> None:
     """Sub-block s of 16 values: d*(sc[s] & 15) * q - dmin*(sc[s] >> 4)."""
     sc = block_bytes(blocks[:, :16])
     codes = np.stack([sc & 0x0F, sc >> 4], axis=1)  # scale codes, min codes
-    scale_codes_into(out, _unpack_2bit(blocks[:, 16:80]), group_scales(half(blocks, 80, 2), codes), -1)
+    with Scratch() as scratch:
+        q = _unpack_2bit(blocks[:, 16:80], scratch)
+        scale_codes_into(out, q, group_scales(half(blocks, 80, 2), codes), -1)
 
 
 def _dequantize_q3_k(blocks: np.ndarray, out: np.ndarray) -> None:
     """Sub-block s of 16 values: d*(sc[s] - 32) * (q - 4 if the hmask bit is clear else q)."""
-    q = _unpack_2bit(blocks[:, 32:96]).reshape(-1, 8, 32).view(np.int8)
-    q += _bit_planes(blocks[:, :32], to=2).view(np.int8)
-    q -= np.int8(4)
-    scale_codes_into(out, q, group_scales(half(blocks, 108), _unpack_q3_scales(blocks[:, 96:108])[:, None]))
+    with Scratch() as scratch:
+        q = _unpack_2bit(blocks[:, 32:96], scratch).reshape(-1, 8, 32).view(np.int8)
+        q += _bit_planes(blocks[:, :32], scratch, to=2).view(np.int8)
+        q -= np.int8(4)
+        scale_codes_into(out, q, group_scales(half(blocks, 108), _unpack_q3_scales(blocks[:, 96:108])[:, None]))
 
 
 def _k4_scales(blocks: np.ndarray) -> np.ndarray:
@@ -163,29 +156,33 @@ def _dequantize_q4_k(blocks: np.ndarray, out: np.ndarray) -> None:
     """Sub-block s of 32 values is d*sc[s]*q - dmin*m[s]; byte l of the 32-byte run j of the codes (from
     byte 16) holds value l of sub-block 2j (low nibble) and 2j+1 (high)."""
     n = len(blocks)
-    nibbles = scratch("q4_k.nibbles", (2, n, 18), np.uint64)
-    np.right_shift(blocks.view(np.uint64), _NIBBLE_SHIFTS, out=nibbles)
-    nibbles &= _LOW_NIBBLES
-    q = nibbles.view(np.uint8)[:, :, 16:144].reshape(2, n, 4, 32).transpose(1, 2, 0, 3)
-    scale_codes_into(out, q, _k4_scales(blocks), -1)
+    with Scratch() as scratch:
+        nibbles = scratch.empty((2, n, 18), np.uint64)
+        np.right_shift(blocks.view(np.uint64), _NIBBLE_SHIFTS, out=nibbles)
+        nibbles &= _LOW_NIBBLES
+        q = nibbles.view(np.uint8)[:, :, 16:144].reshape(2, n, 4, 32).transpose(1, 2, 0, 3)
+        scale_codes_into(out, q, _k4_scales(blocks), -1)
 
 
 def _dequantize_q5_k(blocks: np.ndarray, out: np.ndarray) -> None:
     """Q4_K's layout (codes from byte 48) plus bit s of qh byte l (from byte 16) as bit 4 of value l of
     sub-block s. The bits are ORed into contiguous codes: on Q4_K's strided view that pass costs more."""
-    q = bitfields(blocks[:, 48:176].reshape(-1, 4, 32), (0, 4), 0x0F)  # (n, 4, 2, 32), in value order
-    q |= _bit_planes(blocks[:, 16:48], to=4).reshape(q.shape)
-    scale_codes_into(out, q, _k4_scales(blocks), -1)
+    with Scratch() as scratch:
+        # (n, 4, 2, 32), in value order
+        q = bitfields(blocks[:, 48:176].reshape(-1, 4, 32), (0, 4), 0x0F, scratch=scratch)
+        q |= _bit_planes(blocks[:, 16:48], scratch, to=4).reshape(q.shape)
+        scale_codes_into(out, q, _k4_scales(blocks), -1)
 
 
 def _dequantize_q6_k(blocks: np.ndarray, out: np.ndarray) -> None:
     """Value 128h + 32k + l: low nibble of ql[64h + 32(k&1) + l] (k < 2) or high (k >= 2), top two bits
     from qh[32h + l] >> 2k; times (d * sc[16-group]), rounded in that order as in C."""
-    q = bitfields(blocks[:, :128].reshape(-1, 2, 64), (0, 4), 0x0F).reshape(-1, 2, 4, 32)
-    q |= _unpack_2bit(blocks[:, 128:192], to=4, key="high")
-    q8 = q.view(np.int8)
-    q8 -= np.int8(32)
-    scale_codes_into(out, q8, group_scales(half(blocks, 208), blocks[:, None, 192:208].view(np.int8)))
+    with Scratch() as scratch:
+        q = bitfields(blocks[:, :128].reshape(-1, 2, 64), (0, 4), 0x0F, scratch=scratch).reshape(-1, 2, 4, 32)
+        q |= _unpack_2bit(blocks[:, 128:192], scratch, to=4)
+        q8 = q.view(np.int8)
+        q8 -= np.int8(32)
+        scale_codes_into(out, q8, group_scales(half(blocks, 208), blocks[:, None, 192:208].view(np.int8)))
 
 
 def _dequantize_q8_k(blocks: np.ndarray, out: np.ndarray) -> None:

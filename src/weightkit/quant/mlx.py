@@ -50,10 +50,10 @@ import numpy as np
 
 from .._torch import from_torch
 from ..dtypes import MLXQuantType
+from ..errors import ArgumentError, ArgumentTypeError
 from . import CHUNK_ELEMENTS, MIN_TASK_ELEMENTS, _step
 from ._gather import gather
-from ._parallel import map_chunks
-from ._search import readonly
+from ._parallel import map_chunks, readonly
 
 __all__ = [
     "MLX_MODES",
@@ -106,7 +106,7 @@ def canonical_quant_type(quant_type: str) -> str:
     name = str(quant_type).strip().lower()
     name = _ALIASES.get(name, name)
     if name not in MLX_MODES:
-        raise ValueError(f"unknown MLX quant type {quant_type!r}; expected one of {', '.join(MLX_MODES)}")
+        raise ArgumentError(f"unknown MLX quant type {quant_type!r}; expected one of {', '.join(MLX_MODES)}")
     return name
 
 
@@ -116,7 +116,9 @@ def _params(quant_type: str, group_size: int | None) -> tuple[str, str, int, int
     gs = default if group_size is None else int(group_size)
     allowed = _AFFINE_GROUP_SIZES if mode == "affine" else (default,)
     if gs not in allowed:
-        raise ValueError(f"{name} ({mode}) supports group sizes {', '.join(map(str, allowed))}, not {gs}")
+        raise ArgumentError(
+            f"group_size: {name} ({mode}) supports group sizes {', '.join(map(str, allowed))}, not {gs}"
+        )
     return name, mode, bits, gs
 
 
@@ -127,9 +129,12 @@ def blob_quant_params(metadata: Mapping[str, str]) -> tuple[str, str, int, int]:
     writes 64 now), else Ollama's current default for the type.
     """
     if "quant_type" not in metadata:
-        raise ValueError("the blob metadata names no quant_type")
+        raise ArgumentError("the blob metadata names no quant_type")
     raw = metadata.get("group_size")
-    group_size = int(str(raw).strip()) if raw not in (None, "") else None
+    try:
+        group_size = int(str(raw).strip()) if raw not in (None, "") else None
+    except ValueError:
+        raise ArgumentError(f"the blob metadata's group_size {raw!r} is not an integer") from None
     return _params(metadata["quant_type"], group_size)
 
 
@@ -178,9 +183,9 @@ def _round_to(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
 def _check_input(w: np.ndarray, gs: int) -> np.ndarray:
     w = np.asarray(w)
     if w.dtype not in _FLOAT_DTYPES:
-        raise TypeError(f"MLX quantizes float32, float16 or bfloat16 weights, not {w.dtype}")
+        raise ArgumentTypeError(f"w: MLX quantizes float32, float16 or bfloat16 weights, not {w.dtype}")
     if w.ndim == 0 or w.shape[-1] % gs:
-        raise ValueError(f"the last axis of a weight of shape {w.shape} is not a multiple of the group size {gs}")
+        raise ArgumentError(f"w: the last axis of shape {w.shape} is not a multiple of the group size {gs}")
     return w
 
 
@@ -409,38 +414,39 @@ def check_layout(
     quant_type: str, group_size: int | None, packed: Layout, scales: Layout, biases: Layout | None
 ) -> np.dtype:
     """Do packed words, scales and biases of these shapes and dtypes make one quantized weight? Raises
-    ValueError or TypeError saying what does not fit; returns MLX's default output dtype for them (the
-    scales' dtype for affine types, or float32 when the biases' differs; bfloat16 for the fp types).
-    Works on shapes alone, so a loader can check a stored weight before reading a byte of it."""
+    ArgumentError (ArgumentTypeError for a wrong dtype) saying what does not fit; returns MLX's default
+    output dtype for them (the scales' dtype for affine types, or float32 when the biases' differs; bfloat16
+    for the fp types). Works on shapes alone, so a loader can check a stored weight before reading a byte
+    of it."""
     _, mode, bits, gs = _params(quant_type, group_size)
     (p_shape, p_dtype), (s_shape, s_dtype) = packed, scales
     if p_dtype != np.uint32:
-        raise TypeError(f"packed MLX weights are uint32 words, not {p_dtype}")
+        raise ArgumentTypeError(f"packed MLX weights are uint32 words, not {p_dtype}")
     if not p_shape:
-        raise ValueError("packed MLX weights need at least one axis")
+        raise ArgumentError("packed MLX weights need at least one axis")
     if (
         len(s_shape) != len(p_shape)
         or tuple(s_shape[:-1]) != tuple(p_shape[:-1])
         or s_shape[-1] * gs * bits != p_shape[-1] * 32
     ):
-        raise ValueError(
+        raise ArgumentError(
             f"scales of shape {tuple(s_shape)} do not fit packed words of shape {tuple(p_shape)} "
             f"with {bits} bits and group size {gs}"
         )
     if mode != "affine":
         if biases is not None:
-            raise ValueError(f"{mode} quantization has no biases")
+            raise ArgumentError(f"biases were given, but {mode} quantization has none")
         if s_dtype != np.uint8:
-            raise TypeError(f"{mode} scales are uint8 codes, not {s_dtype}")
+            raise ArgumentTypeError(f"{mode} scales are uint8 codes, not {s_dtype}")
         return _BF16
     if biases is None:
-        raise ValueError("affine quantization needs biases")
+        raise ArgumentError("affine quantization needs biases")
     b_shape, b_dtype = biases
     if tuple(b_shape) != tuple(s_shape):
-        raise ValueError(f"biases of shape {tuple(b_shape)} do not match scales of shape {tuple(s_shape)}")
+        raise ArgumentError(f"biases of shape {tuple(b_shape)} do not match scales of shape {tuple(s_shape)}")
     for what, dt in (("scales", s_dtype), ("biases", b_dtype)):
         if dt not in _FLOAT_DTYPES:
-            raise TypeError(f"affine {what} must be float32, float16 or bfloat16, not {dt}")
+            raise ArgumentTypeError(f"affine {what} must be float32, float16 or bfloat16, not {dt}")
     # MLX multiplies in the scales' dtype, then adds in the promotion of that and the biases' dtype
     return np.dtype(s_dtype) if s_dtype == b_dtype else np.dtype(np.float32)
 
@@ -471,7 +477,7 @@ def mlx_dequantize(
     )
     out_t = default if dtype is None else np.dtype(dtype)
     if out_t not in _FLOAT_DTYPES:
-        raise TypeError(f"MLX dequantizes to float32, float16 or bfloat16, not {out_t}")
+        raise ArgumentTypeError(f"dtype: MLX dequantizes to float32, float16 or bfloat16, not {out_t}")
     if mode == "affine":
         sides, decode = (scales, biases), partial(_affine_groups, bits=bits, work=default)
     else:

@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..dtypes import GGMLType
-from ._search import bitfields, readonly
+from ._block_layout import bitfields
+from ._parallel import Scratch, readonly
 
 # TQ1_0 byte groups: (first byte, bytes, trits per byte); trit n of byte m of a group covers element
 # start + n*bytes + m, where start counts the elements of the groups before.
@@ -54,9 +55,10 @@ def dequantize_tq1_0(blocks: np.ndarray, out: np.ndarray) -> None:
 def dequantize_tq2_0(blocks: np.ndarray, out: np.ndarray) -> None:
     """ggml's `dequantize_row_tq2_0`: (code - 1) * d, code n of byte m being element m + 32n of its
     128-element half; the codes are unpacked as int8, shifted by -1, then cast and scaled in `out`."""
-    codes = bitfields(blocks[:, :64].reshape(-1, 2, 32), (0, 2, 4, 6), 3).view(np.int8)
-    codes -= np.int8(1)
-    np.copyto(out.reshape(codes.shape), codes)
+    with Scratch() as scratch:
+        codes = bitfields(blocks[:, :64].reshape(-1, 2, 32), (0, 2, 4, 6), 3, scratch=scratch).view(np.int8)
+        codes -= np.int8(1)
+        np.copyto(out.reshape(codes.shape), codes)
     with np.errstate(invalid="ignore"):
         out *= _scale(blocks)
 

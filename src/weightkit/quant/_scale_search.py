@@ -1,4 +1,4 @@
-"""What ggml's legacy and K-quant kernels share: scale searches, C rounding, float16 and byte layouts.
+"""ggml's scale searches for the legacy and K-quants, and the float32 arithmetic they are built from.
 
 ggml searches a scale (and a min) for each small group of values with sequential float32 loops. To give
 the same bytes, the searches here keep ggml's float32 operation order: products are formed left to right
@@ -7,8 +7,9 @@ as in the C expressions, and sums run in index order (`seq_sum`). They take posi
 over the outer axis, which numpy does in index order. They loop over candidate scales (or refinement
 steps) in Python, each step handling every group of the chunk in one numpy call.
 
-The byte-layout helpers (`bitfields`, `packfields`, `assemble`) and `scale_codes_into` exist for speed:
-numpy is slow on many short rows, so they move whole byte runs as opaque items and keep ufunc loops long.
+The building blocks follow the C code as exactly: `nearest_int`, `round_clip` and `roundf` round as
+ggml's helpers do, and the group maxima (`abs_max_rows`, `signed_absmax`, `row_min_max`) pick the element
+ggml's `if` chains pick, ties and signed zeros included.
 """
 
 from __future__ import annotations
@@ -19,19 +20,11 @@ from typing import TypeVar
 
 import numpy as np
 
-from ._parallel import scratch
-
 _Fn = TypeVar("_Fn", bound=Callable)
 
 F32 = np.float32
 GROUP_MAX_EPS = F32(1e-15)
 _MAGIC = F32(12582912.0)  # 1.5 * 2**23
-
-
-def readonly(a: np.ndarray) -> np.ndarray:
-    """Freeze a module-level table: kernels run on many threads and must never write to shared state."""
-    a.flags.writeable = False
-    return a
 
 
 def quiet(kernel: _Fn) -> _Fn:
@@ -64,9 +57,25 @@ def round_clip(v: np.ndarray, lo: float, hi: float) -> np.ndarray:
     return np.clip(v, F32(lo), F32(hi), out=v)
 
 
+_JUST_BELOW_HALF = F32(0.49999997)  # 0.5 - 2**-25
+
+
+def roundf(v: np.ndarray, dtype: type | None = None) -> np.ndarray:
+    """C `roundf` (half away from zero) of float32 values; as `dtype` integers if given (in range).
+
+    trunc(v + copysign(0.5 - 2^-25, v)): adding exactly 0.5 would round 0.49999997 up to 1; with the
+    constant just below a half, every float32 lands on the right side (checked exhaustively near halves).
+    A cast to an integer type truncates toward zero, so it does the trunc.
+    """
+    half_away = v.view(np.uint32) & np.uint32(0x80000000)  # copysign, on the bits (np.copysign is slow)
+    half_away |= _JUST_BELOW_HALF.view(np.uint32)
+    v = v + half_away.view(F32)
+    return np.trunc(v, out=v) if dtype is None else v.astype(dtype)
+
+
 def cap(q: np.ndarray, hi: int) -> np.ndarray:
     """`np.minimum(q, hi, out=q)` for an integer array: numpy's minimum against a scalar runs a scalar loop
-    here, a compare and a masked copy are several times faster."""
+    here, a compare and a masked copy are faster."""
     np.copyto(q, q.dtype.type(hi), where=q > hi)
     return q
 
@@ -90,12 +99,25 @@ def seq_sum(a: np.ndarray, axis: int = 0) -> np.ndarray:
     return np.take(np.cumsum(a, axis=axis), -1, axis=axis) + F32(0)
 
 
+def inverse(d: np.ndarray) -> np.ndarray:
+    """`d ? 1.0f/d : 0.0f`, elementwise."""
+    with np.errstate(divide="ignore"):
+        inv = F32(1) / d
+    inv[d == 0] = 0
+    return inv
+
+
+def half_round(v: np.ndarray) -> np.ndarray:
+    """The float32 value a scale has after being stored as float16 and read back."""
+    return np.asarray(v, dtype=F32).astype(np.float16).astype(F32)
+
+
 def _pairwise(reduce: np.ufunc, a: np.ndarray, width: int) -> np.ndarray:
     """`reduce` (np.maximum or np.minimum) over each run of `width` (a power of two) consecutive elements
     of the flat integer array `a`.
 
     Adjacent pairs are merged over the whole array in each step, so every ufunc loop is long: numpy's
-    reductions along short rows cost ~50 ns a row (1.6 ns a value for rows of 32), these steps 0.3.
+    reductions along short rows (such as 32-value blocks) pay a fixed cost per row, which dominates.
     """
     while width > 1:
         a = reduce(a[0::2], a[1::2])
@@ -112,7 +134,7 @@ def abs_max_rows(x: np.ndarray) -> np.ndarray:
     """max |x| of each row of a float32 2-D array (a NaN wins, as with numpy's max).
 
     The magnitudes are compared as their bit patterns: for non-negative floats the integer order of the
-    bits is the numeric order, and integer pairwise maxima are several times quicker than float ones.
+    bits is the numeric order, and integer pairwise maxima are quicker than float ones.
     """
     x = np.ascontiguousarray(x, dtype=F32)
     ax = np.abs(x)
@@ -172,14 +194,6 @@ def signed_absmax(x: np.ndarray, axis: int = 0) -> tuple[np.ndarray, np.ndarray]
     return amax, np.where(amax > 0, signed, F32(0))
 
 
-def inverse(d: np.ndarray) -> np.ndarray:
-    """`d ? 1.0f/d : 0.0f`, elementwise."""
-    with np.errstate(divide="ignore"):
-        inv = F32(1) / d
-    inv[d == 0] = 0
-    return inv
-
-
 def _ordered_bits(b: np.ndarray) -> np.ndarray:
     """int32 keys in the numeric order of the float32 values whose bits are `b` (negatives' magnitude bits
     flipped): -0 sorts just below +0, NaNs at the ends. The map is its own inverse."""
@@ -203,6 +217,11 @@ def row_min_max(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if zero.size:
             end[zero] = np.take(x, arg(x[zero], axis=1) + starts[zero])
     return ends[0], ends[1]
+
+
+def position_major(x: np.ndarray, group: int) -> np.ndarray:
+    """Rows of `x` cut into groups of `group` values, laid out (group, n_groups) for the searches."""
+    return np.ascontiguousarray(x.reshape(-1, group).T)
 
 
 def make_qx_quants(x: np.ndarray, nmax: int, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -430,159 +449,3 @@ def make_qkx_quants(
         levels(best_iscale, best_base)
     lf[:, flat] = 0
     return np.where(flat, F32(0), scale), -cur_min, lf.astype(np.uint8)
-
-
-_JUST_BELOW_HALF = F32(0.49999997)  # 0.5 - 2**-25
-
-
-def roundf(v: np.ndarray, dtype: type | None = None) -> np.ndarray:
-    """C `roundf` (half away from zero) of float32 values; as `dtype` integers if given (in range).
-
-    trunc(v + copysign(0.5 - 2^-25, v)): adding exactly 0.5 would round 0.49999997 up to 1; with the
-    constant just below a half, every float32 lands on the right side (checked exhaustively near halves).
-    A cast to an integer type truncates toward zero, so it does the trunc.
-    """
-    half_away = v.view(np.uint32) & np.uint32(0x80000000)  # copysign, on the bits (np.copysign is slow)
-    half_away |= _JUST_BELOW_HALF.view(np.uint32)
-    v = v + half_away.view(F32)
-    return np.trunc(v, out=v) if dtype is None else v.astype(dtype)
-
-
-def half(blocks: np.ndarray, offset: int, count: int = 1) -> np.ndarray:
-    """`count` float16 values at byte `offset` of every block, widened to float32: (n_blocks, count)."""
-    return blocks[:, offset : offset + 2 * count].view(np.float16).astype(F32)
-
-
-def group_scales(d: np.ndarray, codes: np.ndarray) -> np.ndarray:
-    """Super-block scales d (n, k) times integer sub-block scale codes (n, k, G): float32 (n, k, G)."""
-    return np.multiply(d[:, :, None], codes, dtype=F32)
-
-
-def to_half(v: np.ndarray) -> np.ndarray:
-    """`GGML_FP32_TO_FP16` (round to nearest even) of every value, as raw bytes: shape (..., 2) uint8."""
-    return np.asarray(v, dtype=F32).astype(np.float16)[..., None].view(np.uint8)
-
-
-def half_round(v: np.ndarray) -> np.ndarray:
-    """The float32 value a scale has after being stored as float16 and read back."""
-    return np.asarray(v, dtype=F32).astype(np.float16).astype(F32)
-
-
-_BYTE_LANES = 0x0101010101010101
-
-
-@functools.cache
-def _word_shifts(shifts: tuple[int, ...]) -> np.ndarray:
-    return readonly(np.array(shifts, dtype=np.uint64)[:, None])
-
-
-def bitfields(data: np.ndarray, shifts: tuple[int, ...], mask: int, to: int = 0, key: str = "codes") -> np.ndarray:
-    """Unpack codes: bytes (..., L) to (..., len(shifts), L) uint8, field i = ((byte >> shifts[i]) & mask) << to.
-
-    This is how ggml lays codes out (nibbles, 2-bit fields, bit planes of one byte run go to consecutive
-    runs of values). Works 8 bytes at a time with every field in one long ufunc loop, then interleaves the
-    runs by moving them as opaque L-byte items: numpy is slow on many short rows (and on uint8 left shifts),
-    fast on long ones. L must be a multiple of 8.
-    The result and the temporaries live in the calling thread's scratch (`scratch`): the result stays valid
-    until the thread's next call with the same `key`, so a kernel that holds two results names the second.
-    """
-    run, k = data.shape[-1], len(shifts)
-    item = np.dtype((np.void, run))
-    items = data.view(item)
-    n_items = items.size
-    if items.flags.c_contiguous:
-        words = items.view(np.uint64).reshape(-1)
-    else:
-        words = scratch("bitfields.words", (n_items * run // 8,), np.uint64)
-        np.copyto(words.view(item).reshape(items.shape), items)
-    fields = scratch("bitfields.fields", (k, words.size), np.uint64)
-    np.right_shift(words, _word_shifts(shifts), out=fields)
-    fields &= np.uint64(mask * _BYTE_LANES)
-    if to:
-        fields <<= np.uint64(to)
-    runs = scratch(key, (*data.shape[:-1], k, run), np.uint8)
-    _transpose_items(fields.view(item).reshape(k, n_items), runs.view(item).reshape(n_items, k).T)
-    return runs
-
-
-def _transpose_items(src: np.ndarray, dst: np.ndarray) -> None:
-    """dst[i] = src[i] for each of the k rows of two (k, n) arrays of opaque items, one row at a time.
-
-    One copy of the whole (k, n) <-> (n, k) transposition walks the memory-order side in rows of k items,
-    and numpy pays for every short row (2.3x slower for k = 2 on Q5_0's nibbles than k long loops).
-    """
-    for i in range(len(src)):
-        np.copyto(dst[i], src[i])
-
-
-def block_bytes(fields: np.ndarray) -> np.ndarray:
-    """A contiguous copy of a few bytes of every block (a strided (n, k) slice of uint8 blocks).
-
-    Moved as one k-byte item per block in a single long loop: np.ascontiguousarray copies each block's k
-    bytes as a short row of its own, about 10x slower (Q5_0's 4 high-bit bytes: 5.6 ns a block vs 0.5).
-    """
-    if fields.strides[-1] != 1:  # not a slice of blocks: the bytes must be gathered one by one anyway
-        return np.ascontiguousarray(fields)
-    item = np.dtype((np.void, fields.shape[-1]))
-    out = np.empty(fields.shape, np.uint8)
-    np.copyto(out.view(item)[:, 0], fields.view(item)[:, 0])
-    return out
-
-
-def scale_codes_into(out: np.ndarray, codes: np.ndarray, scales: np.ndarray, sign: int = 1) -> None:
-    """out = codes * scale + sign * shift, one scale (and shift) per equal group of values of each block.
-
-    `out` float32 (n_blocks, block_size); `codes` any integer array (or strided view) whose elements in
-    C order are the output's; `scales` float32 (n_blocks, 1, n_groups) of scales, or (n_blocks, 2,
-    n_groups) of scales then shifts; (n_blocks, k) means one group per block.
-    The product is rounded before the add, as ggml's `d * q + m` / `d * q - m` are (no fused
-    multiply-add in its generic code). The codes are cast straight into `out` (a strided view costs no
-    temporary) and the scales broadcast over their groups: materializing them (np.repeat) costs a pass
-    and holds the GIL, so the pool's threads would not overlap.
-    """
-    if scales.ndim == 2:
-        scales = scales[:, :, None]
-    np.copyto(out.reshape(codes.shape), codes)
-    groups = out.reshape(out.shape[0], scales.shape[2], -1)
-    groups *= scales[:, 0, :, None]
-    if scales.shape[1] == 2:
-        (np.add if sign > 0 else np.subtract)(groups, scales[:, 1, :, None], out=groups)
-
-
-def position_major(x: np.ndarray, group: int) -> np.ndarray:
-    """Rows of `x` cut into groups of `group` values, laid out (group, n_groups) for the searches."""
-    return np.ascontiguousarray(x.reshape(-1, group).T)
-
-
-def _items(a: np.ndarray) -> np.ndarray:
-    """View each row's bytes as one opaque item: moves of whole rows then run in one long loop."""
-    rows = np.ascontiguousarray(a).reshape(len(a), -1).view(np.uint8)
-    return rows.view(np.dtype((np.void, rows.shape[1])))[:, 0]
-
-
-def assemble(n_rows: int, *parts: np.ndarray) -> np.ndarray:
-    """Lay per-block fields (any dtype, first axis = block) side by side into `n_rows` rows of ggml blocks."""
-    items = [_items(p) for p in parts]
-    sizes = [i.dtype.itemsize for i in items]
-    out = np.empty((len(items[0]), sum(sizes)), np.uint8)
-    offset = 0
-    for item, size in zip(items, sizes, strict=True):
-        out[:, offset : offset + size].view(item.dtype)[:, 0] = item
-        offset += size
-    return out.reshape(n_rows, -1)
-
-
-def packfields(codes: np.ndarray, shifts: tuple[int, ...]) -> np.ndarray:
-    """Inverse of `bitfields`: (..., k, L) codes to (..., L) bytes, OR of codes[..., i, :] << shifts[i].
-
-    Codes must fit their field (no carry into the next byte); L must be a multiple of 8.
-    """
-    k, run = codes.shape[-2:]
-    item = np.dtype((np.void, run))
-    fields = np.ascontiguousarray(codes).reshape(-1, k, run).view(item)[..., 0]
-    words = np.empty((k, len(fields) * run // 8), np.uint64)
-    _transpose_items(fields.T, words.view(item))
-    packed = words[0] << np.uint64(shifts[0])
-    for i in range(1, k):
-        packed |= words[i] << np.uint64(shifts[i])
-    return packed.view(np.uint8).reshape(*codes.shape[:-2], run)
