@@ -4,10 +4,9 @@ This is a script, not a test. Two modes:
 
     python benchmarks/bench_quant.py [--types Q4_K,Q8_0] [--size 4096] [--repeat 3]
         For every GGML type: dequantize a size x size tensor with weightkit (all cores), gguf-py's
-        `gguf.quants.dequantize` and ggml's `to_float` (single-threaded C, through the shared ctypes
-        oracle when `llama_cpp` is installed); then quantize a size x size tensor to Q8_0, Q4_0, Q4_K
-        and Q6_K (or to --types) with weightkit, gguf-py's `gguf.quants.quantize` and ggml's
-        `ggml_quantize_chunk`.
+        `gguf.quants.dequantize` and ggml's `to_float` (single-threaded C, through tools/ggml_oracle.py
+        when `llama_cpp` is installed); then quantize a size x size tensor to Q8_0, Q4_0, Q4_K and Q6_K
+        (or to --types) with weightkit, gguf-py's `gguf.quants.quantize` and ggml's `ggml_quantize_chunk`.
     python benchmarks/bench_quant.py --gguf model.gguf [--repeat 3]
         Dequantize every tensor of a GGUF file with each of the three and compare the totals.
 
@@ -40,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _common import best_of, release_freed_memory
 
 REPO = Path(__file__).resolve().parents[1]
-ORACLE_DIR = REPO.parent / "shared" / "tools"
+ORACLE_DIR = REPO / "tools"
 DEFAULT_QUANTIZE_TYPES = ("Q8_0", "Q4_0", "Q4_K", "Q6_K")
 # Rows of real quantized data per type; the benchmark tensor repeats them, so the slow IQ quantizers in
 # ggml take seconds rather than minutes to make the inputs.
@@ -52,7 +51,7 @@ Array = np.ndarray
 
 
 def load_ggml():
-    """ggml's C reference (the shared ctypes oracle), or None when llama-cpp-python is not installed."""
+    """ggml's C reference (tools/ggml_oracle.py), or None when llama-cpp-python is not installed."""
     try:
         import llama_cpp  # noqa: F401  (the oracle loads the ggml library shipped inside it)
     except ImportError:
