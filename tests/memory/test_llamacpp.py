@@ -120,3 +120,36 @@ def _oracle():
     sys.modules[spec.name] = module  # its dataclasses look their module up
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "gpus"),
+    [
+        ("llama-3.1-70b", {"n_ctx": 8192}, ()),
+        ("gemma-3-12b", {"n_ctx": 16384, "swa_full": False, "n_seq_max": 2}, ()),
+        ("granite-4.0-h-tiny", {"n_ctx": 8192, "flash_attn": "off"}, ()),
+        ("deepseek-v2-lite", {"n_ctx": 4096}, ("CUDA:24GiB",)),
+        ("gemma-2-9b", {"n_ctx": 8192, "swa_full": False}, ("CUDA:6GiB", "CUDA:4GiB")),
+        ("qwen3-30b-a3b", {"n_ctx": 4096}, ("Metal:12GiB",)),
+    ],
+)
+def test_the_shortened_graph_stands_for_the_whole(model_path, name, params, gpus):
+    """A graph of the first repetitions of the layer pattern and the last layer needs the same buffers as the
+    whole graph, on the CPU and spread over GPUs (here built both ways and compared)."""
+    from weightkit.cli.estimate import parse_gpu
+    from weightkit.memory.llamacpp.compute import compute_buffers, repetition
+    from weightkit.memory.llamacpp.placement import place_layers
+
+    with weightkit.open(model_path(name)) as m:
+        hp = read_hparams(m)
+        assert repetition(hp, m.tensors) is not None
+        ctx = make_context(hp, ContextParams(**params))
+        memory = make_memory(hp, ctx)
+        if not gpus:
+            assert compute_buffer(hp, ctx, memory, m.tensors) == compute_buffer(
+                hp, ctx, memory, m.tensors, shorten=False
+            )
+            return
+        placement = place_layers(hp, [parse_gpu(i, g) for i, g in enumerate(gpus)], n_gpu_layers=hp.n_layer // 2)
+        short = compute_buffers(hp, ctx, memory, m.tensors, placement, False)
+        assert short == compute_buffers(hp, ctx, memory, m.tensors, placement, False, shorten=False)

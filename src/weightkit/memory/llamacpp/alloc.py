@@ -23,7 +23,7 @@ chunk, which is what this simulates.
 from __future__ import annotations
 
 from bisect import insort
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from .ggml import INPUT, OUTPUT, Graph, Tensor
 
@@ -92,16 +92,22 @@ def buffer_size(graph: Graph, align: int = 32) -> int:
     return buffer_sizes(graph.leafs, graph.nodes, [(align, None)], lambda t: 0)[0]
 
 
+State = tuple  # what the allocator holds at a point: free blocks, tops, and the live tensors' places
+
+
 AllocSize = Callable[[Tensor], int] | None  # a buffer type's get_alloc_size (None: ggml_nbytes)
 
 
 def buffer_sizes(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: Sequence[tuple[int, AllocSize]],
-                 buffer_of: Callable[[Tensor], int]) -> list[int]:  # fmt: skip
+                 buffer_of: Callable[[Tensor], int], snapshot_at: Mapping[int, list[State]] | None = None,
+                 ) -> list[int]:  # fmt: skip
     """`ggml_gallocr_reserve_n`: one pass over the graph, each tensor placed in the buffer `buffer_of` gives it;
-    `buffers` holds each buffer type's alignment and allocation size. Returns each buffer's size."""
+    `buffers` holds each buffer type's alignment and allocation size. Returns each buffer's size.
+
+    `snapshot_at` maps node indices to lists that receive the allocator's state just before that node."""
     allocators = [_Blocks(align) for align, _ in buffers]
     sizes = [size for _, size in buffers]
-    offset: dict[int, tuple[int, int]] = {}  # id -> (buffer, offset), for tensors placed and still owned
+    offset: dict[int, tuple[int, int, int]] = {}  # id -> (buffer, offset, size) of tensors placed and still owned
     children: dict[int, int] = {}
     views: dict[int, int] = {}
 
@@ -124,12 +130,13 @@ def buffer_sizes(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: Sequ
                     offset[key] = offset.pop(pkey)  # the node takes the parent's memory over
                     return
         buffer = buffer_of(t)
-        offset[key] = (buffer, allocators[buffer].alloc(nbytes(t, buffer)))
+        size = nbytes(t, buffer)
+        offset[key] = (buffer, allocators[buffer].alloc(size), size)
 
     def free(t: Tensor) -> None:
         if not t.flags & OUTPUT:
-            buffer, at = offset.pop(id(t))
-            allocators[buffer].release(at, nbytes(t, buffer))
+            buffer, at, size = offset.pop(id(t))
+            allocators[buffer].release(at, size)
 
     for leaf in leafs:
         place(leaf)
@@ -143,7 +150,11 @@ def buffer_sizes(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: Sequ
                 children[id(s)] = children.get(id(s), 0) + 1
                 if s.flags & INPUT:
                     place(s)
-    for node in nodes:
+    for index, node in enumerate(nodes):
+        if snapshot_at and index in snapshot_at:
+            live = tuple(sorted(offset.values()))
+            free_lists = tuple(tuple(map(tuple, blocks.free)) for blocks in allocators)
+            snapshot_at[index].append((free_lists, tuple(blocks.top for blocks in allocators), live))
         place(node)
         for parent in node.src:
             if parent is None:

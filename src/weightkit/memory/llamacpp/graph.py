@@ -6,7 +6,7 @@ order as llama.cpp's. The architectures' graphs in `graphs.py` are written with 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 
 from ...dtypes import ggml_type
 from ...model import TensorInfo
@@ -22,9 +22,12 @@ class GraphBuilder:
     """One graph being built: `n_tokens` tokens in `n_seqs` sequences, `n_outputs` of them output."""
 
     def __init__(self, hp: HParams, ctx: Context, memory: Memory, tensors: Mapping[str, TensorInfo],
-                 n_tokens: int, n_seqs: int, n_outputs: int, placement: Placement | None = None) -> None:  # fmt: skip
+                 n_tokens: int, n_seqs: int, n_outputs: int, placement: Placement | None = None,
+                 layers: Sequence[int] | None = None) -> None:  # fmt: skip
         self.hp, self.ctx, self.memory, self.tensors = hp, ctx, memory, tensors
         self.placement = placement  # None: everything on the CPU
+        self.layers = range(hp.n_layer) if layers is None else layers  # a subset stands for the whole (compute.py)
+        self.layer_starts: list[int] = []  # graph nodes expanded before each layer was built
         self.n_tokens, self.n_seqs, self.n_outputs = n_tokens, n_seqs, n_outputs
         self.n_stream = 1 if ctx.kv_unified else n_seqs
         self.graph = g.Graph()
@@ -67,6 +70,12 @@ class GraphBuilder:
     def expand(self, t: Tensor) -> Tensor:
         self.graph.expand(t)
         return t
+
+    def each_layer(self) -> Iterator[int]:
+        """The layers to build, in order, noting where each begins in the graph."""
+        for il in self.layers:
+            self.layer_starts.append(len(self.graph.nodes))
+            yield il
 
     # ------------------------------------------------------------------------------------------ inputs
 

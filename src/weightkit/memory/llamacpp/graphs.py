@@ -51,7 +51,7 @@ def _decoder(b: GraphBuilder, *, qk_norm: bool, ffn_biases: bool, output_bias: b
     pos = b.inp_pos()
     b.attn_inp_kv()
     out_ids = b.inp_out_ids()
-    for il in range(hp.n_layer):
+    for il in b.each_layer():
         cur = _attention(b, il, b.norm(inp, b.w("attn_norm.weight", il)), pos, qk_norm=qk_norm)
         cur, residual = _rows(b, il, out_ids, cur, inp)
         ffn_inp = g.add(cur, residual)
@@ -87,7 +87,7 @@ def gemma(b: GraphBuilder) -> Graph:
     pos = b.inp_pos()
     b.attn_inp_kv()
     out_ids = b.inp_out_ids()
-    for il in range(hp.n_layer):
+    for il in b.each_layer():
         cur = b.norm(inp, b.w("attn_norm.weight", il))
         cur = _attention(b, il, cur, pos, qk_norm=gemma3, scale_q=True, bias_out=False)
         cur, inp = _rows(b, il, out_ids, cur, inp)
@@ -109,7 +109,7 @@ def gpt_oss(b: GraphBuilder) -> Graph:
     pos = b.inp_pos()
     b.attn_inp_kv()
     out_ids = b.inp_out_ids()
-    for il in range(hp.n_layer):
+    for il in b.each_layer():
         cur = _attention(b, il, b.norm(inp, b.w("attn_norm.weight", il)), pos, sinks=True)
         ffn_inp = g.add(cur, inp)
         cur = b.norm(ffn_inp, b.w("post_attention_norm.weight", il))
@@ -126,7 +126,7 @@ def phi3(b: GraphBuilder) -> Graph:
     pos = b.inp_pos()
     b.attn_inp_kv()
     out_ids = b.inp_out_ids()
-    for il in range(hp.n_layer):
+    for il in b.each_layer():
         cur = b.norm(inp, b.w("attn_norm.weight", il), b.w("attn_norm.bias", il))
         cur = _attention(b, il, cur, pos, scale_q=True)
         cur, residual = _rows(b, il, out_ids, cur, inp)
@@ -157,7 +157,7 @@ def deepseek2(b: GraphBuilder) -> Graph:
     b.attn_inp_kv()
     out_ids = b.inp_out_ids()
     gating = _GATING[int(hp.flags.get("expert_gating_func", 0))]
-    for il in range(hp.n_layer):
+    for il in b.each_layer():
         cur = b.norm(inp, b.w("attn_norm.weight", il))
         if (wq := b.w("attn_q.weight", il)) is not None:
             q = b.mm(wq, cur)
@@ -212,7 +212,7 @@ def bert(b: GraphBuilder) -> Graph:
     inp = b.norm(inp, b.w("token_embd_norm.weight"), b.w("token_embd_norm.bias"), rms=False)
     mask = b.attn_inp_no_cache()
     out_ids = b.inp_out_ids()
-    for il in range(hp.n_layer):
+    for il in b.each_layer():
         q, k, v = b.qkv(il, inp, hp.head_k_full, hp.n_head[il], hp.n_head_kv[il])
         for t in (q, k, v):
             b.expand(t)
@@ -276,11 +276,10 @@ def _mamba2_layer(b: GraphBuilder, il: int, cur: Tensor) -> Tensor:
 
 def mamba2(b: GraphBuilder) -> Graph:
     """`llama_model_mamba::graph` for Mamba-2: every layer recurrent."""
-    hp = b.hp
     inp = b.inp_embd(b.w("token_embd.weight"))
     b.rs_inp()
     out_ids = b.inp_out_ids()
-    for il in range(hp.n_layer):
+    for il in b.each_layer():
         cur = _mamba2_layer(b, il, b.norm(inp, b.w("attn_norm.weight", il)))
         cur, inp = _rows(b, il, out_ids, cur, inp)
         inp = g.add(cur, inp)
@@ -296,7 +295,7 @@ def granite_hybrid(b: GraphBuilder) -> Graph:
     b.attn_inp_kv()
     out_ids = b.inp_out_ids()
     pos = b.inp_pos() if hp.flags.get("rope", 1.0) else None
-    for il in range(hp.n_layer):
+    for il in b.each_layer():
         cur = b.norm(inp, b.w("attn_norm.weight", il))
         if hp.is_recurrent[il]:
             cur = _mamba2_layer(b, il, cur)

@@ -189,12 +189,21 @@ def _copy(src: Tensor, flags: int) -> Tensor:
 
 
 def backend_buffers(
-    graph: Graph, gpus: Sequence[Buffer], *, op_offload: bool = True, pipeline: bool = False
+    graph: Graph,
+    gpus: Sequence[Buffer],
+    *,
+    op_offload: bool = True,
+    pipeline: bool = False,
+    snapshot_at: dict[int, list] | None = None,
 ) -> list[int]:
-    """Compute buffer bytes of each GPU backend, then the CPU's, for `graph` spread as the scheduler spreads it."""
+    """Compute buffer bytes of each GPU backend, then the CPU's, for `graph` spread as the scheduler spreads it.
+    `snapshot_at` (graph node indices) collects the allocator's state as `alloc.buffer_sizes` does."""
     scheduler = _Scheduler(graph, gpus, op_offload, MAX_COPIES if pipeline else 1)
     scheduler.assign()
     nodes, leafs, ids = scheduler.split()
+    if snapshot_at:  # the graph copy adds nodes: find the original nodes where they went
+        where = {id(n): i for i, n in enumerate(nodes)}
+        snapshot_at = {where[id(graph.nodes[i])]: got for i, got in snapshot_at.items() if i < len(graph.nodes)}
     buffers = [(b.alignment, lambda t, b=b: b.raw_size(t.type, t.ne[0], t.nbytes)) for b in gpus]
     buffers.append((CPU_BUFFER_ALIGNMENT, None))
-    return buffer_sizes(leafs, nodes, buffers, lambda t: ids.get(id(t), scheduler.cpu))
+    return buffer_sizes(leafs, nodes, buffers, lambda t: ids.get(id(t), scheduler.cpu), snapshot_at)
