@@ -6,10 +6,15 @@ The reference accepts and rejects by these rules, which weightkit follows one fo
   levels, whitespace allowed before and after), an object whose keys are tensor names, plus the optional
   `__metadata__`, a map of strings to strings (or null);
 - a tensor is an object with `dtype` (one of the reference's names), `shape` (integers 0..2^64-1) and
-  `data_offsets` (exactly two such integers); other fields are ignored; a repeated field is an error;
-  a repeated tensor name is not (the last one wins, as in the reference);
+  `data_offsets` (exactly two such integers); other fields are ignored;
 - sorted by offsets, the tensors tile the data buffer from 0 with no hole or overlap, each exactly
   elements x bits / 8 bytes long (whole bytes, no overflow past 2^64), and the buffer ends where the file does.
+
+One deliberate departure: the format says "Duplicate keys are disallowed", and weightkit refuses a key
+repeated in any JSON object of the header (a tensor name, a field of a tensor, a key of `__metadata__`,
+a key inside an ignored field). The reference refuses only a repeated known field or `__metadata__`; a
+repeated tensor name or metadata key it takes, the last one winning, so two readers of the same file
+could disagree about its contents.
 """
 
 from __future__ import annotations
@@ -40,17 +45,19 @@ _DTYPE_LIST = list(SafetensorsDType)
 _DTYPE_CODES = {t.value: k for k, t in enumerate(_DTYPE_LIST)}  # a dtype's name -> its place in the list
 
 
-class _Object(dict):
-    """A JSON object that remembers which of its keys appeared more than once."""
+class _RepeatedKey(Exception):
+    """Raised from inside json.loads: an object of the header holds `key` twice."""
 
-    __slots__ = ("repeated",)
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
 
 
-def _object(pairs: list[tuple[str, Any]]) -> _Object:
-    obj = _Object(pairs)
-    obj.repeated = frozenset()
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object as a dict, refusing a repeated key (which a dict would silently keep the last of)."""
+    obj = dict(pairs)
     if len(obj) != len(pairs):
-        obj.repeated = frozenset(k for k, n in Counter(k for k, _ in pairs).items() if n > 1)
+        raise _RepeatedKey(next(k for k, n in Counter(k for k, _ in pairs).items() if n > 1))
     return obj
 
 
@@ -104,12 +111,12 @@ def _parse_exactly(src: ByteSource, text: str, base: int) -> tuple[dict[str, str
         header = json.loads(text, object_pairs_hook=_object, parse_constant=_no_constants, parse_int=_int)
     except json.JSONDecodeError as e:
         raise src.error(8 + len(text[: e.pos].encode()), f"the header is not valid JSON: {e.msg}") from None
+    except _RepeatedKey as e:
+        raise src.error(8, f"the key {e.key!r} appears more than once in one JSON object") from None
     except (ValueError, RecursionError) as e:
         raise src.error(8, f"the header is not valid JSON: {e}") from None
     if not isinstance(header, dict):
         raise src.error(8, f"the header is a JSON {type(header).__name__}, not an object")
-    if METADATA_KEY in header.repeated:
-        raise src.error(8, f"{METADATA_KEY} appears more than once")
     metadata = _metadata(src, header.pop(METADATA_KEY, None))
     entries = sorted(((_tensor(src, name, info), name) for name, info in header.items()), key=lambda e: e[0][2])
     tensors: dict[str, TensorInfo] = {}
@@ -151,7 +158,7 @@ _FIELD_PATTERNS = {
     "data_offsets": rf'"data_offsets":\[{_UINT},{_UINT}\]',
 }
 _METADATA_START = '{"' + METADATA_KEY + '":'
-_DECODER = json.JSONDecoder(parse_constant=_no_constants)
+_DECODER = json.JSONDecoder(parse_constant=_no_constants, object_pairs_hook=_object)
 
 
 @dataclass(frozen=True)
@@ -204,7 +211,7 @@ def _parse_common_case(src: ByteSource, text: str, base: int) -> tuple[dict[str,
     if text.startswith(_METADATA_START):
         try:
             metadata, end = _DECODER.raw_decode(text, len(_METADATA_START))
-        except (ValueError, RecursionError):
+        except (ValueError, RecursionError, _RepeatedKey):
             return None
         if (
             text[end : end + 1] != ","
@@ -286,8 +293,6 @@ def _tensor(src: ByteSource, name: str, info: Any) -> tuple[SafetensorsDType, li
     if not isinstance(info, dict):
         raise src.error(8, f"tensor {name!r} is a JSON {type(info).__name__}, not an object")
     for field in _FIELDS:
-        if field in info.repeated:
-            raise src.error(8, f"tensor {name!r} repeats the field {field!r}")
         if field not in info:
             raise src.error(8, f"tensor {name!r} has no {field!r}")
     dtype = info["dtype"]
