@@ -13,7 +13,7 @@ import numpy as np
 
 from ._io import ByteSource
 from .dtypes import GGMLType, TensorDType, numpy_dtype, view_as
-from .errors import UnsupportedError
+from .errors import ArgumentError, UnsupportedError
 
 FRAMEWORKS = ("numpy", "torch")
 T = TypeVar("T")
@@ -184,12 +184,13 @@ class MappedModelFile(ModelFile):
     """A model held in one memory-mapped file (`_src`), whose tensors are byte ranges of it."""
 
     _src: ByteSource
+    _closed = False
 
     def _map_and_parse(self, path: str | os.PathLike[str], framework: str, parse: Callable[[ByteSource], T]) -> T:
         """Map `path` (read-only for numpy; copy-on-write for torch, which wants writable memory, so writes
         touch private pages and never the file) and parse it, unmapping again if the parse fails."""
         if framework not in FRAMEWORKS:
-            raise ValueError(f"framework is one of {FRAMEWORKS}, not {framework!r}")
+            raise ArgumentError(f"framework is one of {FRAMEWORKS}, not {framework!r}")
         self.framework = framework
         self._src = ByteSource(path, copy_on_write=framework == "torch")
         try:
@@ -204,9 +205,12 @@ class MappedModelFile(ModelFile):
 
     def raw(self, name: str) -> np.ndarray:
         info = self.tensors[name]
+        if self._closed:
+            raise ArgumentError(f"{self.path}: the file is closed; open it again to read tensor {name!r}")
         return self._src.array(info.offset, np.uint8, info.nbytes, f"tensor {name!r}")
 
     def close(self) -> None:
+        self._closed = True
         self._src.close()
 
 
