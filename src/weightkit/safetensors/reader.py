@@ -43,7 +43,7 @@ _U64 = 2**64
 _MAX_DEPTH = 127  # serde_json refuses the 128th level of nesting
 _FIELDS = ("dtype", "shape", "data_offsets")
 _DTYPES = {t.value: t for t in SafetensorsDType}
-_BITS = {t.value: t.bits for t in SafetensorsDType}
+_BITS = {t.value: t.bits for t in SafetensorsDType}  # by name: a str hashes in C, an enum member in Python
 
 
 class _RepeatedKey(Exception):
