@@ -184,6 +184,7 @@ class MappedModelFile(ModelFile):
     """A model held in one memory-mapped file (`_src`), whose tensors are byte ranges of it."""
 
     _src: ByteSource
+    _closed = False
 
     def _map_and_parse(self, path: str | os.PathLike[str], framework: str, parse: Callable[[ByteSource], T]) -> T:
         """Map `path` (read-only for numpy; copy-on-write for torch, which wants writable memory, so writes
@@ -204,9 +205,12 @@ class MappedModelFile(ModelFile):
 
     def raw(self, name: str) -> np.ndarray:
         info = self.tensors[name]
+        if self._closed:
+            raise ArgumentError(f"{self.path}: the file is closed; open it again to read tensor {name!r}")
         return self._src.array(info.offset, np.uint8, info.nbytes, f"tensor {name!r}")
 
     def close(self) -> None:
+        self._closed = True
         self._src.close()
 
 

@@ -4,6 +4,7 @@ one model, and written the way `save_pretrained` shards them."""
 from __future__ import annotations
 
 import json
+import operator
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -12,10 +13,10 @@ from typing import Any
 
 from .._io import atomic_write
 from ..dtypes import DataSource
-from ..errors import FormatError
+from ..errors import ArgumentTypeError, FormatError
 from ..model import ShardedModelFile, TensorInfo
-from .file import SafetensorsFile
-from .writer import SafetensorsTensor, tensor_from, write_safetensors
+from .file import SafetensorsFile, SafetensorsModel
+from .writer import SafetensorsTensor, described, write_safetensors
 
 INDEX_NAME = "model.safetensors.index.json"
 SINGLE_NAME = "model.safetensors"
@@ -57,11 +58,9 @@ def read_index(path: Path) -> tuple[dict[str, str], dict[str, Any]]:
     return weight_map, metadata
 
 
-class SafetensorsCheckpoint(ShardedModelFile):
+class SafetensorsCheckpoint(SafetensorsModel, ShardedModelFile):
     """A sharded (or single-file) Hugging Face checkpoint folder as one model. `TensorInfo.shard` indexes
     `.files`; `.config` is the folder's config.json (or None)."""
-
-    format = "safetensors"
 
     def __init__(self, path: str | os.PathLike[str], *, framework: str = "numpy") -> None:
         path = Path(path)
@@ -125,11 +124,13 @@ def write_checkpoint(
 ) -> list[Path]:
     """Write `model-0000i-of-0000n.safetensors` shards and `model.safetensors.index.json` into `folder`
     (one shard: just `model.safetensors`, as save_pretrained does). Returns the files written."""
+    try:
+        max_shard_bytes = operator.index(max_shard_bytes)
+    except TypeError:
+        raise ArgumentTypeError(f"max_shard_bytes is a number of bytes, not {max_shard_bytes!r}") from None
+    shards = plan_shards(described(tensors), max_shard_bytes)
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    if isinstance(tensors, Mapping):
-        tensors = [tensor_from(name, data) for name, data in tensors.items()]
-    shards = plan_shards(list(tensors), max_shard_bytes)
     if len(shards) == 1:
         write_safetensors(folder / SINGLE_NAME, shards[0], metadata)
         return [folder / SINGLE_NAME]

@@ -1,4 +1,5 @@
-"""Parse and validate a safetensors header exactly as Hugging Face's reference (its Rust core) does.
+"""Parse and validate a safetensors header by the rules of Hugging Face's reference (its Rust core), and
+by the format's own rule against duplicate keys, which the reference does not enforce.
 
 The reference accepts and rejects by these rules, which weightkit follows one for one (tested against it):
 - 8-byte little-endian header length N, at most 100,000,000, and 8 + N within the file;
@@ -6,29 +7,34 @@ The reference accepts and rejects by these rules, which weightkit follows one fo
   levels, whitespace allowed before and after), an object whose keys are tensor names, plus the optional
   `__metadata__`, a map of strings to strings (or null);
 - a tensor is an object with `dtype` (one of the reference's names), `shape` (integers 0..2^64-1) and
-  `data_offsets` (exactly two such integers); other fields are ignored; a repeated field is an error;
-  a repeated tensor name is not (the last one wins, as in the reference);
+  `data_offsets` (exactly two such integers); other fields are ignored;
 - sorted by offsets, the tensors tile the data buffer from 0 with no hole or overlap, each exactly
   elements x bits / 8 bytes long (whole bytes, no overflow past 2^64), and the buffer ends where the file does.
+
+One deliberate departure: the format says "Duplicate keys are disallowed", and weightkit refuses a key
+repeated in any JSON object of the header (a tensor name, a field of a tensor, a key of `__metadata__`,
+a key inside an ignored field). The reference refuses only a repeated known field or `__metadata__`; a
+repeated tensor name or metadata key it takes, the last one winning, so two readers of the same file
+could disagree about its contents.
 """
 
 from __future__ import annotations
 
-import gc
 import json
-import re
 import struct
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from itertools import chain
+from itertools import chain, repeat
 from math import prod
+from operator import contains, eq, is_, itemgetter, lt, mul
 from typing import Any
 
 import numpy as np
 
 from .._io import ByteSource
 from ..dtypes import SafetensorsDType
+from ..errors import FormatError
 from ..model import CodedColumn, TensorInfo, TensorTable
 
 MAX_HEADER_SIZE = 100_000_000
@@ -36,21 +42,23 @@ METADATA_KEY = "__metadata__"
 _U64 = 2**64
 _MAX_DEPTH = 127  # serde_json refuses the 128th level of nesting
 _FIELDS = ("dtype", "shape", "data_offsets")
-_DTYPE_LIST = list(SafetensorsDType)
-_DTYPE_CODES = {t.value: k for k, t in enumerate(_DTYPE_LIST)}  # a dtype's name -> its place in the list
+_DTYPES = {t.value: t for t in SafetensorsDType}
+_BITS = {t.value: t.bits for t in SafetensorsDType}  # by name: a str hashes in C, an enum member in Python
 
 
-class _Object(dict):
-    """A JSON object that remembers which of its keys appeared more than once."""
+class _RepeatedKey(Exception):
+    """Raised from inside json.loads: an object of the header holds `key` twice."""
 
-    __slots__ = ("repeated",)
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
 
 
-def _object(pairs: list[tuple[str, Any]]) -> _Object:
-    obj = _Object(pairs)
-    obj.repeated = frozenset()
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object as a dict, refusing a repeated key (which a dict would silently keep the last of)."""
+    obj = dict(pairs)
     if len(obj) != len(pairs):
-        obj.repeated = frozenset(k for k, n in Counter(k for k, _ in pairs).items() if n > 1)
+        raise _RepeatedKey(next(k for k, n in Counter(k for k, _ in pairs).items() if n > 1))
     return obj
 
 
@@ -72,16 +80,6 @@ class ParsedSafetensors:
 
 def parse(src: ByteSource) -> ParsedSafetensors:
     """Validate the header of the safetensors file behind `src` and return its tensors."""
-    collecting = gc.isenabled()
-    gc.disable()  # tens of thousands of new objects, none cyclic: collecting them mid-parse only costs time
-    try:
-        return _parse(src)
-    finally:
-        if collecting:
-            gc.enable()
-
-
-def _parse(src: ByteSource) -> ParsedSafetensors:
     if src.size < 8:
         raise src.error(0, f"file of {src.size} bytes is too small for the 8-byte header length")
     (n,) = src.unpack(struct.Struct("<Q"), 0, "the header length")
@@ -94,219 +92,176 @@ def _parse(src: ByteSource) -> ParsedSafetensors:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise src.error(8 + e.start, "the header is not valid UTF-8") from None
-    metadata, tensors = _parse_common_case(src, text, 8 + n) or _parse_exactly(src, text, 8 + n)
-    return ParsedSafetensors(metadata, tensors, n)
+    header = _decode(src, text)
+    metadata = _metadata(src, header.pop(METADATA_KEY, None))
+    return ParsedSafetensors(metadata, _tensors(src, header, 8 + n), n)
 
 
-def _parse_exactly(src: ByteSource, text: str, base: int) -> tuple[dict[str, str] | None, dict[str, TensorInfo]]:
-    """Every rule checked one value at a time, with the precise error; for headers the bulk path declines."""
+def _decode(src: ByteSource, text: str) -> dict[str, Any]:
+    """The header as JSON objects, refusing what serde_json refuses and any repeated key."""
     try:
-        header = json.loads(text, object_pairs_hook=_object, parse_constant=_no_constants, parse_int=_int)
+        # A custom int parser costs a Python call per number; only "-0" needs it.
+        header = json.loads(
+            text, object_pairs_hook=_object, parse_constant=_no_constants, parse_int=_int if "-0" in text else None
+        )
     except json.JSONDecodeError as e:
         raise src.error(8 + len(text[: e.pos].encode()), f"the header is not valid JSON: {e.msg}") from None
+    except _RepeatedKey as e:
+        raise src.error(8, f"the key {e.key!r} appears more than once in one JSON object") from None
     except (ValueError, RecursionError) as e:
         raise src.error(8, f"the header is not valid JSON: {e}") from None
-    if not isinstance(header, dict):
+    if type(header) is not dict:
         raise src.error(8, f"the header is a JSON {type(header).__name__}, not an object")
-    if METADATA_KEY in header.repeated:
-        raise src.error(8, f"{METADATA_KEY} appears more than once")
-    metadata = _metadata(src, header.pop(METADATA_KEY, None))
-    entries = sorted(((_tensor(src, name, info), name) for name, info in header.items()), key=lambda e: e[0][2])
-    tensors: dict[str, TensorInfo] = {}
-    end = 0
-    for (dtype, shape, (start, stop)), name in entries:
-        if start != end or stop < start:
-            raise src.error(
-                base + start if base + start <= src.size else None,
-                f"tensor {name!r} has data offsets [{start}, {stop}]; the previous tensor ends at {end} "
-                "(no holes or overlaps allowed)",
-            )
-        count = 1
-        for d in shape:
-            count *= d
-        bits = count * dtype.bits
-        if count >= _U64 or bits >= _U64:
-            raise src.error(8, f"tensor {name!r}: the size of shape {shape} overflows 64 bits")
-        if bits % 8:
-            raise src.error(8, f"tensor {name!r}: {count} {dtype.value} elements are not a whole number of bytes")
-        if stop - start != bits // 8:
-            raise src.error(
-                base + start if base + start <= src.size else None,
-                f"tensor {name!r}: {dtype.value} {shape} takes {bits // 8} bytes, its data offsets span {stop - start}",
-            )
-        tensors[name] = TensorInfo(name, dtype, tuple(shape), base + start, stop - start)
-        end = stop
+    return header
+
+
+def _check(src: ByteSource, ok: list[bool], message: Callable[[int], str]) -> None:
+    """Raise for the first tensor that breaks a rule (its flag in `ok` is False), with `message(its index)`."""
+    if not all(ok):
+        raise src.error(8, message(ok.index(False)))
+
+
+def _tensors(src: ByteSource, header: dict[str, Any], base: int) -> TensorTable:
+    """Check the tensor entries one rule at a time, each rule one C-speed pass over all of them (the costlier
+    ones first over everything at once, then tensor by tensor only to say which breaks it), and lay them
+    out in data order."""
+    names, infos = list(header), list(header.values())
+    if not _encodable("".join(names)):
+        _check(src, list(map(_encodable, names)), lambda i: _surrogate(names[i]))
+    _check(
+        src,
+        list(map(is_, map(type, infos), repeat(dict))),
+        lambda i: f"tensor {names[i]!r} is a JSON {type(infos[i]).__name__}, not an object",
+    )
+    dtypes, shapes, offsets = (_column(src, names, infos, field) for field in _FIELDS)
+
+    def unknown(i: int) -> str:
+        return f"tensor {names[i]!r} has unknown dtype {dtypes[i]!r}"
+
+    _check(src, list(map(is_, map(type, dtypes), repeat(str))), unknown)  # first: a list cannot be looked up
+    _check(src, list(map(contains, repeat(_DTYPES), dtypes)), unknown)
+    _uints_each(src, names, shapes, "shape")
+    spans = _uints_each(src, names, offsets, "data_offsets")
+    _check(
+        src,
+        list(map(eq, map(len, offsets), repeat(2))),
+        lambda i: f"tensor {names[i]!r}: data_offsets must hold 2 numbers, not {len(offsets[i])}",
+    )
+    if max(map(len, infos), default=0) > len(_FIELDS):
+        for name, info in zip(names, infos, strict=True):
+            for key, value in info.items():
+                if key not in _FIELDS and _depth(value) > _MAX_DEPTH - 2:
+                    raise src.error(8, f"tensor {name!r}: field {key!r} nests deeper than JSON parsers allow")
+    bits = list(map(mul, map(prod, shapes), map(_BITS.__getitem__, dtypes)))
+    _check(
+        src,
+        list(map(lt, bits, repeat(_U64))),
+        lambda i: f"tensor {names[i]!r}: the size of shape {shapes[i]} overflows 64 bits",
+    )
+    sizes = np.array(bits, dtype=np.uint64)
+    _check(
+        src,
+        (sizes % np.uint64(8) == 0).tolist(),
+        lambda i: f"tensor {names[i]!r}: {prod(shapes[i])} {dtypes[i]} elements are not a whole number of bytes",
+    )
+    return _layout(src, names, dtypes, shapes, spans, sizes // np.uint64(8), base)
+
+
+def _column(src: ByteSource, names: list[str], infos: list[dict[str, Any]], field: str) -> list[Any]:
+    """Every tensor's `field`, which each must have."""
+    _check(src, list(map(contains, infos, repeat(field))), lambda i: f"tensor {names[i]!r} has no {field!r}")
+    return list(map(itemgetter(field), infos))
+
+
+def _uints_each(src: ByteSource, names: list[str], lists: list[Any], field: str) -> list[int]:
+    """All the values of `lists` (one value of `field` per tensor) in a row, each a list of integers from 0
+    to 2^64-1."""
+    _check(src, list(map(is_, map(type, lists), repeat(list))), lambda i: _not_uints(names[i], field))
+    values = list(chain.from_iterable(lists))
+    if not _uints(values):
+        _check(src, list(map(_uints, lists)), lambda i: _not_uints(names[i], field))
+    return values
+
+
+def _not_uints(name: str, field: str) -> str:
+    return f"tensor {name!r}: {field} must be a list of integers from 0 to 2^64-1"
+
+
+def _uints(values: list[Any]) -> bool:
+    """Whether every value is an integer from 0 to 2^64-1 (not a bool, a float or "-0")."""
+    return set(map(type, values)) <= {int} and (not values or (min(values) >= 0 and max(values) < _U64))
+
+
+def _layout(
+    src: ByteSource,
+    names: list[str],
+    dtypes: list[str],
+    shapes: list[list[int]],
+    spans: list[int],
+    nbytes: np.ndarray,
+    base: int,
+) -> TensorTable:
+    """Sorted by offsets, the tensors must tile the data from 0 to the end of the file, each its own size."""
+    m = len(names)
+    pairs = np.array(spans, dtype=np.uint64).reshape(m, 2)
+    order = np.lexsort((pairs[:, 1], pairs[:, 0]))
+    starts, stops, nbytes = pairs[order, 0], pairs[order, 1], nbytes[order]
+    ends = np.concatenate((np.zeros(1, np.uint64), stops[:-1]))  # where the tensor before each one ends
+
+    def refuse(k: int, reason: str) -> FormatError:
+        start = base + int(starts[k])
+        return src.error(start if start <= src.size else None, reason)
+
+    if (bad := np.flatnonzero((starts != ends) | (stops < starts))).size:
+        k = int(bad[0])
+        raise refuse(
+            k,
+            f"tensor {names[order[k]]!r} has data offsets [{starts[k]}, {stops[k]}]; the previous tensor ends "
+            f"at {ends[k]} (no holes or overlaps allowed)",
+        )
+    if (bad := np.flatnonzero(stops - starts != nbytes)).size:
+        k = int(bad[0])
+        i = order[k]
+        raise refuse(
+            k,
+            f"tensor {names[i]!r}: {dtypes[i]} {shapes[i]} takes {nbytes[k]} bytes, "
+            f"its data offsets span {stops[k] - starts[k]}",
+        )
+    end = int(stops[-1]) if m else 0
     if base + end != src.size:
         raise src.error(base + end, f"the tensors cover {end} bytes of data but the file holds {src.size - base}")
-    return metadata, tensors
-
-
-# What plain json.loads accepts but serde_json refuses or reads otherwise: "-0", and \ud800-\udfff escapes.
-_NEEDS_CARE = re.compile(r"-0(?![0-9.eE])|\\u[dD][89a-fA-F]")
-_DTYPE_BITS = np.array([t.bits for t in _DTYPE_LIST], dtype=np.uint64)
-_UINT = "(?:0|[1-9][0-9]*+)"  # possessive (*+, ++) where nothing could match otherwise: a third faster
-_FIELD_PATTERNS = {
-    "dtype": r'"dtype":"[A-Z0-9_]++"',
-    "shape": rf'"shape":\[(?:{_UINT}(?:,{_UINT})*+)?\]',
-    "data_offsets": rf'"data_offsets":\[{_UINT},{_UINT}\]',
-}
-_METADATA_START = '{"' + METADATA_KEY + '":'
-_DECODER = json.JSONDecoder(parse_constant=_no_constants)
-
-
-@dataclass(frozen=True)
-class _Layout:
-    """One compact way of writing the tensor entries, fields in a fixed order: the reference's serde
-    writes dtype, shape, data_offsets; writers that sort keys (Go, nlohmann::json) data_offsets, dtype, shape.
-
-    Split at its quotes, an entry is ten tokens: the strings (the name, the field names, the dtype) and
-    the text between them, which holds the shape and offsets lists. `tokens` maps each field to the
-    position of its value's token within an entry.
-    """
-
-    pattern: re.Pattern[str]
-    tokens: dict[str, int]
-
-    @classmethod
-    def of(cls, order: tuple[str, ...]) -> _Layout:
-        name = r'"[^"\\\x00-\x1f]*+"'  # no escapes or control characters: every quote is a delimiter
-        entry = name + r":\{" + ",".join(_FIELD_PATTERNS[f] for f in order) + r"\}"
-        tokens, position = {}, 3  # 1: the name, 2: ':{', 3: the first field's name
-        for field in order:
-            tokens[field] = position + (2 if field == "dtype" else 1)
-            position += 4 if field == "dtype" else 2
-        return cls(re.compile(rf"(?:{entry},)*+{entry}\}}[ ]*+"), tokens)
-
-
-_LAYOUTS = [_Layout.of(("dtype", "shape", "data_offsets")), _Layout.of(("data_offsets", "dtype", "shape"))]
-_NOT_DIGITS = str.maketrans("", "", ":}[] ")
-# A shape whose element count reaches this might overflow 64 bits once multiplied by a dtype's bits.
-_MAX_FAST_COUNT = 2**64 // 64
-
-
-def _numbers(tokens: list[str]) -> np.ndarray:
-    """Every integer in `tokens` (':[1,2],', ':[3,4]},', ...), in order, parsed in one C call.
-
-    The layout's pattern has checked that they are plain decimal integers; one of 2^64 or more reads
-    as 2^64-1, which no offset in a file can be, so the tiling check then sends the header down the exact path.
-    """
-    return np.fromstring("".join(tokens).translate(_NOT_DIGITS).rstrip(","), dtype=np.uint64, sep=",")
-
-
-def _parse_common_case(src: ByteSource, text: str, base: int) -> tuple[dict[str, str] | None, TensorTable] | None:
-    """Validate a compactly written header in bulk (one regex match, C-speed splits, numpy checks).
-
-    Returns None whenever anything is unusual (whitespace between tokens, escapes in names, other field
-    orders, repeated names, a layout error): the exact path then gives the verdict and the precise message.
-    Whatever this accepts, the exact path accepts too, with the same result.
-    """
-    metadata, body = None, 1
-    if text.startswith(_METADATA_START):
-        try:
-            metadata, end = _DECODER.raw_decode(text, len(_METADATA_START))
-        except (ValueError, RecursionError):
-            return None
-        if (
-            text[end : end + 1] != ","
-            or not (metadata is None or (type(metadata) is dict and set(map(type, metadata.values())) <= {str}))
-            or _NEEDS_CARE.search(text, 0, end)  # the tensors' pattern below admits neither
-        ):
-            return None
-        body = end + 1
-    elif not text.startswith("{"):
-        return None
-    layout = next((lay for lay in _LAYOUTS if lay.pattern.fullmatch(text, body)), None)
-    if layout is None:
-        return None
-    tokens = text[body:].split('"')
-    names = tokens[1::10]
-    m = len(names)
-    shape_texts = tokens[layout.tokens["shape"] :: 10]
-    # Models repeat a few dtypes and shapes thousands of times: each distinct one is parsed once and the
-    # rows hold its number.
-    shape_codes = {t: k for k, t in enumerate(set(shape_texts))}
-    shapes = [tuple(json.loads(t.translate(_NOT_DIGITS).rstrip(",").join("[]"))) for t in shape_codes]
-    counts = list(map(prod, shapes))
-    if max(counts) >= _MAX_FAST_COUNT or max(chain.from_iterable(shapes), default=0) >= _U64:
-        return None  # a dimension of 2^64 or more, even beside a zero, is not a u64: the exact path refuses it
-    try:
-        dtype_codes = np.fromiter(map(_DTYPE_CODES.__getitem__, tokens[layout.tokens["dtype"] :: 10]), np.intp, m)
-    except KeyError:
-        return None
-    shape_rows = np.fromiter(map(shape_codes.__getitem__, shape_texts), np.intp, m)
-    bits = _DTYPE_BITS[dtype_codes] * np.array(counts, dtype=np.uint64)[shape_rows]
-    spans = _numbers(tokens[layout.tokens["data_offsets"] :: 10]).reshape(m, 2)
-    order = np.lexsort((spans[:, 1], spans[:, 0]))
-    starts, ends, bits = spans[order, 0], spans[order, 1], bits[order]
-    if (
-        starts[0] != 0
-        or (starts[1:] != ends[:-1]).any()
-        or (ends < starts).any()
-        or (bits % 8).any()
-        or ((ends - starts) != bits // 8).any()
-        or base + int(ends[-1]) != src.size
-    ):
-        return None
-    if not (np.diff(order) == 1).all():  # writers lay files out in header order; others get sorted here
-        names = [names[i] for i in order.tolist()]
-        dtype_codes, shape_rows = dtype_codes[order], shape_rows[order]
-    try:
-        table = TensorTable(
-            names,
-            CodedColumn(_DTYPE_LIST, dtype_codes),
-            CodedColumn(shapes, shape_rows),
-            starts + np.uint64(base),
-            ends - starts,
-        )
-    except ValueError:  # a repeated name
-        return None
-    return (metadata, table) if METADATA_KEY not in table else None
+    in_order = bool((np.diff(order) == 1).all())  # as writers lay files out; anything else is sorted here
+    return TensorTable(
+        names if in_order else [names[i] for i in order.tolist()],
+        CodedColumn(list(map(_DTYPES.__getitem__, dtypes)), order),
+        CodedColumn(list(map(tuple, shapes)), order),
+        starts + np.uint64(base),
+        nbytes,
+    )
 
 
 def _metadata(src: ByteSource, value: Any) -> dict[str, str] | None:
     if value is None:
         return None
-    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+    if type(value) is not dict or not all(type(v) is str for v in value.values()):
         raise src.error(8, f"{METADATA_KEY} must map strings to strings")
     for s in (*value.keys(), *value.values()):
-        _check_text(src, s)
-    return dict(value)
+        if not _encodable(s):
+            raise src.error(8, _surrogate(s))
+    return value
 
 
-def _check_text(src: ByteSource, s: str) -> None:
+def _encodable(s: str) -> bool:
     """serde_json refuses escaped lone surrogates (\\ud800), which Python's json lets through."""
     try:
         s.encode("utf-8")
     except UnicodeEncodeError:
-        raise src.error(8, f"the header holds a lone surrogate escape in {s!r}") from None
+        return False
+    return True
 
 
-def _tensor(src: ByteSource, name: str, info: Any) -> tuple[SafetensorsDType, list[int], tuple[int, int]]:
-    _check_text(src, name)
-    if not isinstance(info, dict):
-        raise src.error(8, f"tensor {name!r} is a JSON {type(info).__name__}, not an object")
-    for field in _FIELDS:
-        if field in info.repeated:
-            raise src.error(8, f"tensor {name!r} repeats the field {field!r}")
-        if field not in info:
-            raise src.error(8, f"tensor {name!r} has no {field!r}")
-    dtype = info["dtype"]
-    if not isinstance(dtype, str) or dtype not in _DTYPE_CODES:
-        raise src.error(8, f"tensor {name!r} has unknown dtype {dtype!r}")
-    shape = _uints(src, name, "shape", info["shape"])
-    offsets = _uints(src, name, "data_offsets", info["data_offsets"])
-    if len(offsets) != 2:
-        raise src.error(8, f"tensor {name!r}: data_offsets must hold 2 numbers, not {len(offsets)}")
-    for key, value in info.items():
-        if key not in _FIELDS and _depth(value) > _MAX_DEPTH - 2:
-            raise src.error(8, f"tensor {name!r}: field {key!r} nests deeper than JSON parsers allow")
-    return _DTYPE_LIST[_DTYPE_CODES[dtype]], shape, (offsets[0], offsets[1])
-
-
-def _uints(src: ByteSource, name: str, field: str, value: Any) -> list[int]:
-    if not isinstance(value, list) or not all(type(v) is int and 0 <= v < _U64 for v in value):
-        raise src.error(8, f"tensor {name!r}: {field} must be a list of integers from 0 to 2^64-1")
-    return value
+def _surrogate(s: str) -> str:
+    return f"the header holds a lone surrogate escape in {s!r}"
 
 
 def _depth(value: Any) -> int:
