@@ -182,8 +182,10 @@ def exact_bytes(data: TensorData, nbytes: int, what: str) -> memoryview:
     """`data` as flat bytes, which must be exactly the `nbytes` that `what` (a tensor) takes."""
     try:
         view = memoryview(as_bytes(data) if isinstance(data, np.ndarray) else data).cast("B")
-    except TypeError:
-        raise ArgumentTypeError(f"{what}: data must be an array or bytes, not {type(data).__name__}") from None
+    except TypeError as e:  # not bytes-like, or a view with gaps
+        raise ArgumentTypeError(
+            f"{what}: data must be contiguous bytes or an array ({type(data).__name__}: {e})"
+        ) from None
     if view.nbytes != nbytes:
         raise ArgumentError(f"{what} takes {nbytes} bytes, {view.nbytes} given")
     return view

@@ -49,7 +49,7 @@ BAD_WRITES = {
         [tensor_from("a", memoryview(b"abcdefgh")[::2], "U8", (4,))],
         None,
         ArgumentTypeError,
-        "tensor 'a': memoryview",
+        r"tensor 'a': U8 \(4,\): data must be contiguous bytes or an array \(memoryview: .*C-contiguous",
     ),
     "F4 values filling no whole byte": ([tensor_from("a", b"ab", "F4", (3,))], None, ArgumentError, "3 F4 values"),
 }

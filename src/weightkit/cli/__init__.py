@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -20,7 +21,10 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-console = Console()
+#: Output to a pipe or file is laid out this wide (rich's default is 80), so a table keeps one row a line; a
+#: terminal's own width, or $COLUMNS, wins.
+PIPE_WIDTH = 160
+console = Console(width=None if sys.stdout.isatty() or "COLUMNS" in os.environ else PIPE_WIDTH)
 _stderr = Console(stderr=True)
 
 

@@ -104,12 +104,17 @@ def buffer_sizes(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: Sequ
     """`ggml_gallocr_reserve_n`: one pass over the graph, each tensor placed in the buffer `buffer_of` gives it;
     `buffers` holds each buffer type's alignment and allocation size. Returns each buffer's size.
 
-    `snapshot_at` maps node indices to lists that receive the allocator's state just before that node."""
+    `snapshot_at` maps node indices to lists that receive the allocator's state just before that node: its free
+    blocks and tops, and where each live tensor is, named by identity when it was placed before the first
+    snapshot (inputs, kept throughout) and anonymous otherwise (carried from one layer to the next)."""
     allocators = [_Blocks(align) for align, _ in buffers]
     sizes = [size for _, size in buffers]
     offset: dict[int, tuple[int, int, int]] = {}  # id -> (buffer, offset, size) of tensors placed and still owned
     children: dict[int, int] = {}
     views: dict[int, int] = {}
+    first_snapshot = min(snapshot_at, default=0) if snapshot_at else 0
+    early: set[int] = set()  # tensors placed before the first snapshot
+    position = -1
 
     def nbytes(t: Tensor, buffer: int) -> int:
         size = sizes[buffer]
@@ -132,6 +137,8 @@ def buffer_sizes(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: Sequ
         buffer = buffer_of(t)
         size = nbytes(t, buffer)
         offset[key] = (buffer, allocators[buffer].alloc(size), size)
+        if position < first_snapshot:
+            early.add(key)
 
     def free(t: Tensor) -> None:
         if not t.flags & OUTPUT:
@@ -151,8 +158,9 @@ def buffer_sizes(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: Sequ
                 if s.flags & INPUT:
                     place(s)
     for index, node in enumerate(nodes):
+        position = index
         if snapshot_at and index in snapshot_at:
-            live = tuple(sorted(offset.values()))
+            live = tuple(sorted((*where, key if key in early else 0) for key, where in offset.items()))
             free_lists = tuple(tuple(map(tuple, blocks.free)) for blocks in allocators)
             snapshot_at[index].append((free_lists, tuple(blocks.top for blocks in allocators), live))
         place(node)

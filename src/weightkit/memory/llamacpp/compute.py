@@ -3,10 +3,12 @@
 sequence), each allocated by ggml's graph allocator; the buffer keeps the larger size.
 
 A model's layers repeat (every one alike, or a pattern such as five sliding-window layers and a global one), and
-so does the allocator's state from one repetition to the next. A graph of the first repetitions and the last
-layer then needs the same buffer as the whole: once the state at the end of one repetition equals the state at
-the end of the one before, every later repetition replays it exactly. The shortened graph is checked for that;
-where the state has not settled, the whole graph is built.
+so does the allocator's state from one repetition to the next. A graph of three repetitions, the layers that
+end the pattern's last (partial) repetition and the last layer then needs the same buffer as the whole: if the
+state at the start of the third repetition equals the state at the start of the second, every middle repetition
+of the whole graph replays the second exactly, and its final one (where inputs are freed after their last use)
+starts from the state the third starts from. The shortened graph is checked for that; where the state has not
+settled, the whole graph is built.
 """
 
 from __future__ import annotations
@@ -53,13 +55,33 @@ def build_graph(hp: HParams, ctx: Context, memory: Memory, tensors: Mapping[str,
     return builder
 
 
-REPEATS = 3  # repetitions of the layer pattern kept in a shortened graph
 MAX_PERIOD = 16
+TRIALS = (4, 8, 16)  # whole repetitions a shortened graph holds: most models settle within 4, some need more
+CYCLES = (1, 2, 3, 4)  # the allocator's state recurs every repetition, or cycles through a few
 
 
-def repetition(hp: HParams, tensors: Mapping[str, TensorInfo]) -> tuple[list[int], int, int] | None:
-    """The layers of a shortened graph, and the two layer positions (in that list) whose allocator states must
-    agree for it to stand for the whole; None when the layers do not repeat enough to save anything."""
+@dataclass(frozen=True)
+class Repetition:
+    """Layers `start`, `start + period`, ... begin `reps` alike repetitions; `tail` layers of the pattern's next
+    repetition follow them, and then the last layer."""
+
+    start: int
+    period: int
+    reps: int
+    tail: int
+    last: int
+
+    def layers(self, reps: int) -> list[int]:
+        """The layers of a graph of `reps` repetitions, the tail and the last layer."""
+        return [*range(self.start + reps * self.period + self.tail), self.last]
+
+    def rep_starts(self, reps: int) -> list[int]:
+        """Where each of those repetitions begins, as positions in `layers(reps)`."""
+        return [self.start + j * self.period for j in range(reps)]
+
+
+def repetition(hp: HParams, tensors: Mapping[str, TensorInfo]) -> Repetition | None:
+    """How the layers repeat, if they repeat enough for a shortened graph to save anything."""
     kinds = _layer_kinds(hp, tensors)
     last = hp.n_layer - 1
     best = None
@@ -69,13 +91,12 @@ def repetition(hp: HParams, tensors: Mapping[str, TensorInfo]) -> tuple[list[int
             if kinds[i] != kinds[i + period]:
                 start = i + 1
                 break
-        kept = start + REPEATS * period
-        if kept < last and (best is None or kept < best[0]):
-            best = (kept, start, period)
-    if best is None:
-        return None
-    kept, start, period = best
-    return [*range(kept), last], start + (REPEATS - 1) * period, kept
+        reps, tail = divmod(last - start, period)
+        if reps > TRIALS[0] and (
+            best is None or start + TRIALS[0] * period + tail < best.start + TRIALS[0] * best.period + best.tail
+        ):
+            best = Repetition(start, period, reps, tail, last)
+    return best
 
 
 def _layer_kinds(hp: HParams, tensors: Mapping[str, TensorInfo]) -> list[tuple]:
@@ -102,17 +123,41 @@ def _layer_kinds(hp: HParams, tensors: Mapping[str, TensorInfo]) -> list[tuple]:
 
 def _allocate(hp: HParams, ctx: Context, memory: Memory, tensors: Mapping[str, TensorInfo], batch: tuple[int, int, int],
               buffers: list, placement: Placement | None, pipeline: bool, shorten: bool) -> list[int]:  # fmt: skip
-    """Each buffer's size for one batch's graph: a shortened graph where it provably suffices, else the whole."""
+    """Each buffer's size for one batch's graph: a shortened graph where it provably suffices, else the whole.
+
+    The allocator's state at the start of each repetition is taken in a graph of a few repetitions (its last one
+    ends the graph as the whole graph's last one does: inputs freed after their last use). Once the state at the
+    start of repetition i recurs c repetitions later, every later middle repetition replays one of those c, and
+    the whole graph's final repetition starts from the state a shortened graph's does when their numbers of
+    repetitions agree modulo c."""
     plan = repetition(hp, tensors) if shorten else None
-    if plan is not None:
-        layers, a, b = plan
-        builder = build_graph(hp, ctx, memory, tensors, *batch, placement, layers)
-        states: dict[int, list] = {builder.layer_starts[a]: [], builder.layer_starts[b]: []}
+    for reps in TRIALS if plan is not None else ():
+        if reps >= plan.reps:
+            break
+        builder = build_graph(hp, ctx, memory, tensors, *batch, placement, plan.layers(reps))
+        states: dict[int, list] = {builder.layer_starts[at]: [] for at in plan.rep_starts(reps)}
         sizes = _sizes(builder, buffers, placement, pipeline, states)
-        first, second = states.values()
-        if first and first == second:
+        cycle = _cycle([state for got in states.values() for state in got])
+        if cycle is None:
+            continue
+        if (plan.reps - reps) % cycle == 0:
             return sizes
+        in_phase = reps + (plan.reps - reps) % cycle  # puts the final repetition in the whole graph's phase
+        if in_phase < plan.reps:
+            builder = build_graph(hp, ctx, memory, tensors, *batch, placement, plan.layers(in_phase))
+            return _sizes(builder, buffers, placement, pipeline, None)
+        break
     return _sizes(build_graph(hp, ctx, memory, tensors, *batch, placement), buffers, placement, pipeline, None)
+
+
+def _cycle(states: list) -> int | None:
+    """The length of the first cycle among the states at the starts of the repetitions (the final one's start
+    may close it: what that repetition frees that the others keep goes after its start)."""
+    for i in range(len(states)):
+        for c in CYCLES:
+            if i + c < len(states) and states[i] == states[i + c]:
+                return c
+    return None
 
 
 def _sizes(builder: GraphBuilder, buffers: list, placement: Placement | None, pipeline: bool, states) -> list[int]:

@@ -285,7 +285,34 @@ def read_hparams(model: ModelFile) -> HParams:
         if spec.recurrent == "no_kv_heads":
             n_layer = n_layer_all - n_nextn
             values["is_recurrent"] = tuple(il < n_layer and n_head_kv[il] == 0 for il in range(n_layer_all))
-    return HParams(**values)
+    hp = HParams(**values)
+    _check_shapes(keys, hp, model.tensors)
+    return hp
+
+
+def _check_shapes(keys: _Keys, hp: HParams, tensors: Mapping[str, Any]) -> None:
+    """llama.cpp refuses a model whose tensors have other shapes than its metadata makes (`check_tensor_dims`);
+    these are the ones the memory rests on: the token embeddings and each attention layer's Q, K and V."""
+    expected = {"token_embd.weight": ((hp.n_vocab, hp.n_embd), ("tokenizer.ggml.tokens", "embedding_length"))}
+    for il in range(hp.n_layer):
+        if hp.is_recurrent[il] or hp.is_mla:
+            continue
+        q, k, v = (
+            ("attention.head_count", "attention.key_length"),
+            ("attention.head_count_kv",),
+            ("attention.value_length",),
+        )
+        expected[f"blk.{il}.attn_q.weight"] = ((hp.n_head[il] * hp.head_k(il), hp.n_embd), q)
+        expected[f"blk.{il}.attn_k.weight"] = ((hp.n_embd_k_gqa(il), hp.n_embd), (*k, q[1]))
+        expected[f"blk.{il}.attn_v.weight"] = ((hp.n_embd_v_gqa(il), hp.n_embd), (*k, *v))
+    for name, (shape, source) in expected.items():
+        info = tensors.get(name)
+        if info is not None and tuple(info.shape) != shape:
+            raise keys.error(
+                f"tensor {name!r} has shape {list(info.shape)}; {' and '.join(map(keys.name, source))} make it "
+                f"{list(shape)}"
+                " (llama.cpp refuses the model: wrong shape)"
+            )
 
 
 def _vocab_size(keys: _Keys) -> int:

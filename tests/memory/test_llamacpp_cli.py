@@ -1,0 +1,133 @@
+"""`weightkit estimate` with the llama.cpp engine (the default): llama-server's flags become the context llama.cpp
+allocates, checked against what libllama allocated for those very settings (tests/data/llama_memory.json), and
+the table and JSON say the same numbers."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+import weightkit
+from weightkit.cli import main
+from weightkit.cli.estimate import parse_gpu
+from weightkit.cli.render import human_bytes
+from weightkit.errors import ArgumentError, FormatError
+from weightkit.gguf import plan_tensor, write_gguf_skeleton
+from weightkit.memory import LlamaCppSettings, estimate
+from weightkit.memory.llamacpp.context import ContextParams
+from weightkit.memory.llamacpp.hparams import read_hparams
+
+DATA = Path(__file__).parents[1] / "data"
+RECORD = json.loads((DATA / "llama_memory.json").read_text())
+_spec = importlib.util.spec_from_file_location("memory_models", DATA / "memory_models.py")
+MODELS = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(MODELS)
+
+
+def _recorded(model: str, **params) -> dict:
+    """The oracle's case recorded with exactly these `llama_context_params`."""
+    (case,) = [c for c in RECORD[model] if c["params"] == params]
+    return case
+
+
+def _estimate(*args: str) -> None:
+    with pytest.raises(SystemExit) as exit:
+        main(["estimate", *args])
+    assert exit.value.code == 0
+
+
+def _run_json(capsys, *args: str):
+    _estimate(*args, "--json")
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize(
+    ("flags", "params"),
+    [
+        # llama-server -c 16384: --parallel auto is 4 slots in one unified cache, SWA layers windowed
+        (["-c", "16384"], {"kv_unified": True, "n_ctx": 16384, "n_outputs_max": 4, "n_seq_max": 4, "swa_full": False}),
+        # --swa-full: every layer's cache full size
+        (["-c", "32768", "--swa-full"], {"kv_unified": True, "n_ctx": 32768, "n_outputs_max": 4, "n_seq_max": 4}),
+    ],
+)
+def test_server_flags_allocate_what_llama_cpp_allocated(capsys, gemma_path, flags, params):
+    case = _recorded("gemma-3-270m", **params)
+    doc = _run_json(capsys, str(gemma_path), *flags)
+    (cpu,) = doc["devices"]
+    assert (cpu["name"], cpu["kv"], cpu["compute"]) == ("CPU", case["kv"], case["compute"])
+    assert round(cpu["output"] / (1 << 20), 2) == case["output_mib"]
+    assert cpu["total"] == cpu["weights"] + cpu["kv"] + cpu["compute"] + cpu["output"]
+    assert doc["settings"]["parallel"] == 4 and doc["settings"]["kv_unified"] and doc["engine"] == "llama.cpp"
+    assert doc["fits"] is None and cpu["compute_measured"]
+
+
+def test_settings_defaults_are_llama_servers():
+    s = LlamaCppSettings()
+    assert (s.ctx_size, s.batch_size, s.ubatch_size, s.flash_attn, s.cache_type_k, s.n_gpu_layers) == (
+        0, 2048, 512, "auto", "f16", -1)  # fmt: skip
+    assert s.context_params() == ContextParams(
+        n_ctx=0, n_batch=2048, n_ubatch=512, n_seq_max=4, kv_unified=True, swa_full=False, n_outputs_max=4
+    )
+    explicit = LlamaCppSettings(parallel=2, embeddings=True, batch_size=4096).context_params()
+    assert (explicit.n_seq_max, explicit.kv_unified, explicit.n_batch, explicit.n_outputs_max) == (2, False, 512, 512)
+
+
+def test_table_and_json_say_the_same(capsys, gemma_path):
+    doc = _run_json(capsys, str(gemma_path), "-c", "8192,32768", "--gpu", "CUDA:1GiB", "--ram", "8GiB")
+    assert [d["settings"]["ctx_size"] for d in doc] == [8192, 32768]
+    _estimate(str(gemma_path), "-c", "8192,32768", "--gpu", "CUDA:1GiB", "--ram", "8GiB")
+    table = capsys.readouterr().out
+    for est in doc:
+        cuda, cpu = est["devices"]
+        assert cuda["name"] == "CUDA0" and cuda["free"] == 1 << 30 and cpu["free"] == 8 << 30
+        assert not cuda["compute_measured"] and cpu["weights"] > 0  # the token embeddings stay on the CPU
+        assert f"ctx {est['settings']['ctx_size']} " in table
+        for d in est["devices"]:
+            assert human_bytes(d["kv"]) in table and human_bytes(d["total"]) in table
+    assert "19/19 layers on GPUs" in table and "derived from llama.cpp's graph" in table
+
+
+def test_the_library_front_door_matches_the_command(capsys, gemma_path):
+    doc = _run_json(capsys, str(gemma_path), "-c", "4096", "-ngl", "10", "--gpu", "2GiB")
+    with weightkit.open(gemma_path) as m:
+        est = estimate(m, LlamaCppSettings(ctx_size=4096, n_gpu_layers=10), [parse_gpu(0, "2GiB")])
+    assert [d.total for d in est.devices] == [d["total"] for d in doc["devices"]]
+    assert doc["settings"]["n_gpu_layers"] == est.placement.offloaded == 10
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("llama.block_count", None, r"llama\.block_count is missing"),
+        ("llama.embedding_length", None, r"llama\.embedding_length is missing"),
+        ("llama.attention.head_count", None, r"'blk\.0\.attn_q\.weight' has shape \[4096, 4096\]; llama\.attention"),
+        (
+            "llama.attention.head_count_kv",
+            4,
+            r"'blk\.0\.attn_k\.weight' has shape \[1024, 4096\].* make it \[512, 4096\]",
+        ),
+        ("llama.attention.key_length", "x", r"llama\.attention\.key_length is 'x', not a count"),
+    ],
+)
+def test_metadata_that_does_not_match_the_tensors_is_named(tmp_path, key, value, message):
+    metadata, tensors = MODELS.MODELS["llama-3.1-8b"]()
+    if value is None:
+        del metadata[key]
+    else:
+        metadata[key] = value
+    planned = [plan_tensor(n, shape, kind) for n, shape, kind in tensors]
+    write_gguf_skeleton(tmp_path / "m.gguf", metadata, planned)
+    with weightkit.open(tmp_path / "m.gguf") as m, pytest.raises(FormatError, match=message):
+        read_hparams(m)
+
+
+def test_settings_refuse_what_llama_server_refuses():
+    bad_settings = [({"ubatch_size": 0}, "--ubatch-size"), ({"parallel": 0}, "--parallel"),
+                    ({"flash_attn": "yes"}, "--flash-attn"), ({"tensor_split": (1, -1)}, "--tensor-split"),
+                    ({"cache_type_v": "q2_k"}, "--cache-type-v"), ({"split_mode": "rows"}, "--split-mode")]  # fmt: skip
+    for bad, message in bad_settings:
+        with pytest.raises(ArgumentError, match=message):
+            LlamaCppSettings(**bad)
