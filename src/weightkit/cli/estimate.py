@@ -11,7 +11,7 @@ from rich.table import Table
 from .. import open as open_model
 from ..errors import ArgumentError, WeightkitError
 from ..memory import GPU, LlamaCppEstimate, LlamaCppSettings, SystemMemory, estimate
-from ..memory.llamacpp.fit import fit
+from ..memory.llamacpp import fit
 from .render import human_bytes, print_json
 
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "kib": 2**10, "m": 10**6, "mb": 10**6, "mib": 2**20,
