@@ -379,11 +379,15 @@ MODELS: dict[str, Callable[[], tuple[dict, Tensors]]] = {
 }
 
 
+#: shapes for the speed benchmark only (not recorded): the issue's 128 layers and 262k vocabulary
+BENCHMARK = {"llama-128-layers-262k-vocab": llama(128, 8192, 28672, 64, 8, 262144, 131072)}
+
+
 def write_model(name: str, folder: Path) -> Path:
-    """The skeleton GGUF of `name` in `folder` (written once)."""
+    """The skeleton GGUF of `name` (in MODELS or BENCHMARK) in `folder` (written once)."""
     path = folder / f"{name}.gguf"
     if not path.exists():
-        metadata, tensors = MODELS[name]()
+        metadata, tensors = {**MODELS, **BENCHMARK}[name]()
         planned = [plan_tensor(n, s, compatible_type(ggml_type(kind).type, s[-1])) for n, s, kind in tensors]
         write_gguf_skeleton(path, metadata, planned)
     return path
