@@ -157,7 +157,9 @@ def test_the_shortened_graph_stands_for_the_whole(model_path, monkeypatch, name,
         memory = make_memory(hp, ctx)
         placement = None
         if gpus:
-            placement = place_layers(hp, [parse_gpu(i, g) for i, g in enumerate(gpus)], n_gpu_layers=hp.n_layer // 2)
+            # one GPU: the later half of the layers offloaded; two: all, a quarter on the first
+            split = {"n_gpu_layers": hp.n_layer // 2} if len(gpus) == 1 else {"tensor_split": (1, 3)}
+            placement = place_layers(hp, [parse_gpu(i, g) for i, g in enumerate(gpus)], **split)
 
         def buffers(shorten: bool):
             if placement is None:

@@ -16,7 +16,7 @@ from .render import human_bytes, print_json
 
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "kib": 2**10, "m": 10**6, "mb": 10**6, "mib": 2**20,
           "g": 10**9, "gb": 10**9, "gib": 2**30, "t": 10**12, "tb": 10**12, "tib": 2**40}  # fmt: skip
-_LIBRARIES = {"cuda": "CUDA", "rocm": "ROCm", "metal": "Metal", "vulkan": "Vulkan", "cpu": "CPU"}
+_LIBRARIES = {"cuda": "CUDA", "rocm": "ROCm", "metal": "Metal", "vulkan": "Vulkan", "rpc": "RPC", "cpu": "CPU"}
 
 
 def parse_size(text: str, flag: str = "size") -> int:
@@ -50,7 +50,9 @@ def parse_gpu(index: int, text: str) -> GPU:
     if len(parts) == 2:
         library = _LIBRARIES.get(parts[0].lower())
         if library is None:
-            raise ArgumentError(f"--gpu {text!r}: unknown GPU library {parts[0]!r}: one of CUDA, ROCm, Metal, Vulkan")
+            raise ArgumentError(
+                f"--gpu {text!r}: unknown GPU library {parts[0]!r}: one of CUDA, ROCm, Metal, Vulkan, RPC"
+            )
     elif len(parts) != 1:
         raise ArgumentError(f"--gpu {text!r}: cannot read the GPU (write e.g. 24GiB or CUDA:24GiB)")
     size = parse_size(parts[-1], "--gpu")

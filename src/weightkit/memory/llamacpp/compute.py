@@ -80,9 +80,9 @@ class Repetition:
         return [self.start + j * self.period for j in range(reps)]
 
 
-def repetition(hp: HParams, tensors: Mapping[str, TensorInfo]) -> Repetition | None:
-    """How the layers repeat, if they repeat enough for a shortened graph to save anything."""
-    kinds = _layer_kinds(hp, tensors)
+def repetition(hp: HParams, tensors: Mapping[str, TensorInfo], placement: Placement | None = None) -> Repetition | None:
+    """How the layers repeat (their devices too), if they repeat enough for a shortened graph to save anything."""
+    kinds = _layer_kinds(hp, tensors, placement)
     last = hp.n_layer - 1
     best = None
     for period in range(1, MAX_PERIOD + 1):
@@ -99,8 +99,9 @@ def repetition(hp: HParams, tensors: Mapping[str, TensorInfo]) -> Repetition | N
     return best
 
 
-def _layer_kinds(hp: HParams, tensors: Mapping[str, TensorInfo]) -> list[tuple]:
-    """What the graph of each layer depends on: its hyperparameters and its tensors' names, shapes and types."""
+def _layer_kinds(hp: HParams, tensors: Mapping[str, TensorInfo], placement: Placement | None) -> list[tuple]:
+    """What the graph of each layer depends on: its hyperparameters, its tensors' names, shapes and types, and
+    its device."""
     own: dict[int, list] = {il: [] for il in range(hp.n_layer)}
     for name, info in tensors.items():
         if name.startswith("blk."):
@@ -115,6 +116,7 @@ def _layer_kinds(hp: HParams, tensors: Mapping[str, TensorInfo]) -> list[tuple]:
             hp.n_head_kv[il],
             hp.n_ff[il],
             hp.has_kv(il),
+            None if placement is None else placement.device_of(il),
             tuple(sorted(own[il])),
         )
         for il in range(hp.n_layer)
@@ -130,7 +132,7 @@ def _allocate(hp: HParams, ctx: Context, memory: Memory, tensors: Mapping[str, T
     start of repetition i recurs c repetitions later, every later middle repetition replays one of those c, and
     the whole graph's final repetition starts from the state a shortened graph's does when their numbers of
     repetitions agree modulo c."""
-    plan = repetition(hp, tensors) if shorten else None
+    plan = repetition(hp, tensors, placement) if shorten else None
     for reps in TRIALS if plan is not None else ():
         if reps >= plan.reps:
             break

@@ -95,7 +95,9 @@ def estimate(model: ModelFile, settings: LlamaCppSettings | None = None, gpus: S
             recurrent[_kv_device(settings, placement, il)] += memory.recurrent.layer_bytes()
     used = {d for d in placement.layers if d >= 0} | ({placement.output} - {-1})
     if used:
-        pipeline = (len(used) > 1 and placement.offloaded == hp.n_layer_all + 1 and settings.split_mode == "layer"
+        # llama_context: the model's devices (every GPU, or the main one alone with --split-mode none), all
+        # layers offloaded, layer split, the KV cache offloaded
+        pipeline = (len(gpus) > 1 and settings.split_mode == "layer" and placement.offloaded == hp.n_layer_all + 1
                     and not settings.no_kv_offload)  # fmt: skip
         compute = compute_buffers(hp, ctx, memory, model.tensors, placement, pipeline)
     else:

@@ -30,7 +30,7 @@ def row_size(type: int, n: int) -> int:
 class Tensor:
     """What the allocator and the next op need of a ggml tensor."""
 
-    __slots__ = ("device", "external", "flags", "name", "nb", "ne", "op", "src", "type", "view_src", "weight")
+    __slots__ = ("device", "external", "flags", "name", "nb", "ne", "op", "pinned", "src", "type", "view_src", "weight")
 
     def __init__(self, type: int, ne: Sequence[int], op: str = "NONE", src: Sequence[Tensor | None] = (),
                  view_src: Tensor | None = None, nb: Sequence[int] | None = None) -> None:  # fmt: skip
@@ -48,6 +48,7 @@ class Tensor:
         self.external = False  # memory of its own: a weight or a cache tensor
         self.weight = False  # a model weight (its buffer's usage is WEIGHTS)
         self.device = -1  # where an external tensor lives: a GPU's index, or -1 for the CPU
+        self.pinned: int | None = None  # the device it must run on (`ggml_backend_sched_set_tensor_backend`)
         self.name = ""
 
     @property

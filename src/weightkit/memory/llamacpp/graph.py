@@ -36,6 +36,8 @@ class GraphBuilder:
         self._cache_tensors: dict[tuple[int, str], Tensor] = {}
         self._attn_inputs: dict[str, dict[str, Tensor | None]] = {}
         self._rs: tuple[Tensor, Tensor] | None = None
+        self._layer: int | None = None  # the layer being built
+        self._pin_norms = placement is not None and (n_tokens < 32 or placement.offloaded == hp.n_layer_all + 1)
 
     # ------------------------------------------------------------------------------------------ weights
 
@@ -75,7 +77,9 @@ class GraphBuilder:
         """The layers to build, in order, noting where each begins in the graph."""
         for il in self.layers:
             self.layer_starts.append(len(self.graph.nodes))
+            self._layer = il
             yield il
+        self._layer = None
 
     # ------------------------------------------------------------------------------------------ inputs
 
@@ -157,8 +161,12 @@ class GraphBuilder:
     # ------------------------------------------------------------------------------------------ blocks
 
     def norm(self, cur: Tensor, weight: Tensor | None, bias: Tensor | None = None, rms: bool = True) -> Tensor:
-        """`build_norm`."""
+        """`build_norm`. Inside a layer, the normalization (named "norm") is pinned to the layer's device when
+        the batch is under 32 tokens or the whole model is offloaded (`graph_get_cb`), so that the scheduler does
+        not run it where the previous layer ran."""
         cur = g.rms_norm(cur) if rms else g.norm(cur)
+        if (weight is not None or bias is not None) and self._layer is not None and self._pin_norms:
+            cur.pinned = self.placement.device_of(self._layer)
         if weight is not None:
             cur = g.mul(cur, weight)
         if bias is not None:

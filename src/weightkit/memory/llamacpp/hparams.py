@@ -62,6 +62,7 @@ class HParams:
     ssm_d_state: int = 0
     ssm_dt_rank: int = 0
     ssm_n_group: int = 0
+    tied_output: bool = True
     flags: Mapping[str, Any] = field(default_factory=dict)  # architecture switches the graphs read
 
     @property
@@ -175,6 +176,7 @@ class Architecture:
     mla: bool = False
     recurrent: str | None = None  # "all" (Mamba), "no_kv_heads" (a layer is recurrent iff it has 0 KV heads)
     causal: bool = True
+    tied_output: bool = True  # without output.weight the token embeddings serve as the output matrix
     flags: Mapping[str, str] = field(default_factory=dict)  # flag name -> metadata key (float, 0 if absent)
 
 
@@ -212,7 +214,7 @@ ARCHITECTURES: dict[str, Architecture] = {
         },
     ),
     "mamba2": Architecture(recurrent="all"),
-    "bert": Architecture(causal=False),
+    "bert": Architecture(causal=False, tied_output=False),
 }
 
 
@@ -258,6 +260,7 @@ def read_hparams(model: ModelFile) -> HParams:
         head_v_swa=keys.number("attention.value_length_swa", head_v),
         n_rot=n_rot,
         causal=bool(keys.get("attention.causal", spec.causal)),
+        tied_output=spec.tied_output,
         pooling=int(keys.get("pooling_type", -1)),
         n_expert=keys.number("expert_count"),
         n_expert_used=keys.number("expert_used_count"),

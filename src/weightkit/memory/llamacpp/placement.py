@@ -26,16 +26,27 @@ SPLIT_MODES = ("none", "layer", "row")
 INPUT_TENSORS = frozenset(
     {"token_embd.weight", "position_embd.weight", "token_types.weight", "per_layer_token_embd.weight"}
 )
+#: tensors used at the start of the first layer (`LLM_TENSOR_LAYER_REPEATING` without a layer number)
+FIRST_LAYER_TENSORS = frozenset({"token_embd_norm.weight", "token_embd_norm.bias"})
+#: tensors every layer uses, one copy in each device's buffer that holds a layer (`TENSOR_DUPLICATED` for
+#: layers after the first, `LLM_TENSOR_LAYER_REPEATING`)
+PER_LAYER_SHARED = frozenset({"rope_freqs.weight", "rope_factors_long.weight", "rope_factors_short.weight"})
 _LAYER = re.compile(r"blk\.(\d+)\.")
 MATRIX_ROW_PADDING = 512  # ggml-cuda: quantized rows are padded to this many elements
 
 
+OFFLOAD_ANY, OFFLOAD_MATMUL = "any", "matmul"
+
+
 @dataclass(frozen=True)
 class Buffer:
-    """What a device's buffer type does to sizes: its alignment, and CUDA's padding of quantized rows."""
+    """What a device does to sizes and to the scheduler: its buffers' alignment, CUDA's padding of quantized
+    rows, and which ops on CPU weights it takes over for large batches (`offload_op`: any op, matrix
+    multiplications only, or none)."""
 
     alignment: int
     pad_quantized_rows: bool = False
+    offload: str | None = None
 
     def raw_size(self, type: int, ne0: int, nbytes: int) -> int:
         """`ggml_backend_buft_get_alloc_size`: CUDA pads the last row of a quantized tensor to 512 elements."""
@@ -50,11 +61,18 @@ class Buffer:
 
 
 CPU_BUFFER = Buffer(32)
-_GPU_BUFFERS = {"CUDA": Buffer(128, True), "ROCm": Buffer(128, True), "Metal": Buffer(32), "Vulkan": Buffer(32)}
+#: by GPU library: ggml-cuda (ROCm builds it too), ggml-metal, ggml-vulkan, and ggml-rpc to a CPU rpc-server
+GPU_BUFFERS = {
+    "CUDA": Buffer(128, True, OFFLOAD_ANY),
+    "ROCm": Buffer(128, True, OFFLOAD_ANY),
+    "Metal": Buffer(32, False, OFFLOAD_MATMUL),
+    "Vulkan": Buffer(32, False, OFFLOAD_ANY),
+    "RPC": Buffer(32),
+}
 
 
 def buffer_of(device: GPU | None) -> Buffer:
-    return CPU_BUFFER if device is None else _GPU_BUFFERS.get(device.library, Buffer(32))
+    return CPU_BUFFER if device is None else GPU_BUFFERS.get(device.library, Buffer(32))
 
 
 @dataclass(frozen=True)
@@ -116,26 +134,32 @@ def place_layers(
 
 
 def tensor_device(name: str, placement: Placement) -> int:
-    """The device a weight lives on: input tensors on the CPU, a layer's on its layer's device, the rest (output,
-    output_norm, ...) on the output layer's."""
+    """The device a weight lives on: input tensors on the CPU, a layer's on its layer's device (the embedding
+    norm on the first layer's), the rest (output, output_norm, ...) on the output layer's."""
     if name in INPUT_TENSORS:
         return -1
+    if name in FIRST_LAYER_TENSORS:
+        return placement.device_of(0)
     m = _LAYER.match(name)
     return placement.device_of(int(m[1])) if m else placement.output
 
 
 def weights_per_device(hp: HParams, tensors: Mapping[str, TensorInfo], placement: Placement) -> dict[int, int]:
     """Bytes of weights each device holds (-1: the CPU), as the model's buffers sum them. A tied output matrix is
-    a second copy of the token embeddings on the output layer's device when that is a GPU; NextN layers' tensors
-    are skipped unless loaded for speculative decoding (they are not here)."""
+    a second copy of the token embeddings on the output layer's device when that is a GPU; a tensor every layer
+    uses (rope frequencies) has a copy on each device that holds a layer; NextN layers' tensors are skipped
+    unless loaded for speculative decoding (they are not here)."""
     out: dict[int, int] = {}
     for name, info in tensors.items():
         m = _LAYER.match(name)
         if m and int(m[1]) >= hp.n_layer:
             continue
-        device = tensor_device(name, placement)
-        _add(out, device, placement, info)
-    if "output.weight" not in tensors and "token_embd.weight" in tensors and placement.output >= 0:
+        if name in PER_LAYER_SHARED:
+            for device in sorted(set(placement.layers[: hp.n_layer])):
+                _add(out, device, placement, info)
+            continue
+        _add(out, tensor_device(name, placement), placement, info)
+    if hp.tied_output and "output.weight" not in tensors and "token_embd.weight" in tensors and placement.output >= 0:
         _add(out, placement.output, placement, tensors["token_embd.weight"])
     return out
 

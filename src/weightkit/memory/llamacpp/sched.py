@@ -6,8 +6,8 @@ reserves.
 The backends are the GPUs in order, then the CPU. The rules, as the scheduler applies them:
 
 1. A tensor whose memory lives on a device (a weight, a cache) runs there, a graph input on the CPU, and an op
-   on a weight where the weight is (a CPU weight is taken to a GPU instead when the op's batch is large enough
-   for it, `op_offload`); rope and flash attention are not placed by their small weights.
+   on a weight where the weight is (a CPU weight is taken to the first GPU that offloads such an op when its
+   batch is large enough, `op_offload`); rope and flash attention are not placed by their small weights.
 2. Assignments spread to neighbouring nodes: GPU ones down and up the graph first (the CPU's stopping them),
    then all of them.
 3. What is left goes where most of its inputs already are; views go with the tensor they view.
@@ -27,9 +27,10 @@ from collections.abc import Sequence
 from . import ggml as g
 from .alloc import buffer_sizes
 from .ggml import INPUT, OUTPUT, Graph, Tensor
-from .placement import Buffer
+from .placement import OFFLOAD_ANY, OFFLOAD_MATMUL, Buffer
 
 VIEW_OPS = frozenset({"VIEW", "RESHAPE", "PERMUTE", "TRANSPOSE"})
+MATMULS = frozenset({"MUL_MAT", "MUL_MAT_ID"})
 OFFLOAD_MIN_BATCH = 32  # op_offload_min_batch_size (GGML_OP_OFFLOAD_MIN_BATCH)
 MAX_COPIES = 4  # GGML_SCHED_MAX_COPIES
 CPU_BUFFER_ALIGNMENT = 32
@@ -78,13 +79,18 @@ class _Scheduler:
         for src in t.src:
             if src is not None and src.weight:
                 backend = self._device_backend(src)
-                if backend == self.cpu and self.op_offload and self.gpus and _batch(t) >= OFFLOAD_MIN_BATCH:
-                    return 0
+                if backend == self.cpu and self.op_offload and _batch(t) >= OFFLOAD_MIN_BATCH:
+                    for gpu, buffer in enumerate(self.gpus):  # the first GPU that takes the op over
+                        if buffer.offload == OFFLOAD_ANY or (buffer.offload == OFFLOAD_MATMUL and t.op in MATMULS):
+                            return gpu
                 return backend
         return -1
 
     def assign(self) -> None:
         graph, backend = self.graph, self.backend
+        for t in graph.nodes:
+            if t.pinned is not None:
+                backend[id(t)] = self.cpu if t.pinned < 0 else t.pinned
         for t in (*graph.leafs, *graph.nodes):
             if id(t) not in backend and (b := self._from_current(t)) >= 0:
                 backend[id(t)] = b

@@ -27,6 +27,9 @@ class LlamaCppSettings:
     - `n_gpu_layers` (`-ngl`): layers to offload, -1 for all; `split_mode` (`-sm`): none, layer or row;
       `main_gpu` (`-mg`); `tensor_split` (`-ts`): the share of each GPU (default: by free memory).
     - `no_kv_offload` (`-nkvo`): the KV cache stays in system memory.
+    - `n_outputs_max`: the outputs a batch is reserved for (`llama_context_params.n_outputs_max`); None is
+      llama-server's choice (one per sequence, the batch for embeddings), 0 llama.cpp's default (the whole
+      batch), which llama-cli and llama-fit-params keep.
     """
 
     ctx_size: int = 0
@@ -44,6 +47,7 @@ class LlamaCppSettings:
     main_gpu: int = 0
     tensor_split: tuple[float, ...] = ()
     no_kv_offload: bool = False
+    n_outputs_max: int | None = None
 
     def __post_init__(self) -> None:
         for name, low in (("ctx_size", 0), ("batch_size", 1), ("ubatch_size", 1), ("parallel", -1),
@@ -51,6 +55,10 @@ class LlamaCppSettings:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ArgumentError(f"--{name.replace('_', '-')} must be an integer >= {low}, got {value!r}")
+        if self.n_outputs_max is not None and (
+            isinstance(self.n_outputs_max, bool) or not isinstance(self.n_outputs_max, int) or self.n_outputs_max < 0
+        ):
+            raise ArgumentError(f"n_outputs_max must be an integer >= 0 or None, got {self.n_outputs_max!r}")
         if self.parallel == 0:
             raise ArgumentError("--parallel must be -1 (auto) or at least 1")
         if self.flash_attn not in FLASH_ATTN:
@@ -73,7 +81,10 @@ class LlamaCppSettings:
         if parallel < 0:
             parallel, unified = AUTO_PARALLEL, True
         batch = min(self.batch_size, self.ubatch_size) if self.embeddings else self.batch_size
-        outputs = batch if self.embeddings else min(batch, parallel)
+        if self.n_outputs_max is not None:
+            outputs = self.n_outputs_max or batch
+        else:
+            outputs = batch if self.embeddings else min(batch, parallel)
         return ContextParams(
             n_ctx=self.ctx_size,
             n_batch=batch,
