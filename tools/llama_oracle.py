@@ -20,13 +20,15 @@ memory fails, so set /proc/sys/vm/overcommit_memory to 1 to record the largest c
 from __future__ import annotations
 
 import ctypes
+import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import llama_cpp as L
 
-_LIB = Path(L.__file__).parent / "lib"
+_LIB = Path(os.environ.get("LLAMA_CPP_LIB_PATH") or Path(L.__file__).parent / "lib")  # the libllama llama_cpp loaded
 _base = ctypes.CDLL(str(_LIB / "libggml-base.so"), mode=ctypes.RTLD_GLOBAL)
 _llama = ctypes.CDLL(str(_LIB / "libllama.so"))
 
@@ -202,6 +204,12 @@ class Context:
         self.close()
 
 
+class _BuftOverride(ctypes.Structure):
+    """`struct llama_model_tensor_buft_override`: a name pattern and a buffer type."""
+
+    _fields_ = [("pattern", ctypes.c_char_p), ("buft", ctypes.c_void_p)]
+
+
 class LlamaOracle:
     """Loads GGUFs into no_alloc contexts (CPU only), collecting llama.cpp's log for each."""
 
@@ -209,14 +217,33 @@ class LlamaOracle:
         L.llama_log_set(_collect, None)
         L.llama_backend_init()
 
-    def load(self, path: str | Path, **params) -> Context:
+    def load(self, path: str | Path, *, devices: Sequence[int] | None = None, split_mode: int = 1,
+             main_gpu: int = 0, tensor_split: Sequence[float] = (), overrides: Sequence[tuple[str, int]] = (),
+             **params) -> Context:  # fmt: skip
         """`params` are llama_context_params fields (n_ctx, n_batch, n_ubatch, n_seq_max, flash_attn_type,
-        type_k, type_v, swa_full, kv_unified, embeddings, n_outputs_max, ...), plus n_gpu_layers."""
+        type_k, type_v, swa_full, kv_unified, embeddings, n_outputs_max, ...), plus n_gpu_layers. `devices`
+        (ggml_backend_dev_t handles), `split_mode` (0 none, 1 layer, 2 row), `main_gpu` and `tensor_split` place
+        the model as llama_model_params do; `overrides` are (pattern, buffer type handle) pairs
+        (`tensor_buft_overrides`)."""
         _LOG.clear()
         mp = L.llama_model_default_params()
         mp.no_alloc = True
         mp.load_mode = 0
         mp.n_gpu_layers = params.pop("n_gpu_layers", 0)
+        mp.split_mode, mp.main_gpu = split_mode, main_gpu
+        keep = []  # arrays llama_model_params point into, alive until the model is loaded
+        if devices is not None:
+            keep.append((ctypes.c_void_p * (len(devices) + 1))(*devices, None))
+            mp.devices = ctypes.addressof(keep[-1])
+        if tensor_split:
+            keep.append((ctypes.c_float * L.llama_max_devices())(*tensor_split))
+            mp.tensor_split = ctypes.cast(keep[-1], ctypes.POINTER(ctypes.c_float))
+        if overrides:
+            patterns = [ctypes.c_char_p(p.encode()) for p, _ in overrides]
+            keep.append(patterns)
+            keep.append((_BuftOverride * (len(overrides) + 1))(
+                *(_BuftOverride(p, buft) for p, (_, buft) in zip(patterns, overrides, strict=True))))  # fmt: skip
+            mp.tensor_buft_overrides = ctypes.addressof(keep[-1])
         model = L.llama_model_load_from_file(str(path).encode(), mp)
         if not model:
             raise RuntimeError(f"llama.cpp could not load {path}: {''.join(_LOG)[-2000:]}")

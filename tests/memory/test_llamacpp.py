@@ -146,9 +146,9 @@ def test_the_shortened_graph_stands_for_the_whole(model_path, monkeypatch, name,
 
     built = []
 
-    def build_graph(*args):
-        built.append(args[-1])
-        return real_build(*args)
+    def build_graph(*args, **kwargs):
+        built.append(args[-1])  # the layers built (None: all)
+        return real_build(*args, **kwargs)
 
     real_build = compute.build_graph
     with weightkit.open(model_path(name)) as m:

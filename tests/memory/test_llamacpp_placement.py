@@ -1,5 +1,5 @@
-"""Layer placement and weights per device, worked by hand from llama.cpp's code (this machine has no GPU for
-llama.cpp to place on).
+"""Layer placement and weights per device: against llama.cpp itself on RPC devices (GPU-type devices backed by
+the CPU backend), and worked by hand from llama.cpp's code for what only real GPUs do (CUDA's row padding).
 
 `llama_model_base::load_tensors` (src/llama-model.cpp): the split points are the cumulative shares (the
 `--tensor-split` values, or each GPU's free memory) divided by their sum, in float32; with n = n_gpu_layers
@@ -14,6 +14,7 @@ quantized tensor's rows to 512 elements (`ggml_backend_cuda_buffer_type_get_allo
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ import weightkit
 from weightkit.dtypes import GGMLType
 from weightkit.errors import ArgumentError
 from weightkit.memory import GPU
-from weightkit.memory.llamacpp import place_layers, read_hparams
+from weightkit.memory.llamacpp import LlamaCppSettings, estimate, place_layers, read_hparams
 from weightkit.memory.llamacpp.placement import weights_per_device
 from weightkit.model import TensorInfo
 
@@ -139,3 +140,44 @@ def test_a_tied_output_is_copied_to_the_output_layers_gpu(hp):
     tensors = {embd.name: embd}
     assert weights_per_device(hp, tensors, place_layers(hp, [cuda(24)])) == {-1: embd.nbytes, 0: embd.nbytes}
     assert weights_per_device(hp, tensors, place_layers(hp, [cuda(24)], n_gpu_layers=0)) == {-1: embd.nbytes}
+
+
+DEVICES = json.loads((DATA / "llama_devices.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def device_model(tmp_path_factory, gemma_path):
+    folder = tmp_path_factory.mktemp("skeletons")
+    return lambda name: gemma_path if name == "gemma-3-270m" else MODELS.write_model(name, folder)
+
+
+@pytest.mark.parametrize("name", sorted(DEVICES))
+def test_matches_llama_cpp_on_several_devices(device_model, name):
+    """What libllama put on RPC devices (GPU-type devices backed by the CPU backend: tools/llama_devices_oracle.py,
+    recorded by tests/data/make_llama_devices.py): each layer's device, and each device's weights, KV cache,
+    compute buffer and planned compute buffer, byte for byte."""
+    wrong = []
+    with weightkit.open(device_model(name)) as m:
+        for case in DEVICES[name]:
+            settings = LlamaCppSettings(**case["settings"])
+            gpus = [GPU(str(i), "RPC", free) for i, free in enumerate(case["free"])]
+            real, planned = estimate(m, settings, gpus), estimate(m, settings, gpus, planned=True)
+            got = {
+                "layers": [real.placement.device_of(il) for il in range(len(case["layers"]))],
+                "devices": [{"weights": d.weights, "kv": d.kv, "compute": d.compute, "planned": p.compute}
+                            for d, p in zip(real.devices, planned.devices, strict=True)],
+            }  # fmt: skip
+            if got != {"layers": case["layers"], "devices": case["devices"]}:
+                wrong.append((case["settings"], got, case))
+    assert not wrong, wrong[0]
+
+
+def test_the_device_record_covers_placements():
+    cases = [c for record in DEVICES.values() for c in record]
+    assert len(DEVICES) == 15 and len(cases) >= 100
+    kinds = {key for c in cases for key in c["settings"]}
+    assert {"tensor_split", "split_mode", "n_gpu_layers", "no_kv_offload", "cpu_moe", "n_cpu_moe",
+            "override_tensor", "flash_attn"} <= kinds  # fmt: skip
+    assert any(len(c["free"]) == 3 for c in cases)
+    assert any(-1 in c["layers"] and max(c["layers"]) == 1 for c in cases)  # CPU and both GPUs
+    assert any(d["compute"] != d["planned"] for c in cases for d in c["devices"])  # pinned norms, pipelines

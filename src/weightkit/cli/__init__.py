@@ -169,6 +169,14 @@ def estimate(
     no_kv_offload: Annotated[
         bool, typer.Option("--no-kv-offload", "-nkvo", help="Keep the KV cache in system memory.")
     ] = False,
+    override_tensor: Annotated[
+        list[str] | None,
+        typer.Option("--override-tensor", "-ot", help="PATTERN=BUFFER[,...]: weights matching go there (CPU, CUDA0)."),
+    ] = None,
+    cpu_moe: Annotated[bool, typer.Option("--cpu-moe", "-cmoe", help="Keep every expert tensor on the CPU.")] = False,
+    n_cpu_moe: Annotated[
+        int | None, typer.Option("--n-cpu-moe", "-ncmoe", help="Keep the first N layers' experts on the CPU.")
+    ] = None,
     gpu: Annotated[
         list[str] | None, typer.Option("--gpu", help="A GPU's free memory: 24GiB, CUDA:24GiB, Metal:64GiB. Repeat.")
     ] = None,
@@ -179,11 +187,12 @@ def estimate(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """How much memory a model takes on each device, as llama.cpp (or Ollama) would load it, and whether it fits."""
-    from .estimate import parse_contexts, parse_tensor_split, run_estimate
+    from .estimate import parse_contexts, parse_overrides, parse_tensor_split, run_estimate
 
     given = {"--ubatch-size": ubatch, "--cache-type-v": cache_type_v, "--swa-full": swa_full or None,
              "--kv-unified": kv_unified or None, "--embeddings": embeddings or None, "--tensor-split": tensor_split,
              "--split-mode": split_mode, "--main-gpu": main_gpu, "--no-kv-offload": no_kv_offload or None,
+             "--override-tensor": override_tensor, "--cpu-moe": cpu_moe or None, "--n-cpu-moe": n_cpu_moe,
              "--fit": fit or None}  # fmt: skip
     if engine not in ("llama.cpp", "ollama"):
         raise ArgumentError(f"--engine {engine!r}: llama.cpp or ollama")
@@ -194,12 +203,13 @@ def estimate(
         for key, value in (
             ("batch_size", batch), ("ubatch_size", ubatch), ("parallel", parallel), ("flash_attn", flash_attn),
             ("cache_type_k", cache_type_k), ("cache_type_v", cache_type_v), ("n_gpu_layers", n_gpu_layers),
-            ("split_mode", split_mode), ("main_gpu", main_gpu),
+            ("split_mode", split_mode), ("main_gpu", main_gpu), ("n_cpu_moe", n_cpu_moe),
         )
         if value is not None
     }  # fmt: skip
     llama |= {"swa_full": swa_full, "kv_unified": kv_unified, "embeddings": embeddings,
-              "no_kv_offload": no_kv_offload, "tensor_split": parse_tensor_split(tensor_split)}  # fmt: skip
+              "no_kv_offload": no_kv_offload, "tensor_split": parse_tensor_split(tensor_split), "cpu_moe": cpu_moe,
+              "override_tensor": parse_overrides(override_tensor or [])}  # fmt: skip
     if flash_attn not in (None, "on", "off", "auto"):
         raise ArgumentError(f"--flash-attn {flash_attn!r}: on, off or auto")
     ollama = {"batch": 512 if batch is None else batch, "parallel": parallel, "kv_cache_type": cache_type_k,

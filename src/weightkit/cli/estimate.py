@@ -69,6 +69,18 @@ def parse_tensor_split(text: str | None) -> tuple[float, ...]:
         raise ArgumentError(f"--tensor-split {text!r}: expected shares like 3,1") from None
 
 
+def parse_overrides(texts: list[str]) -> tuple[tuple[str, str], ...]:
+    """`-ot PATTERN=BUFFER[,PATTERN=BUFFER...]`, repeatable, in order."""
+    pairs = []
+    for text in texts:
+        for part in text.split(","):
+            pattern, sep, buffer = part.partition("=")
+            if not sep or not pattern or not buffer:
+                raise ArgumentError(f"--override-tensor {part!r}: expected PATTERN=BUFFER, e.g. exps=CPU")
+            pairs.append((pattern, buffer))
+    return tuple(pairs)
+
+
 def run_estimate(path: str, *, engine: str, contexts: list[int | None], gpus_text: list[str], ram: str | None,
                  console: Console, as_json: bool, fit_devices: bool, llama: dict, ollama: dict) -> None:  # fmt: skip
     gpus = [parse_gpu(i, text) for i, text in enumerate(gpus_text)]

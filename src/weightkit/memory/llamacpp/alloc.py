@@ -22,7 +22,6 @@ chunk, which is what this simulates.
 
 from __future__ import annotations
 
-from bisect import insort
 from collections.abc import Callable, Mapping, Sequence
 
 from .ggml import INPUT, OUTPUT, Graph, Tensor
@@ -35,7 +34,8 @@ INPLACE_OPS = frozenset({
 
 
 class _Blocks:
-    """`ggml_dyn_tallocr` with one chunk: free blocks sorted by offset, the last one reaching to infinity."""
+    """`ggml_dyn_tallocr` with one chunk: free blocks in ggml's order (by offset, but for zero-size blocks left
+    behind), the last one reaching to infinity."""
 
     __slots__ = ("align", "free", "top")
 
@@ -84,7 +84,12 @@ class _Blocks:
                     blocks[i - 1][1] += block[1]
                     del blocks[i]
                 return
-        insort(blocks, [offset, size])
+        # a new block goes before the first one not below it, as `ggml_dyn_tallocr_insert_block` scans: the list
+        # is not always sorted (a zero-size block can be left inside a range another allocation took)
+        at = 0
+        while at < len(blocks) and blocks[at][0] < offset:
+            at += 1
+        blocks.insert(at, [offset, size])
 
 
 def buffer_size(graph: Graph, align: int = 32) -> int:

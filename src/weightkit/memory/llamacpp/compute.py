@@ -43,14 +43,15 @@ class ComputeBuffer:
 
 def build_graph(hp: HParams, ctx: Context, memory: Memory, tensors: Mapping[str, TensorInfo], n_tokens: int,
                 n_seqs: int, n_outputs: int, placement: Placement | None = None,
-                layers: Sequence[int] | None = None) -> GraphBuilder:  # fmt: skip
-    """The graph `llama_context::graph_reserve` builds for a batch (of `layers` only, when given)."""
+                layers: Sequence[int] | None = None, *, pin_norms: bool = True) -> GraphBuilder:  # fmt: skip
+    """The graph `llama_context::graph_reserve` builds for a batch (of `layers` only, when given; `pin_norms`:
+    with the layers' norms pinned to their devices where llama.cpp pins them)."""
     build = GRAPHS.get(hp.arch)
     if build is None:
         raise UnsupportedError(f"no compute graph for the architecture {hp.arch!r} yet")
     if n_tokens % n_seqs:
         n_tokens = -(-n_tokens // n_seqs) * n_seqs
-    builder = GraphBuilder(hp, ctx, memory, tensors, n_tokens, n_seqs, n_outputs, placement, layers)
+    builder = GraphBuilder(hp, ctx, memory, tensors, n_tokens, n_seqs, n_outputs, placement, layers, pin_norms)
     build(builder)
     return builder
 
@@ -123,33 +124,56 @@ def _layer_kinds(hp: HParams, tensors: Mapping[str, TensorInfo], placement: Plac
     ]
 
 
-def _allocate(hp: HParams, ctx: Context, memory: Memory, tensors: Mapping[str, TensorInfo], batch: tuple[int, int, int],
-              buffers: list, placement: Placement | None, pipeline: bool, shorten: bool) -> list[int]:  # fmt: skip
-    """Each buffer's size for one batch's graph: a shortened graph where it provably suffices, else the whole.
+@dataclass(frozen=True)
+class _Reserve:
+    """What stays the same across the graphs of one reservation: the model, the context and its memory, where
+    the layers are, the buffers of the devices, pipeline parallelism and whether norms are pinned."""
 
-    The allocator's state at the start of each repetition is taken in a graph of a few repetitions (its last one
-    ends the graph as the whole graph's last one does: inputs freed after their last use). Once the state at the
-    start of repetition i recurs c repetitions later, every later middle repetition replays one of those c, and
-    the whole graph's final repetition starts from the state a shortened graph's does when their numbers of
-    repetitions agree modulo c."""
-    plan = repetition(hp, tensors, placement) if shorten else None
-    for reps in TRIALS if plan is not None else ():
-        if reps >= plan.reps:
+    hp: HParams
+    ctx: Context
+    memory: Memory
+    tensors: Mapping[str, TensorInfo]
+    placement: Placement | None = None
+    pipeline: bool = False
+    pin_norms: bool = True
+
+    def build(self, batch: tuple[int, int, int], layers: Sequence[int] | None = None) -> GraphBuilder:
+        return build_graph(self.hp, self.ctx, self.memory, self.tensors, *batch, self.placement, layers,
+                           pin_norms=self.pin_norms)  # fmt: skip
+
+    def sizes(self, builder: GraphBuilder, states: dict[int, list] | None = None) -> list[int]:
+        graph = builder.graph
+        if self.placement is None:
+            return buffer_sizes(graph.leafs, graph.nodes, [(32, None)], lambda t: 0, states)
+        buffers = [buffer_of(gpu) for gpu in self.placement.gpus]
+        return backend_buffers(graph, buffers, pipeline=self.pipeline, snapshot_at=states)
+
+    def allocate(self, batch: tuple[int, int, int], shorten: bool) -> list[int]:
+        """Each buffer's size for one batch's graph: a shortened graph where it provably suffices, else the
+        whole.
+
+        The allocator's state at the start of each repetition is taken in a graph of a few repetitions (its last
+        one ends the graph as the whole graph's last one does: inputs freed after their last use). Once the state
+        at the start of repetition i recurs c repetitions later, every later middle repetition replays one of
+        those c, and the whole graph's final repetition starts from the state a shortened graph's does when
+        their numbers of repetitions agree modulo c."""
+        plan = repetition(self.hp, self.tensors, self.placement) if shorten else None
+        for reps in TRIALS if plan is not None else ():
+            if reps >= plan.reps:
+                break
+            builder = self.build(batch, plan.layers(reps))
+            states: dict[int, list] = {builder.layer_starts[at]: [] for at in plan.rep_starts(reps)}
+            sizes = self.sizes(builder, states)
+            cycle = _cycle([state for got in states.values() for state in got])
+            if cycle is None:
+                continue
+            if (plan.reps - reps) % cycle == 0:
+                return sizes
+            in_phase = reps + (plan.reps - reps) % cycle  # puts the final repetition in the whole graph's phase
+            if in_phase < plan.reps:
+                return self.sizes(self.build(batch, plan.layers(in_phase)))
             break
-        builder = build_graph(hp, ctx, memory, tensors, *batch, placement, plan.layers(reps))
-        states: dict[int, list] = {builder.layer_starts[at]: [] for at in plan.rep_starts(reps)}
-        sizes = _sizes(builder, buffers, placement, pipeline, states)
-        cycle = _cycle([state for got in states.values() for state in got])
-        if cycle is None:
-            continue
-        if (plan.reps - reps) % cycle == 0:
-            return sizes
-        in_phase = reps + (plan.reps - reps) % cycle  # puts the final repetition in the whole graph's phase
-        if in_phase < plan.reps:
-            builder = build_graph(hp, ctx, memory, tensors, *batch, placement, plan.layers(in_phase))
-            return _sizes(builder, buffers, placement, pipeline, None)
-        break
-    return _sizes(build_graph(hp, ctx, memory, tensors, *batch, placement), buffers, placement, pipeline, None)
+        return self.sizes(self.build(batch))
 
 
 def _cycle(states: list) -> int | None:
@@ -160,13 +184,6 @@ def _cycle(states: list) -> int | None:
             if i + c < len(states) and states[i] == states[i + c]:
                 return c
     return None
-
-
-def _sizes(builder: GraphBuilder, buffers: list, placement: Placement | None, pipeline: bool, states) -> list[int]:
-    graph = builder.graph
-    if placement is None:
-        return buffer_sizes(graph.leafs, graph.nodes, [(32, None)], lambda t: 0, states)
-    return backend_buffers(graph, buffers, pipeline=pipeline, snapshot_at=states)
 
 
 def _batches(ctx: Context) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
@@ -180,16 +197,19 @@ def compute_buffer(hp: HParams, ctx: Context, memory: Memory, tensors: Mapping[s
                    shorten: bool = True) -> ComputeBuffer:  # fmt: skip
     """`sched_reserve`'s prompt and token-generation reserves, everything on the CPU (`shorten`: through the
     shortened graph where it suffices)."""
-    prompt, generation = (_allocate(hp, ctx, memory, tensors, batch, [], None, False, shorten)[0]
-                          for batch in _batches(ctx))  # fmt: skip
+    reserve = _Reserve(hp, ctx, memory, tensors)
+    prompt, generation = (reserve.allocate(batch, shorten)[0] for batch in _batches(ctx))
     return ComputeBuffer(prompt, generation)
 
 
 def compute_buffers(hp: HParams, ctx: Context, memory: Memory, tensors: Mapping[str, TensorInfo],
-                    placement: Placement, pipeline: bool, *, shorten: bool = True) -> list[int]:  # fmt: skip
+                    placement: Placement, pipeline: bool, *, planned: bool = False,
+                    shorten: bool = True) -> list[int]:  # fmt: skip
     """Each backend's compute buffer (the GPUs', then the CPU's) with the model spread over GPUs: the larger of
-    the prompt and token-generation reserves, per backend."""
-    buffers = [buffer_of(gpu) for gpu in placement.gpus]
-    sizes = [_allocate(hp, ctx, memory, tensors, batch, buffers, placement, pipeline, shorten)
-             for batch in _batches(ctx)]  # fmt: skip
-    return [max(pair) for pair in zip(*sizes, strict=True)]
+    the prompt and token-generation reserves, per backend. `planned`: what a context made without allocating
+    plans instead (`ggml_backend_sched_reserve_size`, which llama.cpp's fit measures): the prompt graph alone,
+    split after the scheduler is reset, which forgets the pinned norms."""
+    reserve = _Reserve(hp, ctx, memory, tensors, placement, pipeline, pin_norms=not planned)
+    batches = _batches(ctx)[:1] if planned else _batches(ctx)
+    sizes = [reserve.allocate(batch, shorten) for batch in batches]
+    return [max(each) for each in zip(*sizes, strict=True)]

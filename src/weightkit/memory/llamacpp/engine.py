@@ -69,15 +69,19 @@ def device_names(gpus: Sequence[GPU]) -> list[str]:
     return names
 
 
-def estimate(model: ModelFile, settings: LlamaCppSettings | None = None, gpus: Sequence[GPU] = ()) -> LlamaCppEstimate:
+def estimate(model: ModelFile, settings: LlamaCppSettings | None = None, gpus: Sequence[GPU] = (), *,
+             planned: bool = False) -> LlamaCppEstimate:  # fmt: skip
     """Memory per device as llama.cpp allocates it for `model` with `settings` on `gpus` (the CPU alone if
-    none), from metadata and tensor infos only."""
+    none), from metadata and tensor infos only. `planned`: the compute buffers a context made without
+    allocating plans (what llama.cpp's fit measures) instead of those a real context allocates."""
     settings = settings or LlamaCppSettings()
     hp = read_hparams(model)
     requested = settings.context_params()
     ctx = make_context(hp, requested)
+    overrides = settings.overrides(device_names(gpus))
     placement = place_layers(hp, gpus, n_gpu_layers=settings.n_gpu_layers, split_mode=settings.split_mode,
-                             main_gpu=settings.main_gpu, tensor_split=settings.tensor_split)  # fmt: skip
+                             main_gpu=settings.main_gpu, tensor_split=settings.tensor_split,
+                             overrides=overrides)  # fmt: skip
     memory = make_memory(hp, ctx)
     notes = _notes(hp, settings, ctx, placement)
     n_devices = len(gpus) + 1
@@ -96,12 +100,13 @@ def estimate(model: ModelFile, settings: LlamaCppSettings | None = None, gpus: S
     used = {d for d in placement.layers if d >= 0} | ({placement.output} - {-1})
     if used:
         # llama_context: the model's devices (every GPU, or the main one alone with --split-mode none), all
-        # layers offloaded, layer split, the KV cache offloaded
+        # layers offloaded, layer split, the KV cache offloaded, no tensor overrides
         pipeline = (len(gpus) > 1 and settings.split_mode == "layer" and placement.offloaded == hp.n_layer_all + 1
-                    and not settings.no_kv_offload)  # fmt: skip
-        compute = compute_buffers(hp, ctx, memory, model.tensors, placement, pipeline)
+                    and not settings.no_kv_offload and not overrides)  # fmt: skip
+        compute = compute_buffers(hp, ctx, memory, model.tensors, placement, pipeline, planned=planned)
     else:
-        compute = [0] * (n_devices - 1) + [compute_buffer(hp, ctx, memory, model.tensors).bytes]
+        reserved = compute_buffer(hp, ctx, memory, model.tensors)
+        compute = [0] * (n_devices - 1) + [reserved.prompt if planned else reserved.bytes]
     names = device_names(gpus)
     devices = [
         DeviceMemory(names[i], weights.get(i, 0), kv[i] + recurrent[i], recurrent[i], compute[i], 0, gpu.free, False)

@@ -23,7 +23,7 @@ class GraphBuilder:
 
     def __init__(self, hp: HParams, ctx: Context, memory: Memory, tensors: Mapping[str, TensorInfo],
                  n_tokens: int, n_seqs: int, n_outputs: int, placement: Placement | None = None,
-                 layers: Sequence[int] | None = None) -> None:  # fmt: skip
+                 layers: Sequence[int] | None = None, pin_norms: bool = True) -> None:  # fmt: skip
         self.hp, self.ctx, self.memory, self.tensors = hp, ctx, memory, tensors
         self.placement = placement  # None: everything on the CPU
         self.layers = range(hp.n_layer) if layers is None else layers  # a subset stands for the whole (compute.py)
@@ -37,7 +37,8 @@ class GraphBuilder:
         self._attn_inputs: dict[str, dict[str, Tensor | None]] = {}
         self._rs: tuple[Tensor, Tensor] | None = None
         self._layer: int | None = None  # the layer being built
-        self._pin_norms = placement is not None and (n_tokens < 32 or placement.offloaded == hp.n_layer_all + 1)
+        full_offload = placement is not None and placement.offloaded == hp.n_layer_all + 1
+        self._pin_norms = pin_norms and placement is not None and (n_tokens < 32 or full_offload)
 
     # ------------------------------------------------------------------------------------------ weights
 

@@ -75,13 +75,31 @@ def buffer_of(device: GPU | None) -> Buffer:
     return CPU_BUFFER if device is None else GPU_BUFFERS.get(device.library, Buffer(32))
 
 
+#: `LLM_FFN_EXPS_REGEX` (common.h): the expert tensors `--cpu-moe` and `--n-cpu-moe` keep on the CPU
+EXPERTS_PATTERN = r"\.ffn_(up|down|gate|gate_up)_(ch|)exps"
+
+
+@dataclass(frozen=True)
+class Override:
+    """`--override-tensor PATTERN=BUFFER`: weights whose name the pattern is found in (`std::regex_search`)
+    go to `device` (-1: the CPU)."""
+
+    pattern: str
+    device: int
+
+    def matches(self, name: str) -> bool:
+        return re.search(self.pattern, name) is not None
+
+
 @dataclass(frozen=True)
 class Placement:
-    """`dev_layer`: the device index (into the GPUs, or -1 for the CPU) of every layer and of the output."""
+    """`dev_layer`: the device index (into the GPUs, or -1 for the CPU) of every layer and of the output; and
+    the tensor overrides, first match first."""
 
     gpus: tuple[GPU, ...]
     layers: tuple[int, ...]  # n_layer_all entries
     output: int
+    overrides: tuple[Override, ...] = ()
 
     def device_of(self, il: int) -> int:
         return self.output if il >= len(self.layers) else self.layers[il]
@@ -100,8 +118,9 @@ def place_layers(
     split_mode: str = "layer",
     main_gpu: int = 0,
     tensor_split: Sequence[float] = (),
+    overrides: Sequence[Override] = (),
 ) -> Placement:
-    """llama.cpp's assignment of layers to devices for these options (`-ngl`, `-sm`, `-mg`, `-ts`)."""
+    """llama.cpp's assignment of layers to devices for these options (`-ngl`, `-sm`, `-mg`, `-ts`, `-ot`)."""
     if split_mode not in SPLIT_MODES:
         raise ArgumentError(f"--split-mode {split_mode!r}: one of {', '.join(SPLIT_MODES)}")
     devices = list(range(len(gpus)))
@@ -130,12 +149,15 @@ def place_layers(
         position = np.float32(il - start) / np.float32(active)
         return devices[int(np.searchsorted(splits, position, side="right"))]
 
-    return Placement(tuple(gpus), tuple(device(il) for il in range(n_all)), device(n_all))
+    return Placement(tuple(gpus), tuple(device(il) for il in range(n_all)), device(n_all), tuple(overrides))
 
 
 def tensor_device(name: str, placement: Placement) -> int:
     """The device a weight lives on: input tensors on the CPU, a layer's on its layer's device (the embedding
-    norm on the first layer's), the rest (output, output_norm, ...) on the output layer's."""
+    norm on the first layer's), the rest (output, output_norm, ...) on the output layer's; an override first."""
+    for override in placement.overrides:
+        if override.matches(name):
+            return override.device
     if name in INPUT_TENSORS:
         return -1
     if name in FIRST_LAYER_TENSORS:

@@ -145,6 +145,7 @@ class _Scheduler:
                 splits.append((i, b, []))
                 current, inputs = b, splits[-1][2]
             node.src = tuple(self._input(s, current, copies, inputs) for s in node.src)
+        self.splits = splits
         out_nodes: list[Tensor] = []
         ids = dict(backend)
         bounds = [s[0] for s in splits[1:]] + [len(nodes)]

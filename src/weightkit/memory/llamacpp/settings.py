@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ...errors import ArgumentError
 from .context import CACHE_TYPES, FLASH_ATTN, ContextParams
-from .placement import SPLIT_MODES
+from .placement import CPU, EXPERTS_PATTERN, SPLIT_MODES, Override
 
 #: --parallel's "auto": four slots sharing one unified KV cache (server.cpp)
 AUTO_PARALLEL = 4
@@ -27,6 +29,10 @@ class LlamaCppSettings:
     - `n_gpu_layers` (`-ngl`): layers to offload, -1 for all; `split_mode` (`-sm`): none, layer or row;
       `main_gpu` (`-mg`); `tensor_split` (`-ts`): the share of each GPU (default: by free memory).
     - `no_kv_offload` (`-nkvo`): the KV cache stays in system memory.
+    - `override_tensor` (`-ot`): (pattern, buffer) pairs, a weight whose name the pattern is found in going to
+      that buffer ("CPU", or a GPU by llama.cpp's name: CUDA0, Metal, Vulkan1, ...), first match first;
+      `cpu_moe` (`-cmoe`) keeps every expert tensor on the CPU, `n_cpu_moe` (`-ncmoe`) those of the first N
+      layers (after `-ot`, in that order).
     - `n_outputs_max`: the outputs a batch is reserved for (`llama_context_params.n_outputs_max`); None is
       llama-server's choice (one per sequence, the batch for embeddings), 0 llama.cpp's default (the whole
       batch), which llama-cli and llama-fit-params keep.
@@ -47,11 +53,14 @@ class LlamaCppSettings:
     main_gpu: int = 0
     tensor_split: tuple[float, ...] = ()
     no_kv_offload: bool = False
+    override_tensor: tuple[tuple[str, str], ...] = ()
+    cpu_moe: bool = False
+    n_cpu_moe: int = 0
     n_outputs_max: int | None = None
 
     def __post_init__(self) -> None:
         for name, low in (("ctx_size", 0), ("batch_size", 1), ("ubatch_size", 1), ("parallel", -1),
-                          ("n_gpu_layers", -1), ("main_gpu", -1)):  # fmt: skip
+                          ("n_gpu_layers", -1), ("main_gpu", -1), ("n_cpu_moe", 0)):  # fmt: skip
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ArgumentError(f"--{name.replace('_', '-')} must be an integer >= {low}, got {value!r}")
@@ -73,6 +82,30 @@ class LlamaCppSettings:
         if any(not isinstance(x, (int, float)) or x < 0 for x in split):
             raise ArgumentError(f"--tensor-split {split!r}: non-negative numbers, one per GPU")
         object.__setattr__(self, "tensor_split", tuple(float(x) for x in split))
+        pairs = []
+        for pair in self.override_tensor:
+            if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and all(isinstance(x, str) for x in pair)):
+                raise ArgumentError(f"--override-tensor {pair!r}: a (pattern, buffer type) pair")
+            try:
+                re.compile(pair[0])
+            except re.error as e:
+                raise ArgumentError(f"--override-tensor {pair[0]!r}: not a regular expression ({e})") from None
+            pairs.append(tuple(pair))
+        object.__setattr__(self, "override_tensor", tuple(pairs))
+
+    def overrides(self, devices: Sequence[str]) -> list[Override]:
+        """The tensor overrides, their buffers resolved against the GPUs' names (`devices`)."""
+        index = {name: i for i, name in enumerate(devices)} | {CPU: -1}
+        out = []
+        for pattern, buffer in self.override_tensor:
+            if buffer not in index:
+                known = ", ".join(index)
+                raise ArgumentError(f"--override-tensor {pattern}={buffer}: unknown buffer type (available: {known})")
+            out.append(Override(pattern, index[buffer]))
+        if self.cpu_moe:
+            out.append(Override(EXPERTS_PATTERN, -1))
+        out += [Override(rf"blk\.{il}{EXPERTS_PATTERN}", -1) for il in range(self.n_cpu_moe)]
+        return out
 
     def context_params(self) -> ContextParams:
         """The `llama_context_params` llama-server passes (`common_context_params_to_llama` after server.cpp's
