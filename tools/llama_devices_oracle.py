@@ -192,9 +192,10 @@ def _backend_device(backend: int) -> int | None:
 
 def _memory_breakdown(ctx: int) -> list[dict]:
     """Bytes of model, context (KV and recurrent state) and planned compute per buffer type, with the buffer
-    type's device (None for the CPU's: host buffers and the CPU's extra buffer types, such as repacked weights). libstdc++'s std::map is 48 bytes:
-    a header node (color, parent = root, leftmost, rightmost) then the node count; each tree node holds color,
-    parent, left and right, then the key and the value (three size_t)."""
+    type's device (None for the CPU's: host buffers and its extra buffer types, such as repacked weights).
+
+    libstdc++'s std::map is 48 bytes: a header node (color, parent = root, leftmost, rightmost) then the node
+    count; each tree node holds color, parent, left and right, then the key and the value (three size_t)."""
     out = (C.c_uint8 * 48)()
     _breakdown(C.addressof(out), ctx)
     header = (C.c_uint64 * 6).from_buffer(out)
