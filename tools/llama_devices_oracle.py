@@ -218,7 +218,8 @@ def _memory_breakdown(ctx: int) -> list[dict]:
 
 def fit_params(path: str | Path, free: Sequence[int], args: Sequence[str] = ()) -> dict:
     """What llama-fit-params (in LLAMA_CPP_LIB_PATH) chooses for `path` on RPC devices with `free` bytes each:
-    {"ctx_size", "n_gpu_layers", "tensor_split", "overrides"}, or {"failed": its last error line}."""
+    {"ctx_size", "n_gpu_layers", "tensor_split", "overrides": [[pattern, buffer]]} (an RPC buffer as RPCi, i its
+    device's place), or {"failed": its last error line}."""
     binary = O._LIB / "llama-fit-params"
     servers = _Servers(free)
     try:
@@ -232,11 +233,16 @@ def fit_params(path: str | Path, free: Sequence[int], args: Sequence[str] = ()) 
     m = re.fullmatch(r'-c (\d+) -ngl (-?\d+)(?: -ts ([\d,]+))?(?: -ot "(.*)")?', run.stdout.strip())
     if m is None:
         raise RuntimeError(f"llama-fit-params printed {run.stdout!r}")
+    overrides = []
+    for item in m[4].split(",") if m[4] else []:
+        pattern, _, buffer = item.rpartition("=")
+        rpc = re.fullmatch(r"RPC\d+\[(.*)\]", buffer)  # an RPC buffer names its server: RPC0[host:port]
+        overrides.append([pattern, f"RPC{servers.endpoints.index(rpc[1])}" if rpc else buffer])
     return {
         "ctx_size": int(m[1]),
         "n_gpu_layers": int(m[2]),
         "tensor_split": [int(x) for x in m[3].split(",")] if m[3] else [],
-        "overrides": m[4].split(",") if m[4] else [],
+        "overrides": overrides,
     }
 
 

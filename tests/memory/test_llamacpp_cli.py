@@ -61,7 +61,7 @@ def test_server_flags_allocate_what_llama_cpp_allocated(capsys, gemma_path, flag
     assert round(cpu["output"] / (1 << 20), 2) == case["output_mib"]
     assert cpu["total"] == cpu["weights"] + cpu["kv"] + cpu["compute"] + cpu["output"]
     assert doc["settings"]["parallel"] == 4 and doc["settings"]["kv_unified"] and doc["engine"] == "llama.cpp"
-    assert doc["fits"] is None and cpu["compute_measured"]
+    assert doc["fits"] is None and cpu["compute_exact"]
 
 
 def test_settings_defaults_are_llama_servers():
@@ -83,11 +83,11 @@ def test_table_and_json_say_the_same(capsys, gemma_path):
     for est in doc:
         cuda, cpu = est["devices"]
         assert cuda["name"] == "CUDA0" and cuda["free"] == 1 << 30 and cpu["free"] == 8 << 30
-        assert not cuda["compute_measured"] and cpu["weights"] > 0  # the token embeddings stay on the CPU
+        assert not cuda["compute_exact"] and cpu["weights"] > 0  # the token embeddings stay on the CPU
         assert f"ctx {est['settings']['ctx_size']} " in table
         for d in est["devices"]:
             assert human_bytes(d["kv"]) in table and human_bytes(d["total"]) in table
-    assert "19/19 layers on GPUs" in table and "derived from llama.cpp's graph" in table
+    assert "19/19 layers on GPUs" in table and "derived: llama.cpp's scheduler and allocator" in table
 
 
 def test_the_library_front_door_matches_the_command(capsys, gemma_path):

@@ -184,16 +184,23 @@ def estimate(
     fit: Annotated[
         bool, typer.Option("--fit", help="Choose context and layers as llama-server's --fit does (llama.cpp).")
     ] = False,
+    fit_target: Annotated[
+        str | None,
+        typer.Option("--fit-target", "-fitt", help="MiB --fit leaves free per device (1024), or MiB,MiB,..."),
+    ] = None,
+    fit_ctx: Annotated[
+        int | None, typer.Option("--fit-ctx", "-fitc", help="The least context --fit may choose (4096).")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """How much memory a model takes on each device, as llama.cpp (or Ollama) would load it, and whether it fits."""
-    from .estimate import parse_contexts, parse_overrides, parse_tensor_split, run_estimate
+    from .estimate import parse_contexts, parse_fit_options, parse_overrides, parse_tensor_split, run_estimate
 
     given = {"--ubatch-size": ubatch, "--cache-type-v": cache_type_v, "--swa-full": swa_full or None,
              "--kv-unified": kv_unified or None, "--embeddings": embeddings or None, "--tensor-split": tensor_split,
              "--split-mode": split_mode, "--main-gpu": main_gpu, "--no-kv-offload": no_kv_offload or None,
              "--override-tensor": override_tensor, "--cpu-moe": cpu_moe or None, "--n-cpu-moe": n_cpu_moe,
-             "--fit": fit or None}  # fmt: skip
+             "--fit": fit or None, "--fit-target": fit_target, "--fit-ctx": fit_ctx}  # fmt: skip
     if engine not in ("llama.cpp", "ollama"):
         raise ArgumentError(f"--engine {engine!r}: llama.cpp or ollama")
     if engine == "ollama" and (extra := [flag for flag, value in given.items() if value is not None]):
@@ -216,7 +223,8 @@ def estimate(
               "flash_attention": None if flash_attn in (None, "auto") else flash_attn == "on",
               "num_gpu": -1 if n_gpu_layers is None else n_gpu_layers}  # fmt: skip
     run_estimate(model, engine=engine, contexts=parse_contexts(ctx), gpus_text=gpu or [], ram=ram, console=console,
-                 as_json=as_json, fit_devices=fit, llama=llama, ollama=ollama)  # fmt: skip
+                 as_json=as_json, fit_devices=fit, llama=llama, ollama=ollama,
+                 fit_options=parse_fit_options(fit_target, fit_ctx))  # fmt: skip
 
 
 StoreOption = Annotated[

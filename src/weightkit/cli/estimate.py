@@ -81,8 +81,27 @@ def parse_overrides(texts: list[str]) -> tuple[tuple[str, str], ...]:
     return tuple(pairs)
 
 
+def parse_fit_options(target: str | None, min_context: int | None) -> dict:
+    """`--fit-target 1024` or `--fit-target 2048,512` (MiB per device) and `--fit-ctx N`, as fit's keywords."""
+    options: dict = {}
+    if target is not None:
+        try:
+            margins = [int(part) << 20 for part in target.split(",")]
+        except ValueError:
+            margins = [-1]
+        if min(margins) < 0:
+            raise ArgumentError(f"--fit-target {target!r}: MiB to leave free, e.g. 1024 or 2048,512")
+        options["margins"] = margins[0] if len(margins) == 1 else margins
+    if min_context is not None:
+        if min_context < 1:
+            raise ArgumentError(f"--fit-ctx {min_context}: a context of at least 1")
+        options["min_context"] = min_context
+    return options
+
+
 def run_estimate(path: str, *, engine: str, contexts: list[int | None], gpus_text: list[str], ram: str | None,
-                 console: Console, as_json: bool, fit_devices: bool, llama: dict, ollama: dict) -> None:  # fmt: skip
+                 console: Console, as_json: bool, fit_devices: bool, llama: dict, ollama: dict,
+                 fit_options: dict | None = None) -> None:  # fmt: skip
     gpus = [parse_gpu(i, text) for i, text in enumerate(gpus_text)]
     free = None if ram is None else parse_size(ram, "--ram")
     if engine == "ollama":
@@ -96,7 +115,7 @@ def run_estimate(path: str, *, engine: str, contexts: list[int | None], gpus_tex
         if model.format != "gguf":
             raise WeightkitError(f"{path}: llama.cpp loads GGUF models; this is {model.format}")
         if fit_devices:
-            results = [fit(model, settings, gpus, host_free=free) for settings in requests]
+            results = [fit(model, settings, gpus, host_memory=free, **(fit_options or {})) for settings in requests]
         else:
             results = [estimate(model, settings, gpus) for settings in requests]
     if as_json:
@@ -122,7 +141,7 @@ def _llamacpp_json(est: LlamaCppEstimate, host_free: int | None) -> dict:
     devices = []
     for d in est.devices:
         doc = {"name": d.name, "weights": d.weights, "kv": d.kv, "recurrent": d.recurrent, "compute": d.compute,
-               "output": d.output, "total": d.total, "compute_measured": d.measured}  # fmt: skip
+               "output": d.output, "total": d.total, "compute_exact": d.exact}  # fmt: skip
         free = d.free if d.name != "CPU" else host_free
         if free is not None:
             doc |= {"free": free, "fits": d.total <= free}
@@ -156,13 +175,13 @@ def _llamacpp_table(name: str, est: LlamaCppEstimate, host_free: int | None) -> 
         row = [d.name, human_bytes(d.weights), human_bytes(d.kv)]
         if recurrent:
             row.append(human_bytes(d.recurrent))
-        row += [human_bytes(d.compute) + ("" if d.measured else " *"), human_bytes(d.output), human_bytes(d.total)]
+        row += [human_bytes(d.compute) + ("" if d.exact else " *"), human_bytes(d.output), human_bytes(d.total)]
         if has_free:
             fits = "" if free is None else "yes" if d.total <= free else "NO"
             row += ["" if free is None else human_bytes(free), fits]
         table.add_row(*row)
-    if not all(d.measured for d in est.devices):
-        table.caption = "* derived from llama.cpp's graph and scheduler for this device, not measured"
+    if not all(d.exact for d in est.devices):
+        table.caption = "* derived: llama.cpp's scheduler and allocator, without the GPU backend's graph optimization"
     return table
 
 

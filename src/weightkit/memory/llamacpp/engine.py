@@ -19,8 +19,9 @@ from .settings import LlamaCppSettings
 @dataclass(frozen=True)
 class DeviceMemory:
     """What one device holds, in bytes. `kv` is the whole context memory (attention KV cache and recurrent
-    state); `recurrent` is the recurrent state alone. `measured` tells whether the compute buffer is llama.cpp's
-    own CPU allocation reproduced (True) or derived for a GPU from the same graph (False)."""
+    state); `recurrent` is the recurrent state alone. `exact` tells whether the compute buffer is llama.cpp's
+    allocation reproduced (the CPU alone, or GPUs whose backend neither reorders the graph nor takes over ops:
+    checked against llama.cpp) or derived through a backend whose own graph optimization is not modelled."""
 
     name: str
     weights: int
@@ -29,7 +30,7 @@ class DeviceMemory:
     compute: int
     output: int
     free: int | None = None
-    measured: bool = True
+    exact: bool = True
 
     @property
     def total(self) -> int:
@@ -108,13 +109,14 @@ def estimate(model: ModelFile, settings: LlamaCppSettings | None = None, gpus: S
         reserved = compute_buffer(hp, ctx, memory, model.tensors)
         compute = [0] * (n_devices - 1) + [reserved.prompt if planned else reserved.bytes]
     names = device_names(gpus)
+    exact = all(buffer_of(gpus[d]).exact for d in used)
     devices = [
-        DeviceMemory(names[i], weights.get(i, 0), kv[i] + recurrent[i], recurrent[i], compute[i], 0, gpu.free, False)
+        DeviceMemory(names[i], weights.get(i, 0), kv[i] + recurrent[i], recurrent[i], compute[i], 0, gpu.free, exact)
         for i, gpu in enumerate(gpus)
     ]
     output = output_bytes(hp, ctx, requested.n_seq_max)
     devices.append(DeviceMemory("CPU", weights.get(-1, 0), kv[-1] + recurrent[-1], recurrent[-1], compute[-1],
-                                output, measured=not used))  # fmt: skip
+                                output, exact=exact))  # fmt: skip
     return LlamaCppEstimate(settings, hp, ctx, placement, memory, tuple(devices), tuple(notes))
 
 
@@ -137,6 +139,9 @@ def _notes(hp: HParams, settings: LlamaCppSettings, ctx: Context, placement: Pla
         notes.append("--flash-attn auto resolves to on (every device here runs flash attention for these layers)")
     if settings.split_mode == "row" and placement.gpus:
         notes.append("--split-mode row: weights are counted on their layer's GPU, not spread row by row")
-    if placement.gpus:
-        notes.append("GPU compute buffers are derived from llama.cpp's graph and scheduler, not measured")
+    if placement.gpus and not all(buffer_of(g).exact for g in placement.gpus):
+        notes.append(
+            "compute buffers with these GPUs: llama.cpp's graph, scheduler and allocator reproduced, "
+            "but not the GPU backend's own graph optimization (derived, marked *)"
+        )
     return notes

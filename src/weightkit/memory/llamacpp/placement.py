@@ -47,6 +47,7 @@ class Buffer:
     alignment: int
     pad_quantized_rows: bool = False
     offload: str | None = None
+    exact: bool = False  # no graph optimization of its own: compute buffers as checked against llama.cpp
 
     def raw_size(self, type: int, ne0: int, nbytes: int) -> int:
         """`ggml_backend_buft_get_alloc_size`: CUDA pads the last row of a quantized tensor to 512 elements."""
@@ -60,14 +61,14 @@ class Buffer:
         return -(-self.raw_size(type, ne0, nbytes) // self.alignment) * self.alignment
 
 
-CPU_BUFFER = Buffer(32)
+CPU_BUFFER = Buffer(32, exact=True)
 #: by GPU library: ggml-cuda (ROCm builds it too), ggml-metal, ggml-vulkan, and ggml-rpc to a CPU rpc-server
 GPU_BUFFERS = {
     "CUDA": Buffer(128, True, OFFLOAD_ANY),
     "ROCm": Buffer(128, True, OFFLOAD_ANY),
     "Metal": Buffer(32, False, OFFLOAD_MATMUL),
     "Vulkan": Buffer(32, False, OFFLOAD_ANY),
-    "RPC": Buffer(32),
+    "RPC": Buffer(32, exact=True),
 }
 
 

@@ -17,7 +17,8 @@ The backends are the GPUs in order, then the CPU. The rules, as the scheduler ap
 
 With several GPUs fully offloaded (pipeline parallelism) the inputs are kept in four copies, never freed.
 What GPU backends do on their own (CUDA's graph optimization reordering nodes, flash attention's conversion
-space) is not modelled: GPU compute buffers are derived, not measured.
+space) is not modelled: with those GPUs the compute buffers are derived; with RPC devices (which have no
+graph optimization and take over no ops) they are exact, and checked against llama.cpp.
 """
 
 from __future__ import annotations
