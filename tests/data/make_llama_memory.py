@@ -52,6 +52,12 @@ EMBEDDING = [
     {"n_ctx": 512, "n_batch": 512, "n_ubatch": 512, "embeddings": True, "flash_attn": "off", "n_seq_max": 8},
     {"n_ctx": 256, "n_batch": 256, "n_ubatch": 128, "embeddings": True},
 ]
+RECURRENT = [  # recurrent state only: a row per sequence, whatever the context; cache types and flash attention moot
+    *COMMON[:5],
+    COMMON[8],
+    {"n_ctx": 8192, "n_seq_max": 2, "n_ubatch": 128, "embeddings": True},
+    {"n_ctx": 65536, "n_seq_max": 4, "n_batch": 2048, "n_ubatch": 2048},
+]
 GRIDS = {
     "llama-3.1-8b": COMMON + LONG,
     "llama-3.1-70b": COMMON[:4] + LONG[:1],
@@ -68,6 +74,9 @@ GRIDS = {
     "mamba2-2.7b": COMMON[:5],
     "granite-4.0-h-tiny": COMMON[:6],
     "gemma-3-270m": COMMON[:5] + SWA,
+    "mamba-2.8b": RECURRENT,
+    "rwkv6-finch-1.6b": RECURRENT,
+    "rwkv7-goose-1.5b": RECURRENT,
 }
 
 

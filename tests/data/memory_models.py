@@ -330,6 +330,121 @@ def granite_4_hybrid():
     return make
 
 
+def mamba_28b():
+    """Mamba 2.8B (state-spaces/mamba-2.8b-hf): 64 layers of d_model 2560, d_inner 5120, d_state 16, d_conv 4, dt
+    rank 160; the output tied to the token embeddings, as the converter leaves it."""
+    n_layer, n_embd, d_inner, d_state, dt_rank, n_vocab = 64, 2560, 5120, 16, 160, 50280
+
+    def make():
+        metadata = _base("mamba", n_vocab, block_count=n_layer, context_length=1048576, embedding_length=n_embd,
+                         feed_forward_length=0, attention__head_count=0, attention__layer_norm_rms_epsilon=1e-5,
+                         ssm__conv_kernel=4, ssm__inner_size=d_inner, ssm__state_size=d_state,
+                         ssm__time_step_rank=dt_rank, ssm__dt_b_c_rms=False)  # fmt: skip
+        tensors = _ends(n_vocab, n_embd, tied=True)
+        for il in range(n_layer):
+            p = f"blk.{il}."
+            tensors += [
+                (p + "attn_norm.weight", (n_embd,), "F32"), (p + "ssm_in.weight", (2 * d_inner, n_embd), "Q4_K"),
+                (p + "ssm_conv1d.weight", (d_inner, 4), "F32"), (p + "ssm_conv1d.bias", (d_inner,), "F32"),
+                (p + "ssm_x.weight", (dt_rank + 2 * d_state, d_inner), "Q4_K"),
+                (p + "ssm_dt.weight", (d_inner, dt_rank), "Q4_K"), (p + "ssm_dt.bias", (d_inner,), "F32"),
+                (p + "ssm_a", (d_inner, d_state), "F32"), (p + "ssm_d", (d_inner,), "F32"),
+                (p + "ssm_out.weight", (n_embd, d_inner), "Q4_K"),
+            ]  # fmt: skip
+        return metadata, tensors
+
+    return make
+
+
+def _rwkv_ends(n_vocab: int, n_embd: int) -> Tensors:
+    """RWKV's embeddings with their layer norm (LN0), and the normed output head."""
+    return [
+        ("token_embd.weight", (n_vocab, n_embd), "Q4_K"), ("token_embd_norm.weight", (n_embd,), "F32"),
+        ("token_embd_norm.bias", (n_embd,), "F32"), ("output_norm.weight", (n_embd,), "F32"),
+        ("output_norm.bias", (n_embd,), "F32"), ("output.weight", (n_vocab, n_embd), "Q6_K"),
+    ]  # fmt: skip
+
+
+def _rwkv_layer(il: int, n_embd: int, n_ff: int) -> Tensors:
+    """What RWKV-6 and RWKV-7 layers share: the two layer norms, R/K/V/O, the group norm, the channel mix."""
+    p = f"blk.{il}."
+    return [
+        (p + "attn_norm.weight", (n_embd,), "F32"), (p + "attn_norm.bias", (n_embd,), "F32"),
+        (p + "attn_norm_2.weight", (n_embd,), "F32"), (p + "attn_norm_2.bias", (n_embd,), "F32"),
+        (p + "time_mix_key.weight", (n_embd, n_embd), "Q4_K"), (p + "time_mix_value.weight", (n_embd, n_embd), "Q6_K"),
+        (p + "time_mix_receptance.weight", (n_embd, n_embd), "Q4_K"),
+        (p + "time_mix_ln.weight", (n_embd,), "F32"), (p + "time_mix_ln.bias", (n_embd,), "F32"),
+        (p + "time_mix_output.weight", (n_embd, n_embd), "Q4_K"),
+        (p + "channel_mix_lerp_k.weight", (1, 1, n_embd), "F32"),
+        (p + "channel_mix_key.weight", (n_ff, n_embd), "Q4_K"),
+        (p + "channel_mix_value.weight", (n_embd, n_ff), "Q6_K"),
+    ]  # fmt: skip
+
+
+def rwkv6_finch_16b():
+    """RWKV-6 Finch 1.6B (RWKV/v6-Finch-1B6-HF): 24 layers of 2048, heads of 64, FFN 7168, time-mix LoRA 32 (five
+    fused), decay LoRA 64, the residual halved every 6 layers."""
+    n_layer, n_embd, head, n_ff, n_vocab, mix, decay = 24, 2048, 64, 7168, 65536, 32, 64
+
+    def make():
+        metadata = _base("rwkv6", n_vocab, block_count=n_layer, context_length=1048576, embedding_length=n_embd,
+                         feed_forward_length=n_ff, attention__head_count=0, attention__layer_norm_epsilon=1e-5,
+                         rescale_every_n_layers=6, wkv__head_size=head, time_mix_extra_dim=mix,
+                         time_decay_extra_dim=decay)  # fmt: skip
+        tensors = _rwkv_ends(n_vocab, n_embd)
+        for il in range(n_layer):
+            p = f"blk.{il}."
+            tensors += _rwkv_layer(il, n_embd, n_ff)
+            tensors += [
+                (p + "time_mix_w1.weight", (5 * mix, n_embd), "F32"),
+                (p + "time_mix_w2.weight", (5, n_embd, mix), "F32"),
+                (p + "time_mix_lerp_x.weight", (1, 1, n_embd), "F32"),
+                (p + "time_mix_lerp_fused.weight", (5, 1, 1, n_embd), "F32"),
+                (p + "time_mix_first.weight", (n_embd // head, head), "F32"),
+                (p + "time_mix_decay.weight", (n_embd,), "F32"),
+                (p + "time_mix_decay_w1.weight", (decay, n_embd), "F32"),
+                (p + "time_mix_decay_w2.weight", (n_embd, decay), "F32"),
+                (p + "time_mix_gate.weight", (n_embd, n_embd), "Q4_K"),
+                (p + "channel_mix_lerp_r.weight", (1, 1, n_embd), "F32"),
+                (p + "channel_mix_receptance.weight", (n_embd, n_embd), "Q4_K"),
+            ]  # fmt: skip
+        return metadata, tensors
+
+    return make
+
+
+def rwkv7_goose_15b():
+    """RWKV-7 Goose 1.5B (fla-hub/rwkv7-1.5B-world): 24 layers of 2048, heads of 64, FFN 8192; LoRA ranks 96
+    (decay, in-context learning rate), 64 (value residual mix; layer 0 has dummies of the ICLR rank), 256 (gate)."""
+    n_layer, n_embd, head, n_ff, n_vocab = 24, 2048, 64, 8192, 65536
+    decay, iclr, value_mix, gate = 96, 96, 64, 256
+
+    def make():
+        metadata = _base("rwkv7", n_vocab, block_count=n_layer, context_length=1048576, embedding_length=n_embd,
+                         feed_forward_length=n_ff, attention__head_count=0, attention__layer_norm_epsilon=1e-5,
+                         wkv__head_size=head, attention__decay_lora_rank=decay, attention__iclr_lora_rank=iclr,
+                         attention__value_residual_mix_lora_rank=value_mix,
+                         attention__gate_lora_rank=gate)  # fmt: skip
+        tensors = _rwkv_ends(n_vocab, n_embd)
+        for il in range(n_layer):
+            p = f"blk.{il}."
+            v_rank = iclr if il == 0 else value_mix
+            tensors += _rwkv_layer(il, n_embd, n_ff)
+            for name, rank in (("w", decay), ("a", iclr), ("v", v_rank), ("g", gate)):
+                tensors += [(p + f"time_mix_{name}1.weight", (rank, n_embd), "F32"),
+                            (p + f"time_mix_{name}2.weight", (n_embd, rank), "F32")]  # fmt: skip
+                if name != "g":
+                    tensors.append((p + f"time_mix_{name}0.weight", (n_embd,), "F32"))
+            tensors += [
+                (p + "time_mix_lerp_fused.weight", (6, 1, 1, n_embd), "F32"),
+                (p + "time_mix_k_k.weight", (n_embd,), "F32"), (p + "time_mix_k_a.weight", (n_embd,), "F32"),
+                (p + "time_mix_r_k.weight", (n_embd,), "F32"),
+            ]  # fmt: skip
+        return metadata, tensors
+
+    return make
+
+
 MODELS: dict[str, Callable[[], tuple[dict, Tensors]]] = {
     "llama-3.1-8b": llama(32, 4096, 14336, 32, 8, 128256, 131072),
     "llama-3.1-70b": llama(80, 8192, 28672, 64, 8, 128256, 131072),
@@ -376,6 +491,9 @@ MODELS: dict[str, Callable[[], tuple[dict, Tensors]]] = {
     "all-minilm-l6-v2": minilm(),
     "mamba2-2.7b": mamba2_27b(),
     "granite-4.0-h-tiny": granite_4_hybrid(),
+    "mamba-2.8b": mamba_28b(),
+    "rwkv6-finch-1.6b": rwkv6_finch_16b(),
+    "rwkv7-goose-1.5b": rwkv7_goose_15b(),
 }
 
 
@@ -387,7 +505,11 @@ def write_model(name: str, folder: Path) -> Path:
     """The skeleton GGUF of `name` (in MODELS or BENCHMARK) in `folder` (written once)."""
     path = folder / f"{name}.gguf"
     if not path.exists():
-        metadata, tensors = {**MODELS, **BENCHMARK}[name]()
-        planned = [plan_tensor(n, s, compatible_type(ggml_type(kind).type, s[-1])) for n, s, kind in tensors]
-        write_gguf_skeleton(path, metadata, planned)
+        write_skeleton(path, *{**MODELS, **BENCHMARK}[name]())
     return path
+
+
+def write_skeleton(path: Path, metadata: dict, tensors: Tensors) -> None:
+    """A skeleton GGUF of these metadata and tensors, each typed as asked or as llama-quantize falls back."""
+    planned = [plan_tensor(n, s, compatible_type(ggml_type(kind).type, s[-1])) for n, s, kind in tensors]
+    write_gguf_skeleton(path, metadata, planned)

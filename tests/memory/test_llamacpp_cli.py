@@ -15,7 +15,6 @@ from weightkit.cli import main
 from weightkit.cli.estimate import parse_gpu
 from weightkit.cli.render import human_bytes
 from weightkit.errors import ArgumentError, FormatError
-from weightkit.gguf import plan_tensor, write_gguf_skeleton
 from weightkit.memory import LlamaCppSettings, estimate
 from weightkit.memory.llamacpp.context import ContextParams
 from weightkit.memory.llamacpp.hparams import read_hparams
@@ -99,27 +98,37 @@ def test_the_library_front_door_matches_the_command(capsys, gemma_path):
 
 
 @pytest.mark.parametrize(
-    ("key", "value", "message"),
+    ("name", "key", "value", "message"),
     [
-        ("llama.block_count", None, r"llama\.block_count is missing"),
-        ("llama.embedding_length", None, r"llama\.embedding_length is missing"),
-        ("llama.attention.head_count", None, r"'blk\.0\.attn_q\.weight' has shape \[4096, 4096\]; llama\.attention"),
+        ("llama-3.1-8b", "llama.block_count", None, r"llama\.block_count is missing"),
+        ("llama-3.1-8b", "llama.embedding_length", None, r"llama\.embedding_length is missing"),
         (
+            "llama-3.1-8b",
+            "llama.attention.head_count",
+            None,
+            r"'blk\.0\.attn_q\.weight' has shape \[4096, 4096\]; llama\.attention",
+        ),
+        (
+            "llama-3.1-8b",
             "llama.attention.head_count_kv",
             4,
             r"'blk\.0\.attn_k\.weight' has shape \[1024, 4096\].* make it \[512, 4096\]",
         ),
-        ("llama.attention.key_length", "x", r"llama\.attention\.key_length is 'x', not a count"),
+        ("llama-3.1-8b", "llama.attention.key_length", "x", r"llama\.attention\.key_length is 'x', not a count"),
+        ("mamba-2.8b", "mamba.ssm.time_step_rank", None, r"mamba\.ssm\.time_step_rank is missing"),
+        ("rwkv6-finch-1.6b", "rwkv6.wkv.head_size", None, r"rwkv6\.wkv\.head_size is missing"),
+        ("rwkv6-finch-1.6b", "rwkv6.time_decay_extra_dim", None, r"rwkv6\.time_decay_extra_dim is missing"),
+        ("rwkv7-goose-1.5b", "rwkv7.attention.iclr_lora_rank", None, r"rwkv7\.attention\.iclr_lora_rank is missing"),
+        ("rwkv7-goose-1.5b", "rwkv7.token_shift_count", 1, r"rwkv7\.token_shift_count is 1; llama\.cpp's rwkv7 graph"),
     ],
 )
-def test_metadata_that_does_not_match_the_tensors_is_named(tmp_path, key, value, message):
-    metadata, tensors = MODELS.MODELS["llama-3.1-8b"]()
+def test_metadata_that_does_not_match_the_tensors_is_named(tmp_path, name, key, value, message):
+    metadata, tensors = MODELS.MODELS[name]()
     if value is None:
         del metadata[key]
     else:
         metadata[key] = value
-    planned = [plan_tensor(n, shape, kind) for n, shape, kind in tensors]
-    write_gguf_skeleton(tmp_path / "m.gguf", metadata, planned)
+    MODELS.write_skeleton(tmp_path / "m.gguf", metadata, tensors)
     with weightkit.open(tmp_path / "m.gguf") as m, pytest.raises(FormatError, match=message):
         read_hparams(m)
 

@@ -174,7 +174,7 @@ def test_matches_llama_cpp_on_several_devices(device_model, name):
 
 def test_the_device_record_covers_placements():
     cases = [c for record in DEVICES.values() for c in record]
-    assert len(DEVICES) == 15 and len(cases) >= 100
+    assert len(DEVICES) == 18 and len(cases) >= 100
     kinds = {key for c in cases for key in c["settings"]}
     assert {"tensor_split", "split_mode", "n_gpu_layers", "no_kv_offload", "cpu_moe", "n_cpu_moe",
             "override_tensor", "flash_attn"} <= kinds  # fmt: skip

@@ -117,6 +117,7 @@ def _layer_kinds(hp: HParams, tensors: Mapping[str, TensorInfo], placement: Plac
             hp.n_head_kv[il],
             hp.n_ff[il],
             hp.has_kv(il),
+            hp.rescaled(il),
             None if placement is None else placement.device_of(il),
             tuple(sorted(own[il])),
         )

@@ -316,6 +316,16 @@ def ssm_scan(s: Tensor, x: Tensor, dt: Tensor, a: Tensor, b: Tensor, c: Tensor, 
     return _new(F32, (n,), "SSM_SCAN", s, x, dt, a, b, c, ids)
 
 
+def rwkv_wkv6(k: Tensor, v: Tensor, r: Tensor, tf: Tensor, td: Tensor, state: Tensor) -> Tensor:
+    """`ggml_rwkv_wkv6`: the outputs (a row per token) and the new states (S rows per sequence) in one matrix."""
+    return _new(F32, (k.ne[0] * k.ne[1], k.ne[2] + k.ne[0] * state.ne[1]), "RWKV_WKV6", k, v, r, tf, td, state)
+
+
+def rwkv_wkv7(r: Tensor, w: Tensor, k: Tensor, v: Tensor, a: Tensor, b: Tensor, state: Tensor) -> Tensor:
+    """`ggml_rwkv_wkv7`: laid out as `rwkv_wkv6`'s."""
+    return _new(F32, (k.ne[0] * k.ne[1], k.ne[2] + k.ne[0] * state.ne[1]), "RWKV_WKV7", r, w, k, v, a, b, state)
+
+
 # ---------------------------------------------------------------------------------------------- the graph
 
 

@@ -159,15 +159,28 @@ class GraphBuilder:
         self.expand(g.cpy(rest, g.view(s, (state_size, extra.ne[0]), (s.nb[1],))))
         return out
 
+    def token_shift_load(self, il: int) -> Tensor:
+        """`build_rwkv_token_shift_load`: each sequence's last normed inputs to the time and channel mixes
+        (`n_embd` x `token_shift_count` per sequence)."""
+        shift = self.build_rs(self.rs_state(il, "r"), self.hp.n_embd_r)
+        return g.reshape(shift, self.hp.n_embd, self.hp.token_shift_count, self.n_seqs)
+
+    def token_shift_store(self, shift: Tensor, il: int) -> Tensor:
+        """`build_rwkv_token_shift_store`: the batch's last normed inputs written back to the state."""
+        state = self.rs_state(il, "r")
+        return g.cpy(g.view(shift, (shift.n_elements,)), g.view(state, (self.hp.n_embd_r * self.n_seqs,)))
+
     # ------------------------------------------------------------------------------------------ blocks
 
-    def norm(self, cur: Tensor, weight: Tensor | None, bias: Tensor | None = None, rms: bool = True) -> Tensor:
-        """`build_norm`. Inside a layer, the normalization (named "norm") is pinned to the layer's device when
-        the batch is under 32 tokens or the whole model is offloaded (`graph_get_cb`), so that the scheduler does
-        not run it where the previous layer ran."""
+    def norm(self, cur: Tensor, weight: Tensor | None, bias: Tensor | None = None, rms: bool = True,
+             il: int | None = None) -> Tensor:  # fmt: skip
+        """`build_norm`. Inside a layer (or given one, `il`), the normalization (named "norm") is pinned to the
+        layer's device when the batch is under 32 tokens or the whole model is offloaded (`graph_get_cb`), so that
+        the scheduler does not run it where the previous layer ran."""
         cur = g.rms_norm(cur) if rms else g.norm(cur)
-        if (weight is not None or bias is not None) and self._layer is not None and self._pin_norms:
-            cur.pinned = self.placement.device_of(self._layer)
+        il = self._layer if il is None else il
+        if (weight is not None or bias is not None) and il is not None and self._pin_norms:
+            cur.pinned = self.placement.device_of(il)
         if weight is not None:
             cur = g.mul(cur, weight)
         if bias is not None:

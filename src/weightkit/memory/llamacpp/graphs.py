@@ -227,6 +227,48 @@ def bert(b: GraphBuilder) -> Graph:
     return b.finish(inp, None)
 
 
+def _mamba_layer(b: GraphBuilder, il: int, cur: Tensor) -> Tensor:
+    """`llm_build_mamba_base::build_mamba_layer` (Mamba-1): the input projection split into x and z, the causal
+    convolution over the stored conv state, x projected to dt, B and C (RMS-normed where the model says so), the
+    selective scan over the stored SSM state (one state per channel and per state dimension), the gate."""
+    hp = b.hp
+    d_conv, d_inner, d_state, dt_rank = hp.ssm_d_conv, hp.ssm_d_inner, hp.ssm_d_state, hp.ssm_dt_rank
+    n_seqs = b.n_seqs
+    per_seq = b.n_tokens // n_seqs
+    conv_states, ssm_states = b.rs_state(il, "r"), b.rs_state(il, "s")
+    conv = g.reshape(b.build_rs(conv_states, hp.n_embd_r), d_conv - 1, d_inner, n_seqs)
+    xz = b.mm(b.w("ssm_in.weight", il), g.reshape(cur, cur.ne[0], per_seq, n_seqs))
+    x = g.view(xz, (d_inner, per_seq, n_seqs), xz.nb[1:3])
+    z = g.view(xz, (d_inner, per_seq, n_seqs), xz.nb[1:3])
+    conv_x = g.concat(conv, g.transpose(x), 0)
+    last = g.view(conv_x, (d_conv - 1, d_inner, n_seqs), conv_x.nb[1:3])
+    b.expand(g.cpy(last, g.view(conv_states, ((d_conv - 1) * d_inner * n_seqs,))))
+    x = g.unary(g.add(g.ssm_conv(conv_x, b.w("ssm_conv1d.weight", il)), b.w("ssm_conv1d.bias", il)), "silu")
+    x_db = b.mm(b.w("ssm_x.weight", il), x)
+    nb = x_db.nb
+    dt = g.view(x_db, (dt_rank, per_seq, n_seqs), nb[1:3])
+    b_ssm = g.view(x_db, (d_state, 1, per_seq, n_seqs), (d_state * nb[0], nb[1], nb[2]))
+    c_ssm = g.view(x_db, (d_state, 1, per_seq, n_seqs), (d_state * nb[0], nb[1], nb[2]))
+    if hp.flags.get("ssm_dt_b_c_rms"):
+        dt, b_ssm, c_ssm = b.norm(dt, None), b.norm(b_ssm, None), b.norm(c_ssm, None)
+    else:
+        dt = g.cont(dt)
+    dt = g.add(b.mm(b.w("ssm_dt.weight", il), dt), b.w("ssm_dt.bias", il))
+    heads = g.reshape(x, 1, d_inner, per_seq, n_seqs)
+
+    def scan(states: Tensor, ids: Tensor) -> Tensor:
+        ssm = g.reshape(states, d_state, 1, d_inner, ssm_states.ne[1])
+        return g.ssm_scan(ssm, heads, dt, b.w("ssm_a", il), b_ssm, c_ssm, ids)
+
+    y_ssm = b.build_rs(ssm_states, hp.n_embd_s, scan)
+    size = d_state * d_inner * n_seqs
+    b.expand(g.cpy(g.view(y_ssm, (size,)), g.view(ssm_states, (size,))))
+    y = g.view(y_ssm, (d_inner, per_seq, n_seqs), heads.nb[2:4])
+    y = g.glu_split(g.cont(z), g.add(y, g.mul(x, b.w("ssm_d", il))))
+    cur = b.mm(b.w("ssm_out.weight", il), y)
+    return g.reshape(cur, cur.ne[0], per_seq * n_seqs)
+
+
 def _mamba2_layer(b: GraphBuilder, il: int, cur: Tensor) -> Tensor:
     """`llm_build_mamba_base::build_mamba2_layer`: the input projection split into z, xBC and dt, the causal
     convolution over the stored conv state, the selective scan over the stored SSM state, the gated RMS norm."""
@@ -274,13 +316,14 @@ def _mamba2_layer(b: GraphBuilder, il: int, cur: Tensor) -> Tensor:
     return b.mm(b.w("ssm_out.weight", il), g.reshape(y, d_inner, per_seq * n_seqs))
 
 
-def mamba2(b: GraphBuilder) -> Graph:
-    """`llama_model_mamba::graph` for Mamba-2: every layer recurrent."""
+def mamba(b: GraphBuilder) -> Graph:
+    """`llama_model_mamba::graph`: every layer recurrent, Mamba-1's or Mamba-2's (`mamba2`)."""
+    layer = _mamba2_layer if b.hp.arch == "mamba2" else _mamba_layer
     inp = b.inp_embd(b.w("token_embd.weight"))
     b.rs_inp()
     out_ids = b.inp_out_ids()
     for il in b.each_layer():
-        cur = _mamba2_layer(b, il, b.norm(inp, b.w("attn_norm.weight", il)))
+        cur = layer(b, il, b.norm(inp, b.w("attn_norm.weight", il)))
         cur, inp = _rows(b, il, out_ids, cur, inp)
         inp = g.add(cur, inp)
     return _logits(b, b.norm(inp, b.w("output_norm.weight")))
@@ -324,6 +367,158 @@ def granite_hybrid(b: GraphBuilder) -> Graph:
     return b.finish(embd, logits)
 
 
+def _wkv_state(b: GraphBuilder, il: int, out: Tensor) -> Tensor:
+    """The WKV op's new states written back (`ggml_cpy` into the layer's state); its outputs, one row a token."""
+    hp = b.hp
+    state = b.rs_state(il, "s")
+    size = hp.n_embd * hp.wkv_head_size * b.n_seqs
+    b.expand(g.cpy(g.view(out, (size,)), g.view(state, (hp.n_embd_s * b.n_seqs,))))
+    return g.view(out, (hp.n_embd * b.n_tokens,))
+
+
+def _group_norm(b: GraphBuilder, il: int, cur: Tensor) -> Tensor:
+    """The WKV outputs layer-normed per head, then scaled and shifted by `time_mix_ln`."""
+    head = b.hp.wkv_head_size
+    cur = g.norm(g.reshape(cur, head, b.hp.n_embd // head, b.n_tokens))
+    cur = g.reshape(cur, b.hp.n_embd, b.n_tokens)
+    return g.add(g.mul(cur, b.w("time_mix_ln.weight", il)), b.w("time_mix_ln.bias", il))
+
+
+def _rwkv6_time_mix(b: GraphBuilder, il: int, cur: Tensor, x_prev: Tensor) -> Tensor:
+    """`build_rwkv6_time_mix`: data-dependent token shift (a LoRA giving five mixes of the token and the previous
+    one: w, k, v, r, g), the decay's LoRA, WKV-6 over the stored state, the per-head norm and the gate."""
+    hp = b.hp
+    n_embd, n_tokens, head = hp.n_embd, b.n_tokens, hp.wkv_head_size
+    n_head = n_embd // head
+    sx = g.reshape(g.sub(x_prev, cur), n_embd, n_tokens)
+    cur = g.reshape(cur, n_embd, n_tokens)
+    xxx = g.add(g.mul(sx, b.w("time_mix_lerp_x.weight", il)), cur)
+    w1, w2 = b.w("time_mix_w1.weight", il), b.w("time_mix_w2.weight", il)
+    xxx = g.reshape(g.unary(g.mul_mat(w1, xxx), "tanh"), w1.ne[1] // 5, 1, 5, n_tokens)
+    xxx = g.mul_mat(g.reshape(w2, w2.ne[0], w2.ne[1], 1, 5), g.cont(g.permute(xxx, 0, 1, 3, 2)))
+    fused = b.w("time_mix_lerp_fused.weight", il)
+    if fused is not None:
+        sx, cur = g.reshape(sx, n_embd, 1, n_tokens), g.reshape(cur, n_embd, 1, n_tokens)
+        xxx = g.add(g.mul(g.add(xxx, fused), sx), cur)
+    mixes = [g.view(xxx, (n_embd, n_tokens), xxx.nb[1:2]) for _ in "wkvrg"]
+    if fused is None:  # files converted before the five mixes were fused
+        lerps = [b.w(f"time_mix_lerp_{name}.weight", il) for name in "wkvrg"]
+        mixes = [g.add(g.mul(g.add(x, lerp), sx), cur) for x, lerp in zip(mixes, lerps, strict=True)]
+    xw, xk, xv, xr, xg = mixes
+    r = g.reshape(b.mm(b.w("time_mix_receptance.weight", il), xr), head, n_head, n_tokens)
+    k = g.reshape(b.mm(b.w("time_mix_key.weight", il), xk), head, n_head, n_tokens)
+    v = g.reshape(b.mm(b.w("time_mix_value.weight", il), xv), head, n_head, n_tokens)
+    gate = g.unary(b.mm(b.w("time_mix_gate.weight", il), xg), "silu")
+    w = g.mul_mat(b.w("time_mix_decay_w2.weight", il),
+                  g.unary(g.mul_mat(b.w("time_mix_decay_w1.weight", il), xw), "tanh"))  # fmt: skip
+    w = g.unary(g.unary(g.unary(g.add(w, b.w("time_mix_decay.weight", il)), "exp"), "neg"), "exp")
+    w = g.reshape(w, head, n_head, n_tokens)
+    state = b.build_rs(b.rs_state(il, "s"), hp.n_embd_s)
+    cur = _wkv_state(b, il, g.rwkv_wkv6(k, v, r, b.w("time_mix_first.weight", il), w, state))
+    cur = g.mul(_group_norm(b, il, cur), gate)
+    cur = b.mm(b.w("time_mix_output.weight", il), cur)
+    return g.reshape(cur, n_embd, n_tokens // b.n_seqs, b.n_seqs)
+
+
+def _rwkv7_time_mix(b: GraphBuilder, il: int, cur: Tensor, x_prev: Tensor, v_first: Tensor | None,
+                    ) -> tuple[Tensor, Tensor]:  # fmt: skip
+    """`build_rwkv7_time_mix`: six mixes of the token and the previous one (r, w, k, v, a, g), LoRAs for the
+    decay, the in-context learning rate, the gate and (after the first layer) the mix with the first layer's
+    values, WKV-7 over the stored state, the per-head norm, the bonus term and the gate. Returns the output and
+    the first layer's values. (llama.cpp's loader insists on the gate and the norm.)"""
+    hp = b.hp
+    n_embd, n_tokens, head = hp.n_embd, b.n_tokens, hp.wkv_head_size
+    n_head = n_embd // head
+
+    def w(name: str) -> Tensor:
+        return b.w(f"time_mix_{name}.weight", il)
+
+    sx = g.repeat(g.sub(x_prev, cur), *cur.ne[:3], 6)
+    xxx = g.add(g.mul(sx, w("lerp_fused")), cur)
+    xr, xw, xk, xv, xa, xg = (g.view(xxx, (n_embd, n_tokens), xxx.nb[1:2]) for _ in range(6))
+    r = b.mm(w("receptance"), xr)
+    decay = g.add(g.mul_mat(w("w2"), g.unary(g.mul_mat(w("w1"), xw), "tanh")), w("w0"))
+    decay = g.unary(g.scale(g.unary(decay, "sigmoid")), "exp")
+    k = b.mm(w("key"), xk)
+    v = b.mm(w("value"), xv)
+    if v_first is None:
+        v_first = v
+    else:
+        mix = g.unary(g.add(g.mul_mat(w("v2"), g.mul_mat(w("v1"), xv)), w("v0")), "sigmoid")
+        v = g.add(v, g.mul(g.sub(v_first, v), mix))
+    gate = g.mul_mat(w("g2"), g.unary(g.mul_mat(w("g1"), xg), "sigmoid"))
+    a = g.unary(g.add(g.mul_mat(w("a2"), g.mul_mat(w("a1"), xa)), w("a0")), "sigmoid")
+    kk = g.l2_norm(g.reshape(g.mul(k, w("k_k")), head, n_head, n_tokens))
+    ka = g.mul(k, w("k_a"))
+    k = g.add(k, g.sub(g.mul(a, ka), ka))
+    r, decay, k, v, a = (g.reshape(t, head, n_head, n_tokens) for t in (r, decay, k, v, a))
+    state = b.build_rs(b.rs_state(il, "s"), hp.n_embd_s)
+    cur = _wkv_state(b, il, g.rwkv_wkv7(r, decay, k, v, g.unary(kk, "neg"), g.mul(kk, a), state))
+    rk = g.sum_rows(g.mul(g.mul(k, r), g.reshape(w("r_k"), head, n_head)))
+    cur = g.add(_group_norm(b, il, cur), g.reshape(g.mul(v, rk), n_embd, n_tokens))
+    cur = b.mm(w("output"), g.mul(cur, gate))
+    return g.reshape(cur, n_embd, n_tokens // b.n_seqs, b.n_seqs), v_first
+
+
+def _channel_mix(b: GraphBuilder, il: int, cur: Tensor, x_prev: Tensor) -> Tensor:
+    """`build_rwkv6_channel_mix` / `build_rwkv7_channel_mix`: a squared-ReLU FFN on a mix of the token and the
+    previous one, gated by a sigmoid receptance where the layer has one (RWKV-6)."""
+    sx = g.sub(x_prev, cur)
+    xk = g.add(g.mul(sx, b.w("channel_mix_lerp_k.weight", il)), cur)
+    receptance = b.w("channel_mix_receptance.weight", il)
+    r = None
+    if receptance is not None:
+        r = g.unary(b.mm(receptance, g.add(g.mul(sx, b.w("channel_mix_lerp_r.weight", il)), cur)), "sigmoid")
+    k = g.sqr(g.unary(b.mm(b.w("channel_mix_key.weight", il), xk), "relu"))
+    cur = b.mm(b.w("channel_mix_value.weight", il), k)
+    return cur if r is None else g.mul(r, cur)
+
+
+def rwkv(b: GraphBuilder) -> Graph:
+    """`llama_model_rwkv6::graph` and `rwkv7`: the embeddings layer-normed; in each layer the time mix and the
+    channel mix, each fed the normed token and the one before it (the batch's previous token, or the stored
+    token shift at a sequence's start), the last normed tokens stored back; RWKV-6 halves the residual every
+    `rescale_every_n_layers` layers."""
+    hp = b.hp
+    n_embd, n_seqs = hp.n_embd, b.n_seqs
+    per_seq = b.n_tokens // n_seqs
+    inp = b.inp_embd(b.w("token_embd.weight"))
+    inp = b.norm(inp, b.w("token_embd_norm.weight"), b.w("token_embd_norm.bias"), rms=False, il=0)
+    b.rs_inp()
+    out_ids = b.inp_out_ids()
+    v_first = None
+
+    def shifted(shift: Tensor, normed: Tensor) -> Tensor:
+        """The previous token of each: the stored shift, then the batch's tokens but the last."""
+        return g.concat(shift, g.view(normed, (n_embd, per_seq - 1, n_seqs), normed.nb[1:3]), 1)
+
+    def last(normed: Tensor) -> Tensor:
+        return g.view(normed, (n_embd, 1, n_seqs), normed.nb[1:3])
+
+    for il in b.each_layer():
+        inp = g.reshape(inp, n_embd, per_seq, n_seqs)
+        shift = b.token_shift_load(il)
+        att_shift = g.view(shift, (n_embd, 1, n_seqs), shift.nb[1:3])
+        ffn_shift = g.view(shift, (n_embd, 1, n_seqs), shift.nb[1:3])
+        att_norm = b.norm(inp, b.w("attn_norm.weight", il), b.w("attn_norm.bias", il), rms=False)
+        if hp.arch == "rwkv6":
+            cur = _rwkv6_time_mix(b, il, att_norm, shifted(att_shift, att_norm))
+        else:
+            cur, v_first = _rwkv7_time_mix(b, il, att_norm, shifted(att_shift, att_norm), v_first)
+        ffn_inp = g.add(cur, inp)
+        ffn_norm = b.norm(ffn_inp, b.w("attn_norm_2.weight", il), b.w("attn_norm_2.bias", il), rms=False)
+        x_prev = shifted(ffn_shift, ffn_norm)
+        b.expand(b.token_shift_store(g.concat(last(att_norm), last(ffn_norm), 1), il))
+        ffn_inp, ffn_norm, x_prev = (g.reshape(t, n_embd, b.n_tokens) for t in (ffn_inp, ffn_norm, x_prev))
+        ffn_inp, ffn_norm, x_prev = _rows(b, il, out_ids, ffn_inp, ffn_norm, x_prev)
+        cur = g.add(_channel_mix(b, il, ffn_norm, x_prev), ffn_inp)
+        if hp.rescaled(il):
+            cur = g.scale(cur)
+        inp = cur
+    embd = b.norm(inp, b.w("output_norm.weight"), b.w("output_norm.bias"), rms=False)
+    return _logits(b, embd)
+
+
 GRAPHS: dict[str, Callable[[GraphBuilder], Graph]] = {
     "llama": llama,
     "qwen2": qwen2,
@@ -335,6 +530,9 @@ GRAPHS: dict[str, Callable[[GraphBuilder], Graph]] = {
     "phi3": phi3,
     "deepseek2": deepseek2,
     "bert": bert,
-    "mamba2": mamba2,
+    "mamba": mamba,
+    "mamba2": mamba,
     "granitehybrid": granite_hybrid,
+    "rwkv6": rwkv,
+    "rwkv7": rwkv,
 }

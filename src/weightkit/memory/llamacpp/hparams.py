@@ -62,6 +62,8 @@ class HParams:
     ssm_d_state: int = 0
     ssm_dt_rank: int = 0
     ssm_n_group: int = 0
+    wkv_head_size: int = 0  # RWKV
+    token_shift_count: int = 2
     tied_output: bool = True
     flags: Mapping[str, Any] = field(default_factory=dict)  # architecture switches the graphs read
 
@@ -97,15 +99,25 @@ class HParams:
     def has_kv(self, il: int) -> bool:
         return self.n_layer_kv_from_start < 0 or il < self.n_layer_kv_from_start
 
+    def rescaled(self, il: int) -> bool:
+        """Whether the layer halves its output (RWKV-6's `rescale_every_n_layers`)."""
+        every = int(self.flags.get("rescale_every_n_layers", 0))
+        return every > 0 and (il + 1) % every == 0
+
     @property
     def n_embd_r(self) -> int:
-        """Per-sequence convolution state of a recurrent layer (`llama_hparams::n_embd_r`, Mamba's form)."""
+        """Per-sequence rolling state of a recurrent layer (`llama_hparams::n_embd_r`): RWKV's token shifts, or
+        Mamba's convolution state."""
+        if self.wkv_head_size:
+            return self.token_shift_count * self.n_embd
         conv = self.ssm_d_conv - 1 if self.ssm_d_conv > 0 else 0
         return conv * (self.ssm_d_inner + 2 * self.ssm_n_group * self.ssm_d_state)
 
     @property
     def n_embd_s(self) -> int:
-        """Per-sequence SSM state of a recurrent layer."""
+        """Per-sequence state of a recurrent layer (`n_embd_s`): RWKV's WKV state, or Mamba's SSM state."""
+        if self.wkv_head_size:
+            return self.n_embd * self.wkv_head_size
         return self.ssm_d_state * self.ssm_d_inner
 
 
@@ -174,7 +186,9 @@ class Architecture:
     swa: _Swa | None = None
     experts: bool = False  # reads expert_feed_forward_length and friends
     mla: bool = False
-    recurrent: str | None = None  # "all" (Mamba), "no_kv_heads" (a layer is recurrent iff it has 0 KV heads)
+    recurrent: str | None = None  # "all" (Mamba, RWKV), "no_kv_heads" (a layer is recurrent iff it has 0 KV heads)
+    wkv: bool = False  # RWKV: the state is sized by wkv.head_size and token_shift_count, not by the ssm keys
+    required: tuple[str, ...] = ()  # keys llama.cpp insists on that shape only weights (LoRA ranks, ...)
     causal: bool = True
     tied_output: bool = True  # without output.weight the token embeddings serve as the output matrix
     flags: Mapping[str, str] = field(default_factory=dict)  # flag name -> metadata key (float, 0 if absent)
@@ -213,7 +227,23 @@ ARCHITECTURES: dict[str, Architecture] = {
             "rope": "rope.scaling.finetuned",
         },
     ),
+    "mamba": Architecture(recurrent="all", flags={"ssm_dt_b_c_rms": "ssm.dt_b_c_rms"}),
     "mamba2": Architecture(recurrent="all"),
+    "rwkv6": Architecture(
+        recurrent="all",
+        wkv=True,
+        required=("time_mix_extra_dim", "time_decay_extra_dim"),
+        flags={"rescale_every_n_layers": "rescale_every_n_layers"},
+    ),
+    "rwkv7": Architecture(
+        recurrent="all",
+        wkv=True,
+        required=(
+            "attention.decay_lora_rank",
+            "attention.iclr_lora_rank",
+            "attention.value_residual_mix_lora_rank",
+        ),
+    ),
     "bert": Architecture(causal=False, tied_output=False),
 }
 
@@ -280,14 +310,18 @@ def read_hparams(model: ModelFile) -> HParams:
         values["n_lora_kv"] = keys.number("attention.kv_lora_rank", required=True)
         values["head_k_mla"] = keys.number("attention.key_length_mla")
         values["head_v_mla"] = keys.number("attention.value_length_mla")
-    if spec.recurrent is not None:
+    for key in spec.required:
+        keys.number(key, required=True)
+    if spec.wkv:
+        values.update(_wkv(keys))
+    elif spec.recurrent is not None:
         for name, key in (("ssm_d_conv", "ssm.conv_kernel"), ("ssm_d_inner", "ssm.inner_size"),
                           ("ssm_d_state", "ssm.state_size"), ("ssm_dt_rank", "ssm.time_step_rank"),
                           ("ssm_n_group", "ssm.group_count")):  # fmt: skip
             values[name] = keys.number(key, required=name != "ssm_n_group")
-        if spec.recurrent == "no_kv_heads":
-            n_layer = n_layer_all - n_nextn
-            values["is_recurrent"] = tuple(il < n_layer and n_head_kv[il] == 0 for il in range(n_layer_all))
+    if spec.recurrent == "no_kv_heads":
+        n_layer = n_layer_all - n_nextn
+        values["is_recurrent"] = tuple(il < n_layer and n_head_kv[il] == 0 for il in range(n_layer_all))
     hp = HParams(**values)
     _check_shapes(keys, hp, model.tensors)
     return hp
@@ -316,6 +350,15 @@ def _check_shapes(keys: _Keys, hp: HParams, tensors: Mapping[str, Any]) -> None:
                 f"{list(shape)}"
                 " (llama.cpp refuses the model: wrong shape)"
             )
+
+
+def _wkv(keys: _Keys) -> dict[str, int]:
+    """RWKV's head size and token shifts; llama.cpp's rwkv6 and rwkv7 graphs assert two shifts (attention's and
+    the channel mix's) and abort on any other count."""
+    shifts = keys.number("token_shift_count", 2)
+    if shifts != 2:
+        raise keys.error(f"{keys.name('token_shift_count')} is {shifts}; llama.cpp's {keys.arch} graph takes 2")
+    return {"wkv_head_size": keys.number("wkv.head_size", required=True), "token_shift_count": shifts}
 
 
 def _vocab_size(keys: _Keys) -> int:
