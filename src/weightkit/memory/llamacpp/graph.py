@@ -102,6 +102,14 @@ class GraphBuilder:
     def inp_out_ids(self) -> Tensor:
         return g.graph_input(I32, (self.n_outputs,), "out_ids")
 
+    def decoder_inputs(self) -> tuple[Tensor, Tensor, Tensor]:
+        """An attention decoder's inputs in llama.cpp's order: the token embeddings, the positions, the KV
+        cache's inputs, the output rows."""
+        inp = self.inp_embd(self.w("token_embd.weight"))
+        pos = self.inp_pos()
+        self.attn_inp_kv()
+        return inp, pos, self.inp_out_ids()
+
     def _mask(self, cache: KVCache) -> Tensor:
         mask_type = F16 if self.ctx.flash_attn else F32
         shape = (cache.cells, self.n_tokens // self.n_stream, 1, self.n_stream)

@@ -47,10 +47,7 @@ def _logits(b: GraphBuilder, embd: Tensor, *, bias: bool = False) -> Graph:
 def _decoder(b: GraphBuilder, *, qk_norm: bool, ffn_biases: bool, output_bias: bool) -> Graph:
     """The llama-style block: pre-norm attention, pre-norm feed-forward (or experts), residuals."""
     hp = b.hp
-    inp = b.inp_embd(b.w("token_embd.weight"))
-    pos = b.inp_pos()
-    b.attn_inp_kv()
-    out_ids = b.inp_out_ids()
+    inp, pos, out_ids = b.decoder_inputs()
     for il in b.each_layer():
         cur = _attention(b, il, b.norm(inp, b.w("attn_norm.weight", il)), pos, qk_norm=qk_norm)
         cur, residual = _rows(b, il, out_ids, cur, inp)
@@ -83,10 +80,8 @@ def gemma(b: GraphBuilder) -> Graph:
     attention and feed-forward as well as before, GELU gating, soft-capped logits."""
     hp = b.hp
     gemma3 = hp.arch == "gemma3"
-    inp = g.scale(b.inp_embd(b.w("token_embd.weight")))
-    pos = b.inp_pos()
-    b.attn_inp_kv()
-    out_ids = b.inp_out_ids()
+    inp, pos, out_ids = b.decoder_inputs()
+    inp = g.scale(inp)
     for il in b.each_layer():
         cur = b.norm(inp, b.w("attn_norm.weight", il))
         cur = _attention(b, il, cur, pos, qk_norm=gemma3, scale_q=True, bias_out=False)
@@ -105,10 +100,7 @@ def gpt_oss(b: GraphBuilder) -> Graph:
     """`llama_model_openai_moe::graph`: attention sinks, experts with biases and the clamped SwiGLU, the output
     rows picked after the last layer."""
     hp = b.hp
-    inp = b.inp_embd(b.w("token_embd.weight"))
-    pos = b.inp_pos()
-    b.attn_inp_kv()
-    out_ids = b.inp_out_ids()
+    inp, pos, out_ids = b.decoder_inputs()
     for il in b.each_layer():
         cur = _attention(b, il, b.norm(inp, b.w("attn_norm.weight", il)), pos, sinks=True)
         ffn_inp = g.add(cur, inp)
@@ -122,10 +114,7 @@ def gpt_oss(b: GraphBuilder) -> Graph:
 def phi3(b: GraphBuilder) -> Graph:
     """`llama_model_phi3::graph`: fused QKV, and one up projection holding the gate (`ggml_swiglu`)."""
     hp = b.hp
-    inp = b.inp_embd(b.w("token_embd.weight"))
-    pos = b.inp_pos()
-    b.attn_inp_kv()
-    out_ids = b.inp_out_ids()
+    inp, pos, out_ids = b.decoder_inputs()
     for il in b.each_layer():
         cur = b.norm(inp, b.w("attn_norm.weight", il), b.w("attn_norm.bias", il))
         cur = _attention(b, il, cur, pos, scale_q=True)
@@ -152,10 +141,7 @@ def deepseek2(b: GraphBuilder) -> Graph:
     head_k = hp.head_k_mla if hp.is_mla else hp.head_k_full
     head_v = hp.head_v_mla if hp.is_mla else hp.head_v_full
     nope = head_k - rope
-    inp = b.inp_embd(b.w("token_embd.weight"))
-    pos = b.inp_pos()
-    b.attn_inp_kv()
-    out_ids = b.inp_out_ids()
+    inp, pos, out_ids = b.decoder_inputs()
     gating = _GATING[int(hp.flags.get("expert_gating_func", 0))]
     for il in b.each_layer():
         cur = b.norm(inp, b.w("attn_norm.weight", il))
