@@ -30,7 +30,8 @@ def main(base_py: str) -> None:
         pre_by_hash[sha] = pre
     if len(re.findall(r"if chkhsh ==", body)) != sum(1 for _ in re.finditer(r'res = "', body)):
         raise SystemExit("the chain of ifs changed shape; update this script")
-    OUT.write_text(json.dumps({"check_text": check_text, "pre_by_hash": pre_by_hash}, indent=1, ensure_ascii=False) + "\n")
+    table = {"check_text": check_text, "pre_by_hash": pre_by_hash}
+    OUT.write_text(json.dumps(table, indent=1, ensure_ascii=False) + "\n")
     print(f"{len(pre_by_hash)} hashes -> {OUT}")
 
 

@@ -117,7 +117,7 @@ _BERT_REQUIRED: dict[str, tuple[str | None, ...]] = {
 }
 
 
-# --- filters on HF names ---------------------------------------------------------------------------------------
+# --- filters on HF names ------------------------------------------------------------------------------------
 
 _MULTIMODAL_PREFIXES = ("mlp", "vit.", "vpm.", "siglip2.", "conformer.", "merger.", "resampler.", "sound_encoder.",
                         "sound_projection.", "speech_embeddings.")  # fmt: skip
@@ -155,7 +155,7 @@ def _bert_filter(name: str) -> str | None:
     return name
 
 
-# --- transforms --------------------------------------------------------------------------------------------------
+# --- transforms ---------------------------------------------------------------------------------------------
 
 
 def _rope_heads(h: Hparams, kv: bool) -> int:
@@ -186,7 +186,7 @@ _LLAMA_TRANSFORMS = (
 )
 
 
-# --- generated tensors ---------------------------------------------------------------------------------------------
+# --- generated tensors --------------------------------------------------------------------------------------
 
 _F32 = np.float32
 
@@ -225,7 +225,7 @@ def llama3_rope_factors(h: Hparams, rope: dict[str, Any]) -> list[tuple[str, np.
     return [("rope_freqs.weight", np.array(factors, dtype=_F32))]
 
 
-# --- keys after general.file_type -----------------------------------------------------------------------------------
+# --- keys after general.file_type ---------------------------------------------------------------------------
 
 
 def _llama_parameters(kv: KV, arch: str, folder: Path, h: Hparams) -> None:
@@ -254,17 +254,12 @@ def _pooling_type(kv: KV, arch: str, folder: Path, h: Hparams) -> None:
     if pooling_dir is not None:
         config_path = folder / str(pooling_dir) / CONFIG_NAME
         pooling = read_json_object(config_path, "the pooling module's config.json")
-        for flag, kind in (
-            ("pooling_mode_mean_tokens", 1),
-            ("pooling_mode_cls_token", 2),
-            ("pooling_mode_lasttoken", 3),
-        ):
-            if pooling.get(flag):
-                break
-        else:
+        flags = (("pooling_mode_mean_tokens", 1), ("pooling_mode_cls_token", 2), ("pooling_mode_lasttoken", 3))
+        kind = next((k for flag, k in flags if pooling.get(flag)), None)
+        if kind is None:
             kind = _POOLING.get(pooling.get("pooling_mode"))  # type: ignore[arg-type]
-            if kind is None:
-                raise UnsupportedError(f"{config_path}: only mean, CLS and last-token pooling are supported")
+        if kind is None:
+            raise UnsupportedError(f"{config_path}: only mean, CLS and last-token pooling are supported")
         kv.u32(f"{arch}.pooling_type", kind)
     if (classifier := h.get("classifier_pooling")) is not None:
         if classifier not in ("cls", "mean"):
@@ -281,7 +276,7 @@ def _bert_parameters(kv: KV, arch: str, folder: Path, h: Hparams) -> None:
         kv.array(f"{arch}.classifier.output_labels", [v for _, v in sorted(labels.items())], str(folder / CONFIG_NAME))
 
 
-# --- vocabularies ----------------------------------------------------------------------------------------------------
+# --- vocabularies -------------------------------------------------------------------------------------------
 
 
 def _refuse_sentencepiece(folder: Path) -> None:
@@ -340,7 +335,7 @@ def _is_llama_hf_bpe(folder: Path) -> bool:
     )
 
 
-# --- refusals ------------------------------------------------------------------------------------------------------
+# --- refusals -----------------------------------------------------------------------------------------------
 
 
 def _refuse_qwen3_reranker(folder: Path, h: Hparams) -> None:
@@ -358,7 +353,7 @@ def _refuse_qwen3_reranker(folder: Path, h: Hparams) -> None:
         raise UnsupportedError(f"{folder}: Qwen3 rerankers are not supported yet")
 
 
-# --- the table ---------------------------------------------------------------------------------------------------------
+# --- the table ----------------------------------------------------------------------------------------------
 
 _LLAMA = Architecture(
     gguf="llama",
