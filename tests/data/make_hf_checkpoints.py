@@ -360,3 +360,87 @@ def build_all(root: Path) -> dict[str, Path]:
 if __name__ == "__main__":
     for name, folder in build_all(Path(sys.argv[1])).items():
         print(name, folder)
+
+
+# --- tokenizer variants: what transformers' AutoTokenizer changes when loading -------------------------------------
+
+
+def _edit_json(path: Path, change: Callable[[dict[str, Any]], None]) -> None:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    change(data)
+    _write_json(path, data)
+
+
+def _settings(**values: Any) -> Callable[[Path], None]:
+    """tokenizer_config.json with `values` set (None removes the key)."""
+
+    def edit(folder: Path) -> None:
+        def change(c: dict[str, Any]) -> None:
+            for key, value in values.items():
+                if value is None:
+                    c.pop(key, None)
+                else:
+                    c[key] = value
+
+        _edit_json(folder / "tokenizer_config.json", change)
+
+    return edit
+
+
+def _declare_extra_tokens(folder: Path) -> None:
+    """Added tokens only tokenizer_config.json knows (one normalized): transformers adds them at load."""
+
+    def change(c: dict[str, Any]) -> None:
+        flags = {"lstrip": False, "rstrip": False, "single_word": False, "special": False}
+        c["added_tokens_decoder"]["151646"] = {"content": "<tool_call>", "normalized": False, **flags}
+        c["added_tokens_decoder"]["151647"] = {"content": "<|extra|>", "normalized": True, **flags}
+
+    _edit_json(folder / "tokenizer_config.json", change)
+
+
+def _eos_not_special(folder: Path) -> None:
+    _edit_json(folder / "tokenizer.json", lambda c: [a.update(special=False) for a in c["added_tokens"]
+                                                       if a["content"] == "<|im_end|>"])  # fmt: skip
+
+
+def _prefix_space_in_pre_tokenizer(folder: Path) -> None:
+    _settings(add_prefix_space=None)(folder)
+    _edit_json(folder / "tokenizer.json", lambda c: c["pre_tokenizer"].update(add_prefix_space=True))
+
+
+# name -> (checkpoint, model_type, vocab_size, edit of its tokenizer files)
+TOKENIZER_VARIANTS: dict[str, tuple[str, str, int, Callable[[Path], None]]] = {
+    "qwen2": ("tiny-qwen2", "qwen2", 151936, _settings()),
+    "qwen2-eos-not-special": ("tiny-qwen2", "qwen2", 151936, _eos_not_special),
+    "qwen2-declared-tokens": ("tiny-qwen2", "qwen2", 151936, _declare_extra_tokens),
+    "qwen2-additional-special": ("tiny-qwen2", "qwen2", 151936,
+                                 _settings(additional_special_tokens=["<|im_start|>", "<newspecial>"])),
+    "qwen2-class-from-model-type": ("tiny-qwen2", "qwen2", 151936, _settings(tokenizer_class=None)),
+    "llama3": ("Tiny-Llama-3-8B-Instruct", "llama", 128256, _settings()),
+    "llama3-as-llama-tokenizer": ("Tiny-Llama-3-8B-Instruct", "llama", 128256,
+                                  _settings(tokenizer_class="LlamaTokenizerFast",
+                                            unk_token="<|reserved_special_token_0|>")),
+    "llama3-llama-tokenizer-adds-eos": ("Tiny-Llama-3-8B-Instruct", "llama", 128256,
+                                        _settings(tokenizer_class="LlamaTokenizer", add_eos_token=True,
+                                                  unk_token="<|reserved_special_token_0|>")),
+    "bert": ("tiny-bert", "bert", 30522, _settings()),
+    "bert-cased": ("tiny-bert", "bert", 30522, _settings(do_lower_case=False)),
+    "bert-strip-accents": ("tiny-bert", "bert", 30522, _settings(strip_accents=True)),
+    "gpt2": ("tiny-mistral-v0.1", "mistral", 50257, _settings()),
+    "gpt2-add-prefix-space": ("tiny-mistral-v0.1", "mistral", 50257, _settings(add_prefix_space=True)),
+    "gpt2-prefix-space-in-pre-tokenizer": ("tiny-mistral-v0.1", "mistral", 50257, _prefix_space_in_pre_tokenizer),
+    "gpt2-clean-up-spaces": ("tiny-mistral-v0.1", "mistral", 50257, _settings(clean_up_tokenization_spaces=True)),
+}  # fmt: skip
+
+
+def tokenizer_variant(name: str, checkpoints: dict[str, Path], root: Path) -> Path:
+    """A folder with the tokenizer files of variant `name` (and a config.json naming its model_type)."""
+    base, model_type, vocab_size, edit = TOKENIZER_VARIANTS[name]
+    folder = root / name
+    folder.mkdir(parents=True)
+    for f in checkpoints[base].iterdir():
+        if f.is_file() and f.suffix in (".json", ".jinja", ".txt") and f.name != "config.json":
+            shutil.copy(f, folder / f.name)
+    _write_json(folder / "config.json", {"architectures": ["X"], "model_type": model_type, "vocab_size": vocab_size})
+    edit(folder)
+    return folder

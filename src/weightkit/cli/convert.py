@@ -40,6 +40,6 @@ def run_convert(src: Path, dst: Path, outtype: str, *, as_json: bool, console: C
     console.print(
         f"{escape(report.hf_architecture)} -> {report.architecture}, --outtype {report.outtype}: "
         f"{len(report.tensors)} tensors ({mix}), {human_count(report.parameters)} parameters "
-        f"({escape(report.size_label)}), {report.metadata_keys} metadata keys; "
+        f"({escape(str(report.size_label))}), {report.metadata_keys} metadata keys; "
         f"{human_bytes(report.bytes_written)} written to {escape(report.output)}"
     )

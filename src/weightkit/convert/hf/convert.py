@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from ... import quant
+from ...dtypes import ggml_type
 from ...errors import ArgumentError, FormatError, UnsupportedError
 from ...gguf import GGUFWriter
 from .architectures import ARCHITECTURES, Architecture, Transform, common_filter
@@ -50,7 +51,7 @@ class ConvertReport:
     outtype: str
     file_type: int
     parameters: int
-    size_label: str
+    size_label: str | None
     metadata_keys: int
     tensors: dict[str, tuple[str, tuple[int, ...]]] = field(default_factory=dict)  # name -> (type, shape)
     bytes_written: int = 0
@@ -113,8 +114,8 @@ def convert_hf(
         kv = KV(arch.gguf)
         kv.string("general.type", "model")
         meta = derive_metadata(folder, raw, counts[0])
-        label = meta.size_label if meta.size_label is not None else size_label(*counts) if counts[0] > 0 else None
-        meta.size_label = label
+        if meta.size_label is None and counts[0] > 0:
+            meta.size_label = size_label(*counts)
         write_metadata(kv, meta, (folder / "README.md", folder / "generation_config.json"))
         write_text_parameters(kv, arch.gguf, hparams, rope, file_type)
         for write in arch.parameters:
@@ -122,7 +123,7 @@ def convert_hf(
         kv.u32("general.quantization_version", 2)
         arch.vocab(kv, folder, hparams)
         report = ConvertReport(str(folder), str(output), name, arch.gguf, outtype, file_type, counts[0],
-                               str(label), len(kv.values))  # fmt: skip
+                               meta.size_label, len(kv.values))  # fmt: skip
         _write(output, kv, plan, report, progress)
     finally:
         close_all(opened)
@@ -259,8 +260,7 @@ def _parameter_counts(plan: list[_Planned]) -> tuple[int, int, int, int]:
 
 
 def _write(output: Path, kv: KV, plan: list[_Planned], report: ConvertReport, progress: Progress | None) -> None:
-    from ...dtypes import ggml_type
-
+    """Stream the planned tensors into the GGUF (atomically), reporting progress after each."""
     nbytes = [ggml_type(p.type).nbytes(int(np.prod(p.shape, dtype=np.int64))) for p in plan]
     total = sum(nbytes)
     done = 0

@@ -42,17 +42,10 @@ def _sync_bert_normalizer(tok: Any, settings: Mapping[str, Any]) -> None:
     strip = settings.get("strip_accents")
     chinese = settings.get("tokenize_chinese_chars", True)
     state = json.loads(tok.normalizer.__getstate__())
-    if (
-        state.get("lowercase", lower),
-        state.get("strip_accents", strip),
-        state.get("handle_chinese_chars", chinese),
-    ) != (
-        lower,
-        strip,
-        chinese,
-    ):
+    wanted = {"lowercase": lower, "strip_accents": strip, "handle_chinese_chars": chinese}
+    if any(state.get(key, value) != value for key, value in wanted.items()):
         cls = getattr(normalizers, state.pop("type"))
-        tok.normalizer = cls(**{**state, "lowercase": lower, "strip_accents": strip, "handle_chinese_chars": chinese})
+        tok.normalizer = cls(**{**state, **wanted})
 
 
 def _llama_post_processor(tok: Any, settings: Mapping[str, Any]) -> None:
