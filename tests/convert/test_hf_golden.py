@@ -24,3 +24,23 @@ def test_same_bytes_as_convert_hf_to_gguf(hf_checkpoints, tmp_path, name, outtyp
     assert hashlib.sha256(out.read_bytes()).hexdigest() == expected["sha256"]
     assert len(report.tensors) == expected["tensors"] and report.metadata_keys == expected["keys"]
     assert report.bytes_written == expected["bytes"]
+
+
+def test_pytorch_bin_checkpoint(hf_checkpoints, tmp_path):
+    """A pytorch_model.bin (read with torch.load(weights_only=True), in its own order): saved here in the
+    sorted order safetensors parts are read in, it converts to the same bytes."""
+    import shutil
+
+    import torch
+
+    import weightkit
+
+    folder = tmp_path / "tiny-bert"
+    shutil.copytree(hf_checkpoints["tiny-bert"], folder)
+    with weightkit.open(folder / "model.safetensors", framework="torch") as m:
+        state = {name: m.tensor(name).clone() for name in sorted(m.tensors)}
+    (folder / "model.safetensors").unlink()
+    torch.save(state, folder / "pytorch_model.bin")
+    out = tmp_path / "out.gguf"
+    convert_hf(folder, out, "f16")
+    assert hashlib.sha256(out.read_bytes()).hexdigest() == GOLDEN["checkpoints"]["tiny-bert"]["f16"]["sha256"]
