@@ -57,6 +57,8 @@ CASES = [
      UnsupportedError, ["'RwkvForCausalLM' is not supported", "LlamaForCausalLM", "BertModel"]),
     ("unknown model_type", "tiny-bert", lambda d: _set_config(d, model_type="roberta"), UnsupportedError,
      ["model_type 'roberta'"]),
+    ("zero heads", "tiny-mistral-v0.1", lambda d: _set_config(d, num_attention_heads=0), FormatError,
+     ["num_attention_heads is 0, not a positive integer"]),
     ("quantized checkpoint", "tiny-qwen3", lambda d: _set_config(d, quantization_config={"quant_method": "fp8"}),
      UnsupportedError, ["quantization_config"]),
     ("no weights", "tiny-bert", lambda d: (d / "model.safetensors").unlink(), FormatError, ["no model*.safetensors"]),

@@ -109,6 +109,10 @@ CONFIG_CLASSES: dict[str, ConfigClass] = {
     ),
 }  # fmt: skip
 
+#: Sizes the converter computes with: when given, each must be a positive integer.
+_SIZES = ("num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads",
+          "head_dim", "vocab_size", "max_position_embeddings", "type_vocab_size")  # fmt: skip
+
 #: What every config gets from `PretrainedConfig` (only what the converter can read).
 _BASE_DEFAULTS = {"max_length": 20}
 
@@ -167,11 +171,12 @@ def _with_class_defaults(raw: dict[str, Any], folder: Path) -> dict[str, Any]:
     h = json.loads(json.dumps(raw))  # a deep copy: derivations must not touch the caller's dicts
     for key, value in (_BASE_DEFAULTS | dict(cls.defaults)).items():
         h.setdefault(key, value)
+    for key in _SIZES:
+        value = h.get(key)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            raise FormatError(folder / CONFIG_NAME, None, f"{key} is {value!r}, not a positive integer")
     for step in cls.derive:
-        try:
-            step(h)
-        except (KeyError, TypeError, ZeroDivisionError) as e:
-            raise FormatError(folder / CONFIG_NAME, None, f"{cls.name} cannot be built from it ({e!r})") from None
+        step(h)
     h["id2label"] = _labels(raw, folder)
     h["_name_or_path"] = str(folder)
     return h
