@@ -65,6 +65,18 @@ def test_bf16_matches_gguf_py_on_every_class_of_float():
     assert ours == gguf.quants.quantize(x, gguf.GGMLQuantizationType.BF16).tobytes()
 
 
+def test_q8_0_matches_gguf_py():
+    """gguf-py's numpy Q8_0 (round half away from zero, float32 math, float16 scale), on all-zero blocks,
+    exact halves and random scales."""
+    rng = np.random.default_rng(6)
+    x = (rng.standard_normal((64, 256)) * rng.choice([1e-6, 1e-2, 1.0, 300.0], size=(64, 1))).astype(np.float32)
+    x[0, :32] = 0
+    x[1, :32] = np.arange(32) - 16.5
+    x[2, :32] = np.float32(127) * np.arange(32) / np.float32(254)
+    ours = np.asarray(quant.quantize(x, "Q8_0")).tobytes()
+    assert ours == gguf.quants.quantize(x, gguf.GGMLQuantizationType.Q8_0).tobytes()
+
+
 def test_cli_convert_json(hf_checkpoints, tmp_path, capsys):
     out = tmp_path / "bert.gguf"
     with pytest.raises(SystemExit) as done:
