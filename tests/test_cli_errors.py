@@ -52,6 +52,14 @@ def files(tmp_path_factory) -> dict[str, str]:
     manifest.parent.mkdir(parents=True)
     manifest.write_text("{not json")
     paths["bad_store"] = bad_store
+    hf = d / "hf"  # a checkpoint folder whose architecture is not supported
+    hf.mkdir()
+    (hf / "config.json").write_text('{"architectures": ["RwkvForCausalLM"], "model_type": "rwkv"}')
+    paths["hf_unknown"] = hf
+    hf_bad = d / "hf_bad"  # a checkpoint folder with a config.json that is not JSON
+    hf_bad.mkdir()
+    (hf_bad / "config.json").write_text("{")
+    paths["hf_bad"] = hf_bad
     imatrix = d / "imatrix.dat"
     imatrix.write_bytes(b"\x01\x00")
     paths["imatrix"] = imatrix
@@ -117,6 +125,12 @@ CASES = [
     (["verify", "nosuchmodel", "--store", "{folder}"], BAD_FILE, "not in the store"),
     (["create", "ok", "--from", "{truncated}", "--store", "{folder}"], BAD_FILE, "truncated.gguf"),
     (["create", "ok", "--from", "{missing}", "--store", "{folder}"], BAD_FILE, "missing.gguf"),
+    (["convert", "{folder}"], USAGE, "Missing argument"),
+    (["convert", "{folder}", "{out}", "--outtype", "q4_k"], USAGE, "--outtype 'q4_k'"),
+    (["convert", "{missing}", "{out}"], USAGE, "not a folder"),
+    (["convert", "{folder}", "{out}"], BAD_FILE, "no config.json"),
+    (["convert", "{hf_bad}", "{out}"], BAD_FILE, "not valid JSON"),
+    (["convert", "{hf_unknown}", "{out}"], BAD_FILE, "'RwkvForCausalLM' is not supported"),
     (["prune", "--store", "{folder}", "--bogus"], USAGE, "No such option"),
     (["prune", "--store", "{bad_store}"], BAD_FILE, "latest"),
     (["show", "broken", "--store", "{bad_store}"], BAD_FILE, "latest"),

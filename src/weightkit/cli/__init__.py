@@ -131,6 +131,29 @@ def quantize(
 
 
 @app.command()
+def convert(
+    src: Annotated[
+        Path, typer.Argument(help="A Hugging Face checkpoint folder (config.json, safetensors, tokenizer).")
+    ],
+    dst: Annotated[Path, typer.Argument(help="The GGUF file to write (atomically).")],
+    outtype: Annotated[
+        str,
+        typer.Option(
+            "--outtype",
+            help="f32, f16, bf16, q8_0, or auto (bf16 or f16 as the checkpoint's first 16-bit matrix; else f16).",
+        ),
+    ] = "auto",
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print what was written as JSON (the progress bar goes to stderr).")
+    ] = False,
+) -> None:
+    """Convert a Hugging Face checkpoint to GGUF: the file llama.cpp's convert_hf_to_gguf.py writes, byte for byte."""
+    from .convert import run_convert
+
+    run_convert(src, dst, outtype, as_json=as_json, console=console)
+
+
+@app.command()
 def estimate(
     model: Annotated[str, typer.Argument(help="A GGUF file (any shard of a split model) or a stored model name.")],
     engine: Annotated[

@@ -1,7 +1,8 @@
 """The unquantized types: IEEE floats, bfloat16 and integers, converted with numpy casts.
 
 F16 and BF16 are also ggml "quantization" targets: casting float32 to them rounds to nearest-even, as
-ggml's `GGML_FP32_TO_FP16` and `ggml_compute_fp32_to_bf16` do (BF16 keeps NaN quiet instead of rounding).
+ggml's `GGML_FP32_TO_FP16` and `ggml_compute_fp32_to_bf16` do. A NaN becomes a BF16 NaN the way ggml (and
+gguf-py) make it: the top 16 bits with the quiet bit set, keeping sign and payload.
 """
 
 from __future__ import annotations
@@ -52,5 +53,14 @@ def _quantizer(t: GGMLType):
     return quantize
 
 
+def _quantize_bf16(x: np.ndarray, imatrix: np.ndarray | None) -> np.ndarray:
+    """`ggml_compute_fp32_to_bf16`: round to nearest-even on the bits; NaN -> (bits >> 16) | 64."""
+    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    rounded = (bits + (0x7FFF + ((bits >> 16) & 1))) >> 16  # no overflow: NaNs, the only inputs near 2^32, go below
+    nan = (bits & 0x7FFFFFFF) > 0x7F800000
+    out = np.where(nan, (bits >> 16) | 64, rounded).astype("<u2")
+    return out.view(np.uint8).reshape(x.shape[0], -1)
+
+
 DEQUANTIZERS = {t: _dequantizer(t) for t in (GGMLType.F32, GGMLType.BF16)} | {GGMLType.F16: _dequantize_f16}
-QUANTIZERS = {t: _quantizer(t) for t in (GGMLType.F32, GGMLType.F16, GGMLType.BF16)}
+QUANTIZERS = {t: _quantizer(t) for t in (GGMLType.F32, GGMLType.F16)} | {GGMLType.BF16: _quantize_bf16}

@@ -1,0 +1,397 @@
+"""What llama.cpp's converter does per Hugging Face architecture, as data: one `Architecture` per HF class.
+
+An entry names the GGUF architecture, maps the checkpoint's tensor names to GGUF's, lists the tensors a
+complete checkpoint has (with the dimensions config.json fixes), and picks the steps that differ between
+models: tensor renames, value transforms (Llama's rope permutation of Q and K), generated tensors (Llama 3's
+rope factors), the keys written after `general.file_type`, the vocabulary, and the checkpoints refused.
+Adding an architecture is adding an entry built from these pieces.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ...errors import FormatError, UnsupportedError
+from .config import CONFIG_NAME, Hparams, read_json_object
+from .kv import KV
+from .tokenizer import write_bpe_vocab, write_wordpiece_vocab
+from .tokenizer.fast import TOKENIZER_CONFIG, TOKENIZER_JSON
+
+TensorFilter = Callable[[str], "str | None"]
+
+
+@dataclass(frozen=True)
+class Transform:
+    """A change of a tensor's values, for the tensors whose (filtered) HF name ends with one of `suffixes`.
+    `apply(values, hparams)` keeps the shape; `check(shape, hparams)` says why a shape will not do."""
+
+    suffixes: tuple[str, ...]
+    apply: Callable[[np.ndarray, Hparams], np.ndarray]
+    check: Callable[[tuple[int, ...], Hparams], str | None]
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """One HF architecture class as the converter handles it."""
+
+    gguf: str
+    tensor_names: Mapping[str, str]  # HF name ({bid} for the block number) -> GGUF name, without .weight/.bias
+    required: Mapping[str, tuple[str | None, ...]]  # GGUF tensor -> its shape, by config.json keys (None: any)
+    vocab: Callable[[KV, Path, Hparams], None]
+    filters: tuple[TensorFilter, ...] = ()
+    transforms: tuple[Transform, ...] = ()
+    extra_tensors: tuple[Callable[[Hparams, dict[str, Any]], list[tuple[str, np.ndarray]]], ...] = ()
+    parameters: tuple[Callable[[KV, str, Path, Hparams], None], ...] = ()
+    checks: tuple[Callable[[Path, Hparams], None], ...] = field(default=())
+
+
+# --- tensor names -------------------------------------------------------------------------------------------
+
+_DECODER_NAMES = {
+    "model.embed_tokens": "token_embd",
+    "model.norm": "output_norm",
+    "lm_head": "output",
+    "model.layers.{bid}.input_layernorm": "blk.{bid}.attn_norm",
+    "model.layers.{bid}.self_attn.q_proj": "blk.{bid}.attn_q",
+    "model.layers.{bid}.self_attn.k_proj": "blk.{bid}.attn_k",
+    "model.layers.{bid}.self_attn.v_proj": "blk.{bid}.attn_v",
+    "model.layers.{bid}.self_attn.o_proj": "blk.{bid}.attn_output",
+    "model.layers.{bid}.post_attention_layernorm": "blk.{bid}.ffn_norm",
+    "model.layers.{bid}.mlp.gate_proj": "blk.{bid}.ffn_gate",
+    "model.layers.{bid}.mlp.up_proj": "blk.{bid}.ffn_up",
+    "model.layers.{bid}.mlp.down_proj": "blk.{bid}.ffn_down",
+}
+_QK_NORM_NAMES = {
+    "model.layers.{bid}.self_attn.q_norm": "blk.{bid}.attn_q_norm",
+    "model.layers.{bid}.self_attn.k_norm": "blk.{bid}.attn_k_norm",
+}
+_BERT_NAMES = {
+    "embeddings.word_embeddings": "token_embd",
+    "embeddings.position_embeddings": "position_embd",
+    "embeddings.token_type_embeddings": "token_types",
+    "embeddings.LayerNorm": "token_embd_norm",
+    "encoder.layer.{bid}.attention.self.query": "blk.{bid}.attn_q",
+    "encoder.layer.{bid}.attention.self.key": "blk.{bid}.attn_k",
+    "encoder.layer.{bid}.attention.self.value": "blk.{bid}.attn_v",
+    "encoder.layer.{bid}.attention.output.dense": "blk.{bid}.attn_output",
+    "encoder.layer.{bid}.attention.output.LayerNorm": "blk.{bid}.attn_output_norm",
+    "encoder.layer.{bid}.intermediate.dense": "blk.{bid}.ffn_up",
+    "encoder.layer.{bid}.output.dense": "blk.{bid}.ffn_down",
+    "encoder.layer.{bid}.output.LayerNorm": "blk.{bid}.layer_output_norm",
+}
+
+_H, _FF = "hidden_size", "intermediate_size"
+_DECODER_REQUIRED: dict[str, tuple[str | None, ...]] = {
+    "token_embd.weight": (None, _H),
+    "output_norm.weight": (_H,),
+    "blk.{bid}.attn_norm.weight": (_H,),
+    "blk.{bid}.attn_q.weight": (None, _H),
+    "blk.{bid}.attn_k.weight": (None, _H),
+    "blk.{bid}.attn_v.weight": (None, _H),
+    "blk.{bid}.attn_output.weight": (_H, None),
+    "blk.{bid}.ffn_norm.weight": (_H,),
+    "blk.{bid}.ffn_gate.weight": (_FF, _H),
+    "blk.{bid}.ffn_up.weight": (_FF, _H),
+    "blk.{bid}.ffn_down.weight": (_H, _FF),
+}
+_BERT_REQUIRED: dict[str, tuple[str | None, ...]] = {
+    "token_embd.weight": (None, _H),
+    "position_embd.weight": ("max_position_embeddings", _H),
+    "token_types.weight": ("type_vocab_size", _H),
+    "token_embd_norm.weight": (_H,),
+    "blk.{bid}.attn_q.weight": (_H, _H),
+    "blk.{bid}.attn_k.weight": (_H, _H),
+    "blk.{bid}.attn_v.weight": (_H, _H),
+    "blk.{bid}.attn_output.weight": (_H, _H),
+    "blk.{bid}.attn_output_norm.weight": (_H,),
+    "blk.{bid}.ffn_up.weight": (_FF, _H),
+    "blk.{bid}.ffn_down.weight": (_H, _FF),
+    "blk.{bid}.layer_output_norm.weight": (_H,),
+}
+
+
+# --- filters on HF names ------------------------------------------------------------------------------------
+
+_MULTIMODAL_PREFIXES = ("mlp", "vit.", "vpm.", "siglip2.", "conformer.", "merger.", "resampler.", "sound_encoder.",
+                        "sound_projection.", "speech_embeddings.")  # fmt: skip
+_MULTIMODAL_PARTS = ("visual.", "vision.", "audio.", "talker.", "vision_", "audio_", "token2wav.", "code2wav.",
+                     "projector.", "pre_mm_projector_norm", "image_newline", "view_seperator", "patch_embed",
+                     "patch_embedding", "patch_merger.", "patch_merge_mlp.", "model.connector.")  # fmt: skip
+
+
+def common_filter(name: str) -> str | None:
+    """`TextModel.filter_tensors` and `ModelBase.filter_tensors`, which every architecture ends with: drop
+    multimodal towers, drop `language_model.` from names."""
+    if name.startswith(_MULTIMODAL_PREFIXES) or any(p in name for p in _MULTIMODAL_PARTS):
+        return None
+    if name.endswith("e_score_correction_bias"):
+        name = name.replace("e_score_correction_bias", "e_score_correction.bias")
+    return name.replace("language_model.", "")
+
+
+def _drop_text_model_prefix(name: str) -> str:
+    return name.replace("text_model.", "")
+
+
+_BERT_DROPPED = ("embeddings.position_ids", "pooler.dense.weight", "pooler.dense.bias")
+
+
+def _bert_filter(name: str) -> str | None:
+    """`BertModel.filter_tensors`: no `bert.` prefix, gamma/beta as weight/bias, no pooler or pre-training heads."""
+    name = name.removeprefix("bert.")
+    if name.endswith(".gamma"):
+        name = name[:-6] + ".weight"
+    if name.endswith(".beta"):
+        name = name[:-5] + ".bias"
+    if name in _BERT_DROPPED or name.startswith(("cls.predictions", "cls.seq_relationship")):
+        return None
+    return name
+
+
+# --- transforms ---------------------------------------------------------------------------------------------
+
+
+def _rope_heads(h: Hparams, kv: bool) -> int:
+    heads = h.find(("n_heads", "num_attention_heads"))
+    kv_heads = h.find(("n_kv_heads", "num_key_value_heads"))
+    return kv_heads if kv and kv_heads is not None and kv_heads != heads else heads
+
+
+def _unpermute(suffixes: tuple[str, ...], heads_of: Callable[[Hparams], int]) -> Transform:
+    """`LlamaModel.permute`: HF stores Q and K with the two rope halves of each head apart; GGUF interleaves."""
+
+    def apply(w: np.ndarray, h: Hparams) -> np.ndarray:
+        n = heads_of(h)
+        return w.reshape(n, 2, w.shape[0] // n // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+    def check(shape: tuple[int, ...], h: Hparams) -> str | None:
+        n = heads_of(h)
+        if not shape or shape[0] % (2 * n):
+            return f"{shape[0] if shape else 0} rows are not whole pairs of rope halves for {n} heads"
+        return None
+
+    return Transform(suffixes, apply, check)
+
+
+_LLAMA_TRANSFORMS = (
+    _unpermute(("q_proj.weight", "q_proj.bias"), lambda h: _rope_heads(h, kv=False)),
+    _unpermute(("k_proj.weight", "k_proj.bias"), lambda h: _rope_heads(h, kv=True)),
+)
+
+
+# --- generated tensors --------------------------------------------------------------------------------------
+
+_F32 = np.float32
+
+
+def _rdiv(numerator: float, x: np.float32) -> np.float32:
+    """torch's `python_number / tensor`: the reciprocal rounded to float32, then times the number."""
+    return _F32(_F32(1) / x) * _F32(numerator)
+
+
+def llama3_rope_factors(h: Hparams, rope: dict[str, Any]) -> list[tuple[str, np.ndarray]]:
+    """`LlamaModel.generate_extra_tensors`: Llama 3's per-frequency rope factors (`rope_freqs.weight`), with
+    the converter's float32 arithmetic. Its `base ** exponents` is float32 pow; here the exact power rounded
+    to float32 (torch's vectorized pow can differ by one unit in the last place; on every Llama 3 shape
+    checked no factor changed)."""
+    params = rope.get("full_attention", rope)
+    if not params or str(params.get("rope_type", "")).lower() != "llama3":
+        return []
+    base = params.get("rope_theta", 10000.0)
+    dim = h.get("head_dim") or h["hidden_size"] // h["num_attention_heads"]
+    exponents = (np.arange(0, dim, 2, dtype=_F32) / _F32(dim)).astype(_F32)
+    freqs = [_rdiv(1.0, _F32(np.float64(base) ** np.float64(e))) for e in exponents]
+    factor = params.get("factor", 8.0)
+    low, high = params.get("low_freq_factor", 1.0), params.get("high_freq_factor", 4.0)
+    old = params.get("original_max_position_embeddings", 8192)
+    low_wavelen, high_wavelen = old / low, old / high
+    factors = []
+    for freq in freqs:
+        wavelen = _rdiv(2 * math.pi, freq)
+        if wavelen < high_wavelen:
+            factors.append(1.0)
+        elif wavelen > low_wavelen:
+            factors.append(factor)
+        else:
+            smooth = (_rdiv(old, wavelen) - _F32(low)) / _F32(high - low)
+            factors.append(_rdiv(1.0, (_F32(1) - smooth) / _F32(factor) + smooth))
+    return [("rope_freqs.weight", np.array(factors, dtype=_F32))]
+
+
+# --- keys after general.file_type ---------------------------------------------------------------------------
+
+
+def _llama_parameters(kv: KV, arch: str, folder: Path, h: Hparams) -> None:
+    kv.u32(f"{arch}.vocab_size", h["vocab_size"])
+    head_dim = h.get("head_dim")
+    kv.u32(
+        f"{arch}.rope.dimension_count",
+        head_dim if head_dim is not None else h["hidden_size"] // h["num_attention_heads"],
+    )
+
+
+_POOLING = {"mean": 1, "cls": 2, "lasttoken": 3}
+
+
+def _pooling_type(kv: KV, arch: str, folder: Path, h: Hparams) -> None:
+    """`_try_set_pooling_type`: sentence-transformers' pooling module (modules.json), and a classifier's."""
+    modules_path = folder / "modules.json"
+    pooling_dir = None
+    if modules_path.is_file():
+        modules = json.loads(modules_path.read_text(encoding="utf-8"))
+        if not isinstance(modules, list) or not all(
+            isinstance(m, dict) and isinstance(m.get("type"), str) for m in modules
+        ):
+            raise FormatError(modules_path, None, "not a list of modules with a type each")
+        pooling_dir = next((m.get("path") for m in modules if m["type"].endswith("Pooling")), None)
+    if pooling_dir is not None:
+        config_path = folder / str(pooling_dir) / CONFIG_NAME
+        pooling = read_json_object(config_path, "the pooling module's config.json")
+        flags = (("pooling_mode_mean_tokens", 1), ("pooling_mode_cls_token", 2), ("pooling_mode_lasttoken", 3))
+        kind = next((k for flag, k in flags if pooling.get(flag)), None)
+        if kind is None:
+            kind = _POOLING.get(pooling.get("pooling_mode"))  # type: ignore[arg-type]
+        if kind is None:
+            raise UnsupportedError(f"{config_path}: only mean, CLS and last-token pooling are supported")
+        kv.u32(f"{arch}.pooling_type", kind)
+    if (classifier := h.get("classifier_pooling")) is not None:
+        if classifier not in ("cls", "mean"):
+            raise UnsupportedError(f"{folder / CONFIG_NAME}: classifier_pooling {classifier!r} is not supported")
+        kv.u32(f"{arch}.classifier.pooling_type", _POOLING[classifier])
+
+
+def _bert_parameters(kv: KV, arch: str, folder: Path, h: Hparams) -> None:
+    """`BertModel.set_gguf_parameters`'s additions: not causal, pooling, and real classifier labels."""
+    kv.bool(f"{arch}.attention.causal", False)
+    _pooling_type(kv, arch, folder, h)
+    labels = h.get("id2label") or {}
+    if labels and not (len(labels) == 2 and labels.get(0) == "LABEL_0"):  # AutoConfig's dummy labels
+        kv.array(f"{arch}.classifier.output_labels", [v for _, v in sorted(labels.items())], str(folder / CONFIG_NAME))
+
+
+# --- vocabularies -------------------------------------------------------------------------------------------
+
+
+def _refuse_sentencepiece(folder: Path) -> None:
+    if (folder / "tokenizer.model").is_file():
+        raise UnsupportedError(f"{folder / 'tokenizer.model'}: SentencePiece tokenizers are not supported yet")
+
+
+def _qwen_vocab(kv: KV, folder: Path, h: Hparams) -> None:
+    """`Qwen2Model.set_vocab`: SentencePiece if there is a tokenizer.model, else GPT-2 BPE."""
+    _refuse_sentencepiece(folder)
+    write_bpe_vocab(kv, folder, h)
+
+
+def _llama_vocab(kv: KV, folder: Path, h: Hparams) -> None:
+    """`LlamaModel.set_vocab`: the add_prefix_space flag first, then SentencePiece, Llama-style byte-fallback
+    BPE, or GPT-2 BPE (Llama 3), whichever the files are; small Granite/SmolLM vocabularies add no BOS."""
+    if (folder / "tekken.json").is_file() and not (folder / TOKENIZER_JSON).is_file():
+        raise UnsupportedError(f"{folder / 'tekken.json'}: Mistral's tekken tokenizer is not supported yet")
+    config_path = folder / TOKENIZER_CONFIG
+    if config_path.is_file():
+        config = read_json_object(config_path, "tokenizer_config.json")
+        if (prefix := config.get("add_prefix_space")) is not None:
+            kv.bool("tokenizer.ggml.add_space_prefix", prefix)
+        if config.get("tokenizer_class") == "HybridDNATokenizer":
+            raise UnsupportedError(f"{config_path}: HybridDNATokenizer is not supported")
+    _refuse_sentencepiece(folder)
+    if _is_llama_hf_bpe(folder):
+        raise UnsupportedError(
+            f"{folder / TOKENIZER_JSON}: Llama-style byte-fallback BPE tokenizers (converted from SentencePiece) "
+            "are not supported yet"
+        )
+    if h.get("vocab_size", 32000) == 32016:
+        raise UnsupportedError(f"{folder / CONFIG_NAME}: CodeLlama's infill vocabulary is not supported yet")
+    write_bpe_vocab(kv, folder, h)
+    if h.get("vocab_size", 32000) == 49152:
+        kv.bool("tokenizer.ggml.add_bos_token", False)
+
+
+def _is_llama_hf_bpe(folder: Path) -> bool:
+    """`LlamaHfVocab`'s test: a BPE model with byte fallback and a Sequence decoder (Llama 3's BPE is not)."""
+    path = folder / TOKENIZER_JSON
+    if not path.is_file():
+        return False
+    tokenizer = read_json_object(path, "tokenizer.json")
+    model = tokenizer.get("model")
+    if not isinstance(model, dict):
+        raise FormatError(path, None, "tokenizer.json has no model")
+    if model.get("type") == "BPE" and model.get("ignore_merges", False) and not model.get("byte_fallback", True):
+        return False
+    decoder = tokenizer.get("decoder")
+    return (
+        model.get("type") == "BPE"
+        and bool(model.get("byte_fallback", False))
+        and isinstance(decoder, dict)
+        and decoder.get("type") == "Sequence"
+    )
+
+
+# --- refusals -----------------------------------------------------------------------------------------------
+
+
+def _refuse_qwen3_reranker(folder: Path, h: Hparams) -> None:
+    """`Qwen3Model._is_qwen3_reranker`: rerankers get a classifier head made from two output rows."""
+    readme = folder / "README.md"
+    text = readme.read_text(encoding="utf-8", errors="replace").lower() if readme.is_file() else ""
+    origin = str((h.get("architectures") or [None])[0] or "")
+    hints = [x.lower() for x in (folder.name, str(h.get("_name_or_path", "")), str(h.get("model_type", "")), origin)]
+    if (
+        "# qwen3-reranker" in text
+        or "# qwen3-vl-reranker" in text
+        or any("qwen3-reranker" in x or "qwen3-vl-reranker" in x for x in hints)
+        or "sequenceclassification" in origin.lower()
+    ):
+        raise UnsupportedError(f"{folder}: Qwen3 rerankers are not supported yet")
+
+
+# --- the table ----------------------------------------------------------------------------------------------
+
+_LLAMA = Architecture(
+    gguf="llama",
+    tensor_names=_DECODER_NAMES,
+    required=_DECODER_REQUIRED,
+    vocab=_llama_vocab,
+    filters=(_drop_text_model_prefix,),
+    transforms=_LLAMA_TRANSFORMS,
+    extra_tensors=(llama3_rope_factors,),
+    parameters=(_llama_parameters,),
+)
+
+ARCHITECTURES: dict[str, Architecture] = {
+    "LlamaForCausalLM": _LLAMA,
+    "MistralForCausalLM": _LLAMA,
+    "Qwen2ForCausalLM": Architecture(
+        gguf="qwen2",
+        tensor_names=_DECODER_NAMES,
+        required=_DECODER_REQUIRED,
+        vocab=_qwen_vocab,
+        parameters=(_pooling_type,),
+    ),
+    "Qwen3ForCausalLM": Architecture(
+        gguf="qwen3",
+        tensor_names=_DECODER_NAMES | _QK_NORM_NAMES,
+        required=_DECODER_REQUIRED,
+        vocab=_qwen_vocab,
+        parameters=(_pooling_type,),
+        checks=(_refuse_qwen3_reranker,),
+    ),
+    "BertModel": Architecture(
+        gguf="bert",
+        tensor_names=_BERT_NAMES,
+        required=_BERT_REQUIRED,
+        vocab=write_wordpiece_vocab,
+        filters=(_bert_filter,),
+        parameters=(_bert_parameters,),
+    ),
+}
+
+__all__ = ["ARCHITECTURES", "Architecture", "Transform", "common_filter"]

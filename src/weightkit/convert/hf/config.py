@@ -1,0 +1,196 @@
+"""A checkpoint's config.json as llama.cpp's converter sees it.
+
+The converter reads its hyperparameters through transformers' `AutoConfig` (pinned at 4.57.6), not from the
+raw file: keys the file leaves out get the config class's defaults, and some values are derived (Llama's
+`head_dim`, the key-value head count, the labels' integer keys). Those defaults change what is written
+(`llama.attention.key_length` appears for a Llama-2 config that has no `head_dim`; `rope.freq_base` is written
+when the file has no `rope_theta`), so they are reproduced here, one table entry per `model_type`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ...errors import FormatError, UnsupportedError
+
+CONFIG_NAME = "config.json"
+_MISSING = object()
+
+
+class Hparams(dict):
+    """The merged hyperparameters: a dict with the converter's "first of these keys present" lookup."""
+
+    def find(self, keys: Iterable[str], default: Any = _MISSING) -> Any:
+        """The value of the first key present (even if None); `default` if none is, else a KeyError."""
+        for key in keys:
+            if key in self:
+                return self[key]
+        if default is _MISSING:
+            raise KeyError(f"none of {tuple(keys)} in config.json")
+        return default
+
+
+def _kv_heads_default_to_heads(h: dict[str, Any]) -> None:
+    if h.get("num_key_value_heads") is None:
+        h["num_key_value_heads"] = h["num_attention_heads"]
+
+
+def _head_dim_from_hidden_size(h: dict[str, Any]) -> None:
+    if h.get("head_dim") is None:
+        h["head_dim"] = h["hidden_size"] // h["num_attention_heads"]
+
+
+def _rope_type_from_type(h: dict[str, Any]) -> None:
+    rope = h.get("rope_scaling")
+    if isinstance(rope, dict) and "type" in rope:
+        rope["rope_type"] = rope["type"]
+
+
+def _sliding_window_only_if_used(h: dict[str, Any]) -> None:
+    if not h.get("use_sliding_window"):
+        h["sliding_window"] = None
+
+
+@dataclass(frozen=True)
+class ConfigClass:
+    """One transformers config class: its constructor's defaults (those the converter can read) and the
+    values it derives, applied in order after the file's values."""
+
+    name: str
+    defaults: Mapping[str, Any]
+    derive: tuple[Callable[[dict[str, Any]], None], ...] = field(default=())
+
+
+_DECODER = {"hidden_act": "silu", "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "tie_word_embeddings": False}
+
+#: transformers 4.57.6's config classes by `model_type`.
+CONFIG_CLASSES: dict[str, ConfigClass] = {
+    "llama": ConfigClass(
+        "LlamaConfig",
+        _DECODER | {"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+                    "num_attention_heads": 32, "num_key_value_heads": None, "max_position_embeddings": 2048,
+                    "rope_scaling": None, "head_dim": None, "bos_token_id": 1, "eos_token_id": 2,
+                    "pad_token_id": None},
+        (_kv_heads_default_to_heads, _head_dim_from_hidden_size, _rope_type_from_type),
+    ),
+    "mistral": ConfigClass(
+        "MistralConfig",
+        _DECODER | {"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+                    "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": None,
+                    "max_position_embeddings": 4096 * 32, "sliding_window": 4096, "bos_token_id": 1,
+                    "eos_token_id": 2, "pad_token_id": None},
+        (_kv_heads_default_to_heads,),
+    ),
+    "qwen2": ConfigClass(
+        "Qwen2Config",
+        _DECODER | {"vocab_size": 151936, "hidden_size": 4096, "intermediate_size": 22016, "num_hidden_layers": 32,
+                    "num_attention_heads": 32, "num_key_value_heads": 32, "max_position_embeddings": 32768,
+                    "rope_scaling": None, "use_sliding_window": False, "sliding_window": 4096,
+                    "max_window_layers": 28},
+        (_sliding_window_only_if_used, _kv_heads_default_to_heads, _rope_type_from_type),
+    ),
+    "qwen3": ConfigClass(
+        "Qwen3Config",
+        _DECODER | {"vocab_size": 151936, "hidden_size": 4096, "intermediate_size": 22016, "num_hidden_layers": 32,
+                    "num_attention_heads": 32, "num_key_value_heads": 32, "head_dim": 128,
+                    "max_position_embeddings": 32768, "rope_scaling": None, "use_sliding_window": False,
+                    "sliding_window": 4096, "max_window_layers": 28},
+        (_sliding_window_only_if_used, _kv_heads_default_to_heads, _rope_type_from_type),
+    ),
+    "bert": ConfigClass(
+        "BertConfig",
+        {"vocab_size": 30522, "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
+         "intermediate_size": 3072, "hidden_act": "gelu", "max_position_embeddings": 512, "type_vocab_size": 2,
+         "layer_norm_eps": 1e-12, "pad_token_id": 0, "tie_word_embeddings": True},
+    ),
+}  # fmt: skip
+
+#: Sizes the converter computes with: when given, each must be a positive integer.
+_SIZES = ("num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads",
+          "head_dim", "vocab_size", "max_position_embeddings", "type_vocab_size")  # fmt: skip
+
+#: What every config gets from `PretrainedConfig` (only what the converter can read).
+_BASE_DEFAULTS = {"max_length": 20}
+
+
+def read_json(path: Path, what: str) -> Any:
+    """A JSON file, or a FormatError naming it."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise FormatError(path, None, f"no {what} here") from None
+    except UnicodeDecodeError as e:
+        raise FormatError(path, e.start, "not UTF-8 text") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise FormatError(path, e.pos, f"not valid JSON ({e.msg})") from None
+    except RecursionError:
+        raise FormatError(path, None, "JSON nested too deeply") from None
+
+
+def read_json_object(path: Path, what: str) -> dict[str, Any]:
+    """A JSON file that must hold an object."""
+    data = read_json(path, what)
+    if not isinstance(data, dict):
+        raise FormatError(path, 0, f"{what} is not a JSON object")
+    return data
+
+
+def read_raw_config(folder: Path) -> dict[str, Any]:
+    """config.json as written (the converter's metadata and special tokens read it this way)."""
+    return read_json_object(folder / CONFIG_NAME, "config.json (not a Hugging Face checkpoint folder?)")
+
+
+def load_hparams(folder: Path) -> Hparams:
+    """config.json as `AutoConfig.from_pretrained(folder).to_dict()` gives it, with `text_config` merged
+    into the top level as the converter's text models do."""
+    raw = read_raw_config(folder)
+    hparams = _with_class_defaults(raw, folder)
+    text = hparams.get("text_config")
+    if isinstance(text, dict):  # as given: the composite models that need their sub-config's defaults come later
+        hparams = {**hparams, **text}
+    return Hparams(hparams)
+
+
+def _with_class_defaults(raw: dict[str, Any], folder: Path) -> dict[str, Any]:
+    model_type = raw.get("model_type")
+    if model_type is None:
+        raise UnsupportedError(
+            f"{folder / CONFIG_NAME}: no 'model_type'; transformers would guess the config class from the folder's "
+            "path, which weightkit does not"
+        )
+    cls = CONFIG_CLASSES.get(model_type)
+    if cls is None:
+        known = ", ".join(sorted(CONFIG_CLASSES))
+        raise UnsupportedError(f"{folder / CONFIG_NAME}: model_type {model_type!r} is not supported (known: {known})")
+    h = json.loads(json.dumps(raw))  # a deep copy: derivations must not touch the caller's dicts
+    for key, value in (_BASE_DEFAULTS | dict(cls.defaults)).items():
+        h.setdefault(key, value)
+    for key in _SIZES:
+        value = h.get(key)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            raise FormatError(folder / CONFIG_NAME, None, f"{key} is {value!r}, not a positive integer")
+    for step in cls.derive:
+        step(h)
+    h["id2label"] = _labels(raw, folder)
+    h["_name_or_path"] = str(folder)
+    return h
+
+
+def _labels(raw: dict[str, Any], folder: Path) -> dict[int, Any]:
+    """`PretrainedConfig`'s labels: the file's (keys made ints), or LABEL_i for `num_labels` (default 2)."""
+    given = raw.get("id2label")
+    if isinstance(given, dict):
+        try:
+            return {int(k): v for k, v in given.items()}
+        except ValueError:
+            raise FormatError(folder / CONFIG_NAME, None, "id2label has a key that is not an integer") from None
+    n = raw.get("num_labels", 2)
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        raise FormatError(folder / CONFIG_NAME, None, f"num_labels {n!r} is not a count")
+    return {i: f"LABEL_{i}" for i in range(n)}

@@ -1,0 +1,280 @@
+"""`convert_hf`: a Hugging Face checkpoint folder to the GGUF llama.cpp's `convert_hf_to_gguf.py` writes.
+
+The steps follow the reference's: hyperparameters (config.json through transformers' defaults), the
+architecture's table entry, the tensors in the reference's order (generated ones first) through renames,
+transforms and the per-tensor type rule, then the metadata in the reference's key order (`general.*`, the
+architecture's keys, the tokenizer's). Everything is planned from the files' headers before any tensor is
+read; then the writer streams one tensor at a time from the memory-mapped shards into a temporary file that
+replaces the destination only when complete.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ... import quant
+from ...dtypes import ggml_type
+from ...errors import ArgumentError, FormatError, UnsupportedError
+from ...gguf import GGUFWriter
+from .architectures import ARCHITECTURES, Architecture, Transform, common_filter
+from .config import CONFIG_NAME, Hparams, load_hparams, read_raw_config
+from .kv import KV
+from .metadata import derive_metadata, size_label, write_metadata
+from .parameters import LAYERS, rope_parameters, write_text_parameters
+from .tensors import SourceTensor, close_all, is_16bit, read_checkpoint
+
+#: --outtype -> (llama.cpp file type, GGML type of the matrices)
+OUTTYPES: dict[str, tuple[int, str]] = {"f32": (0, "F32"), "f16": (1, "F16"), "bf16": (32, "BF16"), "q8_0": (7, "Q8_0")}
+OUTTYPE_CHOICES = (*OUTTYPES, "auto")
+_SKIPPED = (".attention.masked_bias", ".attention.bias", ".rotary_emb.inv_freq")
+#: Matrices the converter keeps in F32 whatever the outtype (its list, for the tensors our architectures have).
+_F32_MATRICES = ("ffn_gate_inp.weight", "ffn_gate_inp_shexp.weight", "position_embd.weight", "token_types.weight")
+_BLOCK = re.compile(r"^blk\.\d+\.")
+
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass
+class ConvertReport:
+    """What `convert_hf` wrote: the GGUF architecture, the resolved outtype, and each tensor's type."""
+
+    source: str
+    output: str
+    hf_architecture: str
+    architecture: str
+    outtype: str
+    file_type: int
+    parameters: int
+    size_label: str | None
+    metadata_keys: int
+    tensors: dict[str, tuple[str, tuple[int, ...]]] = field(default_factory=dict)  # name -> (type, shape)
+    bytes_written: int = 0
+
+
+@dataclass
+class _Planned:
+    name: str
+    type: str
+    shape: tuple[int, ...]
+    make: Callable[[], np.ndarray]
+
+
+def hf_architecture(raw: dict, folder: Path) -> str:
+    """The class name the converter goes by: `architectures[0]`, or its text model's when it has one."""
+    text = raw.get("text_config")
+    for config in (text if isinstance(text, dict) else {}, raw):
+        arches = config.get("architectures")
+        if isinstance(arches, list) and arches and isinstance(arches[0], str):
+            return arches[0]
+    raise FormatError(folder / CONFIG_NAME, None, "no 'architectures' list naming the model class")
+
+
+def convert_hf(
+    folder: str | os.PathLike[str],
+    output: str | os.PathLike[str],
+    outtype: str = "auto",
+    progress: Progress | None = None,
+) -> ConvertReport:
+    """Convert the checkpoint in `folder` to a GGUF at `output`, byte for byte as llama.cpp's converter would
+    with `--outtype` (f32, f16, bf16, q8_0, or auto: bf16 or f16 after the first 16-bit matrix, else f16).
+    `progress(tensor_name, bytes_done, bytes_total)` is called after each tensor is written."""
+    folder, output = Path(folder), Path(output)
+    if outtype not in OUTTYPE_CHOICES:
+        raise ArgumentError(f"--outtype {outtype!r}: one of {', '.join(OUTTYPE_CHOICES)}")
+    if not folder.is_dir():
+        raise ArgumentError(f"{folder}: not a folder (give a Hugging Face checkpoint folder)")
+    if output.is_dir():
+        raise ArgumentError(f"{output}: is a folder; give the GGUF file's path")
+    raw = read_raw_config(folder)
+    name = hf_architecture(raw, folder)
+    arch = ARCHITECTURES.get(name)
+    if arch is None:
+        raise UnsupportedError(
+            f"{folder / CONFIG_NAME}: architecture {name!r} is not supported (supported: {', '.join(ARCHITECTURES)})"
+        )
+    hparams = load_hparams(folder)
+    if hparams.get("quantization_config"):
+        raise UnsupportedError(f"{folder / CONFIG_NAME}: quantized checkpoints (quantization_config) are not supported")
+    for check in arch.checks:
+        check(folder, hparams)
+    rope = rope_parameters(hparams)
+    sources, opened = read_checkpoint(folder)
+    try:
+        tensors = _filtered(sources, arch)
+        outtype = _resolve_outtype(outtype, tensors)
+        file_type, matrix_type = OUTTYPES[outtype]
+        plan = _plan(arch, hparams, rope, tensors, matrix_type, folder)
+        counts = _parameter_counts(plan)
+        kv = KV(arch.gguf)
+        kv.string("general.type", "model")
+        meta = derive_metadata(folder, raw, counts[0])
+        if meta.size_label is None and counts[0] > 0:
+            meta.size_label = size_label(*counts)
+        write_metadata(kv, meta, (folder / "README.md", folder / "generation_config.json"))
+        write_text_parameters(kv, arch.gguf, hparams, rope, file_type)
+        for write in arch.parameters:
+            write(kv, arch.gguf, folder, hparams)
+        kv.u32("general.quantization_version", 2)
+        arch.vocab(kv, folder, hparams)
+        report = ConvertReport(str(folder), str(output), name, arch.gguf, outtype, file_type, counts[0],
+                               meta.size_label, len(kv.values))  # fmt: skip
+        _write(output, kv, plan, report, progress)
+    finally:
+        close_all(opened)
+    return report
+
+
+def _filtered(sources: dict[str, SourceTensor], arch: Architecture) -> list[tuple[str, SourceTensor]]:
+    """The architecture's renames and drops, then the common ones; a later duplicate name replaces the
+    earlier tensor in its position (the converter keeps them in a dict)."""
+    kept: dict[str, SourceTensor] = {}
+    for name, t in sources.items():
+        new: str | None = name
+        for f in (*arch.filters, common_filter):
+            new = f(new)
+            if new is None:
+                break
+        if new is not None:
+            kept[new] = t
+    return list(kept.items())
+
+
+def _resolve_outtype(outtype: str, tensors: list[tuple[str, SourceTensor]]) -> str:
+    """`--outtype auto`: bf16 or f16 after the first matrix stored so; f16 when there is none."""
+    if outtype != "auto":
+        return outtype
+    return next((kind for _, t in tensors if len(t.shape) >= 2 and (kind := is_16bit(t))), "f16")
+
+
+def _name_map(arch: Architecture, n_blocks: int) -> dict[str, str]:
+    """The HF -> GGUF names for blocks 0..n_blocks-1, plus each GGUF name for itself (as gguf-py's map has)."""
+    out: dict[str, str] = {}
+    for hf, gguf in arch.tensor_names.items():
+        for bid in range(n_blocks) if "{bid}" in hf else [None]:
+            out[hf.format(bid=bid)] = gguf.format(bid=bid)
+            out[gguf.format(bid=bid)] = gguf.format(bid=bid)
+    return out
+
+
+def _map_name(names: dict[str, str], name: str) -> str | None:
+    if name in names:
+        return names[name]
+    for suffix in (".weight", ".bias"):
+        if name.endswith(suffix) and (base := names.get(name[: -len(suffix)])) is not None:
+            return base + suffix
+    return None
+
+
+def tensor_type(gguf_name: str, ndim: int, matrix_type: str, shape: tuple[int, ...]) -> str:
+    """The converter's per-tensor type: F32 for vectors, norms, biases and a few matrices; the outtype's
+    type for the rest, except Q8_0 for rows that are not whole blocks of 32, which fall back to F16."""
+    base = _BLOCK.sub("", gguf_name)
+    if ndim <= 1 or gguf_name.endswith("_norm.weight") or base in _F32_MATRICES:
+        return "F32"
+    if gguf_name[-7:] not in (".weight", ".lora_a", ".lora_b"):
+        return "F32"
+    if matrix_type == "Q8_0" and shape[-1] % 32:
+        return "F16"
+    return matrix_type
+
+
+def _plan(arch: Architecture, h: Hparams, rope: dict, tensors: list[tuple[str, SourceTensor]], matrix_type: str,
+          folder: Path) -> list[_Planned]:  # fmt: skip
+    """Every output tensor, in order, with its type, shape and a maker of its bytes; checks names and shapes."""
+    n_blocks = h.find(LAYERS)
+    if not isinstance(n_blocks, int) or n_blocks < 0:
+        raise FormatError(folder / CONFIG_NAME, None, f"layer count {n_blocks!r} is not a count")
+    names = _name_map(arch, n_blocks)
+    plan: list[_Planned] = []
+    for make in arch.extra_tensors:
+        for name, values in make(h, rope):
+            plan.append(_Planned(name, tensor_type(name, values.ndim, matrix_type, values.shape), values.shape,
+                                 lambda v=values: v))  # fmt: skip
+    for hf_name, t in tensors:
+        if hf_name.endswith(_SKIPPED):
+            continue
+        gguf_name = _map_name(names, hf_name)
+        if gguf_name is None:
+            raise FormatError(t.file, None, f"tensor {hf_name!r} has no GGUF name for {arch.gguf} "
+                                            f"({n_blocks} layers in config.json)")  # fmt: skip
+        transforms = [tr for tr in arch.transforms if hf_name.endswith(tr.suffixes)]
+        for tr in transforms:
+            if (why := tr.check(t.shape, h)) is not None:
+                raise FormatError(t.file, None, f"tensor {hf_name!r} {list(t.shape)}: {why}")
+        kind = tensor_type(gguf_name, len(t.shape), matrix_type, t.shape)
+        plan.append(_Planned(gguf_name, kind, t.shape, _maker(t, transforms, h, kind)))
+    _check_complete(arch, h, plan, n_blocks, folder)
+    return plan
+
+
+def _maker(t: SourceTensor, transforms: list[Transform], h: Hparams, kind: str) -> Callable[[], np.ndarray]:
+    """Read, transform and convert one tensor, when the writer asks for it."""
+
+    def make() -> np.ndarray:
+        values = t.read()
+        for tr in transforms:
+            values = tr.apply(values, h)
+        if kind in ("F32", "F16"):
+            return np.ascontiguousarray(values, dtype=np.float32 if kind == "F32" else np.float16)
+        return quant.quantize(np.ascontiguousarray(values, dtype=np.float32), kind)
+
+    return make
+
+
+def _check_complete(arch: Architecture, h: Hparams, plan: list[_Planned], n_blocks: int, folder: Path) -> None:
+    """Every tensor the architecture needs is there, with the dimensions config.json gives."""
+    shapes = {p.name: p.shape for p in plan}
+    for template, dims in arch.required.items():
+        for bid in range(n_blocks) if "{bid}" in template else [None]:
+            name = template.format(bid=bid)
+            shape = shapes.get(name)
+            if shape is None:
+                raise FormatError(folder, None, f"the checkpoint has no {name} ({n_blocks} layers in config.json)")
+            expected = tuple(h.get(d) if d is not None else n for d, n in zip(dims, shape, strict=False))
+            if len(shape) != len(dims) or shape != expected:
+                want = [d if d is not None else "*" for d in dims]
+                raise FormatError(folder, None, f"{name} has shape {list(shape)}; config.json implies {want} "
+                                                f"({', '.join(f'{d}={h.get(d)}' for d in dims if d)})")  # fmt: skip
+
+
+def _parameter_counts(plan: list[_Planned]) -> tuple[int, int, int, int]:
+    """gguf-py's `get_total_parameter_count`: (total, shared, expert, experts per tensor) over the output."""
+    total = shared = expert = expert_sum = expert_tensors = 0
+    for p in plan:
+        size = int(np.prod(p.shape, dtype=np.int64))
+        if "_exps." in p.name and len(p.shape) >= 3:
+            count = p.shape[-2 if ".bias" in p.name else -3]
+            expert += size // count
+            expert_sum += count
+            expert_tensors += 1
+        else:
+            shared += size
+        total += size
+    return total, shared, expert, expert_sum // expert_tensors if expert_tensors else 0
+
+
+def _write(output: Path, kv: KV, plan: list[_Planned], report: ConvertReport, progress: Progress | None) -> None:
+    """Stream the planned tensors into the GGUF (atomically), reporting progress after each."""
+    nbytes = [ggml_type(p.type).nbytes(int(np.prod(p.shape, dtype=np.int64))) for p in plan]
+    total = sum(nbytes)
+    done = 0
+    with GGUFWriter(output, kv.values) as writer:
+        for p, n in zip(plan, nbytes, strict=True):
+
+            def data(p: _Planned = p, n: int = n) -> np.ndarray:
+                nonlocal done
+                values = p.make()
+                done += n
+                if progress is not None:
+                    progress(p.name, done, total)
+                return values
+
+            writer.add_tensor(p.name, data, dtype=p.type, shape=p.shape)
+            report.tensors[p.name] = (p.type, tuple(p.shape))
+    report.bytes_written = output.stat().st_size

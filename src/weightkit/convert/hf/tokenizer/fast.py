@@ -1,0 +1,232 @@
+"""A checkpoint's tokenizer as transformers' `AutoTokenizer` would build it, on Hugging Face's `tokenizers`.
+
+llama.cpp's converter reads BPE and WordPiece vocabularies through `AutoTokenizer.from_pretrained`, which
+starts from tokenizer.json and then changes it: tokens named in tokenizer_config.json are added (or their
+flags updated), every special token is marked special, and some tokenizer classes rebuild a part of the
+pipeline from their settings (BERT's normalizer, Llama's post-processor, a pre-tokenizer's
+`add_prefix_space`). Those steps are reproduced here with the same `tokenizers` calls transformers makes,
+for the tokenizer classes in `TOKENIZER_CLASSES`; another class is refused rather than guessed at.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ....errors import FormatError, UnsupportedError
+from ..config import read_json_object
+
+TOKENIZER_JSON = "tokenizer.json"
+TOKENIZER_CONFIG = "tokenizer_config.json"
+_SPECIAL_ATTRIBUTES = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
+
+
+def _tokenizers():
+    try:
+        import tokenizers
+    except ImportError:
+        raise UnsupportedError(
+            "reading a BPE or WordPiece tokenizer needs Hugging Face's tokenizers library: "
+            "pip install weightkit[convert]"
+        ) from None
+    return tokenizers
+
+
+def _sync_bert_normalizer(tok: Any, settings: Mapping[str, Any]) -> None:
+    """`BertTokenizerFast.__init__`: rebuild the normalizer when its flags differ from the settings."""
+    normalizers = _tokenizers().normalizers
+    lower = settings.get("do_lower_case", True)
+    strip = settings.get("strip_accents")
+    chinese = settings.get("tokenize_chinese_chars", True)
+    state = json.loads(tok.normalizer.__getstate__())
+    wanted = {"lowercase": lower, "strip_accents": strip, "handle_chinese_chars": chinese}
+    if any(state.get(key, value) != value for key, value in wanted.items()):
+        cls = getattr(normalizers, state.pop("type"))
+        tok.normalizer = cls(**{**state, **wanted})
+
+
+def _llama_post_processor(tok: Any, settings: Mapping[str, Any]) -> None:
+    """`LlamaTokenizerFast.update_post_processor`: BOS (and EOS) added by a template built from the settings."""
+    if settings.get("add_prefix_space") is not None:
+        raise UnsupportedError("a LlamaTokenizer with add_prefix_space is rebuilt from its SentencePiece model")
+    processors = _tokenizers().processors
+    add_bos, add_eos = settings.get("add_bos_token", True), settings.get("add_eos_token", False)
+    bos, eos = _content(settings.get("bos_token")), _content(settings.get("eos_token"))
+    if (add_bos and bos is None) or (add_eos and eos is None):
+        raise FormatError(TOKENIZER_CONFIG, None, "add_bos_token/add_eos_token without the token")
+    single = f"{(bos + ':0 ') if add_bos else ''}$A:0{(' ' + eos + ':0') if add_eos else ''}"
+    pair = f"{single}{(' ' + bos + ':1') if add_bos else ''} $B:1{(' ' + eos + ':1') if add_eos else ''}"
+    special = [(t, tok.token_to_id(t)) for t, on in ((bos, add_bos), (eos, add_eos)) if on]
+    tok.post_processor = processors.TemplateProcessing(single=single, pair=pair, special_tokens=special)
+
+
+@dataclass(frozen=True)
+class TokenizerClass:
+    """A transformers fast tokenizer class: its special-token defaults, the default of `add_prefix_space` it
+    passes on, and what its constructor changes in the backend afterwards."""
+
+    special_defaults: Mapping[str, str] = field(default_factory=dict)
+    add_prefix_space: bool | None = False
+    adjust: Callable[[Any, Mapping[str, Any]], None] | None = None
+
+
+_GPT2 = TokenizerClass({"unk_token": "<|endoftext|>", "bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>"})
+
+#: By the name tokenizer_config.json gives (without "Fast").
+TOKENIZER_CLASSES: dict[str, TokenizerClass] = {
+    "PreTrainedTokenizer": TokenizerClass(),
+    "GPT2Tokenizer": _GPT2,
+    "Qwen2Tokenizer": TokenizerClass(
+        {"unk_token": "<|endoftext|>", "eos_token": "<|endoftext|>", "pad_token": "<|endoftext|>"}
+    ),
+    "BertTokenizer": TokenizerClass(
+        {
+            "unk_token": "[UNK]",
+            "sep_token": "[SEP]",
+            "pad_token": "[PAD]",
+            "cls_token": "[CLS]",
+            "mask_token": "[MASK]",
+        },
+        adjust=_sync_bert_normalizer,
+    ),
+    "LlamaTokenizer": TokenizerClass(
+        {"unk_token": "<unk>", "bos_token": "<s>", "eos_token": "</s>"}, None, _llama_post_processor
+    ),
+}
+
+#: transformers' tokenizer class for a config's model_type, when tokenizer_config.json names none.
+CLASS_BY_MODEL_TYPE = {
+    "llama": "LlamaTokenizer",
+    "mistral": "LlamaTokenizer",
+    "qwen2": "Qwen2Tokenizer",
+    "qwen3": "Qwen2Tokenizer",
+    "bert": "BertTokenizer",
+}
+
+
+def _content(token: Any) -> str | None:
+    """A special token's text, whether tokenizer_config.json gives it as a string or a serialized AddedToken."""
+    if isinstance(token, dict):
+        token = token.get("content")
+    return token if isinstance(token, str) else None
+
+
+@dataclass
+class FastTokenizer:
+    """The backend tokenizer after transformers' loading steps, and the settings it was loaded with."""
+
+    backend: Any
+    settings: dict[str, Any]
+
+    def vocab(self) -> dict[str, int]:
+        """`tokenizer.vocab`: every token, added ones included."""
+        return self.backend.get_vocab(with_added_tokens=True)
+
+    def added_tokens(self) -> dict[int, Any]:
+        """`tokenizer.added_tokens_decoder`: id -> AddedToken (with `.content`, `.special`, `.normalized`)."""
+        return dict(sorted(self.backend.get_added_tokens_decoder().items()))
+
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        return self.backend.encode(text, add_special_tokens=add_special_tokens).ids
+
+    def round_trip(self, text: str) -> str:
+        """`decode(encode(text, add_special_tokens=False))`, with transformers' optional clean-up."""
+        out = self.backend.decode(self.encode(text, add_special_tokens=False), skip_special_tokens=False)
+        if self.settings.get("clean_up_tokenization_spaces", False):
+            for before, after in ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), (" n't", "n't"),
+                                  (" 'm", "'m"), (" 's", "'s"), (" 've", "'ve"), (" 're", "'re")):  # fmt: skip
+                out = out.replace(before, after)
+        return out
+
+
+def load_fast_tokenizer(folder: Path, model_type: str | None) -> FastTokenizer:
+    """tokenizer.json with tokenizer_config.json applied as `AutoTokenizer.from_pretrained(folder)` does."""
+    tokenizers = _tokenizers()
+    path = folder / TOKENIZER_JSON
+    if not path.is_file():
+        raise FormatError(path, None, "no tokenizer.json here (a BPE or WordPiece tokenizer is read from it)")
+    try:
+        backend = tokenizers.Tokenizer.from_file(str(path))
+    except Exception as e:  # the library raises plain Exceptions for malformed files
+        raise FormatError(path, None, f"not a tokenizer the tokenizers library reads ({e})") from None
+    config_path = folder / TOKENIZER_CONFIG
+    settings = read_json_object(config_path, "tokenizer_config.json") if config_path.is_file() else {}
+    name = settings.get("tokenizer_class") or CLASS_BY_MODEL_TYPE.get(model_type or "")
+    cls = TOKENIZER_CLASSES.get(str(name).removesuffix("Fast"))
+    if cls is None:
+        known = ", ".join(sorted(TOKENIZER_CLASSES))
+        raise UnsupportedError(f"{config_path}: tokenizer class {name!r} is not supported (known: {known})")
+    backend.no_truncation()  # transformers' encode() turns both off
+    backend.no_padding()
+    _add_configured_tokens(backend, settings, cls, tokenizers.AddedToken, config_path)
+    prefix_space = settings.get("add_prefix_space", cls.add_prefix_space)
+    if prefix_space is not None:
+        _sync_add_prefix_space(backend, bool(prefix_space), tokenizers.pre_tokenizers)
+    if cls.adjust is not None:
+        cls.adjust(backend, {**cls.special_defaults, **settings})
+    return FastTokenizer(backend, settings)
+
+
+def _added_token(spec: Any, AddedToken: type, where: Path) -> Any:
+    """A serialized AddedToken (tokenizer_config.json's form) as the library's object."""
+    if isinstance(spec, str):
+        return spec
+    if not isinstance(spec, dict) or not isinstance(spec.get("content"), str):
+        raise FormatError(where, None, f"{spec!r} is not a token")
+    flags = {k: spec[k] for k in ("single_word", "lstrip", "rstrip", "normalized", "special") if k in spec}
+    return AddedToken(spec["content"], **flags)
+
+
+def _add_configured_tokens(backend: Any, settings: dict[str, Any], cls: TokenizerClass, AddedToken: type,
+                           where: Path) -> None:  # fmt: skip
+    """`PreTrainedTokenizerFast.__init__`'s added tokens: tokenizer_config's `added_tokens_decoder` entries
+    the backend lacks (or has with other flags), then every special token, marked special."""
+    declared = settings.get("added_tokens_decoder") or {}
+    if not isinstance(declared, dict):
+        raise FormatError(where, None, "added_tokens_decoder is not an object")
+    try:
+        by_id = sorted((int(k), _added_token(v, AddedToken, where)) for k, v in declared.items())
+    except ValueError:
+        raise FormatError(where, None, "added_tokens_decoder has a key that is not an integer") from None
+    known = {repr(t) for t in backend.get_added_tokens_decoder().values()}
+    to_add = [t for _, t in by_id if repr(t) not in known]
+    by_content = {t.content: t for _, t in by_id}
+    specials: list[Any] = []
+    seen: set[str] = set()
+    values = [settings.get(a, cls.special_defaults.get(a)) for a in _SPECIAL_ATTRIBUTES]
+    extra = settings.get("additional_special_tokens") or []
+    for value in [*values, *(extra if isinstance(extra, list) else [])]:
+        token = _added_token(value, AddedToken, where) if value is not None else None
+        text = token if isinstance(token, str) else getattr(token, "content", None)
+        if text is None or text in seen:
+            continue
+        seen.add(text)
+        specials.append(by_content.get(text, token))  # transformers swaps in the declared AddedToken
+    encoder = [t.content for t in backend.get_added_tokens_decoder().values()] + [t.content for t in to_add]
+    to_add += [t for t in specials if (t not in encoder if isinstance(t, str) else all(t is not x for x in to_add))]
+    if not to_add:
+        return
+    special_texts = set(seen)
+    tokens = []
+    for t in to_add:
+        if isinstance(t, str):
+            tokens.append(AddedToken(t, special=t in special_texts))
+        else:
+            t.special = t.special or t.content in special_texts
+            tokens.append(t)
+    backend.add_tokens(tokens)
+
+
+def _sync_add_prefix_space(backend: Any, value: bool, pre_tokenizers: Any) -> None:
+    """The end of `PreTrainedTokenizerFast.__init__`: a pre-tokenizer with its own `add_prefix_space` is
+    rebuilt with the tokenizer's (errors are ignored there, and so here)."""
+    try:
+        state = json.loads(backend.pre_tokenizer.__getstate__())
+        if state.get("add_prefix_space", value) != value:
+            cls = getattr(pre_tokenizers, state.pop("type"))
+            backend.pre_tokenizer = cls(**{**state, "add_prefix_space": value})
+    except Exception:  # no pre-tokenizer, or one that cannot be rebuilt this way
+        return

@@ -1,0 +1,70 @@
+"""The token list and token types of a BPE or WordPiece vocabulary (`TextModel.get_vocab_base`)."""
+
+from __future__ import annotations
+
+import enum
+
+import numpy as np
+
+from ....errors import FormatError
+from .fast import TOKENIZER_JSON, FastTokenizer
+
+
+class TokenType(enum.IntEnum):
+    """`tokenizer.ggml.token_type` values (SentencePiece's piece types)."""
+
+    NORMAL = 1
+    UNKNOWN = 2
+    CONTROL = 3
+    USER_DEFINED = 4
+    UNUSED = 5
+    BYTE = 6
+
+
+def looks_special(token: str) -> bool:
+    """Added tokens the converter makes CONTROL even when not marked special (command-r, gemma, deepseek)."""
+    return (
+        token in ("<pad>", "<mask>", "<2mass>", "[@BOS@]")
+        or (token.startswith("<|") and token.endswith("|>"))
+        or (token.startswith("<｜") and token.endswith("｜>"))
+        or (token.startswith("<unused") and token.endswith(">"))
+    )
+
+
+def vocab_base(tok: FastTokenizer, vocab_size: int | None) -> tuple[list[str], np.ndarray]:
+    """Tokens 0..vocab_size-1 with their types: `[PAD{i}]` UNUSED for ids no token has, added tokens
+    CONTROL (special or special-looking) or USER_DEFINED (with "▁" as a space), the rest NORMAL. Added tokens
+    that skip normalization are first passed through an encode/decode round trip, as the converter does."""
+    vocab = tok.vocab()
+    if vocab_size is None:
+        vocab_size = len(vocab)
+    if vocab and max(vocab.values()) >= vocab_size:
+        raise FormatError(
+            TOKENIZER_JSON, None, f"token id {max(vocab.values())} is not below config.json's vocab_size {vocab_size}"
+        )
+    by_id = {i: t for t, i in vocab.items()}
+    added = tok.added_tokens()
+    added_texts = {t.content for t in added.values()}
+    tokens: list[str] = []
+    types = np.full(vocab_size, TokenType.NORMAL, dtype=np.int32)
+    for i in range(vocab_size):
+        token = by_id.get(i)
+        if token is None:
+            tokens.append(f"[PAD{i}]")
+            types[i] = TokenType.UNUSED
+            continue
+        if token in added_texts:
+            info = added.get(i)
+            if info is None:
+                raise FormatError(
+                    TOKENIZER_JSON, None, f"added token {token!r} is not at id {i}, where the vocabulary has it"
+                )
+            if not info.normalized:
+                token = tok.round_trip(token)
+            if info.special or looks_special(token):
+                types[i] = TokenType.CONTROL
+            else:
+                token = token.replace("\u2581", " ")
+                types[i] = TokenType.USER_DEFINED
+        tokens.append(token)
+    return tokens, types

@@ -1,0 +1,22 @@
+"""The HF checkpoints the conversion tests share: built once per session by tests/data/make_hf_checkpoints.py."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+_spec = importlib.util.spec_from_file_location("make_hf_checkpoints", DATA / "make_hf_checkpoints.py")
+make_hf_checkpoints = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(make_hf_checkpoints)
+
+
+@pytest.fixture(scope="session")
+def hf_checkpoints(tmp_path_factory) -> dict[str, Path]:
+    """Every test checkpoint by name, plus the real all-MiniLM-L6-v2 (the vocabularies come from the
+    llama-cpp-python sdist, downloaded once into the asset cache)."""
+    folders = make_hf_checkpoints.build_all(tmp_path_factory.mktemp("hf"))
+    folders["all-MiniLM-L6-v2"] = make_hf_checkpoints.minilm_folder()
+    return folders

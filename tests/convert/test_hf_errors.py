@@ -1,0 +1,160 @@
+"""Bad checkpoints: each is a WeightkitError naming the file and the problem, and nothing is left at the
+destination (no file, no temporary)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from weightkit.convert.hf import convert_hf
+from weightkit.errors import ArgumentError, FormatError, UnsupportedError, WeightkitError
+from weightkit.safetensors import write_safetensors
+
+
+def _config(folder: Path) -> dict:
+    return json.loads((folder / "config.json").read_text())
+
+
+def _set_config(folder: Path, **changes) -> None:
+    config = _config(folder) | changes
+    (folder / "config.json").write_text(json.dumps({k: v for k, v in config.items() if v is not ...}))
+
+
+def _rewrite_tensors(folder: Path, change: Callable[[dict[str, np.ndarray]], None]) -> None:
+    """Apply `change` to the tensors of a single-file checkpoint and write them back."""
+    import weightkit
+
+    with weightkit.open(folder / "model.safetensors") as m:
+        tensors = {name: np.array(m.tensor(name)) for name in m.tensors}
+    change(tensors)
+    write_safetensors(folder / "model.safetensors", tensors)
+
+
+def _drop(name: str) -> Callable[[dict[str, np.ndarray]], None]:
+    return lambda t: t.pop(name)
+
+
+def _reshape(name: str, shape: tuple[int, ...]) -> Callable[[dict[str, np.ndarray]], None]:
+    def change(t: dict[str, np.ndarray]) -> None:
+        t[name] = np.zeros(shape, t[name].dtype)
+
+    return change
+
+
+# (what is broken, checkpoint to start from, how to break it, expected error, fragments of its message)
+CASES = [
+    ("no config.json", "tiny-bert", lambda d: (d / "config.json").unlink(), FormatError,
+     ["config.json", "no config.json"]),
+    ("config.json not JSON", "tiny-bert", lambda d: (d / "config.json").write_text("{oops"), FormatError,
+     ["config.json", "not valid JSON"]),
+    ("no architectures", "tiny-bert", lambda d: _set_config(d, architectures=...), FormatError, ["architectures"]),
+    ("unknown architecture", "tiny-bert", lambda d: _set_config(d, architectures=["RwkvForCausalLM"]),
+     UnsupportedError, ["'RwkvForCausalLM' is not supported", "LlamaForCausalLM", "BertModel"]),
+    ("unknown model_type", "tiny-bert", lambda d: _set_config(d, model_type="roberta"), UnsupportedError,
+     ["model_type 'roberta'"]),
+    ("zero heads", "tiny-mistral-v0.1", lambda d: _set_config(d, num_attention_heads=0), FormatError,
+     ["num_attention_heads is 0, not a positive integer"]),
+    ("quantized checkpoint", "tiny-qwen3", lambda d: _set_config(d, quantization_config={"quant_method": "fp8"}),
+     UnsupportedError, ["quantization_config"]),
+    ("no weights", "tiny-bert", lambda d: (d / "model.safetensors").unlink(), FormatError, ["no model*.safetensors"]),
+    ("truncated shard", "tiny-bert",
+     lambda d: (d / "model.safetensors").write_bytes((d / "model.safetensors").read_bytes()[:5000]), FormatError,
+     ["model.safetensors"]),
+    ("missing tensor", "tiny-bert", lambda d: _rewrite_tensors(d, _drop("encoder.layer.1.output.dense.weight")),
+     FormatError, ["blk.1.ffn_down.weight", "2 layers"]),
+    ("misshapen tensor", "tiny-qwen3", lambda d: _rewrite_tensors(d, _reshape("model.layers.0.mlp.up_proj.weight",
+                                                                              (81, 32))),
+     FormatError, ["blk.0.ffn_up.weight", "[81, 32]", "intermediate_size=80"]),
+    ("rows that are not whole rope pairs", "tiny-mistral-v0.1",
+     lambda d: _rewrite_tensors(d, _reshape("model.layers.0.self_attn.q_proj.weight", (66, 64))),
+     FormatError, ["q_proj.weight", "[66, 64]", "rope halves for 4 heads"]),
+    ("unmappable tensor", "tiny-bert", lambda d: _rewrite_tensors(d, lambda t: t.update(extra=np.zeros(4, np.float32))),
+     FormatError, ["'extra'", "no GGUF name"]),
+    ("layer beyond the config's count", "tiny-bert", lambda d: _set_config(d, num_hidden_layers=1), FormatError,
+     ["encoder.layer.1", "1 layers"]),
+    ("index names a missing shard", "Tiny-Llama-3-8B-Instruct",
+     lambda d: sorted(d.glob("model-*.safetensors"))[1].unlink(), FormatError, ["-of-0000", "not in the folder"]),
+    ("malformed tokenizer.json", "tiny-qwen2", lambda d: (d / "tokenizer.json").write_text('{"model": 1}'),
+     FormatError, ["tokenizer.json"]),
+    ("tokenizer.json not JSON", "tiny-bert", lambda d: (d / "tokenizer.json").write_text("{"), FormatError,
+     ["tokenizer.json"]),
+    ("unknown BPE pre-tokenizer", "tiny-qwen2", lambda d: _change_pre_tokenizer(d), UnsupportedError,
+     ["does not know this BPE pre-tokenizer", "check hash", "base model"]),
+    ("unknown tokenizer class", "tiny-qwen2", lambda d: _change_json(d / "tokenizer_config.json",
+                                                                      tokenizer_class="T5Tokenizer"),
+     UnsupportedError, ["'T5Tokenizer' is not supported"]),
+    ("SentencePiece tokenizer", "tiny-mistral-v0.1", lambda d: (d / "tokenizer.model").write_bytes(b"\n\x00"),
+     UnsupportedError, ["tokenizer.model", "SentencePiece"]),
+    ("model card YAML", "Tiny-Llama-3-8B-Instruct", lambda d: (d / "README.md").write_text("---\nlicense: [a\n---\n"),
+     FormatError, ["README.md", "YAML"]),
+    ("vocabulary larger than vocab_size", "tiny-qwen2", lambda d: _set_config(d, vocab_size=1000), FormatError,
+     ["vocab_size 1000"]),
+]  # fmt: skip
+
+
+def _change_json(path: Path, **changes) -> None:
+    path.write_text(json.dumps(json.loads(path.read_text()) | changes))
+
+
+def _change_pre_tokenizer(folder: Path) -> None:
+    """Qwen2's tokenizer with its split regex changed: a pre-tokenizer llama.cpp has no name for."""
+    path = folder / "tokenizer.json"
+    tj = json.loads(path.read_text())
+    tj["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = r"[\s\S]"  # every character alone
+    path.write_text(json.dumps(tj))
+
+
+@pytest.mark.parametrize(("what", "base", "breaks", "error", "fragments"), CASES, ids=[c[0] for c in CASES])
+def test_bad_checkpoint(hf_checkpoints, tmp_path, what, base, breaks, error, fragments):
+    folder = tmp_path / base
+    shutil.copytree(hf_checkpoints[base], folder)
+    breaks(folder)
+    out = tmp_path / "out" / "model.gguf"
+    out.parent.mkdir()
+    with pytest.raises(error) as caught:
+        convert_hf(folder, out, "q8_0")
+    assert isinstance(caught.value, WeightkitError)
+    message = str(caught.value)
+    for fragment in fragments:
+        assert fragment in message, message
+    assert not list(out.parent.iterdir())  # nothing at the destination, no temporary file
+
+
+def test_bad_arguments(hf_checkpoints, tmp_path):
+    with pytest.raises(ArgumentError, match="--outtype 'q4_k'"):
+        convert_hf(hf_checkpoints["tiny-bert"], tmp_path / "x.gguf", "q4_k")
+    with pytest.raises(ArgumentError, match="not a folder"):
+        convert_hf(tmp_path / "nothing", tmp_path / "x.gguf")
+    with pytest.raises(ArgumentError, match="is a folder"):
+        convert_hf(hf_checkpoints["tiny-bert"], tmp_path)
+    assert not list(tmp_path.iterdir())
+
+
+def test_failure_while_writing_leaves_the_old_file(hf_checkpoints, tmp_path, monkeypatch):
+    """A tensor that fails to convert midway: the destination keeps what it had."""
+    from weightkit.convert.hf import convert as module
+
+    out = tmp_path / "model.gguf"
+    out.write_bytes(b"old")
+    real = module._maker
+
+    def fail_late(t, *args):
+        make = real(t, *args)
+        if t.name != "encoder.layer.1.output.dense.weight":
+            return make
+
+        def failing():
+            raise OSError("disk on fire")
+
+        return failing
+
+    monkeypatch.setattr(module, "_maker", fail_late)
+    with pytest.raises(OSError, match="disk on fire"):
+        convert_hf(hf_checkpoints["tiny-bert"], out, "f16")
+    assert out.read_bytes() == b"old"
+    assert [p.name for p in tmp_path.iterdir()] == ["model.gguf"]

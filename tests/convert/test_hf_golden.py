@@ -1,0 +1,46 @@
+"""`convert_hf` against llama.cpp's own converter: the same file, byte for byte, for every test checkpoint
+and every --outtype (hashes recorded by tests/data/make_convert_golden.py)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from weightkit.convert.hf import convert_hf
+
+GOLDEN = json.loads((Path(__file__).resolve().parents[1] / "data" / "convert_golden.json").read_text())
+CASES = [(name, outtype) for name, runs in GOLDEN["checkpoints"].items() for outtype in runs]
+
+
+@pytest.mark.parametrize(("name", "outtype"), CASES, ids=[f"{n}-{t}" for n, t in CASES])
+def test_same_bytes_as_convert_hf_to_gguf(hf_checkpoints, tmp_path, name, outtype):
+    expected = GOLDEN["checkpoints"][name][outtype]
+    out = tmp_path / "out.gguf"
+    report = convert_hf(hf_checkpoints[name], out, outtype)
+    assert out.stat().st_size == expected["bytes"]
+    assert hashlib.sha256(out.read_bytes()).hexdigest() == expected["sha256"]
+    assert len(report.tensors) == expected["tensors"] and report.metadata_keys == expected["keys"]
+    assert report.bytes_written == expected["bytes"]
+
+
+def test_pytorch_bin_checkpoint(hf_checkpoints, tmp_path):
+    """A pytorch_model.bin (read with torch.load(weights_only=True), in its own order): saved here in the
+    sorted order safetensors parts are read in, it converts to the same bytes."""
+    import shutil
+
+    import torch
+
+    import weightkit
+
+    folder = tmp_path / "tiny-bert"
+    shutil.copytree(hf_checkpoints["tiny-bert"], folder)
+    with weightkit.open(folder / "model.safetensors", framework="torch") as m:
+        state = {name: m.tensor(name).clone() for name in sorted(m.tensors)}
+    (folder / "model.safetensors").unlink()
+    torch.save(state, folder / "pytorch_model.bin")
+    out = tmp_path / "out.gguf"
+    convert_hf(folder, out, "f16")
+    assert hashlib.sha256(out.read_bytes()).hexdigest() == GOLDEN["checkpoints"]["tiny-bert"]["f16"]["sha256"]

@@ -1,0 +1,66 @@
+"""Record llama.cpp's `convert_hf_to_gguf.py` output for the test checkpoints: tests/data/convert_golden.json.
+
+Builds the checkpoints of make_hf_checkpoints.py (and takes the real all-MiniLM-L6-v2), runs the reference
+converter of llama-cpp-python 0.3.36's vendored llama.cpp on each for every --outtype, and stores each output's
+SHA-256, size, and its key and tensor counts. The reference needs its own Python environment (see
+docs/contributing.md):
+
+    python tests/data/make_convert_golden.py --python /tmp/convenv/bin/python --llama-cpp path/to/vendor/llama.cpp
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+import make_hf_checkpoints
+
+import weightkit
+
+OUT = Path(__file__).parent / "convert_golden.json"
+OUTTYPES = ("f32", "f16", "bf16", "q8_0", "auto")
+
+
+def run_reference(python: str, converter: Path, folder: Path, outtype: str, out: Path) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "NO_LOCAL_GGUF"}  # the vendored gguf-py, not pip's
+    env |= {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    subprocess.run([python, str(converter), str(folder), "--outfile", str(out), "--outtype", outtype],
+                   check=True, env=env, capture_output=True)  # fmt: skip
+    with weightkit.open(out) as m:
+        counts = {"keys": len(m.metadata), "tensors": len(m.tensors)}
+    record = {"sha256": hashlib.sha256(out.read_bytes()).hexdigest(), "bytes": out.stat().st_size, **counts}
+    out.unlink()
+    return record
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--python", required=True, help="a Python with transformers==4.57.6 (the reference's pins)")
+    parser.add_argument("--llama-cpp", required=True, type=Path, help="llama-cpp-python 0.3.36's vendor/llama.cpp")
+    args = parser.parse_args()
+    converter = args.llama_cpp / "convert_hf_to_gguf.py"
+    probe = "import transformers, tokenizers; print(transformers.__version__, tokenizers.__version__)"
+    version = subprocess.run([args.python, "-c", probe], check=True, capture_output=True, text=True).stdout.split()
+    golden: dict = {"reference": "llama-cpp-python 0.3.36 convert_hf_to_gguf.py", "transformers": version[0],
+                    "tokenizers": version[1], "checkpoints": {}}  # fmt: skip
+    with tempfile.TemporaryDirectory() as tmp:
+        folders = make_hf_checkpoints.build_all(Path(tmp) / "models")
+        folders["all-MiniLM-L6-v2"] = make_hf_checkpoints.minilm_folder()
+        for name, folder in folders.items():
+            golden["checkpoints"][name] = {}
+            for outtype in OUTTYPES:
+                record = run_reference(args.python, converter, folder, outtype, Path(tmp) / "out.gguf")
+                golden["checkpoints"][name][outtype] = record
+                print(name, outtype, record["sha256"][:16], flush=True)
+    OUT.write_text(json.dumps(golden, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

