@@ -247,6 +247,9 @@ class FaultServer(http.server.ThreadingHTTPServer):
     def url(self, path: str, host: str = "127.0.0.1") -> str:
         return f"http://{host}:{self.server_address[1]}{path}"
 
+    def handle_error(self, request, client_address) -> None:
+        """Stay quiet: clients hang up mid-answer on purpose here, and stderr belongs to the code under test."""
+
     def stop(self) -> None:
         self.shutdown()
         self.server_close()
