@@ -1,7 +1,8 @@
 """Bounds-checked, read-only views of files, and atomic file writing.
 
-Every parser reads through a `ByteSource`, so no length, count or offset taken from a file is used before
-it is checked against the bytes that are really there.
+Every parser reads through a `BufferSource` (a memory map here; the first bytes of a remote file in
+`weightkit.remote`), so no length, count or offset taken from a file is used before it is checked against
+the bytes that are really there.
 """
 
 from __future__ import annotations
@@ -13,39 +14,49 @@ import struct
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Protocol
 
 import numpy as np
 
 from .errors import FormatError
 
 
-class ByteSource:
-    """A read-only memory map of one file with checked access.
+class BufferSource:
+    """Checked reads from bytes held in memory: here a whole file; a remote file's source holds its first
+    `held` bytes and fetches more when a read reaches past them (`need`, `reach`).
 
-    Views handed out (`array`) stay valid after `close()`: the mapping is released when the last view is
-    garbage-collected. They are read-only, unless `copy_on_write`: then writes go to private copies of
-    the pages touched, never to the file (for frameworks such as torch that want writable memory).
+    Every length and offset is checked against the file's `size`: past it, the file is malformed.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, copy_on_write: bool = False) -> None:
-        self.path = Path(path)
-        access = mmap.ACCESS_COPY if copy_on_write else mmap.ACCESS_READ
-        with open(self.path, "rb") as f:
-            self.size = os.fstat(f.fileno()).st_size
-            # mmap refuses empty files; an empty bytes object behaves the same for every read.
-            self._buf: mmap.mmap | bytes = mmap.mmap(f.fileno(), 0, access=access) if self.size else b""
+    def __init__(self, path: str | os.PathLike[str], size: int, buf: mmap.mmap | bytes) -> None:
+        self.path = path
+        self.size = size
+        self._buf = buf
 
     @property
     def buffer(self) -> mmap.mmap | bytes:
-        """The raw mapped bytes, for hot loops that have already checked their bounds."""
+        """The raw bytes held, for hot loops that have already checked their bounds."""
         return self._buf
+
+    @property
+    def held(self) -> int:
+        """How many of the file's first bytes are in `buffer`."""
+        return len(self._buf)
 
     def error(self, offset: int | None, reason: str) -> FormatError:
         return FormatError(self.path, offset, reason)
 
+    def reach(self, stop: int, offset: int, reason: str) -> None:
+        """For hot loops that check their reads against `held` themselves: a read from `offset` ran past the
+        bytes held, to `stop`. Past the end of the file that raises the FormatError of `reason`; else the
+        source comes to hold those bytes (see `buffer` again after)."""
+        if stop > self.size:
+            raise self.error(offset, reason)
+        self.need(offset, stop - offset, reason)
+
     def need(self, offset: int, length: int, what: str) -> None:
-        """Raise FormatError unless `length` bytes starting at `offset` lie inside the file."""
+        """Raise FormatError unless `length` bytes starting at `offset` lie inside the file; a source that
+        holds part of its file makes sure it holds them (see `buffer` again after)."""
         if offset < 0 or length < 0 or offset + length > self.size:
             remain = max(self.size - offset, 0)
             raise self.error(offset, f"{what} needs {length} bytes but only {remain} remain in the file")
@@ -67,11 +78,44 @@ class ByteSource:
         return np.frombuffer(self._buf, dtype=dtype, count=count, offset=offset)
 
     def close(self) -> None:
+        self._buf = b""
+
+
+class ByteSource(BufferSource):
+    """A read-only memory map of one file with checked access.
+
+    Views handed out (`array`) stay valid after `close()`: the mapping is released when the last view is
+    garbage-collected. They are read-only, unless `copy_on_write`: then writes go to private copies of
+    the pages touched, never to the file (for frameworks such as torch that want writable memory).
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, copy_on_write: bool = False) -> None:
+        access = mmap.ACCESS_COPY if copy_on_write else mmap.ACCESS_READ
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            # mmap refuses empty files; an empty bytes object behaves the same for every read.
+            buf = mmap.mmap(f.fileno(), 0, access=access) if size else b""
+        super().__init__(Path(path), size, buf)
+
+    def close(self) -> None:
         buf, self._buf = self._buf, b""
         if isinstance(buf, mmap.mmap):
             # Views still exported: the map is unmapped once they are gone.
             with contextlib.suppress(BufferError):
                 buf.close()
+
+
+class Openable(Protocol):
+    """Something other than a path that a model can be read from (a remote file): it opens its own source."""
+
+    def open_source(self, *, copy_on_write: bool) -> BufferSource: ...
+
+
+def open_source(target: str | os.PathLike[str] | Openable, *, copy_on_write: bool = False) -> BufferSource:
+    """A memory map of a local path, or the source a remote file opens."""
+    if isinstance(target, (str, os.PathLike)):
+        return ByteSource(target, copy_on_write=copy_on_write)
+    return target.open_source(copy_on_write=copy_on_write)
 
 
 @contextlib.contextmanager

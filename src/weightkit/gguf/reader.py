@@ -8,12 +8,13 @@ it goes wrong. Large arrays are parsed with numpy; string arrays with one tight 
 from __future__ import annotations
 
 import itertools
+import mmap
 import struct
 from dataclasses import dataclass
 
 import numpy as np
 
-from .._io import ByteSource
+from .._io import BufferSource
 from ..dtypes import GGML_TYPES, GGMLType
 from ..errors import FormatError
 from ..model import TensorInfo
@@ -49,10 +50,14 @@ class ParsedGGUF:
 
 
 class _Parser:
-    def __init__(self, src: ByteSource) -> None:
+    def __init__(self, src: BufferSource) -> None:
         self.src = src
-        self.buf = src.buffer
         self.pos = 0
+
+    @property
+    def buf(self) -> mmap.mmap | bytes:
+        """The bytes the source holds (a remote source holds more after a `need`: never keep it across one)."""
+        return self.src.buffer
 
     def fail(self, reason: str, offset: int | None = None) -> FormatError:
         return self.src.error(self.pos if offset is None else offset, reason)
@@ -96,6 +101,7 @@ class _Parser:
         n = self.read(self.u64, f"the length of {what}")
         if n > self.src.size - self.pos:
             raise self.fail(f"{what} claims {n} bytes; only {self.src.size - self.pos} remain", start)
+        self.src.need(self.pos, n, what)
         raw = self.buf[self.pos : self.pos + n]
         self.pos += n
         return raw.decode("utf-8", "surrogateescape")
@@ -130,6 +136,9 @@ class _Parser:
             raise self.fail(
                 f"{key!r}: {n} {element.name} elements cannot fit in the {remain} remaining bytes", count_at
             )
+        # A source holding part of its file holds (or refuses) the smallest encoding of every element before
+        # the list of them is made: the file's size a server claims would not bound that allocation.
+        self.src.need(self.pos, n * size, f"the elements of {key!r}")
         if element == _T.STRING:
             return Value(self.strings(n, key), _T.ARRAY, element)
         if element == _T.ARRAY:  # each item is itself (element type, count, items)
@@ -140,24 +149,31 @@ class _Parser:
         return Value(arr, _T.ARRAY, element)
 
     def strings(self, n: int, key: str) -> list[str]:
-        """`n` length-prefixed strings; the hot loop of every vocabulary (262,144 tokens for Gemma 3)."""
-        buf, pos, end = self.buf, self.pos, self.src.size
+        """`n` length-prefixed strings; the hot loop of every vocabulary (262,144 tokens for Gemma 3). Where it
+        runs past the bytes held, the source fetches more (or refuses) and the loop goes on from that string."""
         unpack = self.u64.unpack_from
         out: list[str] = [""] * n
-        i = 0
-        try:
-            for i in range(n):
-                (length,) = unpack(buf, pos)
-                pos += 8
-                stop = pos + length
-                if stop > end:
-                    raise self.fail(f"{key!r}: string {i} claims {length} bytes; only {end - pos} remain", pos - 8)
-                out[i] = buf[pos:stop].decode("utf-8", "surrogateescape")
-                pos = stop
-        except struct.error:
-            raise self.fail(f"{key!r}: the file ends inside string {i} of {n}", pos) from None
-        self.pos = pos
-        return out
+        pos, first = self.pos, 0
+        while True:
+            buf, end = self.buf, self.src.held
+            try:
+                for i in range(first, n):
+                    (length,) = unpack(buf, pos)
+                    pos += 8
+                    stop = pos + length
+                    if stop > end:
+                        pos -= 8
+                        reason = f"{key!r}: string {i} claims {length} bytes; only {self.src.size - pos - 8} remain"
+                        break
+                    out[i] = buf[pos:stop].decode("utf-8", "surrogateescape")
+                    pos = stop
+                else:
+                    self.pos = pos
+                    return out
+            except struct.error:  # not even the 8-byte length is held
+                stop, reason = pos + 8, f"{key!r}: the file ends inside string {i} of {n}"
+            first = i
+            self.src.reach(stop, pos, reason)
 
     def metadata(self, n_kv: int) -> dict[str, Value]:
         values: dict[str, Value] = {}
@@ -236,7 +252,7 @@ _STRUCT_CODES = {
 }
 
 
-def parse(src: ByteSource) -> ParsedGGUF:
+def parse(src: BufferSource) -> ParsedGGUF:
     """Parse and validate everything but the tensor data of the GGUF file behind `src`."""
     p = _Parser(src)
     version, n_tensors, n_kv = p.header()
@@ -248,7 +264,7 @@ def parse(src: ByteSource) -> ParsedGGUF:
     return ParsedGGUF(version, p.order, metadata, tensors, alignment, data_offset)
 
 
-def _alignment(src: ByteSource, metadata: dict[str, Value]) -> int:
+def _alignment(src: BufferSource, metadata: dict[str, Value]) -> int:
     value = metadata.get(KEY_ALIGNMENT)
     if value is None:
         return DEFAULT_ALIGNMENT
@@ -260,7 +276,7 @@ def _alignment(src: ByteSource, metadata: dict[str, Value]) -> int:
     return a
 
 
-def _place_tensors(src: ByteSource, raw_infos, data_offset: int, alignment: int) -> dict[str, TensorInfo]:
+def _place_tensors(src: BufferSource, raw_infos, data_offset: int, alignment: int) -> dict[str, TensorInfo]:
     """Turn relative offsets into absolute ones, refusing misaligned, overlapping or truncated tensors."""
     tensors: dict[str, TensorInfo] = {}
     for name, t, shape, rel, nbytes, entry in raw_infos:
