@@ -91,7 +91,7 @@ def test_models_sentencepiece_loads_are_read(tmp_path, case, data, n):
 _PIECE_TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"), min_size=1, max_size=200)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.tuples(_PIECE_TEXT, st.floats(width=32, allow_nan=False), st.sampled_from([1, 3, 4, 5])),
                 max_size=40, unique_by=lambda p: p[0]))  # fmt: skip
 def test_pieces_round_trip(tmp_path, pieces):
@@ -106,7 +106,7 @@ def test_pieces_round_trip(tmp_path, pieces):
     assert model.types.tolist() == [p[2] for p in pieces]
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.data())
 def test_damaged_model_is_read_or_a_format_error(tmp_path, data):
     """Truncations and byte changes anywhere: a model, or a FormatError with an offset inside the file."""

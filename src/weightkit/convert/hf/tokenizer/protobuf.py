@@ -7,14 +7,12 @@ byte where it goes wrong, never an exception from deep inside or a huge allocati
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterator
 from pathlib import Path
 
 from ....errors import FormatError
 
 VARINT, FIXED64, LENGTH, FIXED32 = 0, 1, 2, 5
-_FLOAT = struct.Struct("<f")
 
 
 class Message:
@@ -81,15 +79,3 @@ class Message:
     def sub(self, start: int) -> Message:
         """The embedded message of the length-delimited field yielded last, which starts at `start`."""
         return Message(self.data, start, self._pos, self.path)
-
-    def text(self, start: int, what: str) -> str:
-        """The UTF-8 string of the length-delimited field yielded last."""
-        try:
-            return self.data[start : self._pos].decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise self.error(start + e.start, f"{what} is not UTF-8") from None
-
-
-def float32(bits: int) -> float:
-    """A fixed32 field's value as the float32 it holds."""
-    return _FLOAT.unpack(bits.to_bytes(4, "little"))[0]
