@@ -119,7 +119,7 @@ _DECODER_REQUIRED: dict[str, tuple[str | None, ...]] = {
 }
 _GEMMA_REQUIRED: dict[str, tuple[str | None, ...]] = {
     **{k: v for k, v in _DECODER_REQUIRED.items() if k != "token_embd.weight"},
-    "token_embd.weight": ("vocab_size", _H),  # the converter keeps vocab_size rows of a longer embedding
+    "token_embd.weight": ("vocab_size", _H),  # Gemma 3's converter cuts a longer one to the vocabulary: refused here
     "blk.{bid}.post_attention_norm.weight": (_H,),
     "blk.{bid}.post_ffw_norm.weight": (_H,),
 }
