@@ -88,8 +88,20 @@ CASES = [
     ("unknown tokenizer class", "tiny-qwen2", lambda d: _change_json(d / "tokenizer_config.json",
                                                                       tokenizer_class="T5Tokenizer"),
      UnsupportedError, ["'T5Tokenizer' is not supported"]),
-    ("SentencePiece tokenizer", "tiny-mistral-v0.1", lambda d: (d / "tokenizer.model").write_bytes(b"\n\x00"),
-     UnsupportedError, ["tokenizer.model", "SentencePiece"]),
+    ("malformed tokenizer.model", "tiny-mistral-v0.1", lambda d: (d / "tokenizer.model").write_bytes(b"\n\x00"),
+     FormatError, ["tokenizer.model", "at byte 0", "piece 0 is empty"]),
+    ("negative id in added_tokens.json", "tiny-llama-2-chat",
+     lambda d: (d / "added_tokens.json").write_text('{"<x>": -1}'), FormatError, ["added_tokens.json", "-1"]),
+    ("Phi-3 tokenizer_config.json without tokenizer_class", "tiny-phi-3-mini",
+     lambda d: _change_json(d / "tokenizer_config.json", tokenizer_class=...), FormatError,
+     ["tokenizer_config.json", "tokenizer_class"]),
+    ("Phi-3 added token past vocab_size", "tiny-phi-3-mini", lambda d: _set_config(d, vocab_size=32005), FormatError,
+     ["token id 32005", "vocab_size 32005"]),
+    ("Phi-3 rope scaling that is not longrope", "tiny-phi-3-long",
+     lambda d: _set_config(d, rope_scaling={"type": "dynamic", "factor": 2.0, "x": 1}), FormatError,
+     ["config.json", "longrope"]),
+    ("Gemma 3 with attention soft-capping", "tiny-gemma-3", lambda d: _set_config(d, attn_logit_softcapping=50.0),
+     UnsupportedError, ["attn_logit_softcapping"]),
     ("model card YAML", "Tiny-Llama-3-8B-Instruct", lambda d: (d / "README.md").write_text("---\nlicense: [a\n---\n"),
      FormatError, ["README.md", "YAML"]),
     ("vocabulary larger than vocab_size", "tiny-qwen2", lambda d: _set_config(d, vocab_size=1000), FormatError,
@@ -98,7 +110,9 @@ CASES = [
 
 
 def _change_json(path: Path, **changes) -> None:
-    path.write_text(json.dumps(json.loads(path.read_text()) | changes))
+    """Set keys of a JSON file (`...` removes one)."""
+    data = json.loads(path.read_text()) | changes
+    path.write_text(json.dumps({k: v for k, v in data.items() if v is not ...}))
 
 
 def _change_pre_tokenizer(folder: Path) -> None:

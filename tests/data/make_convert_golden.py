@@ -6,6 +6,8 @@ SHA-256, size, and its key and tensor counts. The reference needs its own Python
 docs/contributing.md):
 
     python tests/data/make_convert_golden.py --python /tmp/convenv/bin/python --llama-cpp path/to/vendor/llama.cpp
+
+`--only NAME ...` records those checkpoints again and keeps the others' records.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import weightkit
 
 OUT = Path(__file__).parent / "convert_golden.json"
 OUTTYPES = ("f32", "f16", "bf16", "q8_0", "auto")
+MINILM = "all-MiniLM-L6-v2"
 
 
 def run_reference(python: str, converter: Path, folder: Path, outtype: str, out: Path) -> dict:
@@ -44,15 +47,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--python", required=True, help="a Python with transformers==4.57.6 (the reference's pins)")
     parser.add_argument("--llama-cpp", required=True, type=Path, help="llama-cpp-python 0.3.36's vendor/llama.cpp")
+    parser.add_argument("--only", nargs="+", metavar="NAME", help="record these checkpoints, keep the other records")
     args = parser.parse_args()
     converter = args.llama_cpp / "convert_hf_to_gguf.py"
     probe = "import transformers, tokenizers; print(transformers.__version__, tokenizers.__version__)"
     version = subprocess.run([args.python, "-c", probe], check=True, capture_output=True, text=True).stdout.split()
     golden: dict = {"reference": "llama-cpp-python 0.3.36 convert_hf_to_gguf.py", "transformers": version[0],
                     "tokenizers": version[1], "checkpoints": {}}  # fmt: skip
+    if args.only:
+        golden["checkpoints"] = json.loads(OUT.read_text())["checkpoints"]
     with tempfile.TemporaryDirectory() as tmp:
-        folders = make_hf_checkpoints.build_all(Path(tmp) / "models")
-        folders["all-MiniLM-L6-v2"] = make_hf_checkpoints.minilm_folder()
+        names = args.only or list(make_hf_checkpoints.CHECKPOINTS)
+        vocabs = make_hf_checkpoints.vocab_files()
+        folders = {n: make_hf_checkpoints.build(n, Path(tmp) / "models", vocabs) for n in names if n != MINILM}
+        if MINILM in names or not args.only:
+            folders[MINILM] = make_hf_checkpoints.minilm_folder()
         for name, folder in folders.items():
             golden["checkpoints"][name] = {}
             for outtype in OUTTYPES:

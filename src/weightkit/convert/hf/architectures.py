@@ -21,10 +21,12 @@ import numpy as np
 from ...errors import FormatError, UnsupportedError
 from .config import CONFIG_NAME, Hparams, read_json_object
 from .kv import KV
-from .tokenizer import write_bpe_vocab, write_wordpiece_vocab
+from .parameters import LAYERS, rope_parameters, write_text_parameters
+from .tokenizer import SPM_MODEL, write_bpe_vocab, write_phi3_vocab, write_sentencepiece_vocab, write_wordpiece_vocab
 from .tokenizer.fast import TOKENIZER_CONFIG, TOKENIZER_JSON
 
 TensorFilter = Callable[[str], "str | None"]
+TextParameters = Callable[[KV, str, Hparams, dict[str, Any], int], None]
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,8 @@ class Architecture:
     extra_tensors: tuple[Callable[[Hparams, dict[str, Any]], list[tuple[str, np.ndarray]]], ...] = ()
     parameters: tuple[Callable[[KV, str, Path, Hparams], None], ...] = ()
     checks: tuple[Callable[[Path, Hparams], None], ...] = field(default=())
+    text_parameters: TextParameters = write_text_parameters  # the keys up to general.file_type
+    leading_parameters: tuple[Callable[[KV, str, Hparams, dict[str, Any]], None], ...] = ()  # before general.*
 
 
 # --- tensor names -------------------------------------------------------------------------------------------
@@ -71,6 +75,18 @@ _DECODER_NAMES = {
 _QK_NORM_NAMES = {
     "model.layers.{bid}.self_attn.q_norm": "blk.{bid}.attn_q_norm",
     "model.layers.{bid}.self_attn.k_norm": "blk.{bid}.attn_k_norm",
+}
+_GEMMA_NAMES = _DECODER_NAMES | {
+    "model.layers.{bid}.post_attention_layernorm": "blk.{bid}.post_attention_norm",
+    "model.layers.{bid}.pre_feedforward_layernorm": "blk.{bid}.ffn_norm",
+    "model.layers.{bid}.post_feedforward_layernorm": "blk.{bid}.post_ffw_norm",
+}
+_PHI3_NAMES = {
+    **{k: v for k, v in _DECODER_NAMES.items() if ".self_attn." not in k and ".mlp." not in k},
+    "model.layers.{bid}.self_attn.qkv_proj": "blk.{bid}.attn_qkv",
+    "model.layers.{bid}.self_attn.o_proj": "blk.{bid}.attn_output",
+    "model.layers.{bid}.mlp.gate_up_proj": "blk.{bid}.ffn_up",
+    "model.layers.{bid}.mlp.down_proj": "blk.{bid}.ffn_down",
 }
 _BERT_NAMES = {
     "embeddings.word_embeddings": "token_embd",
@@ -99,6 +115,22 @@ _DECODER_REQUIRED: dict[str, tuple[str | None, ...]] = {
     "blk.{bid}.ffn_norm.weight": (_H,),
     "blk.{bid}.ffn_gate.weight": (_FF, _H),
     "blk.{bid}.ffn_up.weight": (_FF, _H),
+    "blk.{bid}.ffn_down.weight": (_H, _FF),
+}
+_GEMMA_REQUIRED: dict[str, tuple[str | None, ...]] = {
+    **{k: v for k, v in _DECODER_REQUIRED.items() if k != "token_embd.weight"},
+    "token_embd.weight": ("vocab_size", _H),  # Gemma 3's converter cuts a longer one to the vocabulary: refused here
+    "blk.{bid}.post_attention_norm.weight": (_H,),
+    "blk.{bid}.post_ffw_norm.weight": (_H,),
+}
+_PHI3_REQUIRED: dict[str, tuple[str | None, ...]] = {
+    "token_embd.weight": (None, _H),
+    "output_norm.weight": (_H,),
+    "blk.{bid}.attn_norm.weight": (_H,),
+    "blk.{bid}.attn_qkv.weight": (None, _H),
+    "blk.{bid}.attn_output.weight": (_H, None),
+    "blk.{bid}.ffn_norm.weight": (_H,),
+    "blk.{bid}.ffn_up.weight": (None, _H),  # gate and up, one above the other
     "blk.{bid}.ffn_down.weight": (_H, _FF),
 }
 _BERT_REQUIRED: dict[str, tuple[str | None, ...]] = {
@@ -140,6 +172,11 @@ def _drop_text_model_prefix(name: str) -> str:
     return name.replace("text_model.", "")
 
 
+def _drop_lm_head(name: str) -> str | None:
+    """`Gemma2Model.filter_tensors`: llama.cpp ties Gemma 2's output to the embedding, whatever the file has."""
+    return None if name == "lm_head.weight" else name
+
+
 _BERT_DROPPED = ("embeddings.position_ids", "pooler.dense.weight", "pooler.dense.bias")
 
 
@@ -179,6 +216,13 @@ def _unpermute(suffixes: tuple[str, ...], heads_of: Callable[[Hparams], int]) ->
 
     return Transform(suffixes, apply, check)
 
+
+def _plus_one(w: np.ndarray, h: Hparams) -> np.ndarray:
+    return w + 1  # in the tensor's own float16 or float32, as torch does it
+
+
+# Gemma's RMS norms scale by (1 + weight); GGUF stores the factor itself
+_GEMMA_NORMS = Transform(("norm.weight",), _plus_one, lambda shape, h: None)
 
 _LLAMA_TRANSFORMS = (
     _unpermute(("q_proj.weight", "q_proj.bias"), lambda h: _rope_heads(h, kv=False)),
@@ -237,6 +281,109 @@ def _llama_parameters(kv: KV, arch: str, folder: Path, h: Hparams) -> None:
     )
 
 
+def _number(h: Hparams, key: str, default: Any = None) -> Any:
+    """A config value the converter writes as a number: present (or defaulted) and numeric."""
+    value = h.get(key, default)
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise FormatError(CONFIG_NAME, None, f"{key} is {value!r}, not a number")
+    return value
+
+
+def _gemma2_text_parameters(kv: KV, arch: str, h: Hparams, rope: dict[str, Any], file_type: int) -> None:
+    """`Gemma2Model.set_gguf_parameters` (none of the common keys; no rope base)."""
+    kv.u32(f"{arch}.context_length", _number(h, "max_position_embeddings"))
+    kv.u32(f"{arch}.embedding_length", _number(h, "hidden_size"))
+    kv.u32(f"{arch}.block_count", h.find(LAYERS))
+    kv.u32(f"{arch}.feed_forward_length", _number(h, "intermediate_size"))
+    kv.u32(f"{arch}.attention.head_count", _number(h, "num_attention_heads"))
+    kv_heads = "num_key_value_heads" if "num_key_value_heads" in h else "num_attention_heads"
+    kv.u32(f"{arch}.attention.head_count_kv", _number(h, kv_heads))
+    kv.f32(f"{arch}.attention.layer_norm_rms_epsilon", _number(h, "rms_norm_eps"))
+    kv.u32(f"{arch}.attention.key_length", _number(h, "head_dim"))
+    kv.u32(f"{arch}.attention.value_length", _number(h, "head_dim"))
+    kv.u32("general.file_type", file_type)
+
+
+def _gemma2_parameters(kv: KV, arch: str, folder: Path, h: Hparams) -> None:
+    kv.f32(f"{arch}.attn_logit_softcapping", _number(h, "attn_logit_softcapping"))
+    kv.f32(f"{arch}.final_logit_softcapping", _number(h, "final_logit_softcapping"))
+    kv.u32(f"{arch}.attention.sliding_window", _number(h, "sliding_window"))
+
+
+def _gemma3_parameters(kv: KV, arch: str, folder: Path, h: Hparams) -> None:
+    """`Gemma3Model.set_gguf_parameters` after the common keys: some set again (they keep their places) with
+    Gemma 3's defaults, the final soft-capping and the sliding window."""
+    rope = rope_parameters(h)
+    kv.u32(f"{arch}.context_length", _number(h, "max_position_embeddings", 131072))
+    kv.u32(f"{arch}.attention.head_count", _number(h, "num_attention_heads", 8))
+    kv.f32(f"{arch}.attention.layer_norm_rms_epsilon", _number(h, "rms_norm_eps", 1e-6))
+    kv.u32(f"{arch}.attention.key_length", _number(h, "head_dim", 256))
+    kv.u32(f"{arch}.attention.value_length", _number(h, "head_dim", 256))
+    kv.f32(f"{arch}.rope.freq_base", _number(rope.get("full_attention", rope), "rope_theta", 1_000_000.0))
+    if h.get("attn_logit_softcapping") is not None:
+        raise UnsupportedError(f"{folder / CONFIG_NAME}: Gemma 3 has no attention soft-capping "
+                               "(attn_logit_softcapping is set)")  # fmt: skip
+    if h.get("final_logit_softcapping"):
+        kv.f32(f"{arch}.final_logit_softcapping", _number(h, "final_logit_softcapping"))
+    if h.get("sliding_window_pattern") != 1:
+        kv.u32(f"{arch}.attention.sliding_window", _number(h, "sliding_window"))
+    kv.u32(f"{arch}.attention.head_count_kv", _number(h, "num_key_value_heads", 4))
+
+
+def _phi3_rope_dims(h: Hparams, rope: dict[str, Any]) -> int:
+    heads = h.find(("num_attention_heads", "n_head"))
+    return int(rope.get("partial_rotary_factor", 1.0) * h.find(("hidden_size", "n_embd"))) // heads
+
+
+def _phi3_text_parameters(kv: KV, arch: str, h: Hparams, rope: dict[str, Any], file_type: int) -> None:
+    """`Phi3MiniModel.set_gguf_parameters` (none of the common keys)."""
+    kv.u32(f"{arch}.context_length", h.find(("n_positions", "max_position_embeddings")))
+    kv.u32(f"{arch}.rope.scaling.original_context_length", _number(rope, "original_max_position_embeddings"))
+    kv.u32(f"{arch}.embedding_length", h.find(("hidden_size", "n_embd")))
+    kv.u32(f"{arch}.feed_forward_length", _number(h, "intermediate_size"))
+    kv.u32(f"{arch}.block_count", h.find(LAYERS))
+    kv.u32(f"{arch}.attention.head_count", h.find(("num_attention_heads", "n_head")))
+    kv.u32(f"{arch}.attention.head_count_kv", h.find(("num_key_value_heads", "n_head_kv")))
+    kv.f32(f"{arch}.attention.layer_norm_rms_epsilon", _number(h, "rms_norm_eps"))
+    kv.u32(f"{arch}.rope.dimension_count", _phi3_rope_dims(h, rope))
+    kv.f32(f"{arch}.rope.freq_base", _number(rope.get("full_attention", rope), "rope_theta"))
+    kv.u32("general.file_type", file_type)
+    kv.u32(f"{arch}.attention.sliding_window", h.get("sliding_window") or 0)
+
+
+def _phi3_long_rope(h: Hparams, rope: dict[str, Any]) -> tuple[float, list[float], list[float]] | None:
+    """Phi-3's long-context rope (`generate_extra_tensors`): the attention factor and the two factor lists."""
+    long, short = rope.get("long_factor"), rope.get("short_factor")
+    if not long:
+        return None
+    original = _number(rope, "original_max_position_embeddings")
+    scale = h.find(("n_positions", "max_position_embeddings")) / original
+    kind = str(rope.get("rope_type", "")).lower()
+    if kind in ("su", "longrope"):
+        factor = math.sqrt(1 + math.log(scale) / math.log(original)) if scale > 1.0 else 1.0
+    elif kind == "yarn":
+        factor = 0.1 * math.log(scale) + 1.0 if scale > 1.0 else 1.0
+    else:
+        raise UnsupportedError(f"{CONFIG_NAME}: Phi-3 rope scaling {kind or '(no type)'!r} is not supported")
+    half = _phi3_rope_dims(h, rope) / 2
+    if not isinstance(short, list) or not isinstance(long, list) or len(long) != len(short) or len(long) != half:
+        raise FormatError(CONFIG_NAME, None, f"rope_scaling's long_factor and short_factor must have {half:g} "
+                                             "numbers each")  # fmt: skip
+    return factor, long, short
+
+
+def _phi3_attn_factor(kv: KV, arch: str, h: Hparams, rope: dict[str, Any]) -> None:
+    if (long_rope := _phi3_long_rope(h, rope)) is not None:
+        kv.f32(f"{arch}.rope.scaling.attn_factor", long_rope[0])
+
+
+def _phi3_rope_factors(h: Hparams, rope: dict[str, Any]) -> list[tuple[str, np.ndarray]]:
+    if (long_rope := _phi3_long_rope(h, rope)) is None:
+        return []
+    return [("rope_factors_long.weight", np.array(long_rope[1], dtype=_F32)),
+            ("rope_factors_short.weight", np.array(long_rope[2], dtype=_F32))]  # fmt: skip
+
+
 _POOLING = {"mean": 1, "cls": 2, "lasttoken": 3}
 
 
@@ -279,15 +426,40 @@ def _bert_parameters(kv: KV, arch: str, folder: Path, h: Hparams) -> None:
 # --- vocabularies -------------------------------------------------------------------------------------------
 
 
-def _refuse_sentencepiece(folder: Path) -> None:
-    if (folder / "tokenizer.model").is_file():
-        raise UnsupportedError(f"{folder / 'tokenizer.model'}: SentencePiece tokenizers are not supported yet")
-
-
 def _qwen_vocab(kv: KV, folder: Path, h: Hparams) -> None:
     """`Qwen2Model.set_vocab`: SentencePiece if there is a tokenizer.model, else GPT-2 BPE."""
-    _refuse_sentencepiece(folder)
-    write_bpe_vocab(kv, folder, h)
+    if (folder / SPM_MODEL).is_file():
+        write_sentencepiece_vocab(kv, folder, h)
+    else:
+        write_bpe_vocab(kv, folder, h)
+
+
+def _gemma2_vocab(kv: KV, folder: Path, h: Hparams) -> None:
+    """`Gemma2Model.set_vocab`: SentencePiece, and no space prefix."""
+    write_sentencepiece_vocab(kv, folder, h)
+    kv.bool("tokenizer.ggml.add_space_prefix", False)
+
+
+def _gemma3_vocab(kv: KV, folder: Path, h: Hparams) -> None:
+    """`Gemma3Model.set_vocab`: SentencePiece without space prefix if there is a tokenizer.model, else BPE."""
+    if (folder / SPM_MODEL).is_file():
+        _gemma2_vocab(kv, folder, h)
+    else:
+        write_bpe_vocab(kv, folder, h)
+
+
+def _phi3_vocab(kv: KV, folder: Path, h: Hparams) -> None:
+    """`Phi3MiniModel.set_vocab`: GPT-2 BPE when tokenizer_config.json says GPT2Tokenizer (Phi-4), else its
+    own SentencePiece variant."""
+    config_path = folder / TOKENIZER_CONFIG
+    if config_path.is_file():
+        config = read_json_object(config_path, "tokenizer_config.json")
+        if "tokenizer_class" not in config:
+            raise FormatError(config_path, None, "no tokenizer_class (Phi-3's converter needs it)")
+        if config["tokenizer_class"] == "GPT2Tokenizer":
+            write_bpe_vocab(kv, folder, h)
+            return
+    write_phi3_vocab(kv, folder, h)
 
 
 def _llama_vocab(kv: KV, folder: Path, h: Hparams) -> None:
@@ -302,15 +474,17 @@ def _llama_vocab(kv: KV, folder: Path, h: Hparams) -> None:
             kv.bool("tokenizer.ggml.add_space_prefix", prefix)
         if config.get("tokenizer_class") == "HybridDNATokenizer":
             raise UnsupportedError(f"{config_path}: HybridDNATokenizer is not supported")
-    _refuse_sentencepiece(folder)
-    if _is_llama_hf_bpe(folder):
-        raise UnsupportedError(
-            f"{folder / TOKENIZER_JSON}: Llama-style byte-fallback BPE tokenizers (converted from SentencePiece) "
-            "are not supported yet"
-        )
     if h.get("vocab_size", 32000) == 32016:
         raise UnsupportedError(f"{folder / CONFIG_NAME}: CodeLlama's infill vocabulary is not supported yet")
-    write_bpe_vocab(kv, folder, h)
+    if (folder / SPM_MODEL).is_file():
+        write_sentencepiece_vocab(kv, folder, h)
+    elif _is_llama_hf_bpe(folder):
+        raise UnsupportedError(
+            f"{folder / TOKENIZER_JSON}: Llama-style byte-fallback BPE tokenizers (converted from SentencePiece) "
+            "are not supported yet; a tokenizer.model beside it is read instead"
+        )
+    else:
+        write_bpe_vocab(kv, folder, h)
     if h.get("vocab_size", 32000) == 49152:
         kv.bool("tokenizer.ggml.add_bos_token", False)
 
@@ -366,6 +540,15 @@ _LLAMA = Architecture(
     parameters=(_llama_parameters,),
 )
 
+_GEMMA3 = Architecture(
+    gguf="gemma3",
+    tensor_names=_GEMMA_NAMES | _QK_NORM_NAMES,
+    required=_GEMMA_REQUIRED,
+    vocab=_gemma3_vocab,
+    transforms=(_GEMMA_NORMS,),
+    parameters=(_gemma3_parameters,),
+)
+
 ARCHITECTURES: dict[str, Architecture] = {
     "LlamaForCausalLM": _LLAMA,
     "MistralForCausalLM": _LLAMA,
@@ -383,6 +566,27 @@ ARCHITECTURES: dict[str, Architecture] = {
         vocab=_qwen_vocab,
         parameters=(_pooling_type,),
         checks=(_refuse_qwen3_reranker,),
+    ),
+    "Gemma2ForCausalLM": Architecture(
+        gguf="gemma2",
+        tensor_names=_GEMMA_NAMES,
+        required=_GEMMA_REQUIRED,
+        vocab=_gemma2_vocab,
+        filters=(_drop_lm_head,),
+        transforms=(_GEMMA_NORMS,),
+        text_parameters=_gemma2_text_parameters,
+        parameters=(_gemma2_parameters,),
+    ),
+    "Gemma3ForCausalLM": _GEMMA3,
+    "Gemma3ForConditionalGeneration": _GEMMA3,  # its text model; the vision tower is dropped (mmproj is apart)
+    "Phi3ForCausalLM": Architecture(
+        gguf="phi3",
+        tensor_names=_PHI3_NAMES,
+        required=_PHI3_REQUIRED,
+        vocab=_phi3_vocab,
+        extra_tensors=(_phi3_rope_factors,),
+        text_parameters=_phi3_text_parameters,
+        leading_parameters=(_phi3_attn_factor,),
     ),
     "BertModel": Architecture(
         gguf="bert",

@@ -55,17 +55,43 @@ def _sliding_window_only_if_used(h: dict[str, Any]) -> None:
         h["sliding_window"] = None
 
 
+def _phi3_rope_scaling(h: dict[str, Any]) -> None:
+    """`Phi3Config`: "su" and "yarn" are old names of "longrope"; then its validation, which AutoConfig raises."""
+    rope = h.get("rope_scaling")
+    if rope is None:
+        return
+    if isinstance(rope, dict) and rope.get("type") in ("su", "yarn"):
+        rope["type"] = "longrope"
+    if not isinstance(rope, dict) or len(rope) != 3 or rope.get("type") != "longrope":
+        raise FormatError(CONFIG_NAME, None, f"rope_scaling {rope!r}: Phi-3 takes exactly type 'longrope', "
+                                             "short_factor and long_factor")  # fmt: skip
+    dims = int(h["hidden_size"] // h["num_attention_heads"] * h["partial_rotary_factor"])
+    for key in ("short_factor", "long_factor"):
+        factors = rope.get(key)
+        if not isinstance(factors, list) or not all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) for x in factors
+        ):
+            raise FormatError(CONFIG_NAME, None, f"rope_scaling.{key} is not a list of numbers")
+        if len(factors) != dims // 2:
+            raise FormatError(CONFIG_NAME, None, f"rope_scaling.{key} has {len(factors)} numbers, not {dims // 2}")
+
+
 @dataclass(frozen=True)
 class ConfigClass:
     """One transformers config class: its constructor's defaults (those the converter can read) and the
-    values it derives, applied in order after the file's values."""
+    values it derives, applied in order after the file's values; a composite config names the `model_type`
+    whose class makes its `text_config`."""
 
     name: str
     defaults: Mapping[str, Any]
     derive: tuple[Callable[[dict[str, Any]], None], ...] = field(default=())
+    text_config: str | None = None
 
 
 _DECODER = {"hidden_act": "silu", "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "tie_word_embeddings": False}
+_GEMMA = {"rms_norm_eps": 1e-6, "tie_word_embeddings": True, "bos_token_id": 2, "eos_token_id": 1, "pad_token_id": 0,
+          "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26, "num_attention_heads": 8,
+          "head_dim": 256, "num_key_value_heads": 4, "sliding_window": 4096}  # fmt: skip
 
 #: transformers 4.57.6's config classes by `model_type`.
 CONFIG_CLASSES: dict[str, ConfigClass] = {
@@ -100,6 +126,33 @@ CONFIG_CLASSES: dict[str, ConfigClass] = {
                     "max_position_embeddings": 32768, "rope_scaling": None, "use_sliding_window": False,
                     "sliding_window": 4096, "max_window_layers": 28},
         (_sliding_window_only_if_used, _kv_heads_default_to_heads, _rope_type_from_type),
+    ),
+    "gemma2": ConfigClass(
+        "Gemma2Config",
+        _GEMMA | {"vocab_size": 256000, "max_position_embeddings": 8192, "rope_theta": 10000.0,
+                  "final_logit_softcapping": 30.0, "attn_logit_softcapping": 50.0},
+    ),
+    "gemma3_text": ConfigClass(
+        "Gemma3TextConfig",
+        _GEMMA | {"vocab_size": 262208, "max_position_embeddings": 131072, "rope_theta": 1_000_000.0,
+                  "rope_local_base_freq": 10000.0, "rope_scaling": None, "final_logit_softcapping": None,
+                  "attn_logit_softcapping": None},
+        (_rope_type_from_type,),
+    ),
+    "gemma3": ConfigClass(
+        "Gemma3Config",
+        {"mm_tokens_per_image": 256, "boi_token_index": 255999, "eoi_token_index": 256000,
+         "image_token_index": 262144, "tie_word_embeddings": True},
+        text_config="gemma3_text",
+    ),
+    "phi3": ConfigClass(
+        "Phi3Config",
+        {"vocab_size": 32064, "hidden_size": 3072, "intermediate_size": 8192, "num_hidden_layers": 32,
+         "num_attention_heads": 32, "num_key_value_heads": None, "hidden_act": "silu",
+         "max_position_embeddings": 4096, "original_max_position_embeddings": 4096, "rms_norm_eps": 1e-5,
+         "rope_theta": 10000.0, "rope_scaling": None, "partial_rotary_factor": 1.0, "sliding_window": None,
+         "bos_token_id": 1, "eos_token_id": 32000, "pad_token_id": 32000, "tie_word_embeddings": False},
+        (_kv_heads_default_to_heads, _phi3_rope_scaling),
     ),
     "bert": ConfigClass(
         "BertConfig",
@@ -152,7 +205,7 @@ def load_hparams(folder: Path) -> Hparams:
     raw = read_raw_config(folder)
     hparams = _with_class_defaults(raw, folder)
     text = hparams.get("text_config")
-    if isinstance(text, dict):  # as given: the composite models that need their sub-config's defaults come later
+    if isinstance(text, dict):
         hparams = {**hparams, **text}
     return Hparams(hparams)
 
@@ -164,21 +217,39 @@ def _with_class_defaults(raw: dict[str, Any], folder: Path) -> dict[str, Any]:
             f"{folder / CONFIG_NAME}: no 'model_type'; transformers would guess the config class from the folder's "
             "path, which weightkit does not"
         )
+    cls = _config_class(model_type, folder)
+    h = _apply_class(cls, json.loads(json.dumps(raw)), folder)  # a deep copy: derivations must not touch raw
+    if cls.text_config is not None:  # the sub-config is made by its own class (and saved with its defaults)
+        text = h.get("text_config") or {}
+        if not isinstance(text, dict):
+            raise FormatError(folder / CONFIG_NAME, None, "text_config is not an object")
+        h["text_config"] = _apply_class(_config_class(cls.text_config, folder), text, folder)
+    h["id2label"] = _labels(raw, folder)
+    h["_name_or_path"] = str(folder)
+    return h
+
+
+def _config_class(model_type: Any, folder: Path) -> ConfigClass:
     cls = CONFIG_CLASSES.get(model_type)
     if cls is None:
         known = ", ".join(sorted(CONFIG_CLASSES))
         raise UnsupportedError(f"{folder / CONFIG_NAME}: model_type {model_type!r} is not supported (known: {known})")
-    h = json.loads(json.dumps(raw))  # a deep copy: derivations must not touch the caller's dicts
+    return cls
+
+
+def _apply_class(cls: ConfigClass, h: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """The class's defaults under the given values, the sizes checked, then its derivations."""
     for key, value in (_BASE_DEFAULTS | dict(cls.defaults)).items():
         h.setdefault(key, value)
     for key in _SIZES:
         value = h.get(key)
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
             raise FormatError(folder / CONFIG_NAME, None, f"{key} is {value!r}, not a positive integer")
-    for step in cls.derive:
-        step(h)
-    h["id2label"] = _labels(raw, folder)
-    h["_name_or_path"] = str(folder)
+    try:
+        for step in cls.derive:
+            step(h)
+    except FormatError as e:
+        raise FormatError(folder / CONFIG_NAME, None, e.reason) from None
     return h
 
 

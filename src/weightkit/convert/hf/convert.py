@@ -26,7 +26,7 @@ from .architectures import ARCHITECTURES, Architecture, Transform, common_filter
 from .config import CONFIG_NAME, Hparams, load_hparams, read_raw_config
 from .kv import KV
 from .metadata import derive_metadata, size_label, write_metadata
-from .parameters import LAYERS, rope_parameters, write_text_parameters
+from .parameters import LAYERS, rope_parameters
 from .tensors import SourceTensor, close_all, is_16bit, read_checkpoint
 
 #: --outtype -> (llama.cpp file type, GGML type of the matrices)
@@ -112,12 +112,14 @@ def convert_hf(
         plan = _plan(arch, hparams, rope, tensors, matrix_type, folder)
         counts = _parameter_counts(plan)
         kv = KV(arch.gguf)
+        for lead in arch.leading_parameters:  # set while the converter generates its extra tensors
+            lead(kv, arch.gguf, hparams, rope)
         kv.string("general.type", "model")
         meta = derive_metadata(folder, raw, counts[0])
         if meta.size_label is None and counts[0] > 0:
             meta.size_label = size_label(*counts)
         write_metadata(kv, meta, (folder / "README.md", folder / "generation_config.json"))
-        write_text_parameters(kv, arch.gguf, hparams, rope, file_type)
+        arch.text_parameters(kv, arch.gguf, hparams, rope, file_type)
         for write in arch.parameters:
             write(kv, arch.gguf, folder, hparams)
         kv.u32("general.quantization_version", 2)

@@ -70,6 +70,11 @@ class KV:
         if len(values):
             self._set(key, Value(np.asarray(values, dtype=np.int32), _T.ARRAY, _T.INT32))
 
+    def float32s(self, key: str, values: np.ndarray | Sequence[float]) -> None:
+        """A FLOAT32 array (token scores), already known to hold only numbers."""
+        if len(values):
+            self._set(key, Value(np.asarray(values, dtype=np.float32), _T.ARRAY, _T.FLOAT32))
+
     def array(self, key: str, values: Sequence[Any], source: str) -> None:
         """`add_array` of values read from a file (`source`, for the error): typed by the first element, all
         elements of that type, or a FormatError."""

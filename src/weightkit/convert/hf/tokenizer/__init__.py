@@ -1,8 +1,16 @@
-"""Tokenizer vocabularies for GGUF: BPE and WordPiece from tokenizer.json (SentencePiece comes later), the
-pre-tokenizer check hash, and the special tokens."""
+"""Tokenizer vocabularies for GGUF: BPE and WordPiece from tokenizer.json, SentencePiece from tokenizer.model,
+the pre-tokenizer check hash, and the special tokens."""
 
 from .bpe import write_bpe_vocab
+from .sentencepiece import SPM_MODEL, write_phi3_vocab, write_sentencepiece_vocab
 from .vocab import TokenType
 from .wordpiece import write_wordpiece_vocab
 
-__all__ = ["TokenType", "write_bpe_vocab", "write_wordpiece_vocab"]
+__all__ = [
+    "SPM_MODEL",
+    "TokenType",
+    "write_bpe_vocab",
+    "write_phi3_vocab",
+    "write_sentencepiece_vocab",
+    "write_wordpiece_vocab",
+]
