@@ -120,3 +120,62 @@ def test_command_line_quantize_options_need_type(hf_checkpoints, tmp_path):
                         str(tmp_path / "out.gguf"), "--imatrix", "x.dat"], capture_output=True, text=True)  # fmt: skip
     assert r.returncode == 2 and "--imatrix" in r.stderr and "--type" in r.stderr and "Traceback" not in r.stderr
     assert not list(tmp_path.iterdir())
+
+
+def test_create_stores_the_quantized_gguf_as_a_model_layer(hf_checkpoints, tmp_path):
+    """`create --from HF_DIR --quantize Q4_K_M`: the one-pass GGUF (the golden's bytes) as the model layer, with
+    the config Ollama writes for a GGUF model; nothing but the model's blobs stays in the store."""
+    from weightkit.ollama import Store, create_from_hf_gguf, open_store_model
+
+    store = Store(tmp_path / "models")
+    folder = hf_checkpoints["tiny-llama-256"]
+    seen = []
+    manifest = create_from_hf_gguf(store, "tiny:q4", folder, "q4_k_m", progress=lambda done, total: seen.append(done))
+    expected = GOLDEN["checkpoints"]["tiny-llama-256"]["runs"]["Q4_K_M"]
+    [layer] = manifest.layers
+    assert layer.media_type == "application/vnd.ollama.image.model" and layer.digest == "sha256:" + expected["sha256"]
+    config = json.loads(store.blob_path(manifest.config.digest).read_bytes())
+    assert config == {
+        "model_format": "gguf", "model_family": "llama", "model_families": ["llama"], "model_type": "14.05M",
+        "file_type": "Q4_K_M", "architecture": "amd64", "os": "linux",
+    }  # fmt: skip
+    assert seen and seen == sorted(seen)
+    with open_store_model("tiny:q4", store=store) as m:
+        assert m.tensors["blk.0.attn_q.weight"].dtype.name == "Q4_K"
+    assert sorted(p.name for p in store.blobs.iterdir()) == sorted(
+        d.replace(":", "-") for d in (layer.digest, manifest.config.digest)
+    )
+
+
+def test_create_command_line(hf_checkpoints, tmp_path):
+    """The CLI: a llama.cpp type converts to a GGUF layer; an unknown one is an argument error, leaving nothing."""
+    run = [sys.executable, "-m", "weightkit", "create"]
+    store = ["--store", str(tmp_path / "models")]
+    folder = str(hf_checkpoints["tiny-mistral-v0.1"])
+    r = subprocess.run([*run, "m:q8", "--from", folder, "--quantize", "Q8_0", *store, "--json"],
+                       capture_output=True, text=True)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    [layer] = json.loads(r.stdout)["layers"]
+    assert layer["digest"] == "sha256:" + GOLDEN["checkpoints"]["tiny-mistral-v0.1"]["runs"]["Q8_0"]["sha256"]
+    bad = subprocess.run([*run, "m:bad", "--from", folder, "--quantize", "Q9_X", *store],
+                         capture_output=True, text=True)  # fmt: skip
+    assert bad.returncode == 2 and "--quantize 'Q9_X'" in bad.stderr and "Traceback" not in bad.stderr
+    assert len(list((tmp_path / "models" / "blobs").iterdir())) == 2
+
+
+def test_failed_create_leaves_nothing(hf_checkpoints, tmp_path, monkeypatch):
+    """A conversion that fails midway (here: a tensor that cannot be read) leaves no blob and no manifest."""
+    from weightkit.convert.hf import convert as module
+    from weightkit.ollama import Store, create_from_hf_gguf
+
+    def broken(*args):
+        def make():
+            raise OSError("disk gone")
+
+        return make
+
+    monkeypatch.setattr(module, "_maker", broken)
+    store = Store(tmp_path / "models")
+    with pytest.raises(OSError, match="disk gone"):
+        create_from_hf_gguf(store, "tiny", hf_checkpoints["tiny-bert"], "Q8_0")
+    assert list(store.blobs.iterdir()) == [] and list(store.models()) == []

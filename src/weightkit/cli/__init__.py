@@ -334,7 +334,13 @@ def create(
         Path, typer.Option("--from", help="A GGUF file, or a Hugging Face safetensors checkpoint folder.")
     ],
     quantize: Annotated[
-        str | None, typer.Option("--quantize", help="For checkpoints: int4, int8, nvfp4, mxfp4 or mxfp8 (MLX modes).")
+        str | None,
+        typer.Option(
+            "--quantize",
+            help="For checkpoints: int4, int8, nvfp4, mxfp4 or mxfp8 (MLX modes: tensor blobs, as Ollama's safetensors "
+            "models), or a llama.cpp type such as Q4_K_M, Q8_0 or F16 (converted to a GGUF model layer, as "
+            "llama.cpp's converter and llama-quantize would make it).",
+        ),
     ] = None,
     store: StoreOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the new manifest's layers as JSON.")] = False,
