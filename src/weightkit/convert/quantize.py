@@ -302,14 +302,12 @@ def _outputs(
 def _convert(model: ModelFile, name: str, new: GGMLType, weights: np.ndarray | None) -> np.ndarray:
     """The tensor's bytes as type `new`, decoding and encoding a bounded group of rows at a time."""
     info = model.tensors[name]
-    raw = model.raw(name)
     if new == info.dtype:
-        return raw
+        return model.raw(name)
     old_t, new_t = ggml_type(info.dtype), ggml_type(new)
     row = info.shape[-1]
     per_matrix = info.shape[-2]
     n_matrices = info.n_elements // (row * per_matrix)
-    src_rows = raw.reshape(n_matrices * per_matrix, -1)
     out = np.empty((n_matrices * per_matrix, new_t.nbytes(row)), dtype=np.uint8)
     if weights is not None:
         weights = np.asarray(weights, np.float32).reshape(-1, row)
@@ -322,7 +320,7 @@ def _convert(model: ModelFile, name: str, new: GGMLType, weights: np.ndarray | N
         w = None if weights is None else weights[m if weights.shape[0] > 1 else 0]  # experts: one row each
         for start in range(m * per_matrix, (m + 1) * per_matrix, step):
             stop = min(start + step, (m + 1) * per_matrix)
-            block = src_rows[start:stop]
+            block = model.raw_rows(name, start, stop)
             if old_t.numpy is None:
                 x = quant.dequantize(block, old_t.type, (stop - start, row))
             else:

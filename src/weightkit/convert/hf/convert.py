@@ -72,7 +72,8 @@ class _Planned:
     name: str
     type: str
     shape: tuple[int, ...]
-    make: Callable[[], np.ndarray]
+    make: Callable[[], np.ndarray]  # the tensor's bytes as `type`
+    rows: Callable[[int, int], np.ndarray] | None = None  # ... rows start:stop of them, when made by rows
 
 
 def hf_architecture(raw: dict, folder: Path) -> str:
@@ -248,7 +249,8 @@ def _plan(arch: Architecture, h: Hparams, rope: dict, tensors: list[tuple[str, S
             if (why := tr.check(t.shape, h)) is not None:
                 raise FormatError(t.file, None, f"tensor {hf_name!r} {list(t.shape)}: {why}")
         kind = tensor_type(gguf_name, len(t.shape), matrix_type, t.shape)
-        plan.append(_Planned(gguf_name, kind, t.shape, _maker(t, transforms, h, kind)))
+        rows = _row_maker(t, kind) if not transforms else None
+        plan.append(_Planned(gguf_name, kind, t.shape, _maker(t, transforms, h, kind), rows))
     _check_complete(arch, h, plan, n_blocks, folder)
     return plan
 
@@ -272,6 +274,20 @@ def _maker(t: SourceTensor, transforms: list[Transform], h: Hparams, kind: str) 
         return quant.quantize(values, kind)
 
     return make
+
+
+def _row_maker(t: SourceTensor, kind: str) -> Callable[[int, int], np.ndarray] | None:
+    """Rows start:stop (along the last axis) of an untransformed tensor's bytes as type `kind`, made from
+    its view of the mapped file: what quantizing reads, a group of rows at a time, so that no tensor is
+    held whole in the converter's type."""
+    if t.stored is None or len(t.shape) < 2:
+        return None
+
+    def rows(start: int, stop: int) -> np.ndarray:
+        values = t.stored().reshape(-1, t.shape[-1])[start:stop]
+        return quant.quantize(values, kind).reshape(stop - start, -1)
+
+    return rows
 
 
 def _check_complete(arch: Architecture, h: Hparams, plan: list[_Planned], n_blocks: int, folder: Path) -> None:
@@ -340,11 +356,16 @@ class ConvertedModel(ModelFile):
             planned = plan_tensor(p.name, p.shape, p.type)
             infos[p.name] = TensorInfo(p.name, planned.type, planned.shape, i, planned.nbytes)
         super().__init__(path, Metadata(metadata), infos)
-        self._make = {p.name: p.make for p in plan}
+        self._plan = {p.name: p for p in plan}
 
     def raw(self, name: str) -> np.ndarray:
         """The tensor's bytes as the converter writes them, made now."""
-        return self._make[name]()
+        return self._plan[name].make()
+
+    def raw_rows(self, name: str, start: int, stop: int) -> np.ndarray:
+        """Rows of the tensor's bytes, made now: only those rows when the tensor is made by rows."""
+        p = self._plan[name]
+        return p.rows(start, stop) if p.rows is not None else super().raw_rows(name, start, stop)
 
     def close(self) -> None:
         pass
