@@ -91,3 +91,14 @@ def test_as_float32_reads_float16_through_the_table():
         assert np.array_equal(got.view(np.uint32), x.astype(np.float32).view(np.uint32))
     x = np.ones((3, 4), np.float32)
     assert as_float32(x) is x
+
+
+def test_bf16_to_f16_is_the_cast_through_float32_for_every_bit_pattern():
+    """bfloat16 values quantize to F16 through a table (no float32): the bytes of numpy's two casts, NaNs and
+    overflow to inf included."""
+    import ml_dtypes
+
+    every = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(ml_dtypes.bfloat16).reshape(256, 256)
+    with np.errstate(over="ignore"):
+        expected = every.astype(np.float32).astype(np.float16)
+    assert np.array_equal(quant.quantize(every, "F16").view(np.uint16), expected.view(np.uint16).reshape(-1))
