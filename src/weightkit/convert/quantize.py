@@ -143,13 +143,16 @@ def _needs_imatrix(name: str, t: GGMLType, ftype: FileType | None) -> bool:
 @dataclass
 class QuantizeReport:
     """What a quantization did (or, dry, would do): the target's name, bytes before and after, each
-    tensor's type change, and the files written."""
+    tensor's type change, the files written, every output tensor's type and shape (in llama-quantize's
+    order), and the number of metadata keys written."""
 
     target: str = ""
     bytes_before: int = 0
     bytes_after: int = 0
     changes: dict[str, tuple[str, str]] = field(default_factory=dict)
     outputs: list[str] = field(default_factory=list)
+    tensors: dict[str, tuple[str, tuple[int, ...]]] = field(default_factory=dict)
+    metadata_keys: int = 0
 
 
 Progress = Callable[[str, int, int], None]  # (tensor name, bytes done, bytes in all)
@@ -229,12 +232,14 @@ def quantize_model(
             for new, old in source.items()
             if plan[new] != model.tensors[old].dtype
         },
+        tensors={p.name: (p.type.name, p.shape) for p in planned},
     )
     if dry_run:
         return report
     if dst is None:
         raise ArgumentError("quantize_gguf needs an output path unless dry_run")
     metadata = _output_metadata(model, target.file_type_id, overrides, n_layers if prune_layers else None)
+    report.metadata_keys = len(metadata)
     done = 0
     for path, shard_metadata, tensors in _outputs(model, source, dst, metadata, planned, options.keep_split):
         with GGUFWriter(path, shard_metadata, byte_order=model.byte_order) as w:

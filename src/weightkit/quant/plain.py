@@ -77,5 +77,15 @@ def _quantize_bf16(x: np.ndarray, imatrix: np.ndarray | None) -> np.ndarray:
 
 DEQUANTIZERS = {t: _dequantizer(t) for t in (GGMLType.F32, GGMLType.BF16)} | {GGMLType.F16: _dequantize_f16}
 QUANTIZERS = {t: _quantizer(t) for t in (GGMLType.F32, GGMLType.F16)} | {GGMLType.BF16: _quantize_bf16}
+
+
+def _bf16_to_bf16(x: np.ndarray) -> np.ndarray:
+    """Rows of bfloat16 values as BF16 bytes, as the float32 route gives them: the same bits, but NaNs quieted."""
+    bits = x.view(np.uint16)
+    nan = (bits & 0x7FFF) > 0x7F80
+    return np.where(nan, bits | 0x40, bits).view(np.uint8).reshape(x.shape[0], -1)
+
+
 # (source dtype, target): kernels from the source's own values straight to the target's bytes, no float32.
-DIRECT = {(np.dtype(ml_dtypes.bfloat16), GGMLType.F16): _bf16_to_f16}
+DIRECT = {(np.dtype(ml_dtypes.bfloat16), GGMLType.F16): _bf16_to_f16,
+          (np.dtype(ml_dtypes.bfloat16), GGMLType.BF16): _bf16_to_bf16}  # fmt: skip

@@ -21,7 +21,7 @@ import numpy as np
 from ... import quant
 from ...dtypes import ggml_type
 from ...errors import ArgumentError, FormatError, UnsupportedError
-from ...gguf import GGUFWriter, Metadata, Value, open_gguf, plan_tensor
+from ...gguf import GGUFWriter, Metadata, Value, plan_tensor
 from ...model import ModelFile, TensorInfo
 from ..options import QuantizeOptions
 from ..quantize import quantize_model
@@ -264,16 +264,21 @@ def _maker(t: SourceTensor, transforms: list[Transform], h: Hparams, kind: str) 
 
     def make() -> np.ndarray:
         if not transforms and t.stored is not None:
-            values = t.stored()
-            if values.dtype == ggml_type(kind).numpy and kind in ("F32", "F16"):
-                return values.reshape(-1).view(np.uint8)
-        else:
-            values = t.read()
-            for tr in transforms:
-                values = tr.apply(values, h)
-        return quant.quantize(values, kind)
+            return _encode(t.stored(), kind)
+        values = t.read()
+        for tr in transforms:
+            values = tr.apply(values, h)
+        return _encode(values, kind)
 
     return make
+
+
+def _encode(values: np.ndarray, kind: str) -> np.ndarray:
+    """The bytes of `values` as type `kind`, as the converter makes them: F32 and F16 values of that type
+    already are taken as they are (the converter's cast to their own type changes nothing)."""
+    if kind in ("F32", "F16") and values.dtype == ggml_type(kind).numpy:
+        return values.reshape(-1).view(np.uint8)
+    return quant.quantize(values, kind)
 
 
 def _row_maker(t: SourceTensor, kind: str) -> Callable[[int, int], np.ndarray] | None:
@@ -284,8 +289,7 @@ def _row_maker(t: SourceTensor, kind: str) -> Callable[[int, int], np.ndarray] |
         return None
 
     def rows(start: int, stop: int) -> np.ndarray:
-        values = t.stored().reshape(-1, t.shape[-1])[start:stop]
-        return quant.quantize(values, kind).reshape(stop - start, -1)
+        return _encode(t.stored().reshape(-1, t.shape[-1])[start:stop], kind).reshape(stop - start, -1)
 
     return rows
 
@@ -384,10 +388,9 @@ def _write_quantized(output: Path, kv: KV, plan: list[_Planned], options: Quanti
                      progress: Progress | None) -> None:  # fmt: skip
     """Quantize the converter's tensors as they are made into the GGUF at `output` (atomically)."""
     with ConvertedModel(output, kv.values, plan) as model:
-        quantize_model(model, output, options, progress=progress)
-    with open_gguf(output) as written:
-        report.tensors = {name: (info.dtype.name, info.shape) for name, info in written.tensors.items()}
-        report.metadata_keys = len(written.metadata)
+        quantized = quantize_model(model, output, options, progress=progress)
+    report.tensors = quantized.tensors
+    report.metadata_keys = quantized.metadata_keys
     report.file_type = options.target.file_type_id
     report.quantized = options.target.name
     report.bytes_written = output.stat().st_size
