@@ -117,6 +117,12 @@ class ModelFile(abc.ABC):
     def raw(self, name: str) -> np.ndarray:
         """The tensor's bytes as a read-only uint8 view of the mapped file (no copy)."""
 
+    def raw_rows(self, name: str, start: int, stop: int | None) -> np.ndarray:
+        """Rows `start:stop` of the tensor's bytes (rows along its last axis) as a uint8 array of rows: a
+        view of `raw()` here; a model that makes its tensors when read makes only those rows."""
+        info = self.tensors[name]
+        return self.raw(name).reshape(info.n_elements // info.shape[-1], -1)[start:stop]
+
     @property
     def byte_order(self) -> str:
         """'<' or '>': the byte order of the tensor data."""

@@ -31,11 +31,16 @@ OUTTYPES = ("f32", "f16", "bf16", "q8_0", "auto")
 MINILM = "all-MiniLM-L6-v2"
 
 
-def run_reference(python: str, converter: Path, folder: Path, outtype: str, out: Path) -> dict:
+def run_converter(python: str, converter: Path, folder: Path, outtype: str, out: Path) -> None:
+    """The reference converter on `folder`, writing `out`."""
     env = {k: v for k, v in os.environ.items() if k != "NO_LOCAL_GGUF"}  # the vendored gguf-py, not pip's
     env |= {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     subprocess.run([python, str(converter), str(folder), "--outfile", str(out), "--outtype", outtype],
                    check=True, env=env, capture_output=True)  # fmt: skip
+
+
+def run_reference(python: str, converter: Path, folder: Path, outtype: str, out: Path) -> dict:
+    run_converter(python, converter, folder, outtype, out)
     with weightkit.open(out) as m:
         counts = {"keys": len(m.metadata), "tensors": len(m.tensors)}
     record = {"sha256": hashlib.sha256(out.read_bytes()).hexdigest(), "bytes": out.stat().st_size, **counts}

@@ -587,6 +587,15 @@ CHECKPOINTS: dict[str, tuple[dict[str, Any], str, Callable, Callable, dict[str, 
                 tie_word_embeddings=False),
         "f16", phi3_shapes, write_phi3_tokenizer, {}, None,
     ),
+    # bf16 Llama with rows of 256 (whole K-quant and TQ blocks), tied embeddings, GPT-2's tokenizer: for the
+    # one-pass quantization and the ternary outtypes (tests/data/make_convert_quant_golden.py)
+    "tiny-llama-256": (
+        _config("LlamaForCausalLM", "llama", "bf16", vocab_size=50257, hidden_size=256, intermediate_size=512,
+                num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,
+                rms_norm_eps=1e-5, rope_theta=10000.0, bos_token_id=50256, eos_token_id=50256,
+                tie_word_embeddings=True),
+        "bf16", decoder_shapes, write_gpt2_tokenizer, {}, None,
+    ),
     # f32 BERT with MiniLM's WordPiece tokenizer and mean pooling; a pooler that the converter drops
     "tiny-bert": (
         _config("BertModel", "bert", "f32", vocab_size=30522, hidden_size=64, intermediate_size=128,

@@ -91,3 +91,15 @@ def test_as_float32_reads_float16_through_the_table():
         assert np.array_equal(got.view(np.uint32), x.astype(np.float32).view(np.uint32))
     x = np.ones((3, 4), np.float32)
     assert as_float32(x) is x
+
+
+def test_bf16_values_quantize_as_their_float32_values_for_every_bit_pattern():
+    """bfloat16 values go to F16 (through a table) and BF16 (NaNs quieted) without float32: the bytes of the
+    float32 route, NaNs and overflow to inf included."""
+    import ml_dtypes
+
+    every = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(ml_dtypes.bfloat16).reshape(256, 256)
+    with np.errstate(over="ignore"):
+        f16 = every.astype(np.float32).astype(np.float16).view(np.uint8).reshape(-1)
+    assert np.array_equal(quant.quantize(every, "F16"), f16)
+    assert np.array_equal(quant.quantize(every, "BF16"), quant.quantize(every.astype(np.float32), "BF16"))

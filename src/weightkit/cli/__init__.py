@@ -58,79 +58,76 @@ def inspect(
     run_inspect(path, tensors=tensors, as_json=as_json, console=console, remote=remote)
 
 
-@app.command()
-def quantize(
-    src: Annotated[Path, typer.Argument(help="The GGUF model to quantize (any shard of a split model).")],
-    type: Annotated[
-        str,
-        typer.Option(
-            "--type",
-            "-t",
-            help="A llama.cpp file type, as llama-quantize takes it: Q4_K_M, Q5_K_S, Q8_0, Q4_0, IQ4_XS, IQ2_M, ... "
-            "(each matrix gets that mixture's type), or a GGML type with no file type (MXFP4, NVFP4).",
-        ),
-    ],
-    dst: Annotated[
-        Path | None, typer.Argument(help="Where to write the quantized GGUF (atomically); not with --dry-run.")
-    ] = None,
-    pure: Annotated[
-        bool, typer.Option("--pure", help="Give every matrix the file type's base type (as llama-quantize --pure).")
-    ] = False,
-    output_tensor_type: Annotated[
-        str | None, typer.Option("--output-tensor-type", help="Type for output.weight (as llama-quantize).")
-    ] = None,
-    token_embedding_type: Annotated[
-        str | None, typer.Option("--token-embedding-type", help="Type for token_embd.weight (as llama-quantize).")
-    ] = None,
-    tensor_type: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--tensor-type",
-            help="PATTERN=TYPE: matrices whose name the regular expression matches get TYPE (as llama-quantize; "
-            "repeatable, the first match wins).",
-        ),
-    ] = None,
-    tensor_type_file: Annotated[
-        list[Path] | None,
-        typer.Option("--tensor-type-file", help="A file of PATTERN=TYPE entries (after the --tensor-type ones)."),
-    ] = None,
-    keep_split: Annotated[
-        bool, typer.Option("--keep-split", help="Write a shard per shard of a split source (as llama-quantize).")
-    ] = False,
-    prune_layers: Annotated[
-        str | None, typer.Option("--prune-layers", help="L0,L1,...: leave these layers out, renumber the rest.")
-    ] = None,
-    leave_output_tensor: Annotated[
-        bool, typer.Option("--leave-output-tensor", help="Keep output.weight as it is (as llama-quantize).")
-    ] = False,
-    override_kv: Annotated[
-        list[str] | None,
-        typer.Option("--override-kv", help="KEY=TYPE:VALUE (int, float, bool, str): set a metadata key."),
-    ] = None,
-    imatrix: Annotated[
-        Path | None, typer.Option("--imatrix", help="llama.cpp's imatrix GGUF, or a legacy imatrix.dat.")
-    ] = None,
-    include_weights: Annotated[
-        list[str] | None,
-        typer.Option("--include-weights", help="Use the imatrix only for tensors whose name contains this."),
-    ] = None,
-    exclude_weights: Annotated[
-        list[str] | None,
-        typer.Option("--exclude-weights", help="Use the imatrix for all tensors but those whose name contains this."),
-    ] = None,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Show each tensor's planned type and the sizes; write nothing.")
-    ] = False,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print the summary as JSON (the progress bar goes to stderr).")
-    ] = False,
-) -> None:
-    """Re-quantize a GGUF as llama-quantize does: the same file, byte for byte, for the same options."""
+# llama-quantize's options, shared by `quantize` and `convert --type` (one declaration, one parser).
+PureOption = Annotated[
+    bool, typer.Option("--pure", help="Give every matrix the file type's base type (as llama-quantize --pure).")
+]
+OutputTensorTypeOption = Annotated[
+    str | None, typer.Option("--output-tensor-type", help="Type for output.weight (as llama-quantize).")
+]
+TokenEmbeddingTypeOption = Annotated[
+    str | None, typer.Option("--token-embedding-type", help="Type for token_embd.weight (as llama-quantize).")
+]
+TensorTypeOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--tensor-type",
+        help="PATTERN=TYPE: matrices whose name the regular expression matches get TYPE (as llama-quantize; "
+        "repeatable, the first match wins).",
+    ),
+]
+TensorTypeFileOption = Annotated[
+    list[Path] | None,
+    typer.Option("--tensor-type-file", help="A file of PATTERN=TYPE entries (after the --tensor-type ones)."),
+]
+PruneLayersOption = Annotated[
+    str | None, typer.Option("--prune-layers", help="L0,L1,...: leave these layers out, renumber the rest.")
+]
+LeaveOutputTensorOption = Annotated[
+    bool, typer.Option("--leave-output-tensor", help="Keep output.weight as it is (as llama-quantize).")
+]
+OverrideKvOption = Annotated[
+    list[str] | None,
+    typer.Option("--override-kv", help="KEY=TYPE:VALUE (int, float, bool, str): set a metadata key."),
+]
+ImatrixOption = Annotated[
+    Path | None, typer.Option("--imatrix", help="llama.cpp's imatrix GGUF, or a legacy imatrix.dat.")
+]
+IncludeWeightsOption = Annotated[
+    list[str] | None,
+    typer.Option("--include-weights", help="Use the imatrix only for tensors whose name contains this."),
+]
+ExcludeWeightsOption = Annotated[
+    list[str] | None,
+    typer.Option("--exclude-weights", help="Use the imatrix for all tensors but those whose name contains this."),
+]
+_TYPE_HELP = (
+    "A llama.cpp file type, as llama-quantize takes it: Q4_K_M, Q5_K_S, Q8_0, Q4_0, IQ4_XS, IQ2_M, ... "
+    "(each matrix gets that mixture's type), or a GGML type with no file type (MXFP4, NVFP4)."
+)
+
+
+def quantize_options(
+    type: str,
+    *,
+    pure: bool = False,
+    output_tensor_type: str | None = None,
+    token_embedding_type: str | None = None,
+    tensor_type: list[str] | None = None,
+    tensor_type_file: list[Path] | None = None,
+    keep_split: bool = False,
+    prune_layers: str | None = None,
+    leave_output_tensor: bool = False,
+    override_kv: list[str] | None = None,
+    imatrix: Path | None = None,
+    include_weights: list[str] | None = None,
+    exclude_weights: list[str] | None = None,
+):
+    """llama-quantize's options as given on the command line, parsed into `QuantizeOptions`."""
     from ..convert import QuantizeOptions
     from ..convert.options import parse_kv_override, parse_prune_layers, parse_tensor_type, read_tensor_types
-    from .quantize import run_quantize
 
-    options = QuantizeOptions(
+    return QuantizeOptions(
         type,
         pure=pure,
         output_tensor_type=output_tensor_type,
@@ -145,6 +142,45 @@ def quantize(
         include_weights=tuple(include_weights or []),
         exclude_weights=tuple(exclude_weights or []),
     )
+
+
+@app.command()
+def quantize(
+    src: Annotated[Path, typer.Argument(help="The GGUF model to quantize (any shard of a split model).")],
+    type: Annotated[str, typer.Option("--type", "-t", help=_TYPE_HELP)],
+    dst: Annotated[
+        Path | None, typer.Argument(help="Where to write the quantized GGUF (atomically); not with --dry-run.")
+    ] = None,
+    pure: PureOption = False,
+    output_tensor_type: OutputTensorTypeOption = None,
+    token_embedding_type: TokenEmbeddingTypeOption = None,
+    tensor_type: TensorTypeOption = None,
+    tensor_type_file: TensorTypeFileOption = None,
+    keep_split: Annotated[
+        bool, typer.Option("--keep-split", help="Write a shard per shard of a split source (as llama-quantize).")
+    ] = False,
+    prune_layers: PruneLayersOption = None,
+    leave_output_tensor: LeaveOutputTensorOption = False,
+    override_kv: OverrideKvOption = None,
+    imatrix: ImatrixOption = None,
+    include_weights: IncludeWeightsOption = None,
+    exclude_weights: ExcludeWeightsOption = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Show each tensor's planned type and the sizes; write nothing.")
+    ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the summary as JSON (the progress bar goes to stderr).")
+    ] = False,
+) -> None:
+    """Re-quantize a GGUF as llama-quantize does: the same file, byte for byte, for the same options."""
+    from .quantize import run_quantize
+
+    options = quantize_options(
+        type, pure=pure, output_tensor_type=output_tensor_type, token_embedding_type=token_embedding_type,
+        tensor_type=tensor_type, tensor_type_file=tensor_type_file, keep_split=keep_split, prune_layers=prune_layers,
+        leave_output_tensor=leave_output_tensor, override_kv=override_kv, imatrix=imatrix,
+        include_weights=include_weights, exclude_weights=exclude_weights,
+    )  # fmt: skip
     run_quantize(src, dst, options, dry_run=dry_run, as_json=as_json, console=console)
 
 
@@ -158,17 +194,47 @@ def convert(
         str,
         typer.Option(
             "--outtype",
-            help="f32, f16, bf16, q8_0, or auto (bf16 or f16 as the checkpoint's first 16-bit matrix; else f16).",
+            help="f32, f16, bf16, q8_0, tq1_0, tq2_0, or auto (bf16 or f16 as the checkpoint's first 16-bit matrix; "
+            "else f16). With --type: the converter's type before quantizing, f32, f16 or bf16 (auto: the first "
+            "matrix's own type, bf16, f16, else f32).",
         ),
     ] = "auto",
+    type: Annotated[
+        str | None,
+        typer.Option(
+            "--type",
+            "-t",
+            help="Quantize in the same pass, as llama-quantize would the converter's output. " + _TYPE_HELP,
+        ),
+    ] = None,
+    pure: PureOption = False,
+    output_tensor_type: OutputTensorTypeOption = None,
+    token_embedding_type: TokenEmbeddingTypeOption = None,
+    tensor_type: TensorTypeOption = None,
+    tensor_type_file: TensorTypeFileOption = None,
+    prune_layers: PruneLayersOption = None,
+    leave_output_tensor: LeaveOutputTensorOption = False,
+    override_kv: OverrideKvOption = None,
+    imatrix: ImatrixOption = None,
+    include_weights: IncludeWeightsOption = None,
+    exclude_weights: ExcludeWeightsOption = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print what was written as JSON (the progress bar goes to stderr).")
     ] = False,
 ) -> None:
-    """Convert a Hugging Face checkpoint to GGUF: the file llama.cpp's convert_hf_to_gguf.py writes, byte for byte."""
+    """Convert a Hugging Face checkpoint to GGUF: the file llama.cpp's convert_hf_to_gguf.py writes, byte for byte
+    (with --type, what llama-quantize makes of it, in one pass)."""
     from .convert import run_convert
 
-    run_convert(src, dst, outtype, as_json=as_json, console=console)
+    chosen = {"pure": pure, "output_tensor_type": output_tensor_type, "token_embedding_type": token_embedding_type,
+              "tensor_type": tensor_type, "tensor_type_file": tensor_type_file, "prune_layers": prune_layers,
+              "leave_output_tensor": leave_output_tensor, "override_kv": override_kv, "imatrix": imatrix,
+              "include_weights": include_weights, "exclude_weights": exclude_weights}  # fmt: skip
+    if type is None and (given := [name for name, value in chosen.items() if value]):
+        flag = "--" + given[0].replace("_", "-")
+        raise ArgumentError(f"{flag} is an option of the quantization: give --type too (e.g. --type Q4_K_M)")
+    options = None if type is None else quantize_options(type, **chosen)
+    run_convert(src, dst, outtype, options, as_json=as_json, console=console)
 
 
 @app.command()
@@ -293,7 +359,13 @@ def create(
         Path, typer.Option("--from", help="A GGUF file, or a Hugging Face safetensors checkpoint folder.")
     ],
     quantize: Annotated[
-        str | None, typer.Option("--quantize", help="For checkpoints: int4, int8, nvfp4, mxfp4 or mxfp8 (MLX modes).")
+        str | None,
+        typer.Option(
+            "--quantize",
+            help="For checkpoints: int4, int8, nvfp4, mxfp4 or mxfp8 (MLX modes: tensor blobs, as Ollama's safetensors "
+            "models), or a llama.cpp type such as Q4_K_M, Q8_0 or F16 (converted to a GGUF model layer, as "
+            "llama.cpp's converter and llama-quantize would make it).",
+        ),
     ] = None,
     store: StoreOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the new manifest's layers as JSON.")] = False,

@@ -8,13 +8,18 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
+from ..convert import QuantizeOptions
 from ..convert.hf import convert_hf
 from .render import byte_progress, human_bytes, human_count, print_json
 
 
-def run_convert(src: Path, dst: Path, outtype: str, *, as_json: bool, console: Console) -> None:
+def run_convert(
+    src: Path, dst: Path, outtype: str, options: QuantizeOptions | None, *, as_json: bool, console: Console
+) -> None:
     with byte_progress("converting", console, as_json) as update:
-        report = convert_hf(src, dst, outtype, progress=lambda name, done, total: update(done, total, name))
+        report = convert_hf(
+            src, dst, outtype, progress=lambda name, done, total: update(done, total, name), quantize=options
+        )
     types = Counter(kind for kind, _ in report.tensors.values())
     if as_json:
         print_json(
@@ -24,6 +29,7 @@ def run_convert(src: Path, dst: Path, outtype: str, *, as_json: bool, console: C
                 "hf_architecture": report.hf_architecture,
                 "architecture": report.architecture,
                 "outtype": report.outtype,
+                "type": report.quantized,
                 "file_type": report.file_type,
                 "parameters": report.parameters,
                 "size_label": report.size_label,
@@ -38,7 +44,8 @@ def run_convert(src: Path, dst: Path, outtype: str, *, as_json: bool, console: C
         return
     mix = ", ".join(f"{n} {kind}" for kind, n in sorted(types.items()))
     console.print(
-        f"{escape(report.hf_architecture)} -> {report.architecture}, --outtype {report.outtype}: "
+        f"{escape(report.hf_architecture)} -> {report.architecture}, --outtype {report.outtype}"
+        f"{f' then {report.quantized}' if report.quantized else ''}: "
         f"{len(report.tensors)} tensors ({mix}), {human_count(report.parameters)} parameters "
         f"({escape(str(report.size_label))}), {report.metadata_keys} metadata keys; "
         f"{human_bytes(report.bytes_written)} written to {escape(report.output)}"

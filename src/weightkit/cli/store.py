@@ -9,9 +9,11 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from ..convert import QuantizeOptions
 from ..errors import ArgumentError, WeightkitError
-from ..ollama import PruneReport, Store, create_from_checkpoint, create_from_gguf, parse_name
+from ..ollama import PruneReport, Store, create_from_checkpoint, create_from_gguf, create_from_hf_gguf, parse_name
 from ..ollama.store import MEDIA, parse_manifest
+from ..quant.mlx import is_mlx_mode
 from ..safetensors import SafetensorsFile
 from .render import byte_progress, human_bytes, print_json
 
@@ -23,7 +25,9 @@ def run_create(store: Store, name: str, source: Path, quantize: str | None, as_j
     if quantize and not source.is_dir():
         raise ArgumentError("--quantize applies to safetensors checkpoints; quantize GGUFs with weightkit quantize")
     with byte_progress("importing", console, as_json) as update:
-        if source.is_dir():
+        if source.is_dir() and quantize and not is_mlx_mode(quantize):
+            manifest = create_from_hf_gguf(store, model_name, source, _llama_type(quantize), progress=update)
+        elif source.is_dir():
             manifest = create_from_checkpoint(store, model_name, source, quantize=quantize, progress=update)
         else:
             manifest = create_from_gguf(store, model_name, source, progress=update)
@@ -32,6 +36,17 @@ def run_create(store: Store, name: str, source: Path, quantize: str | None, as_j
         print_json({"model": model_name.short, "size": manifest.size, "layers": layers})
         return
     console.print(f"created {model_name.short} ({human_bytes(manifest.size)}, {len(manifest.layers)} layers)")
+
+
+def _llama_type(quantize: str) -> QuantizeOptions:
+    """--quantize as a llama.cpp type, when it names no MLX mode."""
+    try:
+        return QuantizeOptions(quantize)
+    except ArgumentError:
+        raise ArgumentError(
+            f"--quantize {quantize!r}: an MLX mode (int4, int8, nvfp4, mxfp4, mxfp8) or a llama.cpp type (Q4_K_M, "
+            "Q8_0, F16, ...)"
+        ) from None
 
 
 def run_ls(store: Store, as_json: bool, console: Console) -> None:

@@ -143,13 +143,16 @@ def _needs_imatrix(name: str, t: GGMLType, ftype: FileType | None) -> bool:
 @dataclass
 class QuantizeReport:
     """What a quantization did (or, dry, would do): the target's name, bytes before and after, each
-    tensor's type change, and the files written."""
+    tensor's type change, the files written, every output tensor's type and shape (in llama-quantize's
+    order), and the number of metadata keys written."""
 
     target: str = ""
     bytes_before: int = 0
     bytes_after: int = 0
     changes: dict[str, tuple[str, str]] = field(default_factory=dict)
     outputs: list[str] = field(default_factory=list)
+    tensors: dict[str, tuple[str, tuple[int, ...]]] = field(default_factory=dict)
+    metadata_keys: int = 0
 
 
 Progress = Callable[[str, int, int], None]  # (tensor name, bytes done, bytes in all)
@@ -169,63 +172,87 @@ def quantize_gguf(
     `llama-quantize src dst TYPE` does. An imatrix file's provenance is recorded in the output, as
     llama-quantize's is. `dry_run` plans and reports without writing (`dst` may then be None).
     """
-    options = _options(options)
+    with open_gguf(src) as model:
+        return quantize_model(model, dst, options, dry_run=dry_run, progress=progress)
+
+
+def _imatrix(options: QuantizeOptions) -> tuple[ImportanceMatrix | None, list[tuple[str, Value]]]:
+    """The importance matrix the options name (its entries selected; None when there are none left, as
+    llama-quantize then quantizes without one), and the metadata overrides: --override-kv's, then the
+    imatrix file's provenance."""
     overrides = list(options.override_kv)
     imatrix = options.imatrix
-    if imatrix is not None:
-        path = None if isinstance(imatrix, Mapping) else imatrix
-        imatrix = (read_imatrix(path) if path is not None else ImportanceMatrix(imatrix)).select(
-            options.include_weights, options.exclude_weights
-        )
-        if not imatrix:
-            imatrix = None  # llama-quantize then quantizes as without one
-        elif path is not None:
-            overrides += imatrix.provenance(path)
+    if imatrix is None:
+        return None, overrides
+    path = None if isinstance(imatrix, Mapping) else imatrix
+    imatrix = (read_imatrix(path) if path is not None else ImportanceMatrix(imatrix)).select(
+        options.include_weights, options.exclude_weights
+    )
+    if not imatrix:
+        return None, overrides
+    if path is not None:
+        overrides += imatrix.provenance(path)
+    return imatrix, overrides
+
+
+def quantize_model(
+    model: ModelFile,
+    dst: str | os.PathLike[str] | None,
+    options: QuantizeOptions | str,
+    *,
+    dry_run: bool = False,
+    progress: Progress | None = None,
+) -> QuantizeReport:
+    """`quantize_gguf` on an opened model: any `ModelFile` whose tensors have GGML types and whose `raw(name)`
+    gives their bytes (a GGUF, or the tensors `convert_hf` makes as it goes)."""
+    options = _options(options)
+    imatrix, overrides = _imatrix(options)
     target, prune_layers = options.target, options.prune_layers
-    with open_gguf(src) as model:
-        plan = plan_types(model, options, has_imatrix=imatrix is not None)
-        renames, n_layers = prune_renames(model.tensors, prune_layers)
-        source = {new: old for old, new in renames.items() if new is not None}  # output name -> model's
-        missing = [
-            n
-            for n, t in plan.items()
-            if _needs_imatrix(n, t, target.mixture) and (imatrix is None or source[n] not in imatrix)
-        ]
-        if missing:
-            raise WeightkitError(
-                f"{plan[missing[0]].name} needs an importance matrix (--imatrix) for {missing[0]!r}"
-                + (f" and {len(missing) - 1} more tensors" if len(missing) > 1 else "")
-            )
-        # llama-quantize writes the tensors by layer, then name: so the same input gives the same file
-        planned = [plan_tensor(new, model.tensors[old].shape, plan[new]) for new, old in source.items()]
-        report = QuantizeReport(
-            target=target.name,
-            bytes_before=sum(model.tensors[old].nbytes for old in source.values()),
-            bytes_after=sum(p.nbytes for p in planned),
-            changes={
-                new: (model.tensors[old].dtype.name, plan[new].name)
-                for new, old in source.items()
-                if plan[new] != model.tensors[old].dtype
-            },
+    plan = plan_types(model, options, has_imatrix=imatrix is not None)
+    renames, n_layers = prune_renames(model.tensors, prune_layers)
+    source = {new: old for old, new in renames.items() if new is not None}  # output name -> model's
+    missing = [
+        n
+        for n, t in plan.items()
+        if _needs_imatrix(n, t, target.mixture) and (imatrix is None or source[n] not in imatrix)
+    ]
+    if missing:
+        raise WeightkitError(
+            f"{plan[missing[0]].name} needs an importance matrix (--imatrix) for {missing[0]!r}"
+            + (f" and {len(missing) - 1} more tensors" if len(missing) > 1 else "")
         )
-        if dry_run:
-            return report
-        if dst is None:
-            raise ArgumentError("quantize_gguf needs an output path unless dry_run")
-        metadata = _output_metadata(model, target.file_type_id, overrides, n_layers if prune_layers else None)
-        done = 0
-        for path, shard_metadata, tensors in _outputs(model, source, dst, metadata, planned, options.keep_split):
-            with GGUFWriter(path, shard_metadata, byte_order=model.byte_order) as w:
-                for p in tensors:
-                    w.add_planned(p)
-                for p in tensors:
-                    old = source[p.name]
-                    weights = None if imatrix is None else imatrix.get(old)
-                    w.write_tensor(p.name, _convert(model, old, plan[p.name], weights))
-                    done += model.tensors[old].nbytes
-                    if progress is not None:
-                        progress(p.name, done, report.bytes_before)
-            report.outputs.append(str(path))
+    # llama-quantize writes the tensors by layer, then name: so the same input gives the same file
+    planned = [plan_tensor(new, model.tensors[old].shape, plan[new]) for new, old in source.items()]
+    report = QuantizeReport(
+        target=target.name,
+        bytes_before=sum(model.tensors[old].nbytes for old in source.values()),
+        bytes_after=sum(p.nbytes for p in planned),
+        changes={
+            new: (model.tensors[old].dtype.name, plan[new].name)
+            for new, old in source.items()
+            if plan[new] != model.tensors[old].dtype
+        },
+        tensors={p.name: (p.type.name, p.shape) for p in planned},
+    )
+    if dry_run:
+        return report
+    if dst is None:
+        raise ArgumentError("quantize_gguf needs an output path unless dry_run")
+    metadata = _output_metadata(model, target.file_type_id, overrides, n_layers if prune_layers else None)
+    report.metadata_keys = len(metadata)
+    done = 0
+    for path, shard_metadata, tensors in _outputs(model, source, dst, metadata, planned, options.keep_split):
+        with GGUFWriter(path, shard_metadata, byte_order=model.byte_order) as w:
+            for p in tensors:
+                w.add_planned(p)
+            for p in tensors:
+                old = source[p.name]
+                weights = None if imatrix is None else imatrix.get(old)
+                w.write_tensor(p.name, _convert(model, old, plan[p.name], weights))
+                done += model.tensors[old].nbytes
+                if progress is not None:
+                    progress(p.name, done, report.bytes_before)
+        report.outputs.append(str(path))
     return report
 
 
@@ -280,14 +307,12 @@ def _outputs(
 def _convert(model: ModelFile, name: str, new: GGMLType, weights: np.ndarray | None) -> np.ndarray:
     """The tensor's bytes as type `new`, decoding and encoding a bounded group of rows at a time."""
     info = model.tensors[name]
-    raw = model.raw(name)
     if new == info.dtype:
-        return raw
+        return model.raw(name)
     old_t, new_t = ggml_type(info.dtype), ggml_type(new)
     row = info.shape[-1]
     per_matrix = info.shape[-2]
     n_matrices = info.n_elements // (row * per_matrix)
-    src_rows = raw.reshape(n_matrices * per_matrix, -1)
     out = np.empty((n_matrices * per_matrix, new_t.nbytes(row)), dtype=np.uint8)
     if weights is not None:
         weights = np.asarray(weights, np.float32).reshape(-1, row)
@@ -300,7 +325,7 @@ def _convert(model: ModelFile, name: str, new: GGMLType, weights: np.ndarray | N
         w = None if weights is None else weights[m if weights.shape[0] > 1 else 0]  # experts: one row each
         for start in range(m * per_matrix, (m + 1) * per_matrix, step):
             stop = min(start + step, (m + 1) * per_matrix)
-            block = src_rows[start:stop]
+            block = model.raw_rows(name, start, stop)
             if old_t.numpy is None:
                 x = quant.dequantize(block, old_t.type, (stop - start, row))
             else:

@@ -1,5 +1,6 @@
-"""Importing models into an Ollama store: a GGUF file as a `.model` layer, or a Hugging Face safetensors
-checkpoint as tensor blobs (quantized with MLX's modes as Ollama quantizes them) plus its `.json` files."""
+"""Importing models into an Ollama store: a GGUF file as a `.model` layer; a Hugging Face safetensors
+checkpoint as tensor blobs (quantized with MLX's modes as Ollama quantizes them) plus its `.json` files, or
+converted to a GGUF (quantized to a llama.cpp type as llama-quantize would) stored as a `.model` layer."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 
+from ..convert.options import QuantizeOptions
 from ..dtypes import MLXQuantType
 from ..gguf import GGUFFile, open_gguf
 from ..gguf.constants import FILE_TYPES, KEY_ARCHITECTURE, KEY_FILE_TYPE
@@ -78,6 +80,33 @@ def create_from_gguf(
             done += Path(shard).stat().st_size
         config_layer = tx.add_bytes(json.dumps(config, separators=(",", ":")).encode(), CONFIG_MEDIA_TYPE)
         manifest = Manifest(config_layer, layers)
+        tx.write_manifest(name, manifest)
+    return manifest
+
+
+def create_from_hf_gguf(
+    store: Store,
+    name: ModelName | str,
+    folder: str | os.PathLike[str],
+    quantize: QuantizeOptions | str,
+    *,
+    progress: Progress | None = None,
+) -> Manifest:
+    """Convert a Hugging Face checkpoint to GGUF and store it as a `.model` layer, as `ollama create --quantize
+    Q4_K_M` does with safetensors: `quantize` is a llama.cpp file type or GGML type (or `QuantizeOptions`),
+    and the GGUF is `convert_hf(folder, ..., quantize=quantize)`'s, streamed into the blob being written."""
+    from ..convert.hf import convert_hf
+
+    name = parse_name(name) if isinstance(name, str) else name
+    with store.transaction() as tx:
+        tmp = tx.temp_path()
+        convert_hf(folder, tmp, quantize=quantize,
+                   progress=None if progress is None else lambda _, done, total: progress(done, total))  # fmt: skip
+        with open_gguf(tmp) as model:
+            config = gguf_config(model)
+        layer = tx.adopt(tmp, MEDIA_TYPES["model"])
+        config_layer = tx.add_bytes(json.dumps(config, separators=(",", ":")).encode(), CONFIG_MEDIA_TYPE)
+        manifest = Manifest(config_layer, [layer])
         tx.write_manifest(name, manifest)
     return manifest
 

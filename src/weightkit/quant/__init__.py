@@ -259,7 +259,12 @@ def quantize(x: np.ndarray, qtype: GGMLType | int | str, imatrix: np.ndarray | N
     chunk = _quantize_chunk(info.type, imatrix is not None)
     step = _step(rows.shape[0], chunk // max(n_per_row, 1), MIN_TASK_ELEMENTS // max(n_per_row, 1))
 
+    direct = plain.DIRECT.get((rows.dtype, info.type))
+
     def run(start: int) -> None:
+        if direct is not None:
+            out[start : start + step] = direct(rows[start : start + step])
+            return
         chunk = plain.as_float32(rows[start : start + step])
         out[start : start + step] = kernel(chunk, imatrix)
 

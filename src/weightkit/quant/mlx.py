@@ -110,6 +110,15 @@ def canonical_quant_type(quant_type: str) -> str:
     return name
 
 
+def is_mlx_mode(quant_type: str) -> bool:
+    """Is this one of Ollama's MLX quant types (or an alias of one), as against a GGML or llama.cpp type?"""
+    try:
+        canonical_quant_type(quant_type)
+    except ArgumentError:
+        return False
+    return True
+
+
 def _params(quant_type: str, group_size: int | None) -> tuple[str, str, int, int]:
     name = canonical_quant_type(quant_type)
     mode, bits, default = MLX_MODES[name]

@@ -21,7 +21,10 @@ import numpy as np
 from ... import quant
 from ...dtypes import ggml_type
 from ...errors import ArgumentError, FormatError, UnsupportedError
-from ...gguf import GGUFWriter
+from ...gguf import GGUFWriter, Metadata, Value, plan_tensor
+from ...model import ModelFile, TensorInfo
+from ..options import QuantizeOptions
+from ..quantize import quantize_model
 from .architectures import ARCHITECTURES, Architecture, Transform, common_filter
 from .config import CONFIG_NAME, Hparams, load_hparams, read_raw_config
 from .kv import KV
@@ -30,11 +33,17 @@ from .parameters import LAYERS, rope_parameters
 from .tensors import SourceTensor, close_all, is_16bit, read_checkpoint
 
 #: --outtype -> (llama.cpp file type, GGML type of the matrices)
-OUTTYPES: dict[str, tuple[int, str]] = {"f32": (0, "F32"), "f16": (1, "F16"), "bf16": (32, "BF16"), "q8_0": (7, "Q8_0")}
+OUTTYPES: dict[str, tuple[int, str]] = {
+    "f32": (0, "F32"), "f16": (1, "F16"), "bf16": (32, "BF16"), "q8_0": (7, "Q8_0"), "tq1_0": (36, "TQ1_0"),
+    "tq2_0": (37, "TQ2_0"),
+}  # fmt: skip
 OUTTYPE_CHOICES = (*OUTTYPES, "auto")
+_INTERMEDIATE = ("f32", "f16", "bf16", "auto")  # what llama-quantize can take from the converter
 _SKIPPED = (".attention.masked_bias", ".attention.bias", ".rotary_emb.inv_freq")
 #: Matrices the converter keeps in F32 whatever the outtype (its list, for the tensors our architectures have).
 _F32_MATRICES = ("ffn_gate_inp.weight", "ffn_gate_inp_shexp.weight", "position_embd.weight", "token_types.weight")
+#: ... and in F16 under the ternary outtypes (the converter's "TODO: use Q4_K and Q6_K").
+_F16_UNDER_TERNARY = ("token_embd.weight", "per_layer_token_embd.weight", "output.weight")
 _BLOCK = re.compile(r"^blk\.\d+\.")
 
 Progress = Callable[[str, int, int], None]
@@ -48,13 +57,14 @@ class ConvertReport:
     output: str
     hf_architecture: str
     architecture: str
-    outtype: str
+    outtype: str  # with `quantized`, the type the converter would have written before llama-quantize
     file_type: int
     parameters: int
     size_label: str | None
     metadata_keys: int
     tensors: dict[str, tuple[str, tuple[int, ...]]] = field(default_factory=dict)  # name -> (type, shape)
     bytes_written: int = 0
+    quantized: str | None = None  # the llama-quantize target, when converted and quantized in one pass
 
 
 @dataclass
@@ -62,7 +72,8 @@ class _Planned:
     name: str
     type: str
     shape: tuple[int, ...]
-    make: Callable[[], np.ndarray]
+    make: Callable[[], np.ndarray]  # the tensor's bytes as `type`
+    rows: Callable[[int, int], np.ndarray] | None = None  # ... rows start:stop of them, when made by rows
 
 
 def hf_architecture(raw: dict, folder: Path) -> str:
@@ -80,11 +91,20 @@ def convert_hf(
     output: str | os.PathLike[str],
     outtype: str = "auto",
     progress: Progress | None = None,
+    *,
+    quantize: QuantizeOptions | str | None = None,
 ) -> ConvertReport:
     """Convert the checkpoint in `folder` to a GGUF at `output`, byte for byte as llama.cpp's converter would
-    with `--outtype` (f32, f16, bf16, q8_0, or auto: bf16 or f16 after the first 16-bit matrix, else f16).
-    `progress(tensor_name, bytes_done, bytes_total)` is called after each tensor is written."""
+    with `--outtype` (f32, f16, bf16, q8_0, tq1_0, tq2_0, or auto: bf16 or f16 after the first 16-bit matrix,
+    else f16). `progress(tensor_name, bytes_done, bytes_total)` is called after each tensor is written.
+
+    With `quantize` (a `QuantizeOptions`, or a type name such as "Q4_K_M"), the output is what llama-quantize
+    makes of the converter's output, in one pass: each tensor is converted as the converter would write it
+    and quantized as llama-quantize would, with no intermediate file. The converter's type is then `outtype`
+    (f32, f16 or bf16), and "auto" means the type the checkpoint's first matrix is stored in (bf16, f16, else
+    f32): the one that loses nothing before quantizing."""
     folder, output = Path(folder), Path(output)
+    options = None if quantize is None else _quantize_options(quantize, outtype)
     if outtype not in OUTTYPE_CHOICES:
         raise ArgumentError(f"--outtype {outtype!r}: one of {', '.join(OUTTYPE_CHOICES)}")
     if not folder.is_dir():
@@ -107,7 +127,7 @@ def convert_hf(
     sources, opened = read_checkpoint(folder)
     try:
         tensors = _filtered(sources, arch)
-        outtype = _resolve_outtype(outtype, tensors)
+        outtype = _resolve_outtype(outtype, tensors, lossless=options is not None)
         file_type, matrix_type = OUTTYPES[outtype]
         plan = _plan(arch, hparams, rope, tensors, matrix_type, folder)
         counts = _parameter_counts(plan)
@@ -126,7 +146,10 @@ def convert_hf(
         arch.vocab(kv, folder, hparams)
         report = ConvertReport(str(folder), str(output), name, arch.gguf, outtype, file_type, counts[0],
                                meta.size_label, len(kv.values))  # fmt: skip
-        _write(output, kv, plan, report, progress)
+        if options is None:
+            _write(output, kv, plan, report, progress)
+        else:
+            _write_quantized(output, kv, plan, options, report, progress)
     finally:
         close_all(opened)
     return report
@@ -147,11 +170,26 @@ def _filtered(sources: dict[str, SourceTensor], arch: Architecture) -> list[tupl
     return list(kept.items())
 
 
-def _resolve_outtype(outtype: str, tensors: list[tuple[str, SourceTensor]]) -> str:
-    """`--outtype auto`: bf16 or f16 after the first matrix stored so; f16 when there is none."""
+def _resolve_outtype(outtype: str, tensors: list[tuple[str, SourceTensor]], *, lossless: bool = False) -> str:
+    """`--outtype auto`: bf16 or f16 after the first matrix stored so; f16 when there is none. Before
+    quantizing (`lossless`): the first matrix's own type, bf16, f16 or else f32."""
     if outtype != "auto":
         return outtype
-    return next((kind for _, t in tensors if len(t.shape) >= 2 and (kind := is_16bit(t))), "f16")
+    matrices = [t for _, t in tensors if len(t.shape) >= 2]
+    if lossless:
+        return (is_16bit(matrices[0]) if matrices else None) or "f32"
+    return next((kind for t in matrices if (kind := is_16bit(t))), "f16")
+
+
+def _quantize_options(quantize: QuantizeOptions | str, outtype: str) -> QuantizeOptions:
+    """The options of the one-pass quantization, checked against what a conversion can give them."""
+    options = quantize if isinstance(quantize, QuantizeOptions) else QuantizeOptions(quantize)
+    if outtype not in _INTERMEDIATE:
+        raise ArgumentError(f"--outtype {outtype!r} with --type: the converter's type before quantizing is one of "
+                            f"{', '.join(_INTERMEDIATE)}")  # fmt: skip
+    if options.keep_split:
+        raise ArgumentError("--keep-split: a converted checkpoint is one file; there are no shards to keep")
+    return options
 
 
 def _name_map(arch: Architecture, n_blocks: int) -> dict[str, str]:
@@ -174,14 +212,17 @@ def _map_name(names: dict[str, str], name: str) -> str | None:
 
 
 def tensor_type(gguf_name: str, ndim: int, matrix_type: str, shape: tuple[int, ...]) -> str:
-    """The converter's per-tensor type: F32 for vectors, norms, biases and a few matrices; the outtype's
-    type for the rest, except Q8_0 for rows that are not whole blocks of 32, which fall back to F16."""
+    """The converter's per-tensor type: F32 for vectors, norms, biases and a few matrices; F16 for the
+    embeddings and output under TQ1_0/TQ2_0; the outtype's type for the rest, except F16 for rows that are
+    not whole blocks of a quantized type (32 for Q8_0, 256 for TQ1_0/TQ2_0)."""
     base = _BLOCK.sub("", gguf_name)
     if ndim <= 1 or gguf_name.endswith("_norm.weight") or base in _F32_MATRICES:
         return "F32"
     if gguf_name[-7:] not in (".weight", ".lora_a", ".lora_b"):
         return "F32"
-    if matrix_type == "Q8_0" and shape[-1] % 32:
+    if matrix_type.startswith("TQ") and gguf_name in _F16_UNDER_TERNARY:
+        return "F16"
+    if shape[-1] % ggml_type(matrix_type).block_size:
         return "F16"
     return matrix_type
 
@@ -196,8 +237,8 @@ def _plan(arch: Architecture, h: Hparams, rope: dict, tensors: list[tuple[str, S
     plan: list[_Planned] = []
     for make in arch.extra_tensors:
         for name, values in make(h, rope):
-            plan.append(_Planned(name, tensor_type(name, values.ndim, matrix_type, values.shape), values.shape,
-                                 lambda v=values: v))  # fmt: skip
+            kind = tensor_type(name, values.ndim, matrix_type, values.shape)
+            plan.append(_Planned(name, kind, values.shape, lambda v=values, k=kind: quant.quantize(v, k)))
     for hf_name, t in tensors:
         if hf_name.endswith(_SKIPPED):
             continue
@@ -210,23 +251,49 @@ def _plan(arch: Architecture, h: Hparams, rope: dict, tensors: list[tuple[str, S
             if (why := tr.check(t.shape, h)) is not None:
                 raise FormatError(t.file, None, f"tensor {hf_name!r} {list(t.shape)}: {why}")
         kind = tensor_type(gguf_name, len(t.shape), matrix_type, t.shape)
-        plan.append(_Planned(gguf_name, kind, t.shape, _maker(t, transforms, h, kind)))
+        rows = _row_maker(t, kind) if not transforms else None
+        plan.append(_Planned(gguf_name, kind, t.shape, _maker(t, transforms, h, kind), rows))
     _check_complete(arch, h, plan, n_blocks, folder)
     return plan
 
 
 def _maker(t: SourceTensor, transforms: list[Transform], h: Hparams, kind: str) -> Callable[[], np.ndarray]:
-    """Read, transform and convert one tensor, when the writer asks for it."""
+    """Read, transform and convert one tensor when the writer asks for it: its bytes as type `kind`.
+
+    An untransformed tensor is converted straight from its view of the mapped file, a chunk at a time
+    (`quant.quantize` casts each chunk to float32 as the converter computes), or handed over as it is when
+    it is stored in `kind` already; so only the output is held in memory."""
 
     def make() -> np.ndarray:
+        if not transforms and t.stored is not None:
+            return _encode(t.stored(), kind)
         values = t.read()
         for tr in transforms:
             values = tr.apply(values, h)
-        if kind in ("F32", "F16"):
-            return np.ascontiguousarray(values, dtype=np.float32 if kind == "F32" else np.float16)
-        return quant.quantize(np.ascontiguousarray(values, dtype=np.float32), kind)
+        return _encode(values, kind)
 
     return make
+
+
+def _encode(values: np.ndarray, kind: str) -> np.ndarray:
+    """The bytes of `values` as type `kind`, as the converter makes them: F32 and F16 values of that type
+    already are taken as they are (the converter's cast to their own type changes nothing)."""
+    if kind in ("F32", "F16") and values.dtype == ggml_type(kind).numpy:
+        return values.reshape(-1).view(np.uint8)
+    return quant.quantize(values, kind)
+
+
+def _row_maker(t: SourceTensor, kind: str) -> Callable[[int, int], np.ndarray] | None:
+    """Rows start:stop (along the last axis) of an untransformed tensor's bytes as type `kind`, made from
+    its view of the mapped file: what quantizing reads, a group of rows at a time, so that no tensor is
+    held whole in the converter's type."""
+    if t.stored is None or len(t.shape) < 2:
+        return None
+
+    def rows(start: int, stop: int) -> np.ndarray:
+        return _encode(t.stored().reshape(-1, t.shape[-1])[start:stop], kind).reshape(stop - start, -1)
+
+    return rows
 
 
 def _check_complete(arch: Architecture, h: Hparams, plan: list[_Planned], n_blocks: int, folder: Path) -> None:
@@ -279,4 +346,53 @@ def _write(output: Path, kv: KV, plan: list[_Planned], report: ConvertReport, pr
 
             writer.add_tensor(p.name, data, dtype=p.type, shape=p.shape)
             report.tensors[p.name] = (p.type, tuple(p.shape))
+    report.bytes_written = output.stat().st_size
+
+
+class ConvertedModel(ModelFile):
+    """The GGUF the converter would write, as an opened model whose tensors are made when read: what
+    `quantize_model` takes in place of the converter's output file, so that llama-quantize's logic runs once,
+    on either."""
+
+    format = "gguf"
+
+    def __init__(self, path: Path, metadata: dict[str, Value], plan: list[_Planned]) -> None:
+        infos = {}
+        for i, p in enumerate(plan):
+            planned = plan_tensor(p.name, p.shape, p.type)
+            infos[p.name] = TensorInfo(p.name, planned.type, planned.shape, i, planned.nbytes)
+        super().__init__(path, Metadata(metadata), infos)
+        self._plan = {p.name: p for p in plan}
+        self._held: tuple[str | None, np.ndarray | None] = (None, None)  # a tensor made whole, being read
+
+    def raw(self, name: str) -> np.ndarray:
+        """The tensor's bytes as the converter writes them, made now."""
+        return self._plan[name].make()
+
+    def raw_rows(self, name: str, start: int, stop: int) -> np.ndarray:
+        """Rows of the tensor's bytes, made now: only those rows when the tensor is made by rows; else the
+        whole tensor, made once and held until its last rows are read."""
+        p = self._plan[name]
+        if p.rows is not None:
+            return p.rows(start, stop)
+        if self._held[0] != name:
+            self._held = (name, super().raw_rows(name, 0, None))
+        rows = self._held[1]
+        if stop >= len(rows):
+            self._held = (None, None)
+        return rows[start:stop]
+
+    def close(self) -> None:
+        pass
+
+
+def _write_quantized(output: Path, kv: KV, plan: list[_Planned], options: QuantizeOptions, report: ConvertReport,
+                     progress: Progress | None) -> None:  # fmt: skip
+    """Quantize the converter's tensors as they are made into the GGUF at `output` (atomically)."""
+    with ConvertedModel(output, kv.values, plan) as model:
+        quantized = quantize_model(model, output, options, progress=progress)
+    report.tensors = quantized.tensors
+    report.metadata_keys = quantized.metadata_keys
+    report.file_type = options.target.file_type_id
+    report.quantized = options.target.name
     report.bytes_written = output.stat().st_size

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from ...dtypes import SafetensorsDType, numpy_dtype, view_as
@@ -29,13 +30,16 @@ BIN_INDEX = "pytorch_model.bin.index.json"
 @dataclass(frozen=True)
 class SourceTensor:
     """One checkpoint tensor: its dtype name as stored ("BF16", "F32", ...), shape, and a reader of its
-    values (float16 or float32)."""
+    values (float16 or float32); for a float tensor of a safetensors file also `stored`, its values as they
+    are stored (a zero-copy view of the mapped file, float16, float32 or bfloat16), which the conversions
+    read a chunk at a time."""
 
     name: str
     dtype: str
     shape: tuple[int, ...]
     read: Callable[[], np.ndarray]
     file: Path
+    stored: Callable[[], np.ndarray] | None = None
 
 
 def _part_names(folder: Path, prefix: str, suffix: str) -> list[str]:
@@ -86,8 +90,24 @@ def _safetensors_part(path: Path, opened: list[Any]) -> list[SourceTensor]:
     out = []
     for name in sorted(f.tensors):
         info = f.tensors[name]
-        out.append(SourceTensor(name, info.dtype.value, info.shape, _reader(f, name, info.dtype, info.shape), path))
+        read = _reader(f, name, info.dtype, info.shape)
+        out.append(SourceTensor(name, info.dtype.value, info.shape, read, path, _stored(f, name, info)))
     return out
+
+
+_STORED = {
+    SafetensorsDType.F16: np.dtype(np.float16),
+    SafetensorsDType.F32: np.dtype(np.float32),
+    SafetensorsDType.BF16: np.dtype(ml_dtypes.bfloat16),
+}
+
+
+def _stored(f: SafetensorsFile, name: str, info: Any) -> Callable[[], np.ndarray] | None:
+    """The tensor's values as stored, a view of the mapped file (float types only)."""
+    dtype = _STORED.get(info.dtype)
+    if dtype is None:
+        return None
+    return lambda: view_as(f.raw(name), dtype).reshape(info.shape)
 
 
 def _reader(f: SafetensorsFile, name: str, dtype: SafetensorsDType, shape: tuple[int, ...]) -> Callable[[], np.ndarray]:

@@ -1,0 +1,191 @@
+"""`convert_hf(..., quantize=...)`: a checkpoint to a quantized GGUF in one pass, byte for byte the file of
+llama.cpp's converter followed by llama-quantize; and the converter's own ternary outtypes (hashes recorded
+from the real tools by tests/data/make_convert_quant_golden.py)."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import weightkit
+from weightkit.convert import QuantizeOptions, quantize_gguf
+from weightkit.convert.hf import convert_hf
+from weightkit.errors import ArgumentError, WeightkitError
+
+from .test_imatrix import _legacy
+from .test_mixes import GENERATOR, _options
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+_spec = importlib.util.spec_from_file_location("make_convert_quant_golden", DATA / "make_convert_quant_golden.py")
+RECORDER = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(RECORDER)
+GOLDEN = json.loads((DATA / "convert_quant_golden.json").read_text())
+CASES = [(name, key) for name, record in GOLDEN["checkpoints"].items() for key in record["runs"]]
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.mark.parametrize(("name", "key"), CASES, ids=[f"{n}-{k}" for n, k in CASES])
+def test_same_bytes_as_converter_then_llama_quantize(hf_checkpoints, tmp_path, name, key):
+    record = GOLDEN["checkpoints"][name]
+    expected = record["runs"][key]
+    outtype, quantize = RECORDER.split_run(key)
+    out = tmp_path / "out.gguf"
+    if quantize:
+        weighted = GENERATOR.parse_key(quantize)[1]["imatrix"]
+        shapes = {n: tuple(s) for n, s in record.get("imatrix_tensors", [])}
+        options = _options(quantize, GENERATOR.imatrix_values(shapes) if weighted else None)
+        report = convert_hf(hf_checkpoints[name], out, outtype or "auto", quantize=options)
+        assert report.outtype == expected["outtype"] and report.quantized == options.target.name
+        assert report.file_type == options.target.file_type_id
+    else:
+        report = convert_hf(hf_checkpoints[name], out, outtype)
+    assert out.stat().st_size == expected["bytes"] == report.bytes_written
+    assert _sha256(out) == expected["sha256"]
+    with weightkit.open(out) as m:
+        assert report.tensors == {n: (i.dtype.name, i.shape) for n, i in m.tensors.items()}
+
+
+def test_command_line_imatrix_file_as_weightkit_quantize(hf_checkpoints, tmp_path):
+    """`convert --type --imatrix FILE` (and the other llama-quantize options) gives what `quantize` gives with
+    them from the converter's output, the imatrix's provenance included."""
+    folder = hf_checkpoints["tiny-llama-256"]
+    rng = np.random.default_rng(5)
+    entries = [(f"blk.{i}.{t}.weight", 2, rng.random(n, dtype=np.float32) + 0.5)
+               for i in range(2) for t, n in (("attn_q", 256), ("ffn_down", 512))]  # fmt: skip
+    (tmp_path / "imatrix.dat").write_bytes(_legacy(entries))
+    options = ["-t", "IQ3_S", "--imatrix", str(tmp_path / "imatrix.dat"), "--exclude-weights", "ffn_down",
+               "--override-kv", "general.name=str:renamed", "--token-embedding-type", "q4_k",
+               "--tensor-type", "ffn_down=q5_k", "--prune-layers", "0"]  # fmt: skip
+    one = tmp_path / "one.gguf"
+    run = [sys.executable, "-m", "weightkit"]
+    r = subprocess.run([*run, "convert", str(folder), str(one), *options, "--json"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["type"] == "IQ3_S" and doc["outtype"] == "bf16" and doc["file_type"] == 26
+    convert_hf(folder, tmp_path / "mid.gguf", "bf16")
+    r = subprocess.run([*run, "quantize", str(tmp_path / "mid.gguf"), str(tmp_path / "two.gguf"), *options],
+                       capture_output=True, text=True)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert _sha256(one) == _sha256(tmp_path / "two.gguf")
+    with weightkit.open(one) as m:
+        assert m.metadata["general.name"] == "renamed" and m.metadata["quantize.imatrix.entries_count"] == 2
+        assert m.tensors["blk.0.attn_q.weight"].dtype.name == "IQ3_S" and "blk.1.attn_q.weight" not in m.tensors
+
+
+def test_explicit_outtype_before_quantizing(hf_checkpoints, tmp_path):
+    """--outtype f32 before Q4_0: what quantize makes of the converter's f32 file."""
+    folder = hf_checkpoints["tiny-mistral-v0.1"]
+    report = convert_hf(folder, tmp_path / "one.gguf", "f32", quantize="Q4_0")
+    convert_hf(folder, tmp_path / "mid.gguf", "f32")
+    quantize_gguf(tmp_path / "mid.gguf", tmp_path / "two.gguf", "Q4_0")
+    assert report.outtype == "f32" and _sha256(tmp_path / "one.gguf") == _sha256(tmp_path / "two.gguf")
+
+
+@pytest.mark.parametrize(
+    ("outtype", "options", "message"),
+    [
+        ("q8_0", "Q4_K_M", "--outtype 'q8_0' with --type"),
+        ("tq1_0", "Q4_K_M", "--outtype 'tq1_0' with --type"),
+        ("auto", "Q9_X", "--type 'Q9_X'"),
+    ],
+)
+def test_bad_quantize_arguments(hf_checkpoints, tmp_path, outtype, options, message):
+    with pytest.raises(ArgumentError, match=message):
+        convert_hf(hf_checkpoints["tiny-bert"], tmp_path / "out.gguf", outtype, quantize=options)
+    assert not list(tmp_path.iterdir())
+
+
+def test_keep_split_and_missing_imatrix_refused(hf_checkpoints, tmp_path):
+    with pytest.raises(ArgumentError, match="--keep-split"):
+        convert_hf(
+            hf_checkpoints["tiny-bert"], tmp_path / "out.gguf", quantize=QuantizeOptions("Q4_0", keep_split=True)
+        )
+    with pytest.raises(WeightkitError, match="needs an importance matrix"):
+        convert_hf(hf_checkpoints["tiny-llama-256"], tmp_path / "out.gguf", quantize="IQ2_XS")
+    assert not list(tmp_path.iterdir())
+
+
+def test_command_line_quantize_options_need_type(hf_checkpoints, tmp_path):
+    r = subprocess.run([sys.executable, "-m", "weightkit", "convert", str(hf_checkpoints["tiny-bert"]),
+                        str(tmp_path / "out.gguf"), "--imatrix", "x.dat"], capture_output=True, text=True)  # fmt: skip
+    assert r.returncode == 2 and "--imatrix" in r.stderr and "--type" in r.stderr and "Traceback" not in r.stderr
+    assert not list(tmp_path.iterdir())
+
+
+def test_create_stores_the_quantized_gguf_as_a_model_layer(hf_checkpoints, tmp_path):
+    """`create --from HF_DIR --quantize Q4_K_M`: the one-pass GGUF (the golden's bytes) as the model layer, with
+    the config Ollama writes for a GGUF model; nothing but the model's blobs stays in the store."""
+    from weightkit.ollama import Store, create_from_hf_gguf, open_store_model
+
+    store = Store(tmp_path / "models")
+    folder = hf_checkpoints["tiny-llama-256"]
+    seen = []
+    manifest = create_from_hf_gguf(store, "tiny:q4", folder, "q4_k_m", progress=lambda done, total: seen.append(done))
+    expected = GOLDEN["checkpoints"]["tiny-llama-256"]["runs"]["Q4_K_M"]
+    [layer] = manifest.layers
+    assert layer.media_type == "application/vnd.ollama.image.model" and layer.digest == "sha256:" + expected["sha256"]
+    config = json.loads(store.blob_path(manifest.config.digest).read_bytes())
+    assert config == {
+        "model_format": "gguf", "model_family": "llama", "model_families": ["llama"], "model_type": "14.05M",
+        "file_type": "Q4_K_M", "architecture": "amd64", "os": "linux",
+    }  # fmt: skip
+    assert seen and seen == sorted(seen)
+    with open_store_model("tiny:q4", store=store) as m:
+        assert m.tensors["blk.0.attn_q.weight"].dtype.name == "Q4_K"
+    assert sorted(p.name for p in store.blobs.iterdir()) == sorted(
+        d.replace(":", "-") for d in (layer.digest, manifest.config.digest)
+    )
+
+
+def test_create_command_line(hf_checkpoints, tmp_path):
+    """The CLI: a llama.cpp type converts to a GGUF layer; an unknown one is an argument error, leaving nothing."""
+    run = [sys.executable, "-m", "weightkit", "create"]
+    store = ["--store", str(tmp_path / "models")]
+    folder = str(hf_checkpoints["tiny-mistral-v0.1"])
+    r = subprocess.run([*run, "m:q8", "--from", folder, "--quantize", "Q8_0", *store, "--json"],
+                       capture_output=True, text=True)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    [layer] = json.loads(r.stdout)["layers"]
+    assert layer["digest"] == "sha256:" + GOLDEN["checkpoints"]["tiny-mistral-v0.1"]["runs"]["Q8_0"]["sha256"]
+    bad = subprocess.run([*run, "m:bad", "--from", folder, "--quantize", "Q9_X", *store],
+                         capture_output=True, text=True)  # fmt: skip
+    assert bad.returncode == 2 and "--quantize 'Q9_X'" in bad.stderr and "Traceback" not in bad.stderr
+    assert len(list((tmp_path / "models" / "blobs").iterdir())) == 2
+
+
+def test_failed_create_leaves_nothing(hf_checkpoints, tmp_path, monkeypatch):
+    """A conversion that fails midway (here: a tensor that cannot be read) leaves no blob and no manifest."""
+    from weightkit.convert.hf import convert as module
+    from weightkit.ollama import Store, create_from_hf_gguf
+
+    def broken(*args):
+        def make():
+            raise OSError("disk gone")
+
+        return make
+
+    monkeypatch.setattr(module, "_maker", broken)
+    store = Store(tmp_path / "models")
+    with pytest.raises(OSError, match="disk gone"):
+        create_from_hf_gguf(store, "tiny", hf_checkpoints["tiny-bert"], "Q8_0")
+    assert list(store.blobs.iterdir()) == [] and list(store.models()) == []
+
+
+def test_small_row_groups_give_the_same_file(hf_checkpoints, tmp_path, monkeypatch):
+    """Quantizing reads each tensor a group of rows at a time (made from the mapped file, or, transformed,
+    made whole once): groups of a few rows give the golden file too."""
+    import weightkit.convert.quantize as module
+
+    monkeypatch.setattr(module, "ROWS_ELEMENTS", 1000)
+    convert_hf(hf_checkpoints["tiny-llama-256"], tmp_path / "out.gguf", quantize="Q4_K_M")
+    assert _sha256(tmp_path / "out.gguf") == GOLDEN["checkpoints"]["tiny-llama-256"]["runs"]["Q4_K_M"]["sha256"]
