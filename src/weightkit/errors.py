@@ -53,6 +53,23 @@ class UnsupportedError(WeightkitError):
     """A well-formed input asks for something weightkit does not do (yet), e.g. a type with no kernel."""
 
 
+class RemoteError(WeightkitError):
+    """A remote model could not be read: no connection, a refusal, or a server that misbehaves (answers a
+    range request with the whole file, sends fewer bytes than promised). A malformed remote file is a
+    `FormatError`, as a local one is. Messages name the URL, never a credential."""
+
+
+class HTTPStatusError(RemoteError):
+    """The server answered with an error status (`status`: 401, 404, 500, ...)."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+    def __reduce__(self):
+        return (type(self), (self.args[0], self.status))
+
+
 class InvalidName(ArgumentError):
     """A model name Ollama would not accept (it could also escape the store's folders)."""
 

@@ -7,13 +7,16 @@ import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import numpy as np
 
-from ._io import ByteSource
+from ._io import BufferSource, Openable, open_source
 from .dtypes import GGMLType, TensorDType, numpy_dtype, view_as
 from .errors import ArgumentError, UnsupportedError
+
+if TYPE_CHECKING:
+    from .remote.http import HttpClient
 
 FRAMEWORKS = ("numpy", "torch")
 T = TypeVar("T")
@@ -99,7 +102,11 @@ class ModelFile(abc.ABC):
     display_name: str | None = None  # how to call it when not by its file name (a stored model's name)
     framework: str = "numpy"  # what tensor() returns: "numpy" arrays or "torch" tensors
 
-    def __init__(self, path: Path, metadata: Mapping[str, Any], tensors: Mapping[str, TensorInfo]) -> None:
+    #: Set on a model read over HTTP: the client it reads through, which counts the bytes fetched.
+    remote: HttpClient | None = None
+
+    def __init__(self, path: Path | str, metadata: Mapping[str, Any], tensors: Mapping[str, TensorInfo]) -> None:
+        """`path` is the file or folder; for a remote model, its URL as given."""
         self.path = path
         self.metadata = metadata
         self.tensors: Mapping[str, TensorInfo] = (
@@ -181,20 +188,23 @@ class ModelFile(abc.ABC):
 
 
 class MappedModelFile(ModelFile):
-    """A model held in one memory-mapped file (`_src`), whose tensors are byte ranges of it."""
+    """A model held in one file (`_src`, memory-mapped, or remote), whose tensors are byte ranges of it."""
 
-    _src: ByteSource
+    _src: BufferSource
     _closed = False
 
-    def _map_and_parse(self, path: str | os.PathLike[str], framework: str, parse: Callable[[ByteSource], T]) -> T:
+    def _map_and_parse(
+        self, path: str | os.PathLike[str] | Openable, framework: str, parse: Callable[[BufferSource], T]
+    ) -> T:
         """Map `path` (read-only for numpy; copy-on-write for torch, which wants writable memory, so writes
-        touch private pages and never the file) and parse it, unmapping again if the parse fails."""
+        touch private pages and never the file), or open a remote file's source, and parse it, releasing
+        the source again if the parse fails."""
         if framework not in FRAMEWORKS:
             raise ArgumentError(f"framework is one of {FRAMEWORKS}, not {framework!r}")
         self.framework = framework
-        self._src = ByteSource(path, copy_on_write=framework == "torch")
+        self._src = open_source(path, copy_on_write=framework == "torch")
         try:
-            return parse(self._src)
+            return self._src.parse(parse)
         except BaseException:
             self._src.close()
             raise

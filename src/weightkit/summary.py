@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -82,7 +83,7 @@ def summarize(model: ModelFile) -> ModelSummary:
     tokens = md.get("tokenizer.ggml.tokens")
     s.vocab_size = len(tokens) if isinstance(tokens, (list, np.ndarray)) else None
     config = getattr(model, "config", None)
-    if config is None and model.format == "safetensors":
+    if config is None and model.format == "safetensors" and isinstance(model.path, Path):
         config = read_config(model.path if model.path.is_dir() else model.path.parent)
     if config:
         _from_config(s, config)

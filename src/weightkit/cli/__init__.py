@@ -28,16 +28,34 @@ console = Console(width=None if sys.stdout.isatty() or "COLUMNS" in os.environ e
 _stderr = Console(stderr=True)
 
 
+RemoteOption = Annotated[
+    bool,
+    typer.Option(
+        "--remote",
+        help="The model name is a registry's (registry.ollama.ai, or the host it names; http://host/... for plain "
+        "HTTP): read its manifest and GGUF header from there, not from the local store.",
+    ),
+]
+
+
 @app.command()
 def inspect(
-    path: Annotated[Path, typer.Argument(help="A model file (GGUF; any shard of a split GGUF).")],
+    path: Annotated[
+        str,
+        typer.Argument(
+            help="A model file (GGUF, any shard of a split GGUF; safetensors; a checkpoint folder or its index), "
+            "an http(s):// URL or hf://org/repo[@revision]/path of one (read by range requests, not downloaded), "
+            "or a stored model's name."
+        ),
+    ],
     tensors: Annotated[bool, typer.Option("--tensors", help="List every tensor.")] = False,
+    remote: RemoteOption = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print everything as JSON.")] = False,
 ) -> None:
     """Show a model's architecture, size, quantization mix and metadata."""
     from .inspect import run_inspect
 
-    run_inspect(path, tensors=tensors, as_json=as_json, console=console)
+    run_inspect(path, tensors=tensors, as_json=as_json, console=console, remote=remote)
 
 
 @app.command()
@@ -132,7 +150,13 @@ def quantize(
 
 @app.command()
 def estimate(
-    model: Annotated[str, typer.Argument(help="A GGUF file (any shard of a split model) or a stored model name.")],
+    model: Annotated[
+        str,
+        typer.Argument(
+            help="A GGUF file (any shard of a split model), its http(s):// URL or hf://org/repo[@revision]/path "
+            "(only the header is fetched), or a stored model's name."
+        ),
+    ],
     engine: Annotated[
         str, typer.Option("--engine", help="llama.cpp (what llama-server allocates) or ollama (Ollama's old estimate).")
     ] = "llama.cpp",
@@ -191,6 +215,7 @@ def estimate(
     fit_ctx: Annotated[
         int | None, typer.Option("--fit-ctx", "-fitc", help="The least context --fit may choose (4096).")
     ] = None,
+    remote: RemoteOption = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """How much memory a model takes on each device, as llama.cpp (or Ollama) would load it, and whether it fits."""
@@ -224,7 +249,7 @@ def estimate(
               "num_gpu": -1 if n_gpu_layers is None else n_gpu_layers}  # fmt: skip
     run_estimate(model, engine=engine, contexts=parse_contexts(ctx), gpus_text=gpu or [], ram=ram, console=console,
                  as_json=as_json, fit_devices=fit, llama=llama, ollama=ollama,
-                 fit_options=parse_fit_options(fit_target, fit_ctx))  # fmt: skip
+                 fit_options=parse_fit_options(fit_target, fit_ctx), remote=remote)  # fmt: skip
 
 
 StoreOption = Annotated[

@@ -12,7 +12,7 @@ from .. import open as open_model
 from ..errors import ArgumentError, WeightkitError
 from ..memory import GPU, LlamaCppEstimate, LlamaCppSettings, SystemMemory, estimate
 from ..memory.llamacpp import fit
-from .render import human_bytes, print_json
+from .render import human_bytes, print_json, remote_json, remote_note
 
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "kib": 2**10, "m": 10**6, "mb": 10**6, "mib": 2**20,
           "g": 10**9, "gb": 10**9, "gib": 2**30, "t": 10**12, "tb": 10**12, "tib": 2**40}  # fmt: skip
@@ -101,17 +101,18 @@ def parse_fit_options(target: str | None, min_context: int | None) -> dict:
 
 def run_estimate(path: str, *, engine: str, contexts: list[int | None], gpus_text: list[str], ram: str | None,
                  console: Console, as_json: bool, fit_devices: bool, llama: dict, ollama: dict,
-                 fit_options: dict | None = None) -> None:  # fmt: skip
+                 fit_options: dict | None = None, remote: bool = False) -> None:  # fmt: skip
     gpus = [parse_gpu(i, text) for i, text in enumerate(gpus_text)]
     free = None if ram is None else parse_size(ram, "--ram")
     if engine == "ollama":
         from .estimate_ollama import run_ollama
 
         system = None if free is None else SystemMemory(free, free, 0)
-        run_ollama(path, contexts=contexts, gpus=gpus, system=system, console=console, as_json=as_json, **ollama)
+        run_ollama(path, contexts=contexts, gpus=gpus, system=system, console=console, as_json=as_json,
+                   remote=remote, **ollama)  # fmt: skip
         return
     requests = [LlamaCppSettings(ctx_size=ctx or 0, **llama) for ctx in contexts]
-    with open_model(path) as model:
+    with open_model(path, remote=remote) as model:
         if model.format != "gguf":
             raise WeightkitError(f"{path}: llama.cpp loads GGUF models; this is {model.format}")
         if fit_devices:
@@ -119,7 +120,8 @@ def run_estimate(path: str, *, engine: str, contexts: list[int | None], gpus_tex
         else:
             results = [estimate(model, settings, gpus) for settings in requests]
     if as_json:
-        docs = [_llamacpp_json(e, free) for e in results]
+        remote_doc = remote_json(model)
+        docs = [_llamacpp_json(e, free) | ({"remote": remote_doc} if remote_doc else {}) for e in results]
         print_json(docs[0] if len(docs) == 1 else docs)
         return
     for est in results:
@@ -127,6 +129,8 @@ def run_estimate(path: str, *, engine: str, contexts: list[int | None], gpus_tex
     for note in dict.fromkeys(n for est in results for n in est.notes):
         console.print(f"[yellow]note:[/yellow] {note}")
     _fit_summary(results, free, console)
+    if note := remote_note(model):
+        console.print(f"[dim]{note}[/dim]")
 
 
 def _llamacpp_json(est: LlamaCppEstimate, host_free: int | None) -> dict:

@@ -10,7 +10,7 @@ from rich.table import Table
 from .. import open as open_model
 from ..errors import FullFitRequired, SystemMemoryExceeded, WeightkitError
 from ..memory import GPU, OllamaEstimate, OllamaSettings, SystemMemory, estimate
-from .render import human_bytes, print_json
+from .render import human_bytes, print_json, remote_json, remote_note
 
 
 def _one(model, gpus, system, settings: OllamaSettings) -> tuple[OllamaEstimate | None, str | None]:
@@ -57,15 +57,17 @@ def _as_json(ctx: int | None, est: OllamaEstimate | None, error: str | None) -> 
 
 
 def run_ollama(path: str, *, contexts: list[int | None], gpus: list[GPU], system: SystemMemory | None,
-               console: Console, as_json: bool, **options) -> None:  # fmt: skip
+               console: Console, as_json: bool, remote: bool = False, **options) -> None:  # fmt: skip
     """The Ollama engine: its estimate and layout per context, side by side."""
     requests = [OllamaSettings(context=ctx, **options) for ctx in contexts]
-    with open_model(path) as model:
+    with open_model(path, remote=remote) as model:
         if model.format != "gguf":
             raise WeightkitError(f"{path}: the estimate follows Ollama's llama engine, which loads GGUF models")
         results = [_one(model, gpus, system, settings) for settings in requests]
     if as_json:
-        print_json([_as_json(c, e, err) for c, (e, err) in zip(contexts, results, strict=True)])
+        remote_doc = remote_json(model)
+        extra = {"remote": remote_doc} if remote_doc else {}
+        print_json([_as_json(c, e, err) | extra for c, (e, err) in zip(contexts, results, strict=True)])
         return
     table = Table(title=f"{Path(path).name}: memory as Ollama would load it", title_justify="left")
     table.add_column("", style="bold")
@@ -78,6 +80,8 @@ def run_ollama(path: str, *, contexts: list[int | None], gpus: list[GPU], system
     notes = sorted({n for est, _ in results if est for n in est.notes})
     for note in notes:
         console.print(f"[yellow]note:[/yellow] {note}")
+    if note := remote_note(model):
+        console.print(f"[dim]{note}[/dim]")
     fitting = [est.load.context for est, _ in results if est and est.layout.fully_offloaded and gpus]
     failing = [est.load.context for est, _ in results if est and not est.layout.fully_offloaded and gpus]
     if fitting and failing:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -11,7 +9,17 @@ from rich.table import Table
 from .. import open as open_model
 from ..model import ModelFile
 from ..summary import ModelSummary, summarize
-from .render import human_bytes, human_count, json_value, preview, print_json, printable, type_label
+from .render import (
+    human_bytes,
+    human_count,
+    json_value,
+    preview,
+    print_json,
+    printable,
+    remote_json,
+    remote_note,
+    type_label,
+)
 
 
 def inspect_json(model: ModelFile) -> dict:
@@ -38,17 +46,19 @@ def inspect_json(model: ModelFile) -> dict:
         }
         for t in model.tensors.values()
     ]
-    return {
+    doc = {
         "path": str(model.path),
         "format": model.format,
         "summary": summarize(model).to_dict(),
         "metadata": metadata,
         "tensors": tensors,
     }
+    remote = remote_json(model)
+    return doc if remote is None else doc | {"remote": remote}
 
 
-def run_inspect(path: Path, *, tensors: bool, as_json: bool, console: Console) -> None:
-    with open_model(path) as model:
+def run_inspect(path: str, *, tensors: bool, as_json: bool, console: Console, remote: bool = False) -> None:
+    with open_model(path, remote=remote) as model:
         if as_json:
             print_json(inspect_json(model))
             return
@@ -58,6 +68,9 @@ def run_inspect(path: Path, *, tensors: bool, as_json: bool, console: Console) -
         console.print(_metadata_table(model))
         if tensors:
             console.print(_tensors_table(model))
+        note = remote_note(model)
+        if note:
+            console.print(f"[dim]{note}[/dim]")
 
 
 def _overview(model: ModelFile, s: ModelSummary) -> Table:

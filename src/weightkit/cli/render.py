@@ -14,9 +14,30 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
 from ..gguf.values import Value
+from ..model import ModelFile
 
 PREVIEW_ITEMS = 6
 PREVIEW_CHARS = 60
+
+
+def remote_json(model: ModelFile) -> dict[str, Any] | None:
+    """What reading a remote model cost, for `--json`: bytes fetched, requests, and the model's file size."""
+    if model.remote is None:
+        return None
+    client = model.remote
+    return {"bytes_fetched": client.bytes_fetched, "requests": client.requests, "file_size": model.file_size}
+
+
+def remote_note(model: ModelFile) -> str | None:
+    """The same for people: "fetched 6.3 MiB of 241.4 MiB (2.6%) in 4 requests"."""
+    doc = remote_json(model)
+    if doc is None:
+        return None
+    share = 100 * doc["bytes_fetched"] / doc["file_size"] if doc["file_size"] else 0
+    return (
+        f"fetched {human_bytes(doc['bytes_fetched'])} of {human_bytes(doc['file_size'])} ({share:.1f}%) "
+        f"in {doc['requests']} requests"
+    )
 
 
 def print_json(doc: Any) -> None:

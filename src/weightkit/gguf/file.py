@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
+from .._io import Openable
 from ..model import MappedModelFile, ShardedModelFile, TensorInfo
 from .reader import parse
 from .values import Metadata
@@ -15,13 +15,13 @@ class GGUFFile(MappedModelFile):
 
     format = "gguf"
 
-    def __init__(self, path: str | os.PathLike[str], *, framework: str = "numpy") -> None:
+    def __init__(self, path: str | os.PathLike[str] | Openable, *, framework: str = "numpy") -> None:
         parsed = self._map_and_parse(path, framework, parse)
         self.version = parsed.version
         self.alignment = parsed.alignment
         self.data_offset = parsed.data_offset
         self._order = parsed.byte_order
-        super().__init__(Path(path), Metadata(parsed.metadata), parsed.tensors)
+        super().__init__(self._src.path, Metadata(parsed.metadata), parsed.tensors)
 
     @property
     def byte_order(self) -> str:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._io import ByteSource
+from .._io import BufferSource
 from ..dtypes import GGML_TYPES, GGMLType
 from ..errors import FormatError
 from ..model import TensorInfo
@@ -49,7 +49,7 @@ class ParsedGGUF:
 
 
 class _Parser:
-    def __init__(self, src: ByteSource) -> None:
+    def __init__(self, src: BufferSource) -> None:
         self.src = src
         self.buf = src.buffer
         self.pos = 0
@@ -96,6 +96,7 @@ class _Parser:
         n = self.read(self.u64, f"the length of {what}")
         if n > self.src.size - self.pos:
             raise self.fail(f"{what} claims {n} bytes; only {self.src.size - self.pos} remain", start)
+        self.src.need(self.pos, n, what)
         raw = self.buf[self.pos : self.pos + n]
         self.pos += n
         return raw.decode("utf-8", "surrogateescape")
@@ -130,6 +131,9 @@ class _Parser:
             raise self.fail(
                 f"{key!r}: {n} {element.name} elements cannot fit in the {remain} remaining bytes", count_at
             )
+        # A source holding part of its file must hold the smallest encoding of every element before the
+        # list of them is made: its file's size alone would not bound that allocation.
+        self.src.need(self.pos, n * size, f"the elements of {key!r}")
         if element == _T.STRING:
             return Value(self.strings(n, key), _T.ARRAY, element)
         if element == _T.ARRAY:  # each item is itself (element type, count, items)
@@ -141,7 +145,7 @@ class _Parser:
 
     def strings(self, n: int, key: str) -> list[str]:
         """`n` length-prefixed strings; the hot loop of every vocabulary (262,144 tokens for Gemma 3)."""
-        buf, pos, end = self.buf, self.pos, self.src.size
+        buf, pos, end = self.buf, self.pos, self.src.held
         unpack = self.u64.unpack_from
         out: list[str] = [""] * n
         i = 0
@@ -151,11 +155,12 @@ class _Parser:
                 pos += 8
                 stop = pos + length
                 if stop > end:
-                    raise self.fail(f"{key!r}: string {i} claims {length} bytes; only {end - pos} remain", pos - 8)
+                    reason = f"{key!r}: string {i} claims {length} bytes; only {self.src.size - pos} remain"
+                    raise self.src.past_end(stop, pos - 8, reason)
                 out[i] = buf[pos:stop].decode("utf-8", "surrogateescape")
                 pos = stop
         except struct.error:
-            raise self.fail(f"{key!r}: the file ends inside string {i} of {n}", pos) from None
+            raise self.src.past_end(pos + 8, pos, f"{key!r}: the file ends inside string {i} of {n}") from None
         self.pos = pos
         return out
 
@@ -236,7 +241,7 @@ _STRUCT_CODES = {
 }
 
 
-def parse(src: ByteSource) -> ParsedGGUF:
+def parse(src: BufferSource) -> ParsedGGUF:
     """Parse and validate everything but the tensor data of the GGUF file behind `src`."""
     p = _Parser(src)
     version, n_tensors, n_kv = p.header()
@@ -248,7 +253,7 @@ def parse(src: ByteSource) -> ParsedGGUF:
     return ParsedGGUF(version, p.order, metadata, tensors, alignment, data_offset)
 
 
-def _alignment(src: ByteSource, metadata: dict[str, Value]) -> int:
+def _alignment(src: BufferSource, metadata: dict[str, Value]) -> int:
     value = metadata.get(KEY_ALIGNMENT)
     if value is None:
         return DEFAULT_ALIGNMENT
@@ -260,7 +265,7 @@ def _alignment(src: ByteSource, metadata: dict[str, Value]) -> int:
     return a
 
 
-def _place_tensors(src: ByteSource, raw_infos, data_offset: int, alignment: int) -> dict[str, TensorInfo]:
+def _place_tensors(src: BufferSource, raw_infos, data_offset: int, alignment: int) -> dict[str, TensorInfo]:
     """Turn relative offsets into absolute ones, refusing misaligned, overlapping or truncated tensors."""
     tensors: dict[str, TensorInfo] = {}
     for name, t, shape, rel, nbytes, entry in raw_infos:

@@ -12,13 +12,16 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ArgumentError, FormatError
 from .constants import DEFAULT_ALIGNMENT, KEY_ALIGNMENT, KEY_SPLIT_COUNT, KEY_SPLIT_NO, KEY_SPLIT_TENSORS, GGUFValueType
 from .file import GGUFFile, GGUFSplit
 from .values import Value
 from .writer import GGUFWriter, PlannedTensor
+
+if TYPE_CHECKING:
+    from ..remote.source import RemoteFile
 
 _NAME = re.compile(r"^(?P<prefix>.*)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
 _T = GGUFValueType
@@ -49,17 +52,19 @@ def split_prefix(path: str | os.PathLike[str]) -> tuple[str, int, int] | None:
     return m["prefix"], int(m["no"]) - 1, int(m["count"])
 
 
-def open_gguf(path: str | os.PathLike[str], *, framework: str = "numpy") -> GGUFFile | GGUFSplit:
-    """Open a GGUF file; a shard of a split model (any shard) opens the whole model."""
-    first = GGUFFile(path, framework=framework)
+def open_gguf(path: str | os.PathLike[str] | RemoteFile, *, framework: str = "numpy") -> GGUFFile | GGUFSplit:
+    """Open a GGUF file, local or remote; a shard of a split model (any shard) opens the whole model, its
+    siblings found by their names next to it."""
+    location = Path(path) if isinstance(path, (str, os.PathLike)) else path
+    first = GGUFFile(location, framework=framework)
     try:
         count = _split_int(first, KEY_SPLIT_COUNT, 1)
         if count <= 1:
             return first
-        named = split_prefix(path)
+        named = split_prefix(location.name)
         if named is None or named[2] != count:
             raise FormatError(
-                path,
+                first.path,
                 None,
                 f"shard of a {count}-way split model, but its name does not follow the "
                 "<name>-00001-of-0000N.gguf convention, so its siblings cannot be found",
@@ -71,7 +76,8 @@ def open_gguf(path: str | os.PathLike[str], *, framework: str = "numpy") -> GGUF
     shards: list[GGUFFile] = []
     try:
         for i in range(count):
-            shards.append(first if i == index else GGUFFile(split_path(prefix, i, count), framework=framework))
+            sibling = location.with_name(split_path(prefix, i, count).name)
+            shards.append(first if i == index else GGUFFile(sibling, framework=framework))
         _check_shards(shards, count)
     except BaseException:
         for s in [*shards, first]:
@@ -80,7 +86,9 @@ def open_gguf(path: str | os.PathLike[str], *, framework: str = "numpy") -> GGUF
     return GGUFSplit(shards)
 
 
-def open_gguf_shards(paths: list[str | os.PathLike[str]], *, framework: str = "numpy") -> GGUFFile | GGUFSplit:
+def open_gguf_shards(
+    paths: list[str | os.PathLike[str]] | list[RemoteFile], *, framework: str = "numpy"
+) -> GGUFFile | GGUFSplit:
     """Open the shards of a split model given in order, whatever their file names (e.g. store blobs)."""
     shards: list[GGUFFile] = []
     try:

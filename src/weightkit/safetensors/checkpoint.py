@@ -9,7 +9,7 @@ import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._io import atomic_write
 from ..dtypes import DataSource
@@ -17,6 +17,9 @@ from ..errors import ArgumentTypeError, FormatError
 from ..model import ShardedModelFile, TensorInfo
 from .file import SafetensorsFile, SafetensorsModel
 from .writer import SafetensorsTensor, described, write_safetensors
+
+if TYPE_CHECKING:
+    from ..remote.source import RemoteFile
 
 INDEX_NAME = "model.safetensors.index.json"
 SINGLE_NAME = "model.safetensors"
@@ -29,32 +32,48 @@ def read_config(folder: Path) -> dict[str, Any] | None:
     try:
         if path.stat().st_size > MAX_INDEX_BYTES:
             return None
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return parse_config(path.read_bytes())
+    except OSError:
+        return None
+
+
+def parse_config(data: bytes) -> dict[str, Any] | None:
+    """A config.json's bytes as a dict, or None when they are not a JSON object."""
+    try:
+        config = json.loads(data.decode("utf-8"))
+    except ValueError:  # UnicodeDecodeError included
         return None
     return config if isinstance(config, dict) else None
 
 
 def read_index(path: Path) -> tuple[dict[str, str], dict[str, Any]]:
     """(weight_map, metadata) of an index file, refusing names that would leave the folder."""
-    size = path.stat().st_size
+    check_index_size(path, path.stat().st_size)
+    return parse_index(path, path.read_bytes())
+
+
+def check_index_size(where: str | os.PathLike[str], size: int) -> None:
     if size > MAX_INDEX_BYTES:
-        raise FormatError(path, 0, f"index of {size} bytes is larger than any real index ({MAX_INDEX_BYTES})")
+        raise FormatError(where, 0, f"index of {size} bytes is larger than any real index ({MAX_INDEX_BYTES})")
+
+
+def parse_index(where: str | os.PathLike[str], data: bytes) -> tuple[dict[str, str], dict[str, Any]]:
+    """(weight_map, metadata) of an index file's bytes; `where` names it in errors."""
     try:
-        index = json.loads(path.read_bytes().decode("utf-8"))
+        index = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as e:
-        raise FormatError(path, 0, f"not a JSON index: {e}") from None
+        raise FormatError(where, 0, f"not a JSON index: {e}") from None
     weight_map = index.get("weight_map") if isinstance(index, dict) else None
     if not isinstance(weight_map, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in weight_map.items()
     ):
-        raise FormatError(path, 0, "the index has no 'weight_map' of tensor names to file names")
+        raise FormatError(where, 0, "the index has no 'weight_map' of tensor names to file names")
     for file in set(weight_map.values()):
         if not file or Path(file).name != file or file in (".", ".."):
-            raise FormatError(path, 0, f"the index names {file!r}, which is not a file in the checkpoint folder")
+            raise FormatError(where, 0, f"the index names {file!r}, which is not a file in the checkpoint folder")
     metadata = index.get("metadata") or {}
     if not isinstance(metadata, dict):
-        raise FormatError(path, 0, "the index's 'metadata' is not an object")
+        raise FormatError(where, 0, "the index's 'metadata' is not an object")
     return weight_map, metadata
 
 
@@ -65,27 +84,60 @@ class SafetensorsCheckpoint(SafetensorsModel, ShardedModelFile):
     def __init__(self, path: str | os.PathLike[str], *, framework: str = "numpy") -> None:
         path = Path(path)
         folder, index = (path.parent, path) if path.is_file() else (path, path / INDEX_NAME)
-        self.config = read_config(folder)
+        if index.is_file():
+            weight_map, index_meta = read_index(index)
+            files = list(dict.fromkeys(weight_map.values()))
+        else:
+            weight_map, index_meta = None, {}
+            files = sorted(p.name for p in folder.glob("*.safetensors"))
+            if not files:
+                raise FormatError(folder, None, "no model.safetensors.index.json and no .safetensors files")
+        shards = [folder / f for f in files]
+        self._assemble(folder, index, files, shards, weight_map, index_meta, read_config(folder), framework)
+
+    @classmethod
+    def from_index(
+        cls,
+        index: RemoteFile,
+        weight_map: dict[str, str],
+        index_meta: dict[str, Any],
+        config: dict[str, Any] | None,
+        *,
+        framework: str = "numpy",
+    ) -> SafetensorsCheckpoint:
+        """The checkpoint a remote index describes (its shards are the index's siblings)."""
+        files = list(dict.fromkeys(weight_map.values()))
+        model = cls.__new__(cls)
+        shards = [index.with_name(f) for f in files]
+        model._assemble(index.display, index.display, files, shards, weight_map, index_meta, config, framework)
+        return model
+
+    def _assemble(
+        self,
+        path: Path | str,
+        index: Path | str,
+        files: list[str],
+        shards: list[Path] | list[RemoteFile],
+        weight_map: dict[str, str] | None,
+        index_meta: dict[str, Any],
+        config: dict[str, Any] | None,
+        framework: str,
+    ) -> None:
+        """Open the shards (`files` by name, `shards` where they are) and gather their tensors."""
+        self.config = config
+        self.files = files
         self.shards: list[SafetensorsFile] = []
         try:
-            if index.is_file():
-                weight_map, index_meta = read_index(index)
-                self.files = list(dict.fromkeys(weight_map.values()))
-            else:
-                weight_map, index_meta = None, {}
-                self.files = sorted(p.name for p in folder.glob("*.safetensors"))
-                if not self.files:
-                    raise FormatError(folder, None, "no model.safetensors.index.json and no .safetensors files")
-            self.shards = [SafetensorsFile(folder / f, framework=framework) for f in self.files]
+            self.shards = [SafetensorsFile(shard, framework=framework) for shard in shards]
             tensors = self._tensors(index, weight_map)
         except BaseException:
             self.close()
             raise
         self.framework = framework
         metadata = {**self.shards[0].metadata, **{k: str(v) for k, v in index_meta.items()}}
-        super().__init__(folder, MappingProxyType(metadata), tensors)
+        super().__init__(path, MappingProxyType(metadata), tensors)
 
-    def _tensors(self, index: Path, weight_map: dict[str, str] | None) -> dict[str, TensorInfo]:
+    def _tensors(self, index: Path | str, weight_map: dict[str, str] | None) -> dict[str, TensorInfo]:
         found: dict[str, TensorInfo] = {}
         for i, shard in enumerate(self.shards):
             for name, info in shard.tensors.items():

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from types import MappingProxyType
 
 import numpy as np
 
+from .._io import Openable
 from .._torch import packed_fp4_to_torch
 from ..dtypes import SafetensorsDType
 from ..model import MappedModelFile, ModelFile
@@ -32,7 +32,7 @@ class SafetensorsFile(SafetensorsModel, MappedModelFile):
     """One safetensors file. `tensor(name)` is a zero-copy view of the map, so slicing it (say, some rows)
     reads only those bytes from disk."""
 
-    def __init__(self, path: str | os.PathLike[str], *, framework: str = "numpy") -> None:
+    def __init__(self, path: str | os.PathLike[str] | Openable, *, framework: str = "numpy") -> None:
         parsed = self._map_and_parse(path, framework, parse)
         self.header_size = parsed.header_size
-        super().__init__(Path(path), MappingProxyType(parsed.metadata or {}), parsed.tensors)
+        super().__init__(self._src.path, MappingProxyType(parsed.metadata or {}), parsed.tensors)

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from .._io import ByteSource
+from .._io import BufferSource
 from ..dtypes import SafetensorsDType
 from ..errors import FormatError
 from ..model import CodedColumn, TensorInfo, TensorTable
@@ -78,7 +78,7 @@ class ParsedSafetensors:
     header_size: int
 
 
-def parse(src: ByteSource) -> ParsedSafetensors:
+def parse(src: BufferSource) -> ParsedSafetensors:
     """Validate the header of the safetensors file behind `src` and return its tensors."""
     if src.size < 8:
         raise src.error(0, f"file of {src.size} bytes is too small for the 8-byte header length")
@@ -97,7 +97,7 @@ def parse(src: ByteSource) -> ParsedSafetensors:
     return ParsedSafetensors(metadata, _tensors(src, header, 8 + n), n)
 
 
-def _decode(src: ByteSource, text: str) -> dict[str, Any]:
+def _decode(src: BufferSource, text: str) -> dict[str, Any]:
     """The header as JSON objects, refusing what serde_json refuses and any repeated key."""
     try:
         # A custom int parser costs a Python call per number; only "-0" needs it.
@@ -115,13 +115,13 @@ def _decode(src: ByteSource, text: str) -> dict[str, Any]:
     return header
 
 
-def _check(src: ByteSource, ok: list[bool], message: Callable[[int], str]) -> None:
+def _check(src: BufferSource, ok: list[bool], message: Callable[[int], str]) -> None:
     """Raise for the first tensor that breaks a rule (its flag in `ok` is False), with `message(its index)`."""
     if not all(ok):
         raise src.error(8, message(ok.index(False)))
 
 
-def _tensors(src: ByteSource, header: dict[str, Any], base: int) -> TensorTable:
+def _tensors(src: BufferSource, header: dict[str, Any], base: int) -> TensorTable:
     """Check the tensor entries one rule at a time, each rule one C-speed pass over all of them (the costlier
     ones first over everything at once, then tensor by tensor only to say which breaks it), and lay them
     out in data order."""
@@ -167,13 +167,13 @@ def _tensors(src: ByteSource, header: dict[str, Any], base: int) -> TensorTable:
     return _layout(src, names, dtypes, shapes, spans, sizes // np.uint64(8), base)
 
 
-def _column(src: ByteSource, names: list[str], infos: list[dict[str, Any]], field: str) -> list[Any]:
+def _column(src: BufferSource, names: list[str], infos: list[dict[str, Any]], field: str) -> list[Any]:
     """Every tensor's `field`, which each must have."""
     _check(src, list(map(contains, infos, repeat(field))), lambda i: f"tensor {names[i]!r} has no {field!r}")
     return list(map(itemgetter(field), infos))
 
 
-def _uints_each(src: ByteSource, names: list[str], lists: list[Any], field: str) -> list[int]:
+def _uints_each(src: BufferSource, names: list[str], lists: list[Any], field: str) -> list[int]:
     """All the values of `lists` (one value of `field` per tensor) in a row, each a list of integers from 0
     to 2^64-1."""
     _check(src, list(map(is_, map(type, lists), repeat(list))), lambda i: _not_uints(names[i], field))
@@ -193,7 +193,7 @@ def _uints(values: list[Any]) -> bool:
 
 
 def _layout(
-    src: ByteSource,
+    src: BufferSource,
     names: list[str],
     dtypes: list[str],
     shapes: list[list[int]],
@@ -240,7 +240,7 @@ def _layout(
     )
 
 
-def _metadata(src: ByteSource, value: Any) -> dict[str, str] | None:
+def _metadata(src: BufferSource, value: Any) -> dict[str, str] | None:
     if value is None:
         return None
     if type(value) is not dict or not all(type(v) is str for v in value.values()):

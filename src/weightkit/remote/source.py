@@ -1,0 +1,178 @@
+"""Remote files read by byte ranges, and the source the parsers read them through.
+
+A `RemoteFile` is a URL and the client that reads it. Its `RemoteSource` holds the file's first bytes for the
+parsers, and when a header turns out longer (Gemma 3's 262,144-token vocabulary makes its GGUF header 6.5 MB)
+fetches more and parses again, up to MAX_HEADER_BYTES. Tensor data is fetched when asked for, exactly its
+bytes. Every request names its range: a server that answers with the whole file is refused, not read.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import TypeVar
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
+
+import numpy as np
+
+from .._io import BufferSource, NeedMore
+from ..errors import RemoteError
+from .http import HttpClient, Response
+
+T = TypeVar("T")
+FIRST_READ = 1 << 20  # the first request: every header of a small model, and the start of any other
+#: The most of a file read to parse its header (a safetensors header may be 100 MB): a hostile server
+#: or file costs at most this much memory and traffic before it is refused.
+MAX_HEADER_BYTES = 128 << 20
+_CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+)")
+
+
+class RemoteFile:
+    """A file on an HTTP server, read by range requests. `display` names it in messages (the URL, or the
+    hf:// URI it came from); its size is known from the first answer."""
+
+    def __init__(self, client: HttpClient, url: str, display: str | None = None) -> None:
+        self.client = client
+        self.url = url
+        self.display = display or url
+        self._target: str | None = None  # where the URL redirected to: read directly until that expires
+        self._size: int | None = None
+        self._head: bytes | None = None
+
+    @property
+    def name(self) -> str:
+        """The last part of the URL's path, unquoted: the file's name."""
+        return unquote(urlsplit(self.url).path.rpartition("/")[2])
+
+    def with_name(self, name: str) -> RemoteFile:
+        """The file called `name` next to this one (the other shards of a split model, a config.json)."""
+        return RemoteFile(self.client, _sibling(self.url, quote(name)), _sibling(self.display, name))
+
+    @property
+    def size(self) -> int:
+        if self._size is None:
+            self.head()
+        assert self._size is not None
+        return self._size
+
+    def head(self) -> bytes:
+        """The file's first FIRST_READ bytes (all of a smaller file), fetched once."""
+        if self._head is None:
+            self._head = bytes(self.read(0, FIRST_READ))
+        return self._head
+
+    def read_all(self) -> bytes:
+        """The whole file (check `size` first: this is for small files such as indexes)."""
+        return self.head() + self.read(len(self.head()), self.size - len(self.head()))
+
+    def read(self, start: int, length: int) -> bytearray:
+        """`length` bytes from `start` (fewer at the end of the file), by one range request."""
+        if self._size is not None:
+            length = min(length, self._size - start)
+            if length <= 0:
+                return bytearray()
+        response = self._range(start, length)
+        first, last, total = self._content_range(response, start, length)
+        if self._size is None:
+            self._size = total
+        elif total != self._size:
+            self.client.discard(response)
+            raise RemoteError(f"{self.display}: the file changed while being read ({self._size} bytes, now {total})")
+        return self.client.read(response, last - first + 1, self.display)
+
+    def open_source(self, *, copy_on_write: bool) -> RemoteSource:
+        return RemoteSource(self, writable=copy_on_write)
+
+    def _range(self, start: int, length: int) -> Response:
+        """The answer to a range request; where a redirect led refuses (403: a CDN's signed link expired),
+        the URL is resolved again, once."""
+        headers = {"Range": f"bytes={start}-{start + length - 1}"}
+        response = self.client.get(self._target or self.url, headers)
+        if response.status == 403 and self._target is not None:
+            self.client.discard(response)
+            self._target = None
+            response = self.client.get(self.url, headers)
+        if response.status == 206 and response.url != self.url:
+            self._target = response.url
+        return response
+
+    def _content_range(self, response: Response, start: int, length: int) -> tuple[int, int, int]:
+        """(first, last, total) of a 206 answer to bytes start..start+length-1; any other answer raises."""
+        if response.status == 200 and response.raw.length == 0 and start == 0:
+            return 0, -1, 0  # an empty file: no range to send, nothing too much sent
+        if response.status == 200:
+            size = response.raw.length
+            self.client.discard(response)
+            whole = f" ({size} bytes)" if size is not None else ""
+            raise RemoteError(
+                f"{self.display}: the server ignores range requests and answered with the whole file{whole}; "
+                "weightkit reads remote models only from servers that send the byte ranges asked for"
+            )
+        if response.status == 416:
+            told = response.header("Content-Range") or "no size given"
+            raise self.client.status_error(response, self.display, f"bytes {start}-{start + length - 1} ({told})")
+        if response.status != 206:
+            raise self.client.status_error(response, self.display)
+        end = start + length - 1
+        m = _CONTENT_RANGE.fullmatch((response.header("Content-Range") or "").strip())
+        if m is not None:
+            first, last, total = map(int, m.groups())
+            # The range asked for, or its part before the end of a shorter file.
+            if first == start and first <= last < total and (last == end or last == total - 1 < end):
+                return first, last, total
+        told = response.header("Content-Range")
+        self.client.discard(response)
+        raise RemoteError(f"{self.display}: asked for bytes {start}-{end}, the server sent Content-Range {told!r}")
+
+
+def _sibling(url: str, name: str) -> str:
+    """`url` with the last part of its path replaced by `name` (and no query string)."""
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, parts.path.rpartition("/")[0] + "/" + name, "", ""))
+
+
+class RemoteSource(BufferSource):
+    """The parsers' view of a remote file: its first bytes held, more fetched (and the header parsed again)
+    when they run out, tensor data fetched when asked for."""
+
+    def __init__(self, file: RemoteFile, *, writable: bool) -> None:
+        super().__init__(file.display, file.size, file.head())
+        self._file = file
+        self._writable = writable
+
+    def parse(self, parse: Callable[[BufferSource], T]) -> T:
+        """`parse(self)`, again with more bytes (twice as many, or as many as it asked for) each time it
+        runs past those held."""
+        while True:
+            try:
+                return parse(self)
+            except NeedMore as e:
+                self._hold(e.offset, e.end)
+
+    def _hold(self, offset: int, end: int) -> None:
+        if end > MAX_HEADER_BYTES:
+            raise self.error(
+                offset,
+                f"the header reaches past byte {end}; weightkit reads at most the first {MAX_HEADER_BYTES} bytes "
+                "of a remote file to parse its header",
+            )
+        stop = min(self.size, MAX_HEADER_BYTES, max(end, 2 * self.held))
+        self._buf = self._buf + self._file.read(self.held, stop - self.held)
+
+    def array(self, offset: int, dtype: np.dtype, count: int, what: str) -> np.ndarray:
+        """`count` items of `dtype` at `offset`: from the bytes held, or fetched now, exactly those bytes.
+        Read-only unless the source was opened for torch (`copy_on_write`)."""
+        dtype = np.dtype(dtype)
+        length = count * dtype.itemsize
+        try:
+            self.need(offset, length, what)
+            data = bytearray(self._buf[offset : offset + length])
+        except NeedMore:
+            data = self._file.read(offset, length)
+        array = np.frombuffer(data, dtype=dtype)
+        array.flags.writeable = self._writable
+        return array
+
+    def close(self) -> None:
+        super().close()
+        self._file.client.close()
