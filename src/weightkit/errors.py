@@ -78,7 +78,7 @@ class ModelNotFound(WeightkitError):
     """No manifest in the store for that name."""
 
 
-class RegistryError(WeightkitError):
+class RegistryError(RemoteError):
     """A registry refused a request or answered something weightkit cannot use; the message says which
     registry, what was asked, and the registry's own words (never a credential)."""
 

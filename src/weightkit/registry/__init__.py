@@ -5,9 +5,9 @@
     pull("127.0.0.1:5000/team/tiny:v1", store=Store("models"), insecure=True)
     push("registry.example.com/team/tiny:v1")
 
-Modules: `reference` (names to URLs), `connection` (HTTP over http.client), `auth` (challenges, Basic,
-tokens, credentials), `ollama_key` and `ed25519` (Ollama's signed token requests), `client` (the protocol's
-requests, redirects, retries), `download` (resumable parallel ranged downloads), `pull` and `push`.
+Modules: `reference` (names to URLs), `auth` (challenges, Basic, tokens, credentials), `ollama_key` and
+`ed25519` (Ollama's signed token requests), `client` (the protocol's requests, over `weightkit.net.http`),
+`retry` (backoff), `download` (resumable parallel ranged downloads), `pull` and `push`.
 """
 
 from .options import Credentials, RegistryOptions

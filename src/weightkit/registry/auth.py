@@ -20,7 +20,7 @@ from pathlib import Path
 from urllib.parse import parse_qsl, quote_plus, urlsplit, urlunsplit
 
 from ..errors import RegistryAuthError, RegistryError
-from .connection import ExchangeFailed, Pool, error_text
+from ..net.http import ExchangeFailed, HttpClient, server_message
 from .ollama_key import OllamaKey, default_key_path, signed_params
 from .options import Credentials, RegistryOptions
 
@@ -82,26 +82,27 @@ def _config_host(key: str) -> str:
 
 
 class Authenticator:
-    """The Authorization a registry's requests carry, renewed when a 401 challenges it. Shared by the threads
-    of a pull: `current()` gives a generation with the header, and a challenge answered for an older
-    generation than the latest is already answered."""
+    """The Authorization a registry's requests carry (held by the HTTP client for the registry's origin),
+    renewed when a 401 challenges it. Shared by the threads of a pull: a request notes the `generation` it
+    was sent with, and a challenge to an older generation than the latest is already answered."""
 
-    def __init__(self, origin: str, pool: Pool, options: RegistryOptions) -> None:
+    def __init__(self, origin: str, http: HttpClient, options: RegistryOptions) -> None:
         self.origin = origin
         self.host = urlsplit(origin).netloc
-        self._pool = pool
+        self._http = http
         self._options = options
         self._lock = threading.Lock()
         self._generation = 0
-        self._header: dict[str, str] = {}
+        self._header = ""  # the Authorization value sent now
         self._scopes: dict[str, set[str]] = {}  # resource -> actions, of every challenge so far
         self._token_scopes: dict[str, set[str]] | None = None  # what the current token was asked for
         self._token_expires = 0.0
         self._found: tuple[Credentials | None, str] | None = None
 
-    def current(self) -> tuple[int, dict[str, str]]:
+    @property
+    def generation(self) -> int:
         with self._lock:
-            return self._generation, dict(self._header)
+            return self._generation
 
     def challenge(self, header: str | None, generation: int) -> None:
         """Answer a 401 to a request sent with `generation`'s header; raises RegistryAuthError when nothing
@@ -116,6 +117,7 @@ class Authenticator:
                 self._basic()
             else:
                 raise RegistryAuthError(f"{self.host} asks for an authentication weightkit does not speak: {header!r}")
+            self._http.authorize(self.origin, self._header)
             self._generation += 1
 
     def _credentials(self) -> tuple[Credentials | None, str]:
@@ -136,7 +138,7 @@ class Authenticator:
             raise self._login_needed("requires a login")
         if self._header:
             raise RegistryAuthError(f"{self.host} refused the user name and password from {credentials.source}")
-        self._header = {"Authorization": _basic(credentials)}
+        self._header = _basic(credentials)
 
     def _bearer(self, params: dict[str, str]) -> None:
         realm = params.get("realm", "")
@@ -153,7 +155,7 @@ class Authenticator:
                 raise self._login_needed(denied)
             raise RegistryAuthError(f"{self.host} {denied} to the credentials from {credentials.source}")
         token, life = self._fetch_token(realm, params.get("service"))
-        self._header = {"Authorization": f"Bearer {token}"}
+        self._header = f"Bearer {token}"
         self._token_scopes = {k: set(v) for k, v in self._scopes.items()}
         self._token_expires = time.monotonic() + life
 
@@ -164,14 +166,15 @@ class Authenticator:
         signed = self.host in self._options.signed_hosts and urlsplit(realm).netloc == self.host
         url = token_url(realm, params + (signed_params() if signed else []))
         headers, refusal = self._token_authorization(url, signed)
-        with self._pool.request("GET", url, headers) as response:
+        with self._http.request("GET", url, headers, stored_credentials=False) as response:
             body = response.read(_TOKEN_LIMIT) if response.status == 200 else response.error_body()
         if response.status in (401, 403):
             raise refusal
         if response.status >= 500:
             raise ExchangeFailed(f"{self.host}'s token server answered {response.status}", transient=True)
         if response.status != 200:
-            raise RegistryError(f"{self.host}'s token server answered {response.status}: {error_text(body)}")
+            said = server_message(response, body)
+            raise RegistryError(f"{self.host}'s token server answered {response.status}: {said}")
         try:
             doc = json.loads(body)
             token = doc.get("token") or doc["access_token"]

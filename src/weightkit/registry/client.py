@@ -1,8 +1,8 @@
 """One repository on one registry: the requests of Ollama's registry protocol, which is OCI distribution v2.
 
-Redirects are followed here, by hand: the registry's Authorization goes only on hops to the registry's own
-origin (scheme, host and port), never to the storage a blob GET redirects to. A registry that serves blobs
-itself (200, docker-registry's filesystem storage) works the same way.
+Requests go through `weightkit.net.http`, which follows redirects by hand: the registry's Authorization
+(held there for the registry's origin: scheme, host and port) never goes to the storage a blob GET redirects
+to. A registry that serves blobs itself (200, docker-registry's filesystem storage) works the same way.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import hashlib
 from urllib.parse import quote, urljoin
 
 from ..errors import DigestMismatch, RegistryAuthError, RegistryError
+from ..net.http import Body, ExchangeFailed, FileRegion, HttpClient, Response, describe, origin, server_message
 from ..ollama.store import MANIFEST_MEDIA_TYPE
 from .auth import Authenticator
-from .connection import Body, ExchangeFailed, FileRegion, Pool, Response, error_text, origin_of
 from .options import RegistryOptions
 from .reference import Reference
 from .retry import retrying
@@ -23,28 +23,29 @@ OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 MANIFEST_ACCEPT = f"{MANIFEST_MEDIA_TYPE}, {OCI_MANIFEST}"
 _INDEXES = ("application/vnd.oci.image.index.v1+json", "application/vnd.docker.distribution.manifest.list.v2+json")
 MANIFEST_LIMIT = 32 << 20  # an Ollama manifest of tensor blobs runs to hundreds of KB; registries take 4 MB+
-_REDIRECTS = (301, 302, 303, 307, 308)
-_MAX_HOPS = 10
 _MAX_CHALLENGES = 4  # a token, a wider one for another scope, and a renewal of an expired one
 
 
 class RegistryClient:
-    """Requests to `ref`'s repository on its registry, over one pool of connections and one authenticator
-    (both thread-safe: a pull's parts share them). Use as a context manager."""
+    """Requests to `ref`'s repository on its registry, over one HTTP client and one authenticator (both
+    thread-safe: a pull's parts share them). Use as a context manager; it closes the HTTP client it made
+    (not one it was given: remote reading goes on reading blobs with it)."""
 
-    def __init__(self, ref: Reference, options: RegistryOptions) -> None:
+    def __init__(self, ref: Reference, options: RegistryOptions, http: HttpClient | None = None) -> None:
         self.ref = ref
         self.options = options
         self.host = ref.name.host
-        self._origin = origin_of(ref.origin)
-        self._pool = Pool(timeout=options.timeout, user_agent=options.user_agent)
-        self._auth = Authenticator(ref.origin, self._pool, options)
+        self.http = http or HttpClient(timeout=options.timeout, user_agent=options.user_agent)
+        self._owned = http is None
+        self._origin = origin(ref.origin)
+        self._auth = Authenticator(ref.origin, self.http, options)
 
     def __enter__(self) -> RegistryClient:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._pool.close()
+        if self._owned:
+            self.http.close()
 
     # the protocol
 
@@ -139,7 +140,7 @@ class RegistryClient:
             if response.status in ok:
                 return response
             if response.status == 404 and missing:
-                detail = error_text(response.error_body())
+                detail = server_message(response, response.error_body())
                 raise RegistryError(f"{missing} (404 {detail})")
             raise self.failure(response, what)
 
@@ -151,9 +152,9 @@ class RegistryClient:
         """One request, any status back: the registry's Authorization on hops to its origin only, redirects
         followed when `follow`, a 401 from the registry answered (Basic or a token) and the request sent again."""
         for _ in range(_MAX_CHALLENGES):
-            generation, auth = self._auth.current()
-            response = self._follow(method, url, headers, body, auth, follow)
-            if response.status != 401 or origin_of(response.url) != self._origin:
+            generation = self._auth.generation
+            response = self.http.request(method, url, headers, body, follow=follow)
+            if response.status != 401 or origin(response.url) != self._origin:
                 return response
             challenge = response.header("WWW-Authenticate")
             response.error_body()
@@ -164,10 +165,10 @@ class RegistryClient:
         """The error an unexpected answer makes: transient (ExchangeFailed) for a 5xx, 408, 429, or a 401 or 403
         from storage a redirect led to (a signed URL expired: the next try asks the registry for a new one)."""
         status = response.status
-        storage = origin_of(response.url) != self._origin
+        storage = origin(response.url) != self._origin
         content_type = response.header("Content-Type") or ""
-        text = f"{response.url.split('?')[0] if storage else self.host}: {what}: {status} "
-        text += error_text(response.error_body())
+        text = f"{describe(response.url) if storage else self.host}: {what}: {status} "
+        text += server_message(response, response.error_body()) or (response.raw.reason or "")
         if status >= 500 or status in (408, 429) or (storage and status in (401, 403)):
             return ExchangeFailed(text, transient=True, retry_after=_retry_after(response))
         if status == 401:
@@ -175,20 +176,6 @@ class RegistryClient:
         if status == 404 and content_type.startswith("text/plain"):
             return RegistryError(f"{text} (is {self.ref.repository!r} a repository name this registry accepts?)")
         return RegistryError(text)
-
-    def _follow(self, method: str, url: str, headers: dict[str, str], body: Body, auth: dict[str, str],
-                follow: bool) -> Response:  # fmt: skip
-        for _ in range(_MAX_HOPS + 1):
-            own = origin_of(url) == self._origin
-            response = self._pool.request(method, url, {**headers, **auth} if own else headers, body)
-            location = response.header("Location")
-            if not follow or response.status not in _REDIRECTS or not location:
-                return response
-            response.error_body()
-            url = urljoin(url, location)
-            if response.status == 303 or (response.status in (301, 302) and method == "POST"):
-                method, body = "GET", None
-        raise RegistryError(f"{self.host}: more than {_MAX_HOPS} redirects")
 
     def _blob_url(self, digest: str) -> str:
         return self.ref.url(f"blobs/{digest}")

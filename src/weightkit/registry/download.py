@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import RegistryError
+from ..net.http import ExchangeFailed, Response
 from ..ollama.store import Layer
 from .client import RegistryClient
-from .connection import ExchangeFailed, Response
 from .progress import ByteProgress
 from .retry import Backoff
 from .workers import drain

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import FormatError, WeightkitError
+from ..net.http import ExchangeFailed, FileRegion
 from ..ollama.names import ModelName
 from ..ollama.store import Layer, Store, parse_manifest
 from .client import RegistryClient
-from .connection import ExchangeFailed, FileRegion
 from .options import RegistryOptions
 from .progress import ByteProgress, ProgressCallback
 from .pull import BlobResult, blobs_of

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from ..errors import RegistryConnectionError
-from .connection import ExchangeFailed
+from ..net.http import ExchangeFailed
 from .options import RegistryOptions
 
 T = TypeVar("T")

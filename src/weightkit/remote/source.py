@@ -17,7 +17,7 @@ import numpy as np
 
 from .._io import BufferSource, NeedMore
 from ..errors import RemoteError
-from .http import HttpClient, Response
+from ..net.http import HttpClient, Response
 
 T = TypeVar("T")
 FIRST_READ = 1 << 20  # the first request: every header of a small model, and the start of any other
