@@ -39,7 +39,12 @@ class Registry:
     its storage middleware (a redirect to storage)."""
 
     def __init__(
-        self, root: Path, auth: dict | None = None, middleware: dict | None = None, storage: Path | None = None
+        self,
+        root: Path,
+        auth: dict | None = None,
+        middleware: dict | None = None,
+        storage: Path | None = None,
+        tls: tuple[Path, Path] | None = None,
     ) -> None:
         root.mkdir(parents=True, exist_ok=True)
         self.root = root
@@ -54,6 +59,8 @@ class Registry:
             config["auth"] = auth
         if middleware:
             config["middleware"] = middleware
+        if tls:
+            config["http"]["tls"] = {"certificate": str(tls[0]), "key": str(tls[1])}
         (root / "config.yml").write_text(json.dumps(config))  # YAML reads JSON
         self.log = root / "registry.log"
         with open(self.log, "wb") as log:
@@ -135,6 +142,40 @@ http {{
 
 def _b64url(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def self_signed_certificate(folder: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 that is its own CA, and its key: (cert.pem, key.pem) in `folder`."""
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    folder.mkdir(parents=True, exist_ok=True)
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "weightkit-test-registry")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    public = key.public_key()
+    cert = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(public).serial_number(1)
+        .not_valid_before(now - datetime.timedelta(days=1)).not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(public), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(public), critical=False)
+        .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, content_commitment=False,
+                                     key_encipherment=False, data_encipherment=False, key_agreement=False,
+                                     crl_sign=False, encipher_only=False, decipher_only=False), critical=True)
+        .sign(key, hashes.SHA256())
+    )  # fmt: skip
+    cert_path, key_path = folder / "cert.pem", folder / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    return cert_path, key_path
 
 
 class TokenServer:

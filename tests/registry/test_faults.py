@@ -1,5 +1,5 @@
 """Faults between weightkit and a real registry, injected by a proxy: dropped connections, corrupted bytes,
-failing servers, a killed pull, two pulls at once, lying sizes, redirects to another host."""
+failing servers, a killed pull, two pulls at once, lying sizes, redirects to another host, untrusted TLS."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from weightkit.registry.reference import parse_reference
 
 from ..ollama._cli import cli_env, start
 from .conftest import FAST, stored_model
-from .servers import PASSWORD, USER, free_port
+from .servers import PASSWORD, USER, Registry, free_port, self_signed_certificate
 
 
 @pytest.fixture
@@ -179,3 +179,27 @@ def test_redirects_to_storage_get_no_credentials(tmp_path, redirect_registry, ti
     assert sum('"GET /docker/registry/v2/blobs/sha256/' in line and " 206 " in line for line in log) >= 6
     assert all(line.endswith('auth="-"') for line in log), log  # the registry's Basic credentials stayed home
     assert {b.status for b in push(name, source, insecure=True, options=FAST).blobs} == {"present"}  # HEAD's 307
+
+
+def test_tls_is_verified(tmp_path, registry_servers, tiny_gguf, monkeypatch):
+    """HTTPS by default, its certificate checked: a registry whose CA is not trusted is refused before any
+    byte is sent; trusting it the way OpenSSL is told (SSL_CERT_FILE) lets push and pull through."""
+    cert, key = self_signed_certificate(registry_servers / "tls")
+    server = Registry(registry_servers / "tls" / "registry", tls=(cert, key))
+    try:
+        name = f"{server.host}/library/tiny:v1"
+        store = stored_model(tmp_path / "a", name, tiny_gguf)
+        monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+        with pytest.raises(
+            RegistryConnectionError, match=r"^https://127\.0\.0\.1:\d+/v2/.*: TLS certificate not trusted"
+        ):
+            push(name, store, options=FAST)
+        with pytest.raises(RegistryConnectionError, match="TLS certificate not trusted"):
+            pull(name, Store(tmp_path / "b"), options=FAST)
+        assert not (tmp_path / "b" / "manifests").exists()
+        monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+        pushed = push(name, store, options=FAST)
+        pulled = pull(name, Store(tmp_path / "b"), options=FAST)
+        assert pulled.digest == pushed.digest and pulled.transferred == pulled.size
+    finally:
+        server.stop()
