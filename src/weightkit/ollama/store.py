@@ -512,9 +512,13 @@ class Transaction:
     def add_bytes(self, data: bytes, media_type: str, name: str = "") -> Layer:
         return self.add_blob([data], media_type, name)
 
-    def adopt(self, tmp: Path, media_type: str, name: str = "") -> Layer:
-        """Take a finished, synced file written at a `temp_path()` as a blob."""
-        digest, size = _file_digest(tmp)
+    def adopt(self, tmp: Path, media_type: str, name: str = "", *, digest: str | None = None) -> Layer:
+        """Take a finished, synced file written at a `temp_path()` as a blob. `digest`: its sha256, when the
+        writer hashed the bytes as it wrote them (else the file is read and hashed here)."""
+        if digest is None:
+            digest, size = _file_digest(tmp)
+        else:
+            digest, size = check_digest(digest), tmp.stat().st_size
         return self._keep(tmp, Layer(media_type, digest, size, name))
 
     def pin(self, layer: Layer) -> bool:

@@ -144,13 +144,16 @@ class Authenticator:
         realm = params.get("realm", "")
         if urlsplit(realm).scheme not in ("http", "https"):
             raise RegistryAuthError(f"{self.host} names no usable token server (realm {realm!r})")
+        asked = []  # this challenge's scopes, their actions in a stable order (registries vary it)
         for scope in params.get("scope", "").split():
             resource, _, actions = scope.rpartition(":")
-            self._scopes.setdefault(resource, set()).update(a for a in actions.split(",") if a)
+            wanted = sorted(a for a in actions.split(",") if a)
+            self._scopes.setdefault(resource, set()).update(wanted)
+            asked.append(f"{resource}:{','.join(wanted)}")
         fresh = time.monotonic() < self._token_expires
         if self._token_scopes == self._scopes and fresh:
             credentials = self._credentials()[0]
-            denied = f"denied {params.get('scope') or 'access'}"
+            denied = f"denied {' '.join(asked) or 'access'}"
             if credentials is None:
                 raise self._login_needed(denied)
             raise RegistryAuthError(f"{self.host} {denied} to the credentials from {credentials.source}")

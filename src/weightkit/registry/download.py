@@ -2,12 +2,15 @@
 
 A blob downloads into `<store>/.weightkit/downloads/sha256-<hex>.data` (the store's download slot, held
 meanwhile), with how far each part got in `.json` beside it, so a run that is killed or loses its network
-goes on from there the next time. Nothing here is trusted: the caller hashes the finished file before the
-store takes it, and a Range is never asked past the blob's size (docker-registry's 416 lies about its length).
+goes on from there the next time. Nothing here is trusted: the file is hashed as its bytes arrive (the
+thread that extends the run of bytes done from the start hashes them, from its buffer or from the file), and
+the caller compares that digest with the blob's before the store takes it. A Range is never asked past the
+blob's size (docker-registry's 416 lies about its length).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import threading
@@ -26,6 +29,7 @@ from .workers import drain
 
 _BUFFER = 1 << 20
 _SAVE_EVERY = 0.25  # seconds between writes of a download's progress
+_WRITEBACK = 16 << 20  # bytes hashed between requests to the kernel to start writing them to disk
 
 
 @dataclass
@@ -42,14 +46,20 @@ class Part:
 
 
 class PartialDownload:
-    """One blob's download file and its parts' progress, going on from an earlier run's where it is sound."""
+    """One blob's download file and its parts' progress, going on from an earlier run's where it is sound;
+    `digest` once `finish` has hashed the last of it."""
 
     def __init__(self, prefix: Path, layer: Layer, part_size: int) -> None:
         self.layer = layer
         self.data = prefix.with_name(prefix.name + ".data")
         self.state = prefix.with_name(prefix.name + ".json")
+        self.digest = ""
         self._lock = threading.Lock()
         self._saved = 0.0
+        self._hash = hashlib.sha256()
+        self._hashed = 0  # the first bytes of the file, all done, that `_hash` has taken
+        self._written_back = 0  # of those, the bytes whose writeback to disk has been started
+        self._hash_lock = threading.Lock()
         parts = self._load()
         self._fd = os.open(self.data, os.O_RDWR | os.O_CREAT, 0o644)
         if parts is None:
@@ -64,10 +74,41 @@ class PartialDownload:
         return all(p.left == 0 for p in self.parts)
 
     def write(self, part: Part, data: memoryview) -> None:
-        os.pwrite(self._fd, data, part.start + part.done)
+        at = part.start + part.done
+        os.pwrite(self._fd, data, at)
         part.done += len(data)
+        if self._hash_lock.acquire(blocking=False):  # else another thread is hashing: it or the next one catches up
+            try:
+                if at == self._hashed:
+                    self._hash.update(data)
+                    self._hashed += len(data)
+                self._catch_up()
+            finally:
+                self._hash_lock.release()
         if time.monotonic() - self._saved > _SAVE_EVERY:
             self.save()
+
+    def _catch_up(self) -> None:
+        """Under the hash lock: hash, from the file, the bytes done that follow those hashed (parts other
+        threads finished, or an earlier run got)."""
+        for part in self.parts:
+            done = part.start + part.done
+            while self._hashed < done and part.start <= self._hashed:
+                chunk = os.pread(self._fd, min(_BUFFER, done - self._hashed), self._hashed)
+                if not chunk:
+                    raise RegistryError(f"{self.data} shrank while it was being downloaded")
+                self._hash.update(chunk)
+                self._hashed += len(chunk)
+            if self._hashed < part.end:
+                break
+        self._write_back()
+
+    def _write_back(self) -> None:
+        """Start writing the hashed bytes to disk now (POSIX_FADV_DONTNEED starts writeback on Linux; pages
+        not yet written stay cached), so the fsync before the store takes the file has little left to do."""
+        if self._hashed - self._written_back >= _WRITEBACK and hasattr(os, "posix_fadvise"):
+            os.posix_fadvise(self._fd, self._written_back, self._hashed - self._written_back, os.POSIX_FADV_DONTNEED)
+            self._written_back = self._hashed
 
     def save(self) -> None:
         """Record the parts' progress (no fsync: it must outlive the process, which the page cache does; after
@@ -81,8 +122,11 @@ class PartialDownload:
             os.replace(tmp, self.state)
 
     def finish(self) -> Path:
-        """The complete file, synced (as the store wants what it adopts)."""
+        """The complete file, hashed (`digest`) and synced (as the store wants what it adopts)."""
         self.save()
+        with self._hash_lock:
+            self._catch_up()
+        self.digest = "sha256:" + self._hash.hexdigest()
         os.fsync(self._fd)
         self.close()
         return self.data

@@ -117,7 +117,8 @@ def _hold_slots(store: Store, layers: list[Layer], held: contextlib.ExitStack, b
 
 class _Verifier:
     """Hands each finished download to the transaction (as a hard link, so a killed pull keeps the file to
-    resume from), which hashes it; a blob whose hash is not its digest is dropped, and the pull fails."""
+    resume from) with the digest it was hashed to as it downloaded; a blob whose hash is not its digest is
+    dropped, and the pull fails."""
 
     def __init__(self, tx: Transaction, ref: Reference, bar: ByteProgress) -> None:
         self._tx, self._ref, self._bar = tx, ref, bar
@@ -131,7 +132,7 @@ class _Verifier:
                 os.link(download.data, tmp)
             except OSError:  # no hard links here: hand the file over
                 os.replace(download.data, tmp)
-            got = self._tx.adopt(tmp, expected.media_type, expected.name)
+            got = self._tx.adopt(tmp, expected.media_type, expected.name, digest=download.digest)
         if got.digest != expected.digest or got.size != expected.size:
             download.discard()
             raise DigestMismatch(
