@@ -7,8 +7,10 @@ import base64
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+import weightkit
 from weightkit.errors import RegistryAuthError
 from weightkit.ollama import Store
 from weightkit.registry import Credentials, RegistryOptions, ed25519, pull, push
@@ -225,3 +227,24 @@ def test_no_signature_for_a_token_server_on_another_host(tmp_path, token_registr
     before = len(tokens.requests)
     pull(name, Store(tmp_path / "b"), insecure=True, options=signing)  # anonymous: pulling needs no login
     assert tokens.requests[before:] and all(r["authorization"] == "" for r in tokens.requests[before:])
+
+
+def test_remote_reading_signs_in_as_pull_does(tmp_path, token_registry, tiny_gguf, no_credentials, monkeypatch):
+    """`--remote` reads through the registry client: a bearer token for the manifest, the same token on
+    the blobs' range requests (with credentials from docker's config.json for a private repository)."""
+    registry, tokens = token_registry
+    name = f"{registry.host}/remote/tiny:v1"
+    alice = RegistryOptions(credentials=Credentials(USER, PASSWORD, "the test"), backoff=0.01, part_size=1 << 20)
+    push(name, stored_model(tmp_path / "a", name, tiny_gguf), insecure=True, options=alice)
+    config = tmp_path / "docker"
+    config.mkdir()
+    auth = base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
+    (config / "config.json").write_text(json.dumps({"auths": {registry.host: {"auth": auth}}}))
+    monkeypatch.setenv("DOCKER_CONFIG", str(config))
+    tokens.requests.clear()
+    with weightkit.open(f"http://{name}", remote=True) as remote, weightkit.open(tiny_gguf) as local:
+        assert list(remote.tensors) == list(local.tensors)
+        assert np.array_equal(remote.tensor("w"), local.tensor("w"))  # tensor data: a range request of its own
+        assert remote.remote.requests >= 4  # the manifest (twice: before and after the token), the header, "w"
+    assert [r["authorization"].split()[0] for r in tokens.requests] == ["Basic"]  # one token for it all
+    assert "scope=repository%3Aremote%2Ftiny%3Apull" in tokens.requests[0]["path"]
