@@ -12,32 +12,20 @@ import mmap
 import os
 import struct
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Protocol, TypeVar
+from typing import IO, Protocol
 
 import numpy as np
 
 from .errors import FormatError
 
-T = TypeVar("T")
-
-
-class NeedMore(Exception):
-    """A parser reached past the bytes a source holds but not past the file: the source fetches more and
-    parses again (`BufferSource.parse`). Only sources holding a prefix of their file raise it."""
-
-    def __init__(self, offset: int, end: int) -> None:
-        super().__init__(offset, end)
-        self.offset = offset  # where the read that ran out starts
-        self.end = end  # and where it ends
-
 
 class BufferSource:
-    """Checked reads from bytes held in memory: a whole file, or the first `held` bytes of a `size`-byte file.
+    """Checked reads from bytes held in memory: here a whole file; a remote file's source holds its first
+    `held` bytes and fetches more when a read reaches past them (`need`, `reach`).
 
-    Every check is against the file's `size` first (FormatError: the file is malformed), then against the
-    bytes held (`NeedMore`: fetch more and parse again).
+    Every length and offset is checked against the file's `size`: past it, the file is malformed.
     """
 
     def __init__(self, path: str | os.PathLike[str], size: int, buf: mmap.mmap | bytes) -> None:
@@ -58,19 +46,20 @@ class BufferSource:
     def error(self, offset: int | None, reason: str) -> FormatError:
         return FormatError(self.path, offset, reason)
 
-    def past_end(self, stop: int, offset: int | None, reason: str) -> Exception:
-        """What to raise when a read would end at `stop`, beyond the bytes held: `NeedMore` if the file goes
-        that far, else the FormatError of `reason` at `offset`."""
-        return NeedMore(offset, stop) if stop <= self.size else self.error(offset, reason)
+    def reach(self, stop: int, offset: int, reason: str) -> None:
+        """For hot loops that check their reads against `held` themselves: a read from `offset` ran past the
+        bytes held, to `stop`. Past the end of the file that raises the FormatError of `reason`; else the
+        source comes to hold those bytes (see `buffer` again after)."""
+        if stop > self.size:
+            raise self.error(offset, reason)
+        self.need(offset, stop - offset, reason)
 
     def need(self, offset: int, length: int, what: str) -> None:
-        """Raise FormatError unless `length` bytes starting at `offset` lie inside the file (and `NeedMore`
-        when they do but are not all held)."""
+        """Raise FormatError unless `length` bytes starting at `offset` lie inside the file; a source that
+        holds part of its file makes sure it holds them (see `buffer` again after)."""
         if offset < 0 or length < 0 or offset + length > self.size:
             remain = max(self.size - offset, 0)
             raise self.error(offset, f"{what} needs {length} bytes but only {remain} remain in the file")
-        if offset + length > self.held:
-            raise NeedMore(offset, offset + length)
 
     def unpack(self, fmt: struct.Struct, offset: int, what: str) -> tuple:
         self.need(offset, fmt.size, what)
@@ -87,10 +76,6 @@ class BufferSource:
         if count == 0:
             return np.empty(0, dtype=dtype)
         return np.frombuffer(self._buf, dtype=dtype, count=count, offset=offset)
-
-    def parse(self, parse: Callable[[BufferSource], T]) -> T:
-        """`parse(self)`; a source holding only a prefix of its file retries with more bytes."""
-        return parse(self)
 
     def close(self) -> None:
         self._buf = b""

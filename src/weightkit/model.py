@@ -204,7 +204,7 @@ class MappedModelFile(ModelFile):
         self.framework = framework
         self._src = open_source(path, copy_on_write=framework == "torch")
         try:
-            return self._src.parse(parse)
+            return parse(self._src)
         except BaseException:
             self._src.close()
             raise

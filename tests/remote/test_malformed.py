@@ -3,6 +3,7 @@ traffic beyond MAX_HEADER_BYTES, whatever sizes the file (or a server claiming a
 
 from __future__ import annotations
 
+import itertools
 import json
 import struct
 import tracemalloc
@@ -54,22 +55,29 @@ def test_counts_larger_than_the_file(faults):
 
 
 @pytest.mark.parametrize(
-    ("name", "body"),
+    ("name", "body", "length"),
     [
-        ("array.gguf", key("tokenizer.ggml.tokens") + struct.pack("<IIQ", ARRAY, STRING, 1 << 40)),
-        ("string.gguf", key("general.name") + struct.pack("<IQ", STRING, 1 << 40)),
+        ("array.gguf", key("tokenizer.ggml.tokens") + struct.pack("<IIQ", ARRAY, STRING, 1 << 40), b""),
+        ("string.gguf", key("general.name") + struct.pack("<IQ", STRING, 1 << 40), b""),
+        (
+            "strings.gguf",
+            key("tokenizer.ggml.tokens") + struct.pack("<IIQ", ARRAY, STRING, 1),
+            struct.pack("<Q", 1 << 40),
+        ),
     ],
 )
-def test_huge_declared_lengths_in_a_huge_file_are_refused_before_any_allocation(faults, name, body):
-    """The server claims a 1 PiB file, so the lengths fit it; they cannot fit MAX_HEADER_BYTES."""
+def test_huge_declared_lengths_in_a_huge_file_are_refused_before_any_allocation(faults, name, body, length):
+    """The server claims a 1 PiB file, so the lengths fit it; they cannot fit MAX_HEADER_BYTES. (`length`:
+    a string's, in an array of strings, after `body`.)"""
     tracemalloc.start()
     try:
         with pytest.raises(FormatError) as e:
-            open_served(faults, name, gguf_header(0, 1) + body, HUGE)
+            open_served(faults, name, gguf_header(0, 1) + body + length, HUGE)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert e.value.path == faults.url(f"/{name}") and e.value.offset == 24 + len(body)  # where the elements start
+    # Where the elements (or the string in the array) start.
+    assert e.value.path == faults.url(f"/{name}") and e.value.offset == 24 + len(body)
     assert f"at most the first {source.MAX_HEADER_BYTES} bytes" in str(e.value)
     assert peak < 16 << 20
     assert [s.headers["Range"] for s in faults.seen] == ["bytes=0-1048575"]  # nothing fetched past the first read
@@ -84,11 +92,9 @@ def test_a_header_growing_past_the_limit_is_read_up_to_it_then_refused(faults, t
     with pytest.raises(FormatError, match=r"vocab\.gguf: at byte \d+: the header reaches past byte \d+") as e:
         open_served(faults, "vocab.gguf", path.read_bytes())
     assert e.value.offset > 2 << 20
-    assert [s.headers["Range"] for s in faults.seen] == [
-        "bytes=0-1048575",
-        "bytes=1048576-2097151",
-        "bytes=2097152-3145727",
-    ]
+    ranges = [tuple(map(int, s.headers["Range"][6:].split("-"))) for s in faults.seen]
+    assert ranges[0][0] == 0 and ranges[-1][1] == (3 << 20) - 1  # read up to the limit, then refused
+    assert all(b[0] == a[1] + 1 for a, b in itertools.pairwise(ranges))  # each byte once
 
 
 def test_safetensors_header_length_over_the_format_limit(faults):
@@ -116,10 +122,32 @@ def test_a_broken_index(faults):
 
 
 def test_valid_file_still_reads_after_growth(faults, tmp_path):
-    """The same vocabulary under the real limit: read in prefixes of 1, 2 and 4 MiB, then the whole file."""
+    """The same vocabulary under the real limit: read as the parse goes (1 MiB, then half as much again
+    each time), in one parse."""
     path = tmp_path / "vocab.gguf"
     tokens = [f"{i:0100d}" for i in range(40_000)]
     write_gguf(path, {"general.architecture": "llama", "tokenizer.ggml.tokens": tokens}, {"w": np.ones(8, np.float32)})
     with open_served(faults, "ok.gguf", path.read_bytes()) as m:
         assert list(m.metadata["tokenizer.ggml.tokens"]) == tokens
-        assert m.remote.requests == 4 and m.remote.bytes_fetched == path.stat().st_size > 4 << 20
+        assert m.remote.requests == 5 and m.remote.bytes_fetched == path.stat().st_size > 4 << 20
+
+
+@pytest.mark.parametrize("cut", [0, 4, 8, 50], ids=["at-a-length", "in-a-length", "at-a-string", "in-a-string"])
+def test_a_vocabulary_goes_on_where_the_bytes_held_end(faults, tmp_path, cut):
+    """The first read ends `cut` bytes into a string's entry (its 8-byte length, then its 100 bytes): the
+    loop fetches more and goes on from that string, every byte fetched once."""
+    tokens = [f"{i:0100d}" for i in range(20_000)]
+    path = tmp_path / "vocab.gguf"
+
+    def write(first: str) -> bytes:
+        write_gguf(path, {"general.architecture": "llama", "tokenizer.ggml.tokens": [first, *tokens]}, {})
+        return path.read_bytes()
+
+    elements = write("\x01mark").index(b"\x01mark") - 8  # where the strings start, whatever the first one
+    first = "x" * ((source.FIRST_READ - cut - elements - 8) % 108)  # so that an entry starts at FIRST_READ - cut
+    data = write(first)
+    assert data[source.FIRST_READ - cut :].startswith(struct.pack("<Q", 100))
+    with open_served(faults, "vocab.gguf", data) as m:
+        assert list(m.metadata["tokenizer.ggml.tokens"]) == [first, *tokens]
+        assert faults.seen[0].headers["Range"] == f"bytes=0-{source.FIRST_READ - 1}"
+        assert m.remote.bytes_fetched == len(data)

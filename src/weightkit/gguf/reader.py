@@ -8,6 +8,7 @@ it goes wrong. Large arrays are parsed with numpy; string arrays with one tight 
 from __future__ import annotations
 
 import itertools
+import mmap
 import struct
 from dataclasses import dataclass
 
@@ -51,8 +52,12 @@ class ParsedGGUF:
 class _Parser:
     def __init__(self, src: BufferSource) -> None:
         self.src = src
-        self.buf = src.buffer
         self.pos = 0
+
+    @property
+    def buf(self) -> mmap.mmap | bytes:
+        """The bytes the source holds (a remote source holds more after a `need`: never keep it across one)."""
+        return self.src.buffer
 
     def fail(self, reason: str, offset: int | None = None) -> FormatError:
         return self.src.error(self.pos if offset is None else offset, reason)
@@ -131,8 +136,8 @@ class _Parser:
             raise self.fail(
                 f"{key!r}: {n} {element.name} elements cannot fit in the {remain} remaining bytes", count_at
             )
-        # A source holding part of its file must hold the smallest encoding of every element before the
-        # list of them is made: its file's size alone would not bound that allocation.
+        # A source holding part of its file holds (or refuses) the smallest encoding of every element before
+        # the list of them is made: the file's size a server claims would not bound that allocation.
         self.src.need(self.pos, n * size, f"the elements of {key!r}")
         if element == _T.STRING:
             return Value(self.strings(n, key), _T.ARRAY, element)
@@ -144,25 +149,31 @@ class _Parser:
         return Value(arr, _T.ARRAY, element)
 
     def strings(self, n: int, key: str) -> list[str]:
-        """`n` length-prefixed strings; the hot loop of every vocabulary (262,144 tokens for Gemma 3)."""
-        buf, pos, end = self.buf, self.pos, self.src.held
+        """`n` length-prefixed strings; the hot loop of every vocabulary (262,144 tokens for Gemma 3). Where it
+        runs past the bytes held, the source fetches more (or refuses) and the loop goes on from that string."""
         unpack = self.u64.unpack_from
         out: list[str] = [""] * n
-        i = 0
-        try:
-            for i in range(n):
-                (length,) = unpack(buf, pos)
-                pos += 8
-                stop = pos + length
-                if stop > end:
-                    reason = f"{key!r}: string {i} claims {length} bytes; only {self.src.size - pos} remain"
-                    raise self.src.past_end(stop, pos - 8, reason)
-                out[i] = buf[pos:stop].decode("utf-8", "surrogateescape")
-                pos = stop
-        except struct.error:
-            raise self.src.past_end(pos + 8, pos, f"{key!r}: the file ends inside string {i} of {n}") from None
-        self.pos = pos
-        return out
+        pos, first = self.pos, 0
+        while True:
+            buf, end = self.buf, self.src.held
+            try:
+                for i in range(first, n):
+                    (length,) = unpack(buf, pos)
+                    pos += 8
+                    stop = pos + length
+                    if stop > end:
+                        pos -= 8
+                        reason = f"{key!r}: string {i} claims {length} bytes; only {self.src.size - pos - 8} remain"
+                        break
+                    out[i] = buf[pos:stop].decode("utf-8", "surrogateescape")
+                    pos = stop
+                else:
+                    self.pos = pos
+                    return out
+            except struct.error:  # not even the 8-byte length is held
+                stop, reason = pos + 8, f"{key!r}: the file ends inside string {i} of {n}"
+            first = i
+            self.src.reach(stop, pos, reason)
 
     def metadata(self, n_kv: int) -> dict[str, Value]:
         values: dict[str, Value] = {}

@@ -2,24 +2,21 @@
 
 A `RemoteFile` is a URL and the client that reads it. Its `RemoteSource` holds the file's first bytes for the
 parsers, and when a header turns out longer (Gemma 3's 262,144-token vocabulary makes its GGUF header 6.5 MB)
-fetches more and parses again, up to MAX_HEADER_BYTES. Tensor data is fetched when asked for, exactly its
+fetches more as the parse goes on, up to MAX_HEADER_BYTES. Tensor data is fetched when asked for, exactly its
 bytes. Every request names its range: a server that answers with the whole file is refused, not read.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from typing import TypeVar
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 import numpy as np
 
-from .._io import BufferSource, NeedMore
+from .._io import BufferSource
 from ..errors import RemoteError
 from ..net.http import HttpClient, Response
 
-T = TypeVar("T")
 FIRST_READ = 1 << 20  # the first request: every header of a small model, and the start of any other
 #: The most of a file read to parse its header (a safetensors header may be 100 MB): a hostile server
 #: or file costs at most this much memory and traffic before it is refused.
@@ -132,31 +129,30 @@ def _sibling(url: str, name: str) -> str:
 
 
 class RemoteSource(BufferSource):
-    """The parsers' view of a remote file: its first bytes held, more fetched (and the header parsed again)
-    when they run out, tensor data fetched when asked for."""
+    """The parsers' view of a remote file: its first bytes held, more fetched as a header's parse reaches
+    past them (half as many again each time, or as far as the read needs), tensor data fetched when asked
+    for."""
 
     def __init__(self, file: RemoteFile, *, writable: bool) -> None:
         super().__init__(file.display, file.size, file.head())
         self._file = file
         self._writable = writable
 
-    def parse(self, parse: Callable[[BufferSource], T]) -> T:
-        """`parse(self)`, again with more bytes (twice as many, or as many as it asked for) each time it
-        runs past those held."""
-        while True:
-            try:
-                return parse(self)
-            except NeedMore as e:
-                self._hold(e.offset, e.end)
+    def need(self, offset: int, length: int, what: str) -> None:
+        super().need(offset, length, what)
+        if offset + length > self.held:
+            self._hold(offset, offset + length)
 
     def _hold(self, offset: int, end: int) -> None:
+        """Hold the file's first `end` bytes at least, or refuse past MAX_HEADER_BYTES (`offset`: where the
+        read that needs them starts)."""
         if end > MAX_HEADER_BYTES:
             raise self.error(
                 offset,
                 f"the header reaches past byte {end}; weightkit reads at most the first {MAX_HEADER_BYTES} bytes "
                 "of a remote file to parse its header",
             )
-        stop = min(self.size, MAX_HEADER_BYTES, max(end, 2 * self.held))
+        stop = min(self.size, MAX_HEADER_BYTES, max(end, self.held + self.held // 2))
         self._buf = self._buf + self._file.read(self.held, stop - self.held)
 
     def array(self, offset: int, dtype: np.dtype, count: int, what: str) -> np.ndarray:
@@ -164,10 +160,10 @@ class RemoteSource(BufferSource):
         Read-only unless the source was opened for torch (`copy_on_write`)."""
         dtype = np.dtype(dtype)
         length = count * dtype.itemsize
-        try:
-            self.need(offset, length, what)
+        super().need(offset, length, what)  # checked against the file; tensor data does not join the header's bytes
+        if offset + length <= self.held:
             data = bytearray(self._buf[offset : offset + length])
-        except NeedMore:
+        else:
             data = self._file.read(offset, length)
         array = np.frombuffer(data, dtype=dtype)
         array.flags.writeable = self._writable
