@@ -29,7 +29,7 @@ def run_cp(store: Store, source: str, destination: str, as_json: bool, console: 
     if as_json:
         print_json({"source": str(src), "destination": str(dst)})
         return
-    console.print(f"copied '{src.short}' to '{dst.short}'")
+    console.print(f"copied '{src.short}' to '{dst.short}'", markup=False, highlight=False)
 
 
 def _report(verb: str, result: PullResult | PushResult, as_json: bool, console: Console) -> None:
@@ -42,5 +42,7 @@ def _report(verb: str, result: PullResult | PushResult, as_json: bool, console: 
     statuses = ", ".join(f"{n} {status}" for status, n in counts.items())
     console.print(
         f"{verb} {result.name.short} ({human_bytes(result.size)}; {len(result.blobs)} blobs: {statuses}; "
-        f"{human_bytes(result.transferred)} transferred), ID {result.digest[7:19]}"
+        f"{human_bytes(result.transferred)} transferred), ID {result.digest[7:19]}",
+        markup=False,
+        highlight=False,
     )
