@@ -7,8 +7,10 @@ config, the model (default: the Gemma 3 270M demo GGUF, ~250 MB) pushed to it on
 - `pull` into an empty store: manifest, blobs in parallel ranged parts, each sha256-verified and synced
   before the store takes it, the manifest written last;
 - `curl` fetching the same blobs' URLs in one process (one kept-alive connection), to files, nothing checked;
+- the same `curl`, then `sync` of the files (on disk, as the pull makes each blob before the store takes it);
 - the same `curl`, then `sha256sum` of the files (what the pull checks, done after the download).
-Ratios are times relative to the plain `curl` (lower is faster); the goal is pull <= 1.25x curl.
+Ratios are speeds relative to the plain `curl`, as in the other scripts (above 1: faster than it); the goal is
+pull >= 0.8x (at most 1.25 times curl's time).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -30,7 +33,7 @@ from weightkit.registry import pull, push
 
 
 def row(label: str, seconds: float, base: float, size: int) -> str:
-    return f"  {label:<40} {seconds:7.3f} s  {size / seconds / 1e6:8.1f} MB/s   {seconds / base:5.2f}x"
+    return f"  {label:<40} {seconds:7.3f} s  {size / seconds / 1e6:8.1f} MB/s   {base / seconds:5.2f}x"
 
 
 def main() -> None:
@@ -38,7 +41,7 @@ def main() -> None:
     ap.add_argument("path", nargs="?", type=Path, help="a GGUF file (default: the Gemma 3 270M demo model)")
     ap.add_argument("--repeat", type=int, default=3, help="best of N runs")
     args = ap.parse_args()
-    for tool in ("docker-registry", "curl", "sha256sum"):
+    for tool in ("docker-registry", "curl", "sync", "sha256sum"):
         if shutil.which(tool) is None:
             sys.exit(f"needs {tool} on PATH")
     path = args.path or gemma_path()
@@ -62,20 +65,31 @@ def main() -> None:
                 files.mkdir()
 
             curl = ["curl", "-sSf"] + [a for i, url in enumerate(urls) for a in ("-o", str(files / f"b{i}"), url)]
-            checks = ["sha256sum", *(str(files / f"b{i}") for i in range(len(urls)))]
+            downloaded = [str(files / f"b{i}") for i in range(len(urls))]
 
             def curl_only() -> None:
                 subprocess.run(curl, check=True)
 
-            def curl_and_hash() -> None:
-                subprocess.run(curl, check=True)
-                subprocess.run(checks, check=True, stdout=subprocess.DEVNULL)
+            def curl_then(*command: str) -> Callable[[], None]:
+                def run() -> None:
+                    subprocess.run(curl, check=True)
+                    subprocess.run([*command, *downloaded], check=True, stdout=subprocess.DEVNULL)
+
+                return run
 
             print(f"pull {path.name} ({size / 1e6:.1f} MB, {len(blobs)} blobs) from docker-registry on 127.0.0.1")
-            print("  (ratio: time relative to curl; the goal for pull is <= 1.25x)")
+            print("  (ratio: speed relative to curl; the goal for pull is >= 0.8x)")
             base, _ = best_of(curl_only, args.repeat, before=fresh)
             print(row("curl (same blobs, nothing checked)", base, base, size))
-            print(row("curl + sha256sum", best_of(curl_and_hash, args.repeat, before=fresh)[0], base, size))
+            print(
+                row(
+                    "curl + sync (the files on disk)",
+                    best_of(curl_then("sync"), args.repeat, before=fresh)[0],
+                    base,
+                    size,
+                )
+            )
+            print(row("curl + sha256sum", best_of(curl_then("sha256sum"), args.repeat, before=fresh)[0], base, size))
             ours, result = best_of(lambda: pull(name, Store(target), insecure=True), args.repeat, before=fresh)
             assert result.transferred == size and Store(target).manifest_bytes(name) == source.manifest_bytes(name)
             print(row("weightkit pull (verified, synced)", ours, base, size))

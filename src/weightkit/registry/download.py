@@ -29,7 +29,6 @@ from .workers import drain
 
 _BUFFER = 1 << 20
 _SAVE_EVERY = 0.25  # seconds between writes of a download's progress
-_WRITEBACK = 16 << 20  # bytes hashed between requests to the kernel to start writing them to disk
 
 
 @dataclass
@@ -58,7 +57,6 @@ class PartialDownload:
         self._saved = 0.0
         self._hash = hashlib.sha256()
         self._hashed = 0  # the first bytes of the file, all done, that `_hash` has taken
-        self._written_back = 0  # of those, the bytes whose writeback to disk has been started
         self._hash_lock = threading.Lock()
         parts = self._load()
         self._fd = os.open(self.data, os.O_RDWR | os.O_CREAT, 0o644)
@@ -100,15 +98,7 @@ class PartialDownload:
                 self._hash.update(chunk)
                 self._hashed += len(chunk)
             if self._hashed < part.end:
-                break
-        self._write_back()
-
-    def _write_back(self) -> None:
-        """Start writing the hashed bytes to disk now (POSIX_FADV_DONTNEED starts writeback on Linux; pages
-        not yet written stay cached), so the fsync before the store takes the file has little left to do."""
-        if self._hashed - self._written_back >= _WRITEBACK and hasattr(os, "posix_fadvise"):
-            os.posix_fadvise(self._fd, self._written_back, self._hashed - self._written_back, os.POSIX_FADV_DONTNEED)
-            self._written_back = self._hashed
+                return
 
     def save(self) -> None:
         """Record the parts' progress (no fsync: it must outlive the process, which the page cache does; after
