@@ -78,6 +78,23 @@ class ModelNotFound(WeightkitError):
     """No manifest in the store for that name."""
 
 
+class RegistryError(RemoteError):
+    """A registry refused a request or answered something weightkit cannot use; the message says which
+    registry, what was asked, and the registry's own words (never a credential)."""
+
+
+class RegistryAuthError(RegistryError):
+    """A registry wants credentials weightkit does not have, or refused the ones it has."""
+
+
+class RegistryConnectionError(RegistryError):
+    """A registry could not be reached (refused, unknown host, TLS failure), or kept failing after retries."""
+
+
+class DigestMismatch(RegistryError):
+    """Downloaded bytes do not hash to the digest that names them: nothing of them was stored."""
+
+
 class LayoutInputError(ArgumentError):
     """The numbers given to the layout functions are inconsistent (e.g. negative sizes)."""
 

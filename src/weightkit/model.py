@@ -16,7 +16,7 @@ from .dtypes import GGMLType, TensorDType, numpy_dtype, view_as
 from .errors import ArgumentError, UnsupportedError
 
 if TYPE_CHECKING:
-    from .remote.http import HttpClient
+    from .net.http import HttpClient
 
 FRAMEWORKS = ("numpy", "torch")
 T = TypeVar("T")

@@ -198,6 +198,42 @@ def test_pending_blobs_survive_prune(tmp_path):
     assert {p.name for p in store.blobs.iterdir()} == named_blobs(store)
 
 
+def test_partial_downloads_are_kept_while_held_and_pruned_when_not(tmp_path):
+    """A pull's partial download lives in `.weightkit/downloads/` under its download slot: prune keeps it while
+    the slot is held, removes it (and the lock) once nobody holds it; transactions never sweep it."""
+    store = Store(tmp_path)
+    digest = "sha256:" + "ab" * 32
+    with store.download_slot(digest) as prefix:
+        data, state = prefix.with_name(prefix.name + ".data"), prefix.with_name(prefix.name + ".json")
+        data.write_bytes(b"half")
+        state.write_text("{}")
+        with store.download_slot(digest, wait=False) as other:
+            assert other is None  # held: a second puller waits
+        report = store.prune()
+        assert sorted(report.in_use) == [data, state] and report.removed == []
+    with store.transaction():  # a transaction's sweep leaves it for the next pull to resume
+        pass
+    assert data.exists()
+    report = store.prune(dry_run=True)
+    assert sorted(report.removed, key=str) == sorted(
+        [Removed(data, "partial", 4), Removed(state, "partial", 2)], key=str
+    )
+    assert data.exists()
+    assert {r.kind for r in store.prune().removed} == {"partial"}
+    assert list(store.downloads.iterdir()) == []
+    with store.download_slot(digest) as prefix:  # a slot with nothing left behind cleans up its lock
+        pass
+    assert list(store.downloads.iterdir()) == []
+
+
+def test_copy_keeps_the_manifest_bytes(tmp_path, small_gguf):
+    store = Store(tmp_path)
+    create_from_gguf(store, "a", small_gguf)
+    store.copy("a", "example.com/team/b:v2")
+    assert store.manifest_bytes("example.com/team/b:v2") == store.manifest_bytes("a")
+    assert store.prune().removed == []
+
+
 def orphan_blob(store: Store, data: bytes) -> Path:
     """A stored blob that no manifest names."""
     path = store.blob_path("sha256:" + hashlib.sha256(data).hexdigest())

@@ -441,6 +441,52 @@ def prune(
     run_prune(_store(store), dry_run, as_json, console)
 
 
+InsecureOption = Annotated[
+    bool, typer.Option("--insecure", help="Speak plain HTTP to the registry (a local one without TLS).")
+]
+
+
+@app.command()
+def pull(
+    name: Annotated[str, typer.Argument(help="host[:port]/namespace/model:tag (default registry.ollama.ai/library).")],
+    insecure: InsecureOption = False,
+    store: StoreOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the blobs and what became of them as JSON.")] = False,
+) -> None:
+    """Download a model from a registry into the store (as ollama pull); an interrupted pull resumes."""
+    from .registry import run_pull
+
+    run_pull(_store(store), name, insecure, as_json, console)
+
+
+@app.command()
+def push(
+    name: Annotated[
+        str, typer.Argument(help="A model in the store, named for its registry: host[:port]/ns/model:tag.")
+    ],
+    insecure: InsecureOption = False,
+    store: StoreOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the blobs and what became of them as JSON.")] = False,
+) -> None:
+    """Upload a model from the store to its registry (as ollama push)."""
+    from .registry import run_push
+
+    run_push(_store(store), name, insecure, as_json, console)
+
+
+@app.command("cp")
+def copy(
+    source: Annotated[str, typer.Argument(help="A model in the store.")],
+    destination: Annotated[str, typer.Argument(help="Its new name (e.g. for a registry: host/ns/model:tag).")],
+    store: StoreOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Give a stored model another name (as ollama cp); pushing it then mounts its blobs on the registry."""
+    from .registry import run_cp
+
+    run_cp(_store(store), source, destination, as_json, console)
+
+
 @app.command()
 def demo() -> None:
     """The main jobs on a real model, Gemma 3 270M (Q4_K_M GGUF, from the `examples` extra): inspect it, estimate

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
 from ..gguf.values import Value
 from ..model import ModelFile
@@ -55,6 +55,7 @@ def byte_progress(label: str, console: Console, as_json: bool) -> Iterator[Calla
         TextColumn(f"[bold]{label}"),
         BarColumn(),
         DownloadColumn(binary_units=True),
+        TransferSpeedColumn(),
         TimeRemainingColumn(),
         TextColumn("{task.description}"),
     )

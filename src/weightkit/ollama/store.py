@@ -2,7 +2,7 @@
 
 Layout (as Ollama's manifest/ package): `$OLLAMA_MODELS` or `~/.ollama/models`, holding
 `blobs/sha256-<64 hex>` and `manifests/<host>/<namespace>/<model>/<tag>` (schemaVersion 2 JSON); weightkit
-adds `.weightkit/` for its locks (see `Store`).
+adds `.weightkit/` for its locks and the resumable partial downloads of `weightkit pull` (see `Store`).
 
 Nothing is lost: a `Transaction` streams each new blob to a temp file in `blobs/`, hashed on the way and
 fsynced; its commit renames them to their digests (kept if the same content is already there), then writes
@@ -46,6 +46,8 @@ _BLOB = re.compile(r"^sha256-[0-9a-fA-F]{64}$")
 _TEMP = re.compile(r"^\.?sha256-(?:(?P<writer>[0-9a-f]{16})-\d+|[a-z0-9_]{8})\.partial(?:\.[a-z0-9_]{8}\.tmp)?$")
 _WRITER_LOCK = re.compile(r"^writer-(?P<writer>[0-9a-f]{16})\.lock$")
 _MANIFEST_TEMP = re.compile(r"^\..+\.[a-z0-9_]{8}\.tmp$")  # atomic_write's, only ever written under the store lock
+# A partial download's files in `.weightkit/downloads/`: its lock, its data and its state (and their temp files).
+_DOWNLOAD = re.compile(r"^(?P<blob>sha256-[0-9a-f]{64})\.(?:lock|data|json(?:\.tmp)?)$")
 _COPY_CHUNK = 8 << 20
 
 
@@ -103,7 +105,7 @@ def check_digest(digest: str) -> str:
     return "sha256:" + digest[7:]
 
 
-def _layer(path: Path, raw: Any, where: str) -> Layer:
+def _layer(path: str | os.PathLike[str], raw: Any, where: str) -> Layer:
     if not isinstance(raw, dict):
         raise FormatError(path, None, f"{where} is not an object")
     media, digest, size = raw.get("mediaType"), raw.get("digest"), raw.get("size")
@@ -119,7 +121,7 @@ def _layer(path: Path, raw: Any, where: str) -> Layer:
     return Layer(media, digest, size, name, from_)
 
 
-def parse_manifest(path: Path, data: bytes) -> Manifest:
+def parse_manifest(path: str | os.PathLike[str], data: bytes) -> Manifest:
     try:
         doc = json.loads(data)
     except (ValueError, RecursionError) as e:
@@ -136,7 +138,7 @@ class Removed:
     """A file `Store.prune` removed (or would remove, on a dry run)."""
 
     path: Path
-    kind: str  # "blob": no manifest names it; "temp": its writer is gone
+    kind: str  # "blob": no manifest names it; "temp": its writer is gone; "partial": a dead pull's download
     size: int  # the bytes its removal frees: 0 for a second name of a file that stays
 
 
@@ -145,7 +147,7 @@ class PruneReport:
     """What `Store.prune` removed, what it kept for running writers, and what stopped it removing blobs."""
 
     removed: list[Removed]
-    in_use: list[Path]  # temp files of writers still running: kept
+    in_use: list[Path]  # temp files of writers and partial downloads of pulls still running: kept
     unreadable: list[Path]  # manifests that could not be read: no blob was removed, any could be theirs
     dry_run: bool = False
 
@@ -157,7 +159,7 @@ class PruneReport:
 class Store:
     """One Ollama model store on disk.
 
-    Two kinds of lock keep `prune` (and `remove`) from taking what a writer needs. Both are flocks on files
+    Three kinds of lock keep `prune` (and `remove`) from taking what a writer needs. All are flocks on files
     in `.weightkit/`, which the kernel releases when their holder dies, so a crash never leaves one held.
 
     - The store lock, `.weightkit/store.lock`, exclusive and held only for short steps: a transaction
@@ -168,10 +170,15 @@ class Store:
       files are `blobs/sha256-<id>-<n>.partial`. A temp file is removed (by `prune`, and by the next
       transaction or `remove`) only when the writer named in it does not hold its lock. Writers register
       under the store lock, which the sweep holds, so the sweep sees every live writer.
+    - A download lock, `.weightkit/downloads/sha256-<hex>.lock`, held by whoever downloads that blob (see
+      `download_slot`), for as long as the blob's partial download (`.data`, `.json` beside it) is in use;
+      `prune` removes a partial download only when its lock is free. Transactions never sweep them: a dead
+      pull's partial download is what the next pull resumes.
 
     Content a transaction adds that is already stored is hard-linked to one of its temp names (where the
     filesystem allows; else the copy is kept), so removing the stored blob before the commit takes nothing
-    from it. Readers take no lock: manifests change by atomic rename and blobs never change.
+    from it (`Transaction.pin` does the same for a stored blob a new manifest will name). Readers take no
+    lock: manifests change by atomic rename and blobs never change.
 
     Without fcntl (Windows) there are no locks: `prune` raises UnsupportedError, `remove` and transactions
     leave temp files alone, and writers are guarded only by the atomic renames. Ollama takes none of these
@@ -204,27 +211,39 @@ class Store:
         with Transaction(self) as tx:
             yield tx
 
-    def _write_manifest(self, name: ModelName | str, manifest: Manifest) -> Path:
-        """Under the store lock: the manifest may only ever point at blobs that are already there."""
-        for layer in (manifest.config, *manifest.layers):
+    def copy(self, source: ModelName | str, destination: ModelName | str) -> Path:
+        """Give a stored model a second name (as `ollama cp`): the same manifest bytes, so the same model ID."""
+        data = self.manifest_bytes(source)
+        parse_manifest(self.manifest_path(source), data)  # a broken one is named as the source
+        with self._locked():
+            return self._write_manifest(destination, data)
+
+    def _write_manifest(self, name: ModelName | str, manifest: Manifest | bytes) -> Path:
+        """Under the store lock: the manifest may only ever point at blobs that are already there. Bytes are
+        written as they are (a pulled manifest keeps the registry's bytes: Ollama's model ID is their sha256)."""
+        path = self.manifest_path(name)
+        data = manifest if isinstance(manifest, bytes) else manifest.to_bytes()
+        parsed = parse_manifest(path, data) if isinstance(manifest, bytes) else manifest
+        for layer in (parsed.config, *parsed.layers):
             blob = self.blob_path(layer.digest)
             if not blob.is_file() or blob.stat().st_size != layer.size:
                 raise WeightkitError(f"manifest would name blob {layer.digest} ({layer.size} bytes), not in the store")
-        path = self.manifest_path(name)
         path.parent.mkdir(parents=True, exist_ok=True)
         with atomic_write(path) as f:
-            f.write(manifest.to_bytes())
+            f.write(data)
         return path
 
     # reading
 
     def manifest(self, name: ModelName | str) -> Manifest:
-        path = self.manifest_path(name)
+        return parse_manifest(self.manifest_path(name), self.manifest_bytes(name))
+
+    def manifest_bytes(self, name: ModelName | str) -> bytes:
+        """The manifest file's bytes as they are: what `push` sends, and what Ollama's model ID hashes."""
         try:
-            data = path.read_bytes()
+            return self.manifest_path(name).read_bytes()
         except FileNotFoundError:
             raise ModelNotFound(f"model {name} is not in the store at {self.root}") from None
-        return parse_manifest(path, data)
 
     def models(self) -> Iterator[tuple[ModelName, Path]]:
         """Every model with a well-formed name in the store, sorted."""
@@ -285,16 +304,17 @@ class Store:
                 "prune needs flock (fcntl) to tell a running import's temp files from a dead one's, and this "
                 "platform has none; remove blobs/*.partial by hand while no import runs"
             )
-        if not (self.blobs.is_dir() or self.manifests.is_dir()):
+        if not (self.blobs.is_dir() or self.manifests.is_dir() or self.downloads.is_dir()):
             return PruneReport([], [], [], dry_run)
         with self._locked():
             temps, in_use = self._dead_temps(dry_run)
+            partials, downloading = self._dead_downloads(dry_run)
             referenced, unreadable = self._referenced()
             blobs = [] if unreadable else [p for p in _files(self.blobs) if _BLOB.match(p.name)]
-            removed = temps + _removals([p for p in blobs if p.name not in referenced], "blob")
+            removed = temps + partials + _removals([p for p in blobs if p.name not in referenced], "blob")
             if not dry_run:
                 _unlink(removed)
-        return PruneReport(removed, in_use, unreadable, dry_run)
+        return PruneReport(removed, in_use + downloading, unreadable, dry_run)
 
     # locks (see the class docstring)
 
@@ -363,6 +383,57 @@ class Store:
         for folder, _, names in os.walk(self.manifests):
             dead += sorted(Path(folder, n) for n in names if _MANIFEST_TEMP.match(n))
         return _removals(dead, "temp"), in_use
+
+    @property
+    def downloads(self) -> Path:
+        """Where partial downloads wait to be resumed: inside `.weightkit/`, as Ollama removes any file in
+        `blobs/` that is not named by a digest."""
+        return self._locks / "downloads"
+
+    @contextlib.contextmanager
+    def download_slot(self, digest: str, *, wait: bool = True) -> Iterator[Path | None]:
+        """Hold the download lock of blob `digest` (waiting for it, or yielding None at once if someone else
+        holds it and not `wait`): yields the path that the partial download's files are named after
+        (`<path>.data`, `<path>.json`), which nobody else touches, nor `prune` removes, while it is held."""
+        prefix = self.downloads / check_digest(digest).replace(":", "-")
+        prefix.parent.mkdir(parents=True, exist_ok=True)
+        if fcntl is None:
+            yield prefix
+            return
+        lock = prefix.with_name(prefix.name + ".lock")
+        fd = _lock_file(lock, wait)
+        try:
+            yield None if fd is None else prefix
+        finally:
+            if fd is not None:
+                if not any(prefix.with_name(prefix.name + end).exists() for end in (".data", ".json")):
+                    lock.unlink(missing_ok=True)  # nothing left to resume (a waiter sees it gone and retries)
+                os.close(fd)
+
+    def _dead_downloads(self, dry_run: bool) -> tuple[list[Removed], list[Path]]:
+        """Under the store lock: the partial downloads no pull holds (their lock taken without waiting, and,
+        unless a dry run, removed with them while held, so no pull can take a lock on a removed file), and
+        those of live pulls (kept)."""
+        groups: dict[str, list[Path]] = {}
+        for path in _files(self.downloads):
+            if match := _DOWNLOAD.match(path.name):
+                groups.setdefault(match["blob"], []).append(path)
+        dead, in_use = [], []
+        for blob, paths in groups.items():
+            lock = self.downloads / f"{blob}.lock"
+            fd = _lock_file(lock, wait=False)
+            if fd is None:
+                in_use += [p for p in paths if p != lock]
+                continue
+            try:
+                found = _removals([p for p in paths if p != lock], "partial")
+                dead += found
+                if not dry_run:
+                    _unlink(found)
+                    lock.unlink(missing_ok=True)
+            finally:
+                os.close(fd)
+        return dead, in_use
 
     def _referenced(self) -> tuple[set[str], list[Path]]:
         """The file names of the blobs any manifest names (whatever its path), and the manifests unreadable."""
@@ -441,34 +512,57 @@ class Transaction:
     def add_bytes(self, data: bytes, media_type: str, name: str = "") -> Layer:
         return self.add_blob([data], media_type, name)
 
-    def adopt(self, tmp: Path, media_type: str, name: str = "") -> Layer:
-        """Take a finished, synced file written at a `temp_path()` as a blob."""
-        digest, size = _file_digest(tmp)
+    def adopt(self, tmp: Path, media_type: str, name: str = "", *, digest: str | None = None) -> Layer:
+        """Take a finished, synced file written at a `temp_path()` as a blob. `digest`: its sha256, when the
+        writer hashed the bytes as it wrote them (else the file is read and hashed here)."""
+        if digest is None:
+            digest, size = _file_digest(tmp)
+        else:
+            digest, size = check_digest(digest), tmp.stat().st_size
         return self._keep(tmp, Layer(media_type, digest, size, name))
+
+    def pin(self, layer: Layer) -> bool:
+        """Whether the blob `layer` names is stored (with its size; another size raises); if so it is held
+        for the commit as a hard link, so a `prune` or `rm` meanwhile cannot take it from the manifest."""
+        target = self.store.blob_path(layer.digest)
+        try:
+            size = target.stat().st_size
+        except FileNotFoundError:
+            return False
+        if size != layer.size:
+            raise WeightkitError(
+                f"stored blob {layer.digest} has {size} bytes, the manifest says {layer.size}: the store is damaged "
+                "(see weightkit verify)"
+            )
+        if layer.digest not in self._pending:
+            self._link_stored(layer.digest)  # no link (removed meanwhile, no hard links): the commit checks
+        return True
+
+    def _link_stored(self, digest: str) -> bool:
+        """Hold the stored blob `digest` under a temp name of ours (a hard link); False where that fails."""
+        link = self.temp_path()
+        try:
+            os.link(self.store.blob_path(digest), link)
+        except OSError:  # removed meanwhile, or no hard links on this filesystem
+            return False
+        self._pending[digest] = link
+        return True
 
     def _keep(self, tmp: Path, layer: Layer) -> Layer:
         """Hold `tmp` for the commit; content already stored is held as a hard link to it instead."""
-        target = self.store.blob_path(layer.digest)
-        if layer.digest in self._pending:
+        if layer.digest in self._pending or (
+            self.store.blob_path(layer.digest).exists() and self._link_stored(layer.digest)
+        ):
             tmp.unlink()
             return layer
-        if target.exists():
-            link = self.temp_path()
-            try:
-                os.link(target, link)
-            except OSError:  # removed meanwhile, or no hard links on this filesystem: keep the copy
-                pass
-            else:
-                tmp.unlink()
-                self._pending[layer.digest] = link
-                return layer
         os.chmod(tmp, 0o644)
         self._pending[layer.digest] = tmp
         return layer
 
-    def write_manifest(self, name: ModelName | str, manifest: Manifest) -> Path:
+    def write_manifest(self, name: ModelName | str, manifest: Manifest | bytes) -> Path:
         """Commit: move each new blob into place by its digest (or drop it, stored already), then write the
-        manifest last and atomically, all under the store lock; it may only name blobs then in the store."""
+        manifest last and atomically, all under the store lock; it may only name blobs then in the store.
+        Bytes are written as given (a pulled manifest: Ollama's model ID is their sha256)."""
         with self.store._locked():
             for digest, tmp in self._pending.items():
                 target = self.store.blob_path(digest)
@@ -479,6 +573,26 @@ class Transaction:
             self._pending.clear()
             _fsync_dir(self.store.blobs)  # the blobs are there before any manifest names them
             return self.store._write_manifest(name, manifest)
+
+
+def _lock_file(path: Path, wait: bool) -> int | None:
+    """An fd holding an flock on `path` (created if need be), or None if another holds it and not `wait`.
+    A lock won on a file that was removed meanwhile (by a prune, which removes a lock file only while holding
+    it) is not the file's lock: try the new file."""
+    while True:
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        try:
+            same = os.path.samestat(os.fstat(fd), os.stat(path))
+        except FileNotFoundError:
+            same = False
+        if same:
+            return fd
+        os.close(fd)
 
 
 def _chunks(f: BinaryIO) -> Iterator[bytes]:

@@ -4,7 +4,7 @@
 for a registry's model names.
 """
 
-from .http import HttpClient
+from ..net.http import HttpClient
 from .open import open_remote
 from .source import MAX_HEADER_BYTES, RemoteFile
 

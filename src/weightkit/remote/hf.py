@@ -11,7 +11,7 @@ import re
 from urllib.parse import quote
 
 from ..errors import ArgumentError
-from .http import HttpClient
+from ..net.http import HttpClient
 
 SCHEME = "hf://"
 DEFAULT_ENDPOINT = "https://huggingface.co"

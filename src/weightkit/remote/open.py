@@ -8,10 +8,10 @@ from .._open import model_kind, not_a_model
 from ..errors import ArgumentError, HTTPStatusError
 from ..gguf.split import open_gguf
 from ..model import ModelFile
+from ..net.http import HttpClient
 from ..safetensors import SafetensorsCheckpoint, SafetensorsFile
 from ..safetensors.checkpoint import MAX_INDEX_BYTES, check_index_size, parse_config, parse_index
 from . import hf
-from .http import HttpClient
 from .registry import open_registry_model
 from .source import RemoteFile
 

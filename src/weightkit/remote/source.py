@@ -15,7 +15,7 @@ import numpy as np
 
 from .._io import BufferSource
 from ..errors import RemoteError
-from .http import HttpClient, Response
+from ..net.http import HttpClient, Response
 
 FIRST_READ = 1 << 20  # the first request: every header of a small model, and the start of any other
 #: The most of a file read to parse its header (a safetensors header may be 100 MB): a hostile server

@@ -1,0 +1,102 @@
+"""push, pull and cp against a real registry (docker-registry 2.8.2): the same bytes come back."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+from weightkit.errors import ModelNotFound, RegistryError
+from weightkit.ollama import Store
+from weightkit.registry import pull, push
+
+from ..ollama._cli import cli_env, run
+from .conftest import FAST, stored_model
+
+
+def blob_files(store: Store) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in store.blobs.iterdir()}
+
+
+def test_push_then_pull_gives_the_same_bytes(tmp_path, open_registry, tiny_gguf):
+    name = f"{open_registry.host}/library/roundtrip:v1"  # a repository no other test pushes to
+    source = stored_model(tmp_path / "a", name, tiny_gguf)
+    pushed = push(name, source, insecure=True, options=FAST)
+    assert {b.status for b in pushed.blobs} == {"uploaded"} and pushed.transferred == pushed.size
+
+    target = Store(tmp_path / "b")
+    pulled = pull(name, target, insecure=True, options=FAST)
+    assert target.manifest_bytes(name) == source.manifest_bytes(name)  # byte for byte: the same Ollama ID
+    assert pulled.digest == pushed.digest == "sha256:" + hashlib.sha256(source.manifest_bytes(name)).hexdigest()
+    assert blob_files(target) == blob_files(source)
+    assert {b.status for b in pulled.blobs} == {"downloaded"} and pulled.transferred == pulled.size
+    assert target.verify(name) == []
+    assert not list(target.downloads.iterdir())  # partial downloads and their locks cleaned up
+
+    again = pull(name, target, insecure=True, options=FAST)
+    assert {b.status for b in again.blobs} == {"present"} and again.transferred == 0
+    assert {b.status for b in push(name, source, insecure=True, options=FAST).blobs} == {"present"}
+
+
+def test_cp_then_push_mounts_across_repositories(tmp_path, proxy, tiny_gguf):
+    name, copy = f"{proxy.host}/library/tiny:v1", f"{proxy.host}/team/tiny-copy:v2"
+    store = stored_model(tmp_path / "a", name, tiny_gguf)
+    push(name, store, insecure=True, options=FAST)
+    store.copy(name, copy)
+    assert store.manifest_bytes(copy) == store.manifest_bytes(name)
+    proxy.reset()
+    result = push(copy, store, insecure=True, options=FAST)
+    assert {b.status for b in result.blobs} == {"mounted"} and result.transferred == 0
+    assert not [p for m, p, _ in proxy.requests if m in ("PATCH", "PUT") and "/blobs/" in p]  # no bytes sent
+    mounts = [p for m, p, _ in proxy.requests if m == "POST"]
+    assert mounts and all("mount=sha256" in p and p.endswith("&from=library/tiny") for p in mounts)
+    pulled = pull(copy, Store(tmp_path / "b"), insecure=True, options=FAST)
+    assert pulled.digest == result.digest
+
+
+def test_the_real_gemma_model(tmp_path, open_registry, gemma_path):
+    name = f"{open_registry.host}/google/gemma3:270m"
+    source = stored_model(tmp_path / "a", name, gemma_path)
+    push(name, source, insecure=True)
+    target = Store(tmp_path / "b")
+    pull(name, target, insecure=True)
+    assert target.manifest_bytes(name) == source.manifest_bytes(name)
+    model = target.manifest(name).layers[0]
+    assert target.blob_path(model.digest).stat().st_size == gemma_path.stat().st_size
+    assert model.digest == "sha256:" + hashlib.sha256(gemma_path.read_bytes()).hexdigest()
+
+
+def test_missing_model_and_tag(tmp_path, open_registry, tiny_gguf):
+    with pytest.raises(
+        RegistryError, match=r"library/nothing:latest is not on 127\.0\.0\.1:\d+ \(404 MANIFEST_UNKNOWN"
+    ):
+        pull(f"{open_registry.host}/library/nothing", Store(tmp_path), insecure=True, options=FAST)
+    with pytest.raises(ModelNotFound):
+        push(f"{open_registry.host}/library/nothing", Store(tmp_path), insecure=True, options=FAST)
+    assert not (tmp_path / "manifests").exists()
+
+
+def test_uppercase_names_are_refused_before_any_request(tmp_path, proxy):
+    from weightkit.errors import InvalidName
+
+    with pytest.raises(InvalidName, match="OCI repository names"):
+        pull(f"{proxy.host}/Library/tiny", Store(tmp_path), insecure=True, options=FAST)
+    assert proxy.requests == []
+
+
+def test_the_commands(tmp_path, open_registry, tiny_gguf):
+    name, copy = f"{open_registry.host}/library/cli:v1", f"{open_registry.host}/other/cli:v1"
+    stored_model(tmp_path / "a", name, tiny_gguf)
+    env = cli_env()
+    pushed = run("push", name, "--insecure", "--store", tmp_path / "a", "--json", env=env)
+    assert pushed.returncode == 0 and pushed.stderr == "", pushed.stderr
+    doc = json.loads(pushed.stdout)
+    assert doc["model"] == name and {b["status"] for b in doc["blobs"]} == {"uploaded"}
+    copied = run("cp", name, copy, "--store", tmp_path / "a", env=env)
+    assert copied.stdout == f"copied '{name}' to '{copy}'\n"
+    assert "2 mounted" in run("push", copy, "--insecure", "--store", tmp_path / "a", env=env).stdout
+    pulled = run("pull", copy, "--insecure", "--store", tmp_path / "b", env=env)
+    assert pulled.returncode == 0, pulled.stderr
+    assert pulled.stdout.startswith(f"pulled {copy} (6.0 MiB; 2 blobs: 2 downloaded; 6.0 MiB transferred), ID ")
+    assert pulled.stdout.strip().endswith(doc["digest"][7:19])
