@@ -36,6 +36,9 @@ _SKIPPED = (".attention.masked_bias", ".attention.bias", ".rotary_emb.inv_freq")
 #: Matrices the converter keeps in F32 whatever the outtype (its list, for the tensors our architectures have).
 _F32_MATRICES = ("ffn_gate_inp.weight", "ffn_gate_inp_shexp.weight", "position_embd.weight", "token_types.weight")
 _BLOCK = re.compile(r"^blk\.\d+\.")
+_FLOAT_FILE_TYPES = (0, 1, 32)
+#: quant_method -> the file type the converter writes instead of f32/f16/bf16's
+_QUANT_FILE_TYPES = {"mxfp4": 38}
 
 Progress = Callable[[str, int, int], None]
 
@@ -99,8 +102,7 @@ def convert_hf(
             f"{folder / CONFIG_NAME}: architecture {name!r} is not supported (supported: {', '.join(ARCHITECTURES)})"
         )
     hparams = load_hparams(folder)
-    if hparams.get("quantization_config"):
-        raise UnsupportedError(f"{folder / CONFIG_NAME}: quantized checkpoints (quantization_config) are not supported")
+    quantized = _quant_method(hparams, arch, folder)
     for check in arch.checks:
         check(folder, hparams)
     rope = rope_parameters(hparams)
@@ -109,6 +111,8 @@ def convert_hf(
         tensors = _filtered(sources, arch)
         outtype = _resolve_outtype(outtype, tensors)
         file_type, matrix_type = OUTTYPES[outtype]
+        if quantized is not None and file_type in _FLOAT_FILE_TYPES:
+            file_type = _QUANT_FILE_TYPES[quantized]  # `prepare_metadata`: the file is as quantized as its experts
         plan = _plan(arch, hparams, rope, tensors, matrix_type, folder)
         counts = _parameter_counts(plan)
         kv = KV(arch.gguf)
@@ -128,6 +132,18 @@ def convert_hf(
     finally:
         close_all(opened)
     return report
+
+
+def _quant_method(h: Hparams, arch: Architecture, folder: Path) -> str | None:
+    """The checkpoint's `quantization_config.quant_method`, when it has one the architecture converts."""
+    config = h.get("quantization_config")
+    if not config:
+        return None
+    method = config.get("quant_method") if isinstance(config, dict) else None
+    if method not in arch.quantized:
+        raise UnsupportedError(f"{folder / CONFIG_NAME}: quantized checkpoints (quantization_config, quant_method "
+                               f"{method!r}) are not supported for {arch.gguf}")  # fmt: skip
+    return method
 
 
 def _filtered(sources: dict[str, SourceTensor], arch: Architecture) -> list[tuple[str, SourceTensor]]:
@@ -196,9 +212,10 @@ def _plan(arch: Architecture, h: Hparams, rope: dict, tensors: list[tuple[str, S
         for name, values in make(h, rope):
             plan.append(_Planned(name, tensor_type(name, values.ndim, matrix_type, values.shape), values.shape,
                                  lambda v=values: v))  # fmt: skip
+    tensors = [(name, t) for name, t in tensors if not name.endswith(_SKIPPED)]
+    for rewrite in arch.rewrites:
+        tensors = rewrite(tensors, h)
     for hf_name, t in tensors:
-        if hf_name.endswith(_SKIPPED):
-            continue
         gguf_name = _map_name(names, hf_name)
         if gguf_name is None:
             raise FormatError(t.file, None, f"tensor {hf_name!r} has no GGUF name for {arch.gguf} "
@@ -207,7 +224,7 @@ def _plan(arch: Architecture, h: Hparams, rope: dict, tensors: list[tuple[str, S
         for tr in transforms:
             if (why := tr.check(t.shape, h)) is not None:
                 raise FormatError(t.file, None, f"tensor {hf_name!r} {list(t.shape)}: {why}")
-        kind = tensor_type(gguf_name, len(t.shape), matrix_type, t.shape)
+        kind = t.ggml or tensor_type(gguf_name, len(t.shape), matrix_type, t.shape)
         plan.append(_Planned(gguf_name, kind, t.shape, _maker(t, transforms, h, kind)))
     _check_complete(arch, h, plan, n_blocks, folder)
     return plan
@@ -218,6 +235,8 @@ def _maker(t: SourceTensor, transforms: list[Transform], h: Hparams, kind: str) 
 
     def make() -> np.ndarray:
         values = t.read()
+        if t.ggml is not None:
+            return values  # already quantized: written as it is
         for tr in transforms:
             values = tr.apply(values, h)
         if kind in ("F32", "F16"):

@@ -29,13 +29,14 @@ BIN_INDEX = "pytorch_model.bin.index.json"
 @dataclass(frozen=True)
 class SourceTensor:
     """One checkpoint tensor: its dtype name as stored ("BF16", "F32", ...), shape, and a reader of its
-    values (float16 or float32)."""
+    values (float16 or float32); or, with `ggml` set, of its already-quantized GGML data (raw bytes)."""
 
     name: str
     dtype: str
     shape: tuple[int, ...]
     read: Callable[[], np.ndarray]
     file: Path
+    ggml: str | None = None
 
 
 def _part_names(folder: Path, prefix: str, suffix: str) -> list[str]:
