@@ -6,6 +6,8 @@ SHA-256, size, and its key and tensor counts. The reference needs its own Python
 docs/contributing.md):
 
     python tests/data/make_convert_golden.py --python /tmp/convenv/bin/python --llama-cpp path/to/vendor/llama.cpp
+
+`--only NAME ...` re-records just those checkpoints and keeps the others' records.
 """
 
 from __future__ import annotations
@@ -44,15 +46,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--python", required=True, help="a Python with transformers==4.57.6 (the reference's pins)")
     parser.add_argument("--llama-cpp", required=True, type=Path, help="llama-cpp-python 0.3.36's vendor/llama.cpp")
+    parser.add_argument("--only", nargs="+", metavar="NAME", help="re-record only these checkpoints")
     args = parser.parse_args()
     converter = args.llama_cpp / "convert_hf_to_gguf.py"
     probe = "import transformers, tokenizers; print(transformers.__version__, tokenizers.__version__)"
     version = subprocess.run([args.python, "-c", probe], check=True, capture_output=True, text=True).stdout.split()
     golden: dict = {"reference": "llama-cpp-python 0.3.36 convert_hf_to_gguf.py", "transformers": version[0],
                     "tokenizers": version[1], "checkpoints": {}}  # fmt: skip
+    if args.only:
+        golden["checkpoints"] = json.loads(OUT.read_text())["checkpoints"]
     with tempfile.TemporaryDirectory() as tmp:
-        folders = make_hf_checkpoints.build_all(Path(tmp) / "models")
-        folders["all-MiniLM-L6-v2"] = make_hf_checkpoints.minilm_folder()
+        names = args.only or [*make_hf_checkpoints.CHECKPOINTS, "all-MiniLM-L6-v2"]
+        vocabs = make_hf_checkpoints.vocab_files()
+        folders = {name: make_hf_checkpoints.minilm_folder() if name == "all-MiniLM-L6-v2"
+                   else make_hf_checkpoints.build(name, Path(tmp) / "models", vocabs) for name in names}  # fmt: skip
         for name, folder in folders.items():
             golden["checkpoints"][name] = {}
             for outtype in OUTTYPES:

@@ -30,6 +30,7 @@ from weightkit.safetensors import write_checkpoint
 
 SDIST = "llama_cpp_python-0.3.36.tar.gz"
 VOCABS = ("llama-bpe", "qwen2", "gpt-2")
+TEMPLATES = ("openai-gpt-oss-120b",)  # chat templates from llama.cpp's models/templates
 LLAMA3_SPLIT = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+"
     r"|\s+(?!\S)|\s+"
@@ -46,9 +47,11 @@ def asset_dir() -> Path:
 
 
 def vocab_files() -> dict[str, Path]:
-    """The ggml-vocab GGUFs, extracted once from the llama-cpp-python sdist (pip-downloaded if missing)."""
+    """The ggml-vocab GGUFs (and chat templates, by name), extracted once from the llama-cpp-python sdist
+    (pip-downloaded if missing)."""
     cache = asset_dir()
     wanted = {name: cache / f"ggml-vocab-{name}.gguf" for name in VOCABS}
+    wanted |= {name: cache / f"{name}.jinja" for name in TEMPLATES}
     if all(p.is_file() for p in wanted.values()):
         return wanted
     cache.mkdir(parents=True, exist_ok=True)
@@ -63,7 +66,10 @@ def vocab_files() -> dict[str, Path]:
         for member in tar:
             name = Path(member.name).name
             vocab = name.removeprefix("ggml-vocab-").removesuffix(".gguf")
-            if (
+            template = member.isfile() and member.name.endswith(
+                tuple(f"/models/templates/{t}.jinja" for t in TEMPLATES)
+            )
+            if template or (
                 member.isfile()
                 and "/vendor/llama.cpp/models/" in member.name
                 and name.endswith(".gguf")
@@ -169,6 +175,13 @@ def write_qwen2_tokenizer(folder: Path, vocabs: dict[str, Path]) -> None:
     )
 
 
+def write_gpt_oss_tokenizer(folder: Path, vocabs: dict[str, Path]) -> None:
+    """Qwen2's byte-level BPE with GPT-OSS's real chat template (the o200k vocabulary is not to be had offline)."""
+    write_qwen2_tokenizer(folder, vocabs)
+    (folder / "chat_template.jinja").write_text(vocabs["openai-gpt-oss-120b"].read_text(encoding="utf-8"),
+                                                encoding="utf-8")  # fmt: skip
+
+
 def write_gpt2_tokenizer(folder: Path, vocabs: dict[str, Path]) -> None:
     tj = _byte_level_json(vocabs["gpt-2"], None)
     _write_json(folder / "tokenizer.json", tj, None)
@@ -192,7 +205,8 @@ _DTYPES = {"bf16": ml_dtypes.bfloat16, "f16": np.float16, "f32": np.float32}
 def _weights(shapes: dict[str, tuple[int, ...]], dtype: str, seed: int) -> dict[str, np.ndarray]:
     """N(0, 0.05^2) values (norm weights included, so that every transform is visible), in the given dtype."""
     rng = np.random.default_rng(seed)
-    return {name: (rng.standard_normal(shape, dtype=np.float32) * np.float32(0.05)).astype(_DTYPES[dtype])
+    return {name: shape if isinstance(shape, np.ndarray) else
+            (rng.standard_normal(shape, dtype=np.float32) * np.float32(0.05)).astype(_DTYPES[dtype])
             for name, shape in shapes.items()}  # fmt: skip
 
 
@@ -222,6 +236,43 @@ def decoder_shapes(c: dict[str, Any], *, qk_norm: bool = False, qkv_bias: bool =
                                                                                      ("v", kv_heads))}  # fmt: skip
         if qk_norm:
             shapes |= {p + "self_attn.q_norm.weight": (head_dim,), p + "self_attn.k_norm.weight": (head_dim,)}
+    return shapes
+
+
+def qwen_moe_shapes(c: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+    """A Qwen3-MoE decoder: Qwen3's attention, a router and each expert's projections apart."""
+    h, ff, n = c["hidden_size"], c["moe_intermediate_size"], c["num_experts"]
+    shapes = {k: v for k, v in decoder_shapes(c, qk_norm=True).items() if ".mlp." not in k}
+    for i in range(c["num_hidden_layers"]):
+        p = f"model.layers.{i}.mlp."
+        shapes[p + "gate.weight"] = (n, h)
+        for x in range(n):
+            shapes |= {p + f"experts.{x}.gate_proj.weight": (ff, h), p + f"experts.{x}.up_proj.weight": (ff, h),
+                       p + f"experts.{x}.down_proj.weight": (h, ff)}  # fmt: skip
+    return shapes
+
+
+def gpt_oss_shapes(c: dict[str, Any]) -> dict[str, tuple[int, ...] | np.ndarray]:
+    """A GPT-OSS decoder: biased attention with sinks, a biased router, stacked experts with gate and up
+    interleaved in `gate_up_proj`; as MXFP4 blocks and scales (random codes, scales near 2^0) when the
+    config has an mxfp4 quantization_config, else dense `[experts, in, out]`."""
+    h, ff, n, heads = c["hidden_size"], c["intermediate_size"], c["num_local_experts"], c["num_attention_heads"]
+    rng = np.random.default_rng(39)
+    shapes: dict[str, tuple[int, ...] | np.ndarray] = {
+        k: v for k, v in decoder_shapes(c, qkv_bias=True).items() if ".mlp." not in k
+    }
+    for i in range(c["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        shapes |= {p + "self_attn.o_proj.bias": (h,), p + "self_attn.sinks": (heads,), p + "mlp.router.weight": (n, h),
+                   p + "mlp.router.bias": (n,), p + "mlp.experts.gate_up_proj_bias": (n, 2 * ff),
+                   p + "mlp.experts.down_proj_bias": (n, h)}  # fmt: skip
+        for kind, rows, cols in (("gate_up_proj", 2 * ff, h), ("down_proj", h, ff)):
+            name = p + "mlp.experts." + kind
+            if c.get("quantization_config"):
+                shapes[name + "_blocks"] = rng.integers(0, 256, (n, rows, cols // 32, 16), dtype=np.uint8)
+                shapes[name + "_scales"] = rng.integers(118, 131, (n, rows, cols // 32), dtype=np.uint8)
+            else:
+                shapes[name] = (n, cols, rows)
     return shapes
 
 
@@ -322,6 +373,36 @@ CHECKPOINTS: dict[str, tuple[dict[str, Any], str, Callable, Callable, dict[str, 
          "1_Pooling/config.json": json.dumps({"word_embedding_dimension": 32, "pooling_mode_lasttoken": True},
                                              indent=2)},
         None,
+    ),
+    # bf16 Qwen3-MoE: 12 experts (their sorted order puts experts.10 and .11 before .2), tied embeddings
+    "tiny-qwen3moe": (
+        _config("Qwen3MoeForCausalLM", "qwen3_moe", "bf16", vocab_size=151936, hidden_size=32, intermediate_size=64,
+                num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                max_position_embeddings=40960, rms_norm_eps=1e-6, rope_theta=1000000.0, num_experts=12,
+                num_experts_per_tok=4, moe_intermediate_size=32, decoder_sparse_step=1, mlp_only_layers=[],
+                norm_topk_prob=True, bos_token_id=151643, eos_token_id=151645, tie_word_embeddings=True),
+        "bf16", qwen_moe_shapes, write_qwen2_tokenizer, {}, None,
+    ),
+    # GPT-OSS as released: MXFP4 experts (quantization_config), bf16 elsewhere, yarn rope scaling given
+    "tiny-gpt-oss": (
+        _config("GptOssForCausalLM", "gpt_oss", "bf16", vocab_size=151936, hidden_size=32, intermediate_size=64,
+                num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16, num_local_experts=4,
+                num_experts_per_tok=2, sliding_window=128, max_position_embeddings=131072, rms_norm_eps=1e-5,
+                rope_theta=150000.0, layer_types=["sliding_attention", "full_attention"],
+                rope_scaling={"beta_fast": 32.0, "beta_slow": 1.0, "factor": 32.0,
+                              "original_max_position_embeddings": 4096, "rope_type": "yarn", "truncate": False},
+                quantization_config={"modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.router",
+                                                                "model.embed_tokens", "lm_head"],
+                                     "quant_method": "mxfp4"},
+                bos_token_id=151643, eos_token_id=151645, pad_token_id=151643, tie_word_embeddings=False),
+        "bf16", gpt_oss_shapes, write_gpt_oss_tokenizer, {}, None,
+    ),
+    # GPT-OSS dequantized (dense experts), f16; rope scaling, sliding window and eps left to GptOssConfig's defaults
+    "tiny-gpt-oss-dense": (
+        _config("GptOssForCausalLM", "gpt_oss", "f16", vocab_size=151936, hidden_size=32, intermediate_size=64,
+                num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16, num_local_experts=4,
+                num_experts_per_tok=2, bos_token_id=151643, eos_token_id=151645, tie_word_embeddings=False),
+        "f16", gpt_oss_shapes, write_gpt_oss_tokenizer, {}, None,
     ),
     # f32 BERT with MiniLM's WordPiece tokenizer and mean pooling; a pooler that the converter drops
     "tiny-bert": (
