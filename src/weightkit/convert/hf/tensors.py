@@ -32,7 +32,7 @@ class SourceTensor:
     """One checkpoint tensor: its dtype name as stored ("BF16", "F32", ...), shape, and a reader of its
     values (float16 or float32); for a float tensor of a safetensors file also `stored`, its values as they
     are stored (a zero-copy view of the mapped file, float16, float32 or bfloat16), which the conversions
-    read a chunk at a time."""
+    read a chunk at a time; or, with `ggml` set, its already-quantized GGML data (raw bytes)."""
 
     name: str
     dtype: str
@@ -40,6 +40,7 @@ class SourceTensor:
     read: Callable[[], np.ndarray]
     file: Path
     stored: Callable[[], np.ndarray] | None = None
+    ggml: str | None = None
 
 
 def _part_names(folder: Path, prefix: str, suffix: str) -> list[str]:
