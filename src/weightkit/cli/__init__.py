@@ -135,22 +135,41 @@ def convert(
     src: Annotated[
         Path, typer.Argument(help="A Hugging Face checkpoint folder (config.json, safetensors, tokenizer).")
     ],
-    dst: Annotated[Path, typer.Argument(help="The GGUF file to write (atomically).")],
+    dst: Annotated[Path, typer.Argument(help="The GGUF file to write (atomically); with --to hf, the folder.")],
     outtype: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--outtype",
             help="f32, f16, bf16, q8_0, or auto (bf16 or f16 as the checkpoint's first 16-bit matrix; else f16).",
         ),
-    ] = "auto",
+    ] = None,
+    to: Annotated[
+        str, typer.Option("--to", help="gguf (from a Hugging Face folder), or hf (from a GGUF, to a folder).")
+    ] = "gguf",
+    dtype: Annotated[
+        str | None,
+        typer.Option(
+            "--dtype", help="With --to hf: f32, f16, bf16, or auto (F16/BF16 if all the GGUF's matrices are; else f32)."
+        ),
+    ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print what was written as JSON (the progress bar goes to stderr).")
     ] = False,
 ) -> None:
-    """Convert a Hugging Face checkpoint to GGUF: the file llama.cpp's convert_hf_to_gguf.py writes, byte for byte."""
-    from .convert import run_convert
+    """Convert a Hugging Face checkpoint to GGUF: the file llama.cpp's convert_hf_to_gguf.py writes, byte for byte;
+    or, with --to hf, a GGUF to a Hugging Face folder that transformers loads."""
+    from .convert import run_convert, run_export
 
-    run_convert(src, dst, outtype, as_json=as_json, console=console)
+    if to not in ("gguf", "hf"):
+        raise ArgumentError(f"--to {to!r}: gguf or hf")
+    if to == "hf" and outtype is not None:
+        raise ArgumentError("--outtype applies to --to gguf; give --dtype with --to hf")
+    if to == "gguf" and dtype is not None:
+        raise ArgumentError("--dtype applies to --to hf; give --outtype with --to gguf")
+    if to == "hf":
+        run_export(src, dst, dtype or "auto", as_json=as_json, console=console)
+    else:
+        run_convert(src, dst, outtype or "auto", as_json=as_json, console=console)
 
 
 @app.command()
