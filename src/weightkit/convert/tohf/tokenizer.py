@@ -82,11 +82,14 @@ class GGUFVocab:
         return [(a, b) for a, b, _ in merges]
 
 
-def _added_tokens(tok: Any, vocab: GGUFVocab) -> None:
+def _added_tokens(tok: Any, vocab: GGUFVocab, spelled: list[str] | None = None) -> None:
+    """Control tokens as special added tokens, user-defined ones as plain added tokens, each under the name
+    the model's vocabulary gives it (`spelled`, when the tokenizer renames pieces)."""
     added = _tokenizers().AddedToken
-    control = [added(t, normalized=False, special=True) for t, k in zip(vocab.tokens, vocab.types, strict=True)
+    names = vocab.tokens if spelled is None else spelled
+    control = [added(t, normalized=False, special=True) for t, k in zip(names, vocab.types, strict=True)
                if k == TokenType.CONTROL]  # fmt: skip
-    user = [added(t, normalized=False, special=False) for t, k in zip(vocab.tokens, vocab.types, strict=True)
+    user = [added(t, normalized=False, special=False) for t, k in zip(names, vocab.types, strict=True)
             if k == TokenType.USER_DEFINED]  # fmt: skip
     if control:
         tok.add_special_tokens(control)
@@ -164,7 +167,7 @@ def _gemma(vocab: GGUFVocab) -> tuple[Any, dict[str, Any]]:
     if True if vocab.add_space_prefix is None else vocab.add_space_prefix:
         decoders.append(tk.decoders.Strip(" ", 1, 0))
     tok.decoder = tk.decoders.Sequence(decoders)
-    _added_tokens(tok, vocab)
+    _added_tokens(tok, vocab, [piece for piece, _ in pieces])
     tok.post_processor = _template(vocab)
     return tok, {"add_bos_token": vocab.add_bos, "add_eos_token": vocab.add_eos, "clean_up_tokenization_spaces": False}
 
