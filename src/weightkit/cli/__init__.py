@@ -187,18 +187,21 @@ def quantize(
 @app.command()
 def convert(
     src: Annotated[
-        Path, typer.Argument(help="A Hugging Face checkpoint folder (config.json, safetensors, tokenizer).")
+        Path,
+        typer.Argument(
+            help="A Hugging Face checkpoint folder (config.json, safetensors, tokenizer); with --to hf, a GGUF."
+        ),
     ],
-    dst: Annotated[Path, typer.Argument(help="The GGUF file to write (atomically).")],
+    dst: Annotated[Path, typer.Argument(help="The GGUF file to write (atomically); with --to hf, the folder.")],
     outtype: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--outtype",
             help="f32, f16, bf16, q8_0, tq1_0, tq2_0, or auto (bf16 or f16 as the checkpoint's first 16-bit matrix; "
             "else f16). With --type: the converter's type before quantizing, f32, f16 or bf16 (auto: the first "
             "matrix's own type, bf16, f16, else f32).",
         ),
-    ] = "auto",
+    ] = None,
     type: Annotated[
         str | None,
         typer.Option(
@@ -218,23 +221,45 @@ def convert(
     imatrix: ImatrixOption = None,
     include_weights: IncludeWeightsOption = None,
     exclude_weights: ExcludeWeightsOption = None,
+    to: Annotated[
+        str, typer.Option("--to", help="gguf (from a Hugging Face folder), or hf (from a GGUF, to a folder).")
+    ] = "gguf",
+    dtype: Annotated[
+        str | None,
+        typer.Option(
+            "--dtype", help="With --to hf: f32, f16, bf16, or auto (F16/BF16 if all the GGUF's matrices are; else f32)."
+        ),
+    ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print what was written as JSON (the progress bar goes to stderr).")
     ] = False,
 ) -> None:
     """Convert a Hugging Face checkpoint to GGUF: the file llama.cpp's convert_hf_to_gguf.py writes, byte for byte
-    (with --type, what llama-quantize makes of it, in one pass)."""
-    from .convert import run_convert
+    (with --type, what llama-quantize makes of it, in one pass); or, with --to hf, a GGUF to a Hugging Face folder
+    that transformers loads."""
+    from .convert import run_convert, run_export
 
     chosen = {"pure": pure, "output_tensor_type": output_tensor_type, "token_embedding_type": token_embedding_type,
               "tensor_type": tensor_type, "tensor_type_file": tensor_type_file, "prune_layers": prune_layers,
               "leave_output_tensor": leave_output_tensor, "override_kv": override_kv, "imatrix": imatrix,
               "include_weights": include_weights, "exclude_weights": exclude_weights}  # fmt: skip
+    if to not in ("gguf", "hf"):
+        raise ArgumentError(f"--to {to!r}: gguf or hf")
+    if to == "hf":
+        if outtype is not None or type is not None:
+            flag = "--outtype" if outtype is not None else "--type"
+            raise ArgumentError(f"{flag} applies to --to gguf; give --dtype with --to hf")
+        if given := [name for name, value in chosen.items() if value]:
+            raise ArgumentError(f"--{given[0].replace('_', '-')} applies to --to gguf with --type")
+        run_export(src, dst, dtype or "auto", as_json=as_json, console=console)
+        return
+    if dtype is not None:
+        raise ArgumentError("--dtype applies to --to hf; give --outtype with --to gguf")
     if type is None and (given := [name for name, value in chosen.items() if value]):
         flag = "--" + given[0].replace("_", "-")
         raise ArgumentError(f"{flag} is an option of the quantization: give --type too (e.g. --type Q4_K_M)")
     options = None if type is None else quantize_options(type, **chosen)
-    run_convert(src, dst, outtype, options, as_json=as_json, console=console)
+    run_convert(src, dst, outtype or "auto", options, as_json=as_json, console=console)
 
 
 @app.command()

