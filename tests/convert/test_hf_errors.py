@@ -125,18 +125,24 @@ def _change_pre_tokenizer(folder: Path) -> None:
 
 @pytest.mark.parametrize(("what", "base", "breaks", "error", "fragments"), CASES, ids=[c[0] for c in CASES])
 def test_bad_checkpoint(hf_checkpoints, tmp_path, what, base, breaks, error, fragments):
-    folder = tmp_path / base
-    shutil.copytree(hf_checkpoints[base], folder)
+    assert_refused(hf_checkpoints[base], tmp_path, breaks, error, fragments, "q8_0")
+
+
+def assert_refused(checkpoint, tmp_path, breaks, error, fragments, outtype: str) -> None:
+    """A copy of `checkpoint` broken by `breaks` is refused with `error` naming `fragments`, and nothing is
+    left at the destination (no output, no temporary file)."""
+    folder = tmp_path / checkpoint.name
+    shutil.copytree(checkpoint, folder)
     breaks(folder)
     out = tmp_path / "out" / "model.gguf"
     out.parent.mkdir()
     with pytest.raises(error) as caught:
-        convert_hf(folder, out, "q8_0")
+        convert_hf(folder, out, outtype)
     assert isinstance(caught.value, WeightkitError)
     message = str(caught.value)
     for fragment in fragments:
         assert fragment in message, message
-    assert not list(out.parent.iterdir())  # nothing at the destination, no temporary file
+    assert not list(out.parent.iterdir())
 
 
 def test_bad_arguments(hf_checkpoints, tmp_path):

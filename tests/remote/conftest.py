@@ -9,10 +9,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from weightkit.cli import main
 from weightkit.gguf import plan_tensor, write_split
 from weightkit.safetensors import write_checkpoint
 
 from .servers import FaultServer, Nginx, have
+
+
+def cli_json(capsys, *args: str):
+    """`weightkit ARGS --json`'s answer; the command must succeed."""
+    with pytest.raises(SystemExit) as exit_:
+        main([*args, "--json"])
+    out, err = capsys.readouterr()
+    assert exit_.value.code == 0, err
+    return json.loads(out)
 
 
 def require(program: str) -> None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 
@@ -12,20 +10,12 @@ from weightkit.cli import main
 from weightkit.gguf import GGUFSplit
 from weightkit.safetensors import SafetensorsCheckpoint
 
-from .conftest import CHECKPOINT_TENSORS, SPLIT_TENSORS
-
-
-def _json(capsys, *args: str):
-    with pytest.raises(SystemExit) as exit_:
-        main([*args, "--json"])
-    out, err = capsys.readouterr()
-    assert exit_.value.code == 0, err
-    return json.loads(out)
+from .conftest import CHECKPOINT_TENSORS, SPLIT_TENSORS, cli_json
 
 
 def test_gemma_inspect_matches_local_and_reads_under_5_percent(nginx, gemma_path, capsys):
-    local = _json(capsys, "inspect", str(gemma_path))
-    remote = _json(capsys, "inspect", nginx.url("gemma.gguf"))
+    local = cli_json(capsys, "inspect", str(gemma_path))
+    remote = cli_json(capsys, "inspect", nginx.url("gemma.gguf"))
     cost = remote.pop("remote")
     assert remote.pop("path") == nginx.url("gemma.gguf")
     local.pop("path")
@@ -39,8 +29,8 @@ def test_gemma_inspect_matches_local_and_reads_under_5_percent(nginx, gemma_path
 @pytest.mark.parametrize("engine", ["llama.cpp", "ollama"])
 def test_gemma_estimate_matches_local(nginx, gemma_path, capsys, engine):
     args = ["--engine", engine, "-c", "4096,32768", "--gpu", "1GiB"]
-    local = _json(capsys, "estimate", str(gemma_path), *args)
-    remote = _json(capsys, "estimate", nginx.url("gemma.gguf"), *args)
+    local = cli_json(capsys, "estimate", str(gemma_path), *args)
+    remote = cli_json(capsys, "estimate", nginx.url("gemma.gguf"), *args)
     costs = [doc.pop("remote") for doc in remote]
     assert remote == local
     assert all(c == costs[0] and c["bytes_fetched"] < 0.05 * c["file_size"] for c in costs)
@@ -64,8 +54,8 @@ def test_gemma_tensors_fetched_on_demand_exactly(nginx, gemma_path):
 
 def test_minilm_safetensors_matches_local(nginx, minilm_folder, capsys):
     url = nginx.url("minilm/model.safetensors")
-    local = _json(capsys, "inspect", str(minilm_folder / "model.safetensors"))
-    remote = _json(capsys, "inspect", url)
+    local = cli_json(capsys, "inspect", str(minilm_folder / "model.safetensors"))
+    remote = cli_json(capsys, "inspect", url)
     cost = remote.pop("remote")
     remote.pop("path"), local.pop("path")
     assert remote == local
@@ -94,10 +84,10 @@ def test_sharded_checkpoint_by_its_index(nginx, capsys):
         assert dict(m.metadata) == dict(local.metadata) and m.config == local.config
         for name, array in CHECKPOINT_TENSORS.items():
             assert np.array_equal(m.tensor(name), array)
-    remote = _json(capsys, "inspect", url)
+    remote = cli_json(capsys, "inspect", url)
     assert remote["summary"]["architecture"] == "bert"
     assert [t["shard"] for t in remote["tensors"] if "shard" in t] == [
-        t["shard"] for t in _json(capsys, "inspect", str(nginx.roots[0] / "ckpt"))["tensors"] if "shard" in t
+        t["shard"] for t in cli_json(capsys, "inspect", str(nginx.roots[0] / "ckpt"))["tensors"] if "shard" in t
     ]
 
 

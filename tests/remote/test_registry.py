@@ -13,12 +13,11 @@ import numpy as np
 import pytest
 
 import weightkit
-from weightkit.cli import main
 from weightkit.errors import FormatError, RegistryAuthError, RegistryError
 from weightkit.gguf import GGUFValueType, Value, plan_tensor, write_split
 from weightkit.ollama.store import CONFIG_MEDIA_TYPE, MANIFEST_MEDIA_TYPE, MEDIA_TYPES
 
-from .conftest import require
+from .conftest import cli_json, require
 from .servers import Nginx, Registry
 
 LLAMA = {"block_count": 1, "embedding_length": 256, "feed_forward_length": 512, "attention.head_count": 4,
@@ -117,19 +116,11 @@ def registries(tmp_path_factory, model):
         server.stop()
 
 
-def _json(capsys, *args: str):
-    with pytest.raises(SystemExit) as exit_:
-        main([*args, "--json"])
-    out, err = capsys.readouterr()
-    assert exit_.value.code == 0, err
-    return json.loads(out)
-
-
 def test_inspect_and_estimate_a_registry_model_as_the_local_file(registries, model, capsys):
     names, _ = registries
     for command in (["inspect"], ["estimate", "-c", "512"]):
-        remote = _json(capsys, *command, names["tiny"], "--remote")
-        local = _json(capsys, *command, str(model[0]))
+        remote = cli_json(capsys, *command, names["tiny"], "--remote")
+        local = cli_json(capsys, *command, str(model[0]))
         cost = remote.pop("remote")
         remote.pop("path", None), local.pop("path", None)
         assert remote == local

@@ -7,7 +7,7 @@ from collections import Counter
 from rich.console import Console
 
 from ..ollama import Store, parse_name
-from ..registry import PullResult, PushResult, pull, push
+from ..registry import TransferResult, pull, push
 from .render import byte_progress, human_bytes, print_json
 
 
@@ -32,7 +32,7 @@ def run_cp(store: Store, source: str, destination: str, as_json: bool, console: 
     console.print(f"copied '{src.short}' to '{dst.short}'", markup=False, highlight=False)
 
 
-def _report(verb: str, result: PullResult | PushResult, as_json: bool, console: Console) -> None:
+def _report(verb: str, result: TransferResult, as_json: bool, console: Console) -> None:
     if as_json:
         blobs = [{"digest": b.digest, "size": b.size, "status": b.status} for b in result.blobs]
         print_json({"model": str(result.name), "digest": result.digest, "size": result.size,

@@ -11,17 +11,16 @@ Modules: `reference` (names to URLs), `auth` (challenges, Basic, tokens, credent
 """
 
 from .options import Credentials, RegistryOptions
-from .pull import BlobResult, PullResult, pull
-from .push import PushResult, push
+from .pull import BlobResult, TransferResult, pull
+from .push import push
 from .reference import Reference, parse_reference
 
 __all__ = [
     "BlobResult",
     "Credentials",
-    "PullResult",
-    "PushResult",
     "Reference",
     "RegistryOptions",
+    "TransferResult",
     "parse_reference",
     "pull",
     "push",

@@ -36,11 +36,13 @@ class BlobResult:
 
 
 @dataclass(frozen=True)
-class PullResult:
+class TransferResult:
+    """What a pull or push did: the model, its manifest's digest, each blob's fate, the bytes moved."""
+
     name: ModelName
     digest: str  # sha256 of the manifest's bytes: what Ollama shows as the model's ID
     blobs: list[BlobResult]
-    transferred: int  # bytes downloaded by this run
+    transferred: int  # bytes downloaded (pull) or uploaded (push) by this run
 
     @property
     def size(self) -> int:
@@ -54,7 +56,7 @@ def pull(
     insecure: bool = False,
     options: RegistryOptions | None = None,
     progress: ProgressCallback | None = None,
-) -> PullResult:
+) -> TransferResult:
     """Download `name` (`host[:port]/namespace/model:tag`, Ollama's defaults) into `store` (default: Ollama's)
     over HTTPS (plain HTTP with `insecure`). `progress(done, total, description)` hears of the bytes."""
     ref = parse_reference(name, insecure=insecure)
@@ -82,7 +84,7 @@ def pull(
     resumed = {d.layer.digest: d.resumed for d in downloads}
     results = [BlobResult(layer.digest, layer.size, _status(resumed.get(layer.digest))) for layer in layers]
     transferred = sum(layer.size - resumed[layer.digest] for layer in missing)
-    return PullResult(ref.name, "sha256:" + hashlib.sha256(data).hexdigest(), results, transferred)
+    return TransferResult(ref.name, "sha256:" + hashlib.sha256(data).hexdigest(), results, transferred)
 
 
 def _status(resumed: int | None) -> str:

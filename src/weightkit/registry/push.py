@@ -10,34 +10,20 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import FormatError, WeightkitError
 from ..net.http import ExchangeFailed, FileRegion
-from ..ollama.names import ModelName
 from ..ollama.store import Layer, Store, parse_manifest
 from .client import RegistryClient
 from .options import RegistryOptions
 from .progress import ByteProgress, ProgressCallback
-from .pull import BlobResult, blobs_of
+from .pull import BlobResult, TransferResult, blobs_of
 from .reference import Reference, is_repository_name, parse_reference
 from .retry import Backoff, retrying
 from .workers import drain
 
 _PARALLEL_BLOBS = 4
-
-
-@dataclass(frozen=True)
-class PushResult:
-    name: ModelName
-    digest: str  # sha256 of the manifest's bytes
-    blobs: list[BlobResult]
-    transferred: int  # bytes uploaded by this run
-
-    @property
-    def size(self) -> int:
-        return sum(b.size for b in self.blobs)
 
 
 def push(
@@ -47,7 +33,7 @@ def push(
     insecure: bool = False,
     options: RegistryOptions | None = None,
     progress: ProgressCallback | None = None,
-) -> PushResult:
+) -> TransferResult:
     """Upload the stored model `name` (`host[:port]/namespace/model:tag`) to its registry over HTTPS (plain
     HTTP with `insecure`). `progress(done, total, description)` hears of the bytes."""
     ref = parse_reference(name, insecure=insecure)
@@ -75,7 +61,7 @@ def push(
         client.put_manifest(data, manifest.media_type)
     results = [BlobResult(layer.digest, layer.size, statuses[layer.digest]) for layer in layers]
     transferred = sum(r.size for r in results if r.status == "uploaded")
-    return PushResult(ref.name, "sha256:" + hashlib.sha256(data).hexdigest(), results, transferred)
+    return TransferResult(ref.name, "sha256:" + hashlib.sha256(data).hexdigest(), results, transferred)
 
 
 def _mount_sources(store: Store, ref: Reference) -> dict[str, str]:
