@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from weightkit.convert.hf import convert_hf
+from weightkit.convert.hf.tokenizer.protobuf import encode_field
 from weightkit.convert.hf.tokenizer.sentencepiece import read_sentencepiece_model
 from weightkit.errors import FormatError
 
@@ -42,7 +43,7 @@ CORPUS = [
     ("piece is a varint", b"\x08\x01" + _OK, "wire type 0, not 2", 0),
     (
         "score is a varint",
-        mk._field(1, mk._field(1, b"<unk>") + mk._field(2, 5) + mk._field(3, 2)),
+        encode_field(1, encode_field(1, b"<unk>") + encode_field(2, 5) + encode_field(3, 2)),
         "score has wire type 0",
         None,
     ),
@@ -75,7 +76,7 @@ ACCEPTED = [
     ("byte fallback without an unknown piece", _model(("<s>", 0.0, 3), *BYTES, byte_fallback=True), 257),
     ("a type sentencepiece does not define counts as normal", _model(UNK, ("a", 0.0, 9)), 2),
     ("a unigram model", _model(UNK, ("a", -1.0, 5), unigram=True), 2),
-    ("unknown fields are skipped", mk._field(7, b"xyz") + mk._field(9, 3) + _OK, 3),
+    ("unknown fields are skipped", encode_field(7, b"xyz") + encode_field(9, 3) + _OK, 3),
 ]
 
 

@@ -22,6 +22,7 @@ import pytest
 
 import weightkit
 from weightkit.convert.hf import convert_hf
+from weightkit.convert.hf.tokenizer.sentencepiece import read_sentencepiece_model
 from weightkit.convert.tohf import EXPORTS, convert_gguf_to_hf
 from weightkit.errors import ArgumentError, UnsupportedError
 from weightkit.safetensors import SafetensorsCheckpoint
@@ -99,6 +100,21 @@ def test_gemma_3_270m_is_what_transformers_loads(gemma_path, tmp_path):
     config = json.loads((folder / "config.json").read_text())
     assert config["model_type"] == "gemma3_text" and config["tie_word_embeddings"] is True
     assert (config["head_dim"], config["sliding_window"], config["rms_norm_eps"]) == (256, 512, 1e-06)
+
+
+def test_gemma_3_270m_round_trip_is_the_reference_file(gemma_path, tmp_path):
+    """The real model GGUF -> HF (weightkit, bf16, tokenizer.model written back from the GGUF's vocabulary) ->
+    GGUF (weightkit) is the file the reference converter writes from the same folder."""
+    record = GOLDEN["gemma-3-270m"]["round_trip"]
+    folder = tmp_path / f"{gemma_path.stem}-hf"  # as recorded: the folder's name is the model's name
+    convert_gguf_to_hf(gemma_path, folder, record["dtype"])
+    model = read_sentencepiece_model(folder / "tokenizer.model")
+    with weightkit.open(gemma_path) as m:
+        assert model.pieces[:4] == ["<pad>", "<eos>", "<bos>", "<unk>"]
+        assert np.array_equal(model.scores, np.asarray(m.metadata["tokenizer.ggml.scores"], np.float32))
+    out = tmp_path / "back.gguf"
+    convert_hf(folder, out, make_tohf_golden.ROUND_TRIP)
+    assert hashlib.sha256(out.read_bytes()).hexdigest() == record["auto"]
 
 
 def test_dtypes_round_the_float32_values(tiny_ggufs, tiny_folders, tmp_path):

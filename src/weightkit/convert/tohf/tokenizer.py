@@ -20,6 +20,7 @@ from typing import Any
 
 from ...errors import FormatError, UnsupportedError
 from ..hf.tokenizer.fast import _tokenizers
+from ..hf.tokenizer.sentencepiece import write_sentencepiece_model
 from ..hf.tokenizer.vocab import TokenType
 
 _QWEN2_SPLIT = (
@@ -177,7 +178,8 @@ _MODELS = {"llama": ("llama", "gpt2"), "qwen2": ("gpt2",), "gemma": ("llama",)}
 
 
 def tokenizer_files(meta: Mapping[str, Any], family: str, path: Path) -> dict[str, Any]:
-    """tokenizer.json (as a JSON string), tokenizer_config.json and special_tokens_map.json (as objects)."""
+    """tokenizer.json (as a JSON string), tokenizer_config.json and special_tokens_map.json (as objects), and
+    for a SentencePiece vocabulary tokenizer.model (bytes)."""
     vocab = GGUFVocab(meta, path)
     if vocab.model not in _MODELS[family]:
         raise UnsupportedError(f"{path}: tokenizer.ggml.model {vocab.model!r} is not supported for this architecture "
@@ -189,7 +191,25 @@ def tokenizer_files(meta: Mapping[str, Any], family: str, path: Path) -> dict[st
         config["chat_template"] = vocab.chat_template
     spelled = {k: {"content": v, "lstrip": False, "normalized": False, "rstrip": False, "single_word": False}
                for k, v in special.items()}  # fmt: skip
-    return {"tokenizer.json": tok.to_str(), "tokenizer_config.json": config, "special_tokens_map.json": spelled}
+    files = {"tokenizer.json": tok.to_str(), "tokenizer_config.json": config, "special_tokens_map.json": spelled}
+    if vocab.model == "llama":
+        files["tokenizer.model"] = sentencepiece_model(vocab, unigram=family == "gemma")
+    return files
 
 
-__all__ = ["TOKENIZER_CLASSES", "GGUFVocab", "tokenizer_files"]
+def sentencepiece_model(vocab: GGUFVocab, *, unigram: bool) -> bytes:
+    """tokenizer.model for a SentencePiece vocabulary: the pieces, scores and types as the file has them, with
+    what llama.cpp's converter changed undone (the unknown piece's type, which Gemma's GGUFs mark otherwise, and
+    the spaces of user-defined pieces, which are SentencePiece's "▁"); Unigram for Gemma, BPE otherwise, byte
+    fallback when the file has the 256 byte pieces, the dummy prefix as `tokenizer.ggml.add_space_prefix`."""
+    unk = vocab.ids.get("unk", vocab.tokens.index("<unk>") if "<unk>" in vocab.tokens else None)
+    pieces = [(t.replace(" ", _SPIECE) if k == TokenType.USER_DEFINED else t, s,
+               TokenType.UNKNOWN if i == unk else k)
+              for i, (t, s, k) in enumerate(zip(vocab.tokens, vocab.scores, vocab.types, strict=True))]  # fmt: skip
+    byte_fallback = sum(k == TokenType.BYTE for k in vocab.types) == 256
+    prefix = True if vocab.add_space_prefix is None else bool(vocab.add_space_prefix)
+    return write_sentencepiece_model(pieces, byte_fallback=byte_fallback, model_type=1 if unigram else 2,
+                                     add_dummy_prefix=prefix)  # fmt: skip
+
+
+__all__ = ["TOKENIZER_CLASSES", "GGUFVocab", "sentencepiece_model", "tokenizer_files"]

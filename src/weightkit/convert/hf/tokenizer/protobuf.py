@@ -1,4 +1,5 @@
-"""A small, bounds-checked reader of the protocol buffers wire format (enough for a SentencePiece model).
+"""A small, bounds-checked reader of the protocol buffers wire format (enough for a SentencePiece model), and
+the few encoders that write one back.
 
 Messages are walked field by field over the file's bytes; every varint, length and offset is checked against
 the end of the enclosing message before it is used, so a truncated or hostile file is a FormatError naming the
@@ -7,6 +8,7 @@ byte where it goes wrong, never an exception from deep inside or a huge allocati
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -79,3 +81,21 @@ class Message:
     def sub(self, start: int) -> Message:
         """The embedded message of the length-delimited field yielded last, which starts at `start`."""
         return Message(self.data, start, self._pos, self.path)
+
+
+def encode_varint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def encode_field(number: int, payload: bytes | int | float) -> bytes:
+    """One field: a varint for ints, fixed32 for floats, length-delimited for bytes."""
+    if isinstance(payload, bytes):
+        return encode_varint(number << 3 | LENGTH) + encode_varint(len(payload)) + payload
+    if isinstance(payload, float):
+        return encode_varint(number << 3 | FIXED32) + struct.pack("<f", payload)
+    return encode_varint(number << 3 | VARINT) + encode_varint(payload)

@@ -20,7 +20,7 @@ from ....errors import FormatError
 from ..config import CONFIG_NAME, Hparams, read_json_object
 from ..kv import KV
 from .fast import TOKENIZER_CONFIG, TOKENIZER_JSON
-from .protobuf import FIXED32, LENGTH, VARINT, Message
+from .protobuf import FIXED32, LENGTH, VARINT, Message, encode_field
 from .special import load_special_vocab, write_special_vocab
 from .vocab import TokenType, looks_special
 
@@ -143,6 +143,21 @@ def read_sentencepiece_model(path: Path) -> SentencePieceModel:
     types = np.array(found.types, dtype=np.int32)
     _check_pieces(path, pieces, types, found.offsets, byte_fallback, model_type == _UNIGRAM)
     return SentencePieceModel(pieces, _scores(data, found.score_at), types)
+
+
+def write_sentencepiece_model(
+    pieces: list[tuple[str, float, int]], *, byte_fallback: bool, model_type: int = 2, add_dummy_prefix: bool = True
+) -> bytes:
+    """A SentencePiece `ModelProto` as sentencepiece writes it: the pieces (text, score, type), a trainer spec
+    (model type: 1 unigram, 2 BPE; byte fallback; unk and bos ids 0 and 1) and an identity normalizer that
+    escapes spaces and adds the dummy prefix or not."""
+    body = b"".join(encode_field(1, encode_field(1, t.encode()) + encode_field(2, float(s)) + encode_field(3, k))
+                    for t, s, k in pieces)  # fmt: skip
+    trainer = encode_field(3, model_type) + encode_field(4, len(pieces)) + encode_field(35, int(byte_fallback))
+    trainer += encode_field(40, 0) + encode_field(41, 1)  # unk_id, bos_id
+    normalizer = encode_field(1, b"identity") + encode_field(3, int(add_dummy_prefix)) + encode_field(4, 0)
+    normalizer += encode_field(5, 1)  # remove_extra_whitespaces off, escape_whitespaces on
+    return body + encode_field(2, trainer) + encode_field(3, normalizer)
 
 
 def _texts(path: Path, found: _Pieces) -> list[str]:
@@ -359,4 +374,10 @@ def write_phi3_vocab(kv: KV, folder: Path, hparams: Hparams) -> None:
     _write(kv, folder, vocab)
 
 
-__all__ = ["SentencePieceModel", "read_sentencepiece_model", "write_phi3_vocab", "write_sentencepiece_vocab"]
+__all__ = [
+    "SentencePieceModel",
+    "read_sentencepiece_model",
+    "write_phi3_vocab",
+    "write_sentencepiece_model",
+    "write_sentencepiece_vocab",
+]
