@@ -15,7 +15,8 @@ from weightkit.ollama import Store, create_from_gguf
 from weightkit.registry import RegistryOptions
 from weightkit.registry.ed25519 import public_key
 
-from .servers import HTPASSWD, Nginx, Proxy, Registry, TokenServer
+from ..remote.servers import HTPASSWD, Nginx
+from .servers import Proxy, Registry, TokenServer
 
 #: Fast retries: the fault tests wait for backoff many times.
 FAST = RegistryOptions(backoff=0.01, retries=3, timeout=10, part_size=1 << 20)
@@ -83,8 +84,10 @@ def redirect_registry(registry_servers):
     root = registry_servers / "redirect"
     storage = root / "registry" / "storage"
     storage.mkdir(parents=True)
-    nginx = Nginx(root / "nginx", storage)
-    middleware = {"storage": [{"name": "redirect", "options": {"baseurl": f"http://localhost:{nginx.port}"}}]}
+    nginx = Nginx([storage], root / "nginx")
+    (root / "nginx").mkdir()
+    nginx.start()
+    middleware = {"storage": [{"name": "redirect", "options": {"baseurl": f"http://localhost:{nginx.ports[0]}"}}]}
     auth = {"htpasswd": {"realm": "weightkit", "path": str(htpasswd)}}
     server = Registry(root / "registry", auth=auth, middleware=middleware, storage=storage)
     yield server, nginx

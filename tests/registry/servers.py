@@ -1,5 +1,6 @@
 """Real servers for the registry tests, all on 127.0.0.1: docker-registry (Debian's 2.8.2), a docker-token-spec
-token server, nginx as redirect storage, and a fault-injecting proxy in front of any of them."""
+token server and a fault-injecting proxy in front of any of them (nginx, the redirect storage, and the htpasswd
+fixture user are the remote tests' own)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import datetime
 import hashlib
 import http.client
 import json
-import os
 import re
 import shutil
 import socket
@@ -21,8 +21,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-# alice / secret, made with `htpasswd -Bbn alice secret` (docker-registry takes bcrypt only; cost 5 is fast)
-HTPASSWD = "alice:$2y$05$QOOWiIO3ntTaBflQY4nKiunoP3BAY6miQShu1E2Ih9Ld56g47qkzm\n"
 USER, PASSWORD = "alice", "secret"
 SERVICE, ISSUER = "weightkit-test-registry", "weightkit-test-issuer"
 
@@ -88,56 +86,6 @@ class Registry:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Nginx:
-    """nginx serving `root` (a registry's storage, for its redirects), its access log recording each request's
-    Range and Authorization."""
-
-    def __init__(self, workdir: Path, root: Path) -> None:
-        workdir.mkdir(parents=True)
-        for sub in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
-            (workdir / "tmp" / sub).mkdir(parents=True)
-        self.port = free_port()
-        self.access_log = workdir / "access.log"
-        user = "user root root;" if os.geteuid() == 0 else ""  # workers as root can read pytest's 0700 folders
-        temp = " ".join(f"{kind}_temp_path {workdir}/tmp/{sub};" for kind, sub in (
-            ("client_body", "body"), ("proxy", "proxy"), ("fastcgi", "fastcgi"), ("uwsgi", "uwsgi"), ("scgi", "scgi")
-        ))  # fmt: skip
-        (workdir / "nginx.conf").write_text(f"""
-daemon off; worker_processes 1; {user}
-pid {workdir}/nginx.pid; error_log {workdir}/error.log warn;
-events {{ worker_connections 64; }}
-http {{
-    {temp}
-    default_type application/octet-stream; types {{ }} sendfile on;
-    log_format wk '"$request" $status range="$http_range" auth="$http_authorization"';
-    access_log {self.access_log} wk;
-    server {{ listen 127.0.0.1:{self.port}; root {root}; }}
-}}""")
-        self.process = subprocess.Popen(["nginx", "-e", str(workdir / "error.log"), "-p", str(workdir), "-c",
-                                         str(workdir / "nginx.conf")], stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.DEVNULL)  # fmt: skip
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                return
-            except OSError:
-                time.sleep(0.02)
-        self.stop()
-        raise RuntimeError(f"nginx did not start: {(workdir / 'error.log').read_text()}")
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            self.process.wait(5)
 
 
 def _b64url(data: bytes) -> str:

@@ -19,8 +19,9 @@ from weightkit.registry.client import RegistryClient
 from weightkit.registry.reference import parse_reference
 
 from ..ollama._cli import cli_env, start
+from ..remote.servers import free_port
 from .conftest import FAST, stored_model
-from .servers import PASSWORD, USER, Registry, free_port, self_signed_certificate
+from .servers import PASSWORD, USER, Registry, self_signed_certificate
 
 
 @pytest.fixture
@@ -175,7 +176,7 @@ def test_redirects_to_storage_get_no_credentials(tmp_path, redirect_registry, ti
     target = Store(tmp_path / "b")
     pull(name, target, insecure=True, options=FAST)
     assert target.manifest_bytes(name) == source.manifest_bytes(name) and target.verify(name) == []
-    log = nginx.access_log.read_text().splitlines()
+    log = nginx.access_log()
     assert sum('"GET /docker/registry/v2/blobs/sha256/' in line and " 206 " in line for line in log) >= 6
     assert all(line.endswith('auth="-"') for line in log), log  # the registry's Basic credentials stayed home
     assert {b.status for b in push(name, source, insecure=True, options=FAST).blobs} == {"present"}  # HEAD's 307
