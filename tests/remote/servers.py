@@ -113,53 +113,9 @@ http {{
             stop(self.process)
 
 
-# The fixture user for Basic auth: alice / secret (bcrypt, cost 5: made with `htpasswd -Bbn alice secret`).
+# The fixture user for Basic auth: alice / secret (bcrypt, cost 5: made with `htpasswd -Bbn alice secret`;
+# docker-registry takes bcrypt only).
 HTPASSWD = "alice:$2y$05$QOOWiIO3ntTaBflQY4nKiunoP3BAY6miQShu1E2Ih9Ld56g47qkzm\n"
-
-
-@dataclass
-class Registry:
-    """docker-registry with filesystem storage; with `basic`, htpasswd auth; with `redirect_to`, blob GETs
-    answer 307 to that base URL (storage served by another host, as Ollama's registry does)."""
-
-    workdir: Path
-    basic: bool = False
-    redirect_to: str | None = None
-    port: int = 0
-    process: subprocess.Popen | None = None
-
-    @property
-    def storage(self) -> Path:
-        return self.workdir / "storage"
-
-    def start(self) -> None:
-        self.storage.mkdir(parents=True, exist_ok=True)
-        self.port = free_port()
-        lines = [
-            "version: 0.1",
-            "log: {level: warn}",
-            f"storage: {{filesystem: {{rootdirectory: {self.storage}}}}}",
-            f'http: {{addr: "127.0.0.1:{self.port}", secret: weightkit-test}}',
-        ]
-        if self.basic:
-            (self.workdir / "htpasswd").write_text(HTPASSWD)
-            lines.append(f"auth: {{htpasswd: {{realm: weightkit-test, path: {self.workdir / 'htpasswd'}}}}}")
-        if self.redirect_to:
-            lines.append(f'middleware: {{storage: [{{name: redirect, options: {{baseurl: "{self.redirect_to}"}}}}]}}')
-        config = self.workdir / "config.yml"
-        config.write_text("\n".join(lines) + "\n")
-        log = self.workdir / "registry.log"
-        with open(log, "wb") as out:
-            self.process = subprocess.Popen(["docker-registry", "serve", str(config)], stdout=out, stderr=out)
-        wait_until_up(f"{self.base}/v2/", self.process, log)
-
-    @property
-    def base(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def stop(self) -> None:
-        if self.process is not None:
-            stop(self.process)
 
 
 def have(program: str) -> bool:

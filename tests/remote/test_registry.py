@@ -17,8 +17,9 @@ from weightkit.errors import FormatError, RegistryAuthError, RegistryError
 from weightkit.gguf import GGUFValueType, Value, plan_tensor, write_split
 from weightkit.ollama.store import CONFIG_MEDIA_TYPE, MANIFEST_MEDIA_TYPE, MEDIA_TYPES
 
+from ..registry.servers import Registry
 from .conftest import cli_json, require
-from .servers import Nginx, Registry
+from .servers import HTPASSWD, Nginx
 
 LLAMA = {"block_count": 1, "embedding_length": 256, "feed_forward_length": 512, "attention.head_count": 4,
          "context_length": 2048}  # fmt: skip
@@ -43,7 +44,7 @@ def push(registry: Registry, name: str, shards: list[bytes], *, headers: dict[st
     def upload(data: bytes) -> str:
         digest = "sha256:" + hashlib.sha256(data).hexdigest()
         started = urllib.request.urlopen(
-            urllib.request.Request(f"{registry.base}/v2/{name}/blobs/uploads/", method="POST", headers=headers)
+            urllib.request.Request(f"http://{registry.host}/v2/{name}/blobs/uploads/", method="POST", headers=headers)
         )
         location = started.headers["Location"]
         put = f"{location}{'&' if '?' in location else '?'}digest={digest}"
@@ -66,7 +67,7 @@ def push(registry: Registry, name: str, shards: list[bytes], *, headers: dict[st
     }
     urllib.request.urlopen(
         urllib.request.Request(
-            f"{registry.base}/v2/{name}/manifests/latest",
+            f"http://{registry.host}/v2/{name}/manifests/latest",
             data=json.dumps(manifest).encode(),
             method="PUT",
             headers={**headers, "Content-Type": MANIFEST_MEDIA_TYPE},
@@ -97,15 +98,16 @@ def registries(tmp_path_factory, model):
     require("nginx")
     shards = [path.read_bytes() for path in model]
     anonymous = Registry(tmp_path_factory.mktemp("registry"))
-    anonymous.start()
     storage_dir = tmp_path_factory.mktemp("guarded")
-    storage = Nginx([storage_dir / "storage"], storage_dir)
     (storage_dir / "storage").mkdir()
-    storage.ports = []
-    guarded = Registry(storage_dir, basic=True)
+    storage = Nginx([storage_dir / "storage"], storage_dir)
     storage.start()
-    guarded.redirect_to = f"http://localhost:{storage.ports[0]}"
-    guarded.start()
+    (storage_dir / "htpasswd").write_text(HTPASSWD)
+    guarded = Registry(
+        storage_dir,
+        auth={"htpasswd": {"realm": "weightkit-test", "path": str(storage_dir / "htpasswd")}},
+        middleware={"storage": [{"name": "redirect", "options": {"baseurl": f"http://localhost:{storage.ports[0]}"}}]},
+    )
     names = {
         "tiny": push(anonymous, "library/tiny", shards, headers={}),
         "liar": push(anonymous, "library/liar", shards, headers={}, lie=1),
