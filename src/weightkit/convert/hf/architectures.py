@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import FormatError, UnsupportedError
-from .config import CONFIG_NAME, Hparams, read_json_object
+from .config import CONFIG_NAME, Hparams, positive_integer, read_json_object
 from .experts import gpt_oss_experts, gpt_oss_filter, gpt_oss_mxfp4, stack_experts
 from .kv import KV
 from .parameters import LAYERS, rope_parameters, write_text_parameters
@@ -451,10 +451,7 @@ def _moe_parameters(kv: KV, arch: str, folder: Path, h: Hparams) -> None:
 
 def _gpt_oss_parameters(kv: KV, arch: str, folder: Path, h: Hparams) -> None:
     """`GptOssModel.set_gguf_parameters`'s additions: the sliding window and the experts' size."""
-    window = h.get("sliding_window")
-    if not isinstance(window, int) or isinstance(window, bool) or window < 1:
-        raise FormatError(folder / CONFIG_NAME, None, f"sliding_window is {window!r}, not a positive integer")
-    kv.u32(f"{arch}.attention.sliding_window", window)
+    kv.u32(f"{arch}.attention.sliding_window", positive_integer(h, "sliding_window", folder))
     kv.u32(f"{arch}.expert_feed_forward_length", h[_FF])
 
 

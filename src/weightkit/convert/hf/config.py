@@ -258,14 +258,21 @@ def _config_class(model_type: Any, folder: Path) -> ConfigClass:
     return cls
 
 
+def positive_integer(h: Hparams, key: str, folder: Path) -> int:
+    """config.json's `key` as a size: a positive integer, else a FormatError naming the key."""
+    value = h.get(key)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise FormatError(folder / CONFIG_NAME, None, f"{key} is {value!r}, not a positive integer")
+    return value
+
+
 def _apply_class(cls: ConfigClass, h: dict[str, Any], folder: Path) -> dict[str, Any]:
     """The class's defaults under the given values, the sizes checked, then its derivations."""
     for key, value in (_BASE_DEFAULTS | dict(cls.defaults)).items():
         h.setdefault(key, copy.deepcopy(value))  # a default dict (GPT-OSS's rope_scaling) is changed later
     for key in _SIZES:
-        value = h.get(key)
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-            raise FormatError(folder / CONFIG_NAME, None, f"{key} is {value!r}, not a positive integer")
+        if h.get(key) is not None:
+            positive_integer(h, key, folder)
     try:
         for step in cls.derive:
             step(h)
