@@ -181,18 +181,18 @@ def test_command_line(tmp_path, model):
 
 
 def test_gemma_requantized_reads_back_in_gguf_py(tmp_path, gemma_path):
-    """The real model to Q8_0: every tensor gguf-py reads back is within Q8_0's error of the source."""
+    """The real model to Q8_0: every tensor, decoded by gguf-py's dequantizer, is within Q8_0's error of the
+    source. (The layout is read by weightkit: gguf-py's reader reads the synthetic files above; parsing the
+    262k-token vocabulary takes it 13-18 s.)"""
     out = tmp_path / "gemma-q8.gguf"
     quantize_gguf(gemma_path, out, "Q8_0")
-    reader = gguf.GGUFReader(out)
-    with weightkit.open(gemma_path) as src:
-        assert len(reader.tensors) == len(src.tensors)
-        for t in reader.tensors:
-            if t.name == "token_embd.weight":
-                continue  # already Q8_0 in the source, so copied byte for byte (checked below)
-            original = src.tensor(t.name, np.float32)
-            back = quants.dequantize(np.asarray(t.data), t.tensor_type).reshape(original.shape)
-            rel = np.sqrt(np.mean((back - original) ** 2) / max(np.mean(original**2), 1e-30))
-            assert rel <= ERROR.get(t.tensor_type.name, 0), (t.name, rel)  # F32: exact
-        emb = next(t for t in reader.tensors if t.name == "token_embd.weight")
-        assert np.array_equal(np.asarray(emb.data).reshape(-1).view(np.uint8), src.raw("token_embd.weight"))
+    with weightkit.open(gemma_path) as src, weightkit.open(out) as q:
+        assert list(q.tensors) == list(src.tensors)
+        for name, info in q.tensors.items():
+            if name == "token_embd.weight":  # already Q8_0 in the source: copied byte for byte
+                assert np.array_equal(q.raw(name), src.raw(name))
+                continue
+            original = src.tensor(name, np.float32)
+            back = quants.dequantize(q.raw(name), gguf.GGMLQuantizationType[info.dtype.name])
+            rel = np.sqrt(np.mean((back.reshape(original.shape) - original) ** 2) / max(np.mean(original**2), 1e-30))
+            assert rel <= ERROR.get(info.dtype.name, 0), (name, rel)  # F32: exact
