@@ -8,7 +8,11 @@ config, the model (default: the Gemma 3 270M demo GGUF, ~250 MB) pushed to it on
   before the store takes it, the manifest written last;
 - `curl` fetching the same blobs' URLs in one process (one kept-alive connection), to files, nothing checked;
 - the same `curl`, then `sync` of the files (on disk, as the pull makes each blob before the store takes it);
-- the same `curl`, then `sha256sum` of the files (what the pull checks, done after the download).
+- the same `curl`, then `sha256sum` of the files (what the pull checks, done after the download);
+- `dd` writing as many bytes to a file and fdatasync-ing it: how fast this disk takes them, the floor for any
+  download that is on disk when it ends.
+Two diagnostics (not options: the script patches weightkit for them) show where the pull's time goes: the pull
+with every fsync skipped, and with the early writeback (sync_file_range as parts arrive) turned off.
 Ratios are speeds relative to the plain `curl`, as in the other scripts (above 1: faster than it); the goal is
 pull >= 0.8x (at most 1.25 times curl's time).
 """
@@ -22,6 +26,7 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for the tests' registry runner
@@ -29,7 +34,7 @@ from tests.registry.servers import Registry
 
 from _common import best_of, gemma_path
 from weightkit.ollama import Store, create_from_gguf
-from weightkit.registry import pull, push
+from weightkit.registry import follow, pull, push
 
 
 def row(label: str, seconds: float, base: float, size: int) -> str:
@@ -41,7 +46,7 @@ def main() -> None:
     ap.add_argument("path", nargs="?", type=Path, help="a GGUF file (default: the Gemma 3 270M demo model)")
     ap.add_argument("--repeat", type=int, default=3, help="best of N runs")
     args = ap.parse_args()
-    for tool in ("docker-registry", "curl", "sync", "sha256sum"):
+    for tool in ("docker-registry", "curl", "sync", "sha256sum", "dd"):
         if shutil.which(tool) is None:
             sys.exit(f"needs {tool} on PATH")
     path = args.path or gemma_path()
@@ -90,9 +95,23 @@ def main() -> None:
                 )
             )
             print(row("curl + sha256sum", best_of(curl_then("sha256sum"), args.repeat, before=fresh)[0], base, size))
-            ours, result = best_of(lambda: pull(name, Store(target), insecure=True), args.repeat, before=fresh)
-            assert result.transferred == size and Store(target).manifest_bytes(name) == source.manifest_bytes(name)
-            print(row("weightkit pull (verified, synced)", ours, base, size))
+            dd = ["dd", "if=/dev/zero", f"of={files / 'dd'}", "bs=1M", f"count={-(-size >> 20)}", "conv=fdatasync"]
+            disk, _ = best_of(
+                lambda: subprocess.run(dd, check=True, stderr=subprocess.DEVNULL), args.repeat, before=fresh
+            )
+            print(row("dd + fdatasync (the disk's floor)", disk, base, size))
+
+            def pulled() -> None:
+                result = pull(name, Store(target), insecure=True)
+                assert result.transferred == size and Store(target).manifest_bytes(name) == source.manifest_bytes(name)
+
+            print(row("weightkit pull (verified, synced)", best_of(pulled, args.repeat, before=fresh)[0], base, size))
+            for label, patch in (
+                ("  diagnostic: fsync skipped", mock.patch("os.fsync")),
+                ("  diagnostic: no early writeback", mock.patch.object(follow, "start_writeback")),
+            ):
+                with patch:
+                    print(row(label, best_of(pulled, args.repeat, before=fresh)[0], base, size))
         finally:
             registry.stop()
 
