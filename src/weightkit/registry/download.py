@@ -26,7 +26,6 @@ from .client import RegistryClient
 from .follow import STEP, PrefixHasher, Writeback
 from .options import RegistryOptions
 from .progress import ByteProgress
-from .retry import Backoff
 from .workers import drain
 
 _BUFFER = 1 << 20
@@ -195,7 +194,7 @@ class Downloader:
     def _fetch(self, download: PartialDownload, part: Part) -> None:
         """Get what is left of `part`, going on from where each try got to."""
         buffer = self._buffer()
-        backoff = Backoff(self._client.options)
+        backoff = self._client.backoff()
         while part.left and not self._stop.is_set():
             before = part.done
             try:
