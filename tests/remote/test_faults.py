@@ -123,8 +123,7 @@ def test_a_file_replaced_while_it_is_read_is_refused(nginx, tmp_path):
             os.utime(tmp_path / "new.gguf", (time.time() + 10,) * 2)  # nginx's ETag: mtime (seconds) and size
             os.replace(tmp_path / "new.gguf", path)
             with pytest.raises(RemoteError, match=r"replaced\.gguf: the file changed while being read \(it is no"):
-                m.tensor("w")
-        assert nginx.access_log()[-1].startswith('"GET /replaced.gguf HTTP/1.1" 412')
+                m.tensor("w")  # "it is no longer": nginx's 412 (another ETag in a 206 would say "it was")
     finally:
         path.unlink()
 
