@@ -149,6 +149,25 @@ def test_tensor_data_is_fetched_when_asked_and_a_changed_file_is_noticed(faults,
         assert m.remote.bytes_fetched == (1 << 20) + W.nbytes
 
 
+def test_an_answer_with_another_etag_is_another_file(faults, tiny_gguf):
+    """A server that ignores If-Match: the ETag of each answer is compared with the first's."""
+    etag = '"v1"'
+
+    def tagged(req: Request) -> None:
+        first, last = req.byte_range(len(tiny_gguf))
+        headers = {"Content-Range": f"bytes {first}-{last}/{len(tiny_gguf)}", "ETag": etag}
+        req.reply(206, tiny_gguf[first : last + 1], headers)
+
+    faults.routes["/e.gguf"] = tagged
+    with weightkit.open(faults.url("/e.gguf")) as m:
+        etag = '"v2"'
+        with pytest.raises(
+            RemoteError, match=r"e\.gguf: the file changed while being read \(it was \"v1\", now \"v2\"\)"
+        ):
+            m.raw("w")
+    assert [s.headers.get("If-Match") for s in faults.seen] == [None, '"v1"']
+
+
 def test_not_found_says_so(faults):
     with pytest.raises(HTTPStatusError, match=r"/nothing\.gguf: HTTP 404 Not Found: not here$") as e:
         weightkit.open(faults.url("/nothing.gguf"))

@@ -47,7 +47,7 @@ class RemoteFile:
         self._pin = pin
         self._target: str | None = None  # where the URL redirected to: read directly until that expires
         self._size: int | None = None
-        self._version: str | None = None  # the first answer's ETag (else Last-Modified)
+        self._version: str | None = None  # the first answer's ETag
         self._if_match: tuple[str, str] | None = None  # (URL, strong ETag): sent back to where it came from
         self._head: bytes | None = None
 
@@ -94,9 +94,9 @@ class RemoteFile:
         return self.client.read(response, last - first + 1, self.display)
 
     def _same_version(self, response: Response, total: int) -> None:
-        """Take the file's size and version (ETag, else Last-Modified) from the first answer, or for hf:// the
-        commit to read it at; refuse a later answer of another size or version."""
-        version = response.header("ETag") or response.header("Last-Modified")
+        """Take the file's size and version (ETag) from the first answer, or for hf:// the commit to read it at;
+        refuse a later answer of another size or ETag."""
+        version = response.header("ETag")
         if self._size is None:
             self._size = total
             pinned = self._pin(self.display, response) if self._pin is not None else None
