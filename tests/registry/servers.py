@@ -237,7 +237,9 @@ class Faults:
     cut_after: int | None = None  # close the blob body that reaches this many blob bytes relayed (once)
     corrupt_at: int | None = None  # flip the byte at this offset of every blob body that holds it
     fail: list[tuple[str, int, int]] = field(default_factory=list)  # (path fragment, status, times)
+    retry_after: int | None = None  # sent with the failures
     rate: float | None = None  # bytes per second of blob bodies
+    blobs: str = "/blobs/sha256:"  # the paths whose GET bodies are blob bodies
 
 
 class Proxy:
@@ -293,6 +295,8 @@ class Proxy:
         if failure:
             message = b'{"errors":[{"code":"UNAVAILABLE","message":"injected"}]}'
             handler.send_response(failure[1])
+            if self.faults.retry_after is not None:
+                handler.send_header("Retry-After", str(self.faults.retry_after))
             handler.send_header("Content-Length", str(len(message)))
             handler.end_headers()
             handler.wfile.write(message)
@@ -313,7 +317,7 @@ class Proxy:
         if method == "HEAD":
             upstream.close()
             return
-        is_blob = method == "GET" and "/blobs/sha256:" in path and response.status in (200, 206)
+        is_blob = method == "GET" and self.faults.blobs in path and response.status in (200, 206)
         offset = _range_start(response.getheader("Content-Range"))
         for chunk in [data] if data is not None else iter(lambda: response.read(64 << 10), b""):
             cut = False

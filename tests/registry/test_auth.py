@@ -56,6 +56,8 @@ def test_basic_with_credentials_from_docker_config(tmp_path, basic_registry, tin
     (config / "config.json").write_text(json.dumps({"auths": {f"http://{basic_registry.host}/v2/": {"auth": auth}}}))
     monkeypatch.setenv("DOCKER_CONFIG", str(config))
     push(name, store, insecure=True, options=FAST)
+    (config / "config.json").write_text(json.dumps({"auths": {basic_registry.host: {"auth": auth}}}))  # host:port
+    assert pull(name, Store(tmp_path / "c"), insecure=True, options=FAST).transferred
 
     (config / "config.json").write_text(json.dumps({"auths": {}, "credsStore": "desktop"}))
     with pytest.raises(RegistryAuthError, match="credential helper, which weightkit does not run"):

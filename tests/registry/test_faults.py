@@ -12,7 +12,8 @@ import time
 
 import pytest
 
-from weightkit.errors import DigestMismatch, RegistryConnectionError, RegistryError
+import weightkit
+from weightkit.errors import DigestMismatch, RegistryConnectionError, RegistryError, RemoteError
 from weightkit.ollama import Store
 from weightkit.registry import pull, push
 from weightkit.registry.client import RegistryClient
@@ -182,9 +183,18 @@ def test_redirects_to_storage_get_no_credentials(tmp_path, redirect_registry, ti
     assert {b.status for b in push(name, source, insecure=True, options=FAST).blobs} == {"present"}  # HEAD's 307
 
 
+def test_a_plain_http_registry_needs_insecure(tmp_path, open_registry):
+    with pytest.raises(
+        RegistryConnectionError,
+        match=r"^https://127\.0\.0\.1:\d+/v2/.*: TLS failed \(.*a plain HTTP server\? then http:// or --insecure\)$",
+    ):
+        pull(f"{open_registry.host}/library/tiny:v1", Store(tmp_path))
+
+
 def test_tls_is_verified(tmp_path, registry_servers, tiny_gguf, monkeypatch):
     """HTTPS by default, its certificate checked: a registry whose CA is not trusted is refused before any
-    byte is sent; trusting it the way OpenSSL is told (SSL_CERT_FILE) lets push and pull through."""
+    byte is sent, by pull, push and remote reading; trusting it the way OpenSSL is told (SSL_CERT_FILE) lets
+    them through."""
     cert, key = self_signed_certificate(registry_servers / "tls")
     server = Registry(registry_servers / "tls" / "registry", tls=(cert, key))
     try:
@@ -198,9 +208,13 @@ def test_tls_is_verified(tmp_path, registry_servers, tiny_gguf, monkeypatch):
         with pytest.raises(RegistryConnectionError, match="TLS certificate not trusted"):
             pull(name, Store(tmp_path / "b"), options=FAST)
         assert not (tmp_path / "b" / "manifests").exists()
+        with pytest.raises(RemoteError, match="TLS certificate not trusted"):
+            weightkit.open(name, remote=True)
         monkeypatch.setenv("SSL_CERT_FILE", str(cert))
         pushed = push(name, store, options=FAST)
         pulled = pull(name, Store(tmp_path / "b"), options=FAST)
         assert pulled.digest == pushed.digest and pulled.transferred == pulled.size
+        with weightkit.open(name, remote=True) as m:
+            assert list(m.tensors) == ["w"]
     finally:
         server.stop()

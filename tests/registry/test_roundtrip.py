@@ -9,7 +9,9 @@ import pytest
 
 from weightkit.errors import ModelNotFound, RegistryError
 from weightkit.ollama import Store
-from weightkit.registry import pull, push
+from weightkit.ollama.store import Layer
+from weightkit.registry import RegistryOptions, pull, push
+from weightkit.registry.download import PartialDownload
 
 from ..ollama._cli import cli_env, run
 from .conftest import FAST, stored_model
@@ -65,6 +67,25 @@ def test_the_real_gemma_model(tmp_path, open_registry, gemma_path):
     model = target.manifest(name).layers[0]
     assert target.blob_path(model.digest).stat().st_size == gemma_path.stat().st_size
     assert model.digest == "sha256:" + hashlib.sha256(gemma_path.read_bytes()).hexdigest()
+
+
+@pytest.mark.parametrize(
+    ("size", "options", "part"),
+    [
+        (253 << 20, RegistryOptions(), 16 << 20),  # about four parts a connection, not under 16 MiB
+        (4 << 30, RegistryOptions(), 64 << 20),  # never over part_size
+        (512 << 20, RegistryOptions(connections=2), 64 << 20),
+        (6 << 20, FAST, 1 << 20),  # part_size under 16 MiB: part_size
+    ],
+)
+def test_download_parts(tmp_path, size, options, part):
+    layer = Layer("application/octet-stream", "sha256:" + "0" * 64, size)
+    download = PartialDownload(tmp_path / "blob", layer, options)
+    try:
+        assert [p.end - p.start for p in download.parts[:-1]] == [part] * (len(download.parts) - 1)
+        assert download.parts[-1].end == size and 0 < download.parts[-1].end - download.parts[-1].start <= part
+    finally:
+        download.close()
 
 
 def test_missing_model_and_tag(tmp_path, open_registry, tiny_gguf):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
@@ -10,9 +11,13 @@ import pytest
 import weightkit
 from weightkit.errors import ArgumentError, HTTPStatusError, RemoteError
 from weightkit.gguf import write_gguf
+from weightkit.net.retry import RetryPolicy
 from weightkit.remote import HttpClient, RemoteFile
 
+from ..registry.servers import Faults, Proxy
 from .servers import Request, free_port, serve_bytes
+
+FAST = RetryPolicy(retries=2, backoff=0.01)
 
 W = np.arange(1 << 19, dtype=np.float32)  # 2 MiB: past the first read, so fetched by a request of its own
 
@@ -61,21 +66,66 @@ def test_416_with_a_lying_content_length_does_not_hang(faults):
     assert e.value.status == 416 and time.monotonic() - start < 1.5
 
 
-def test_early_close_is_a_short_read(faults, tiny_gguf):
-    def half(req: Request) -> None:
-        first, last = req.byte_range(len(tiny_gguf))
+def test_failures_on_the_way_are_tried_again(nginx, gemma_path):
+    """Through the fault proxy in front of nginx: a 503 asking for a second, then a body cut short, then the
+    bytes."""
+    proxy = Proxy(nginx.ports[0])
+    try:
+        proxy.faults = Faults(fail=[("gemma.gguf", 503, 1)], retry_after=1, cut_after=300_000, blobs="gemma.gguf")
+        file = RemoteFile(HttpClient(), f"http://{proxy.host}/gemma.gguf", retry=FAST)
+        start = time.monotonic()
+        with open(gemma_path, "rb") as f:
+            assert file.head() == f.read(1 << 20)
+        assert time.monotonic() - start >= 1  # as Retry-After asked
+        assert [h["Range"] for _, _, h in proxy.requests] == ["bytes=0-1048575"] * 3
+    finally:
+        proxy.stop()
+
+
+def half(data: bytes):
+    """A route that sends half of each range asked for, then closes."""
+
+    def route(req: Request) -> None:
+        first, last = req.byte_range(len(data))
         req.send_response(206)
         req.send_header("Content-Length", str(last - first + 1))
-        req.send_header("Content-Range", f"bytes {first}-{last}/{len(tiny_gguf)}")
+        req.send_header("Content-Range", f"bytes {first}-{last}/{len(data)}")
         req.send_header("Connection", "close")
         req.end_headers()
-        req.wfile.write(tiny_gguf[first : first + (last - first + 1) // 2])
+        req.wfile.write(data[first : first + (last - first + 1) // 2])
         req.close_connection = True
 
-    faults.routes["/half.gguf"] = half
-    n = 1 << 20  # the first read
-    with pytest.raises(RemoteError, match=rf"half\.gguf: the server closed the connection after {n // 2} of {n} bytes"):
-        weightkit.open(faults.url("/half.gguf"))
+    return route
+
+
+@pytest.mark.parametrize(
+    ("route", "message", "requests"),
+    [
+        ("half", r"the server closed the connection after 524288 of 1048576 bytes \(3 tries\)$", 3),
+        (lambda req: req.reply(503, b"down\n"), r"HTTP 503 Service Unavailable \(3 tries\)$", 3),
+        (lambda req: req.reply(429, headers={"Retry-After": "3600"}), r"429 .* asks to try again in 3600 s\)$", 1),
+    ],
+)
+def test_failures_that_last_are_given_up(faults, tiny_gguf, route, message, requests):
+    faults.routes["/m.gguf"] = half(tiny_gguf) if route == "half" else route
+    with pytest.raises(RemoteError, match=r"/m\.gguf: .*" + message):
+        RemoteFile(HttpClient(), faults.url("/m.gguf"), retry=FAST).head()
+    assert len(faults.seen) == requests
+
+
+def test_a_file_replaced_while_it_is_read_is_refused(nginx, tmp_path):
+    """nginx answers the If-Match of the ETag first read with 412 once the file is another."""
+    path = nginx.roots[0] / "replaced.gguf"
+    write_gguf(path, {"general.architecture": "llama"}, {"w": W})
+    try:
+        with weightkit.open(nginx.url("replaced.gguf")) as m:
+            write_gguf(tmp_path / "new.gguf", {"general.architecture": "llama"}, {"w": W + 1})  # as long
+            os.utime(tmp_path / "new.gguf", (time.time() + 10,) * 2)  # nginx's ETag: mtime (seconds) and size
+            os.replace(tmp_path / "new.gguf", path)
+            with pytest.raises(RemoteError, match=r"replaced\.gguf: the file changed while being read \(it is no"):
+                m.tensor("w")  # "it is no longer": nginx's 412 (another ETag in a 206 would say "it was")
+    finally:
+        path.unlink()
 
 
 def test_a_range_other_than_asked_is_refused(faults, tiny_gguf):
@@ -97,6 +147,25 @@ def test_tensor_data_is_fetched_when_asked_and_a_changed_file_is_noticed(faults,
         with pytest.raises(RemoteError, match=r"t\.gguf: the file changed while being read"):
             m.raw("w")
         assert m.remote.bytes_fetched == (1 << 20) + W.nbytes
+
+
+def test_an_answer_with_another_etag_is_another_file(faults, tiny_gguf):
+    """A server that ignores If-Match: the ETag of each answer is compared with the first's."""
+    etag = '"v1"'
+
+    def tagged(req: Request) -> None:
+        first, last = req.byte_range(len(tiny_gguf))
+        headers = {"Content-Range": f"bytes {first}-{last}/{len(tiny_gguf)}", "ETag": etag}
+        req.reply(206, tiny_gguf[first : last + 1], headers)
+
+    faults.routes["/e.gguf"] = tagged
+    with weightkit.open(faults.url("/e.gguf")) as m:
+        etag = '"v2"'
+        with pytest.raises(
+            RemoteError, match=r"e\.gguf: the file changed while being read \(it was \"v1\", now \"v2\"\)"
+        ):
+            m.raw("w")
+    assert [s.headers.get("If-Match") for s in faults.seen] == [None, '"v1"']
 
 
 def test_not_found_says_so(faults):

@@ -16,6 +16,8 @@ from .servers import FaultServer, Request, serve_bytes
 
 W = np.arange(1 << 19, dtype=np.float32)  # past the first read: fetched later, after a link may have expired
 RESOLVE = "/org/repo/resolve/main/model.gguf"
+COMMIT = "0123456789abcdef0123456789abcdef01234567"  # what `main` is when the file is first read
+AT_COMMIT = f"/org/repo/resolve/{COMMIT}/model.gguf"
 
 
 @pytest.mark.parametrize(
@@ -48,7 +50,7 @@ class Hub:
         self.server, self.token = server, token
         self.signatures = itertools.count()
         self.valid: set[str] = set()
-        server.routes[RESOLVE] = self.resolve
+        server.routes[RESOLVE] = server.routes[AT_COMMIT] = self.resolve
         cdn = serve_bytes(data)
         server.routes["/cdn/model.gguf"] = lambda req: cdn(req) if self._signed(req) else req.reply(403, b"expired")
 
@@ -58,7 +60,8 @@ class Hub:
             return
         sig = str(next(self.signatures))
         self.valid.add(sig)
-        req.reply(302, headers={"Location": self.server.url(f"/cdn/model.gguf?sig={sig}", "localhost")})
+        location = self.server.url(f"/cdn/model.gguf?sig={sig}", "localhost")
+        req.reply(302, headers={"Location": location, "X-Repo-Commit": COMMIT})
 
     def _signed(self, req: Request) -> bool:
         return req.path.partition("?sig=")[2] in self.valid
@@ -74,16 +77,16 @@ def model_bytes(tmp_path_factory) -> bytes:
     return path.read_bytes()
 
 
-def test_token_to_the_endpoint_and_expired_links_resolved_again(faults, model_bytes, monkeypatch):
+def test_token_to_the_endpoint_and_expired_links_resolved_again_at_the_commit(faults, model_bytes, monkeypatch):
     monkeypatch.setenv("HF_ENDPOINT", faults.url(""))
     monkeypatch.setenv("HF_TOKEN", "hf_secret")
     hub = Hub(faults, model_bytes, token="hf_secret")
     with weightkit.open("hf://org/repo/model.gguf") as m:
         assert m.path == m.display_name == "hf://org/repo/model.gguf"
         hub.expire()
-        assert np.array_equal(m.tensor("w"), W)  # 403 from the CDN, resolved again, fetched
+        assert np.array_equal(m.tensor("w"), W)  # 403 from the CDN, resolved again (at the commit), fetched
     paths = [s.path.partition("?")[0] for s in faults.seen]
-    assert paths == [RESOLVE, "/cdn/model.gguf", "/cdn/model.gguf", RESOLVE, "/cdn/model.gguf"]
+    assert paths == [RESOLVE, "/cdn/model.gguf", "/cdn/model.gguf", AT_COMMIT, "/cdn/model.gguf"]
     for seen in faults.seen:
         on_endpoint = seen.host.startswith("127.0.0.1:")
         assert (seen.headers.get("Authorization") == "Bearer hf_secret") == on_endpoint, seen
@@ -98,7 +101,8 @@ def test_a_link_that_stays_refused_is_resolved_once_only(faults, model_bytes, mo
             HTTPStatusError, match=r"^hf://org/repo/model\.gguf: HTTP 403 Forbidden from http://localhost"
         ):
             m.raw("w")
-    assert [s.path.partition("?")[0] for s in faults.seen].count(RESOLVE) == 2
+    paths = [s.path.partition("?")[0] for s in faults.seen]
+    assert paths.count(RESOLVE) == paths.count(AT_COMMIT) == 1
 
 
 def test_missing_token_says_what_the_hub_says(faults, model_bytes, monkeypatch):

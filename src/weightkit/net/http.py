@@ -122,6 +122,7 @@ class Response:
         self.raw = raw
         self.url = url  # where it came from, after any redirects
         self.redirected = redirected
+        self.via: tuple[http.client.HTTPMessage, ...] = ()  # the headers of the redirects on the way, in order
 
     @property
     def status(self) -> int:
@@ -129,6 +130,14 @@ class Response:
 
     def header(self, name: str) -> str | None:
         return self.raw.getheader(name)
+
+    def first_header(self, name: str) -> str | None:
+        """A header as the first response on the way here that sent it had it: a redirect's, or this one's
+        (Hugging Face says a revision's commit on the redirect to its CDN)."""
+        for headers in self.via:
+            if (value := headers.get(name)) is not None:
+                return value
+        return self.header(name)
 
     def readinto(self, buffer: memoryview) -> int:
         """Bytes read into `buffer`: 0 at the end of the body, or when the server closed early (count them)."""
@@ -234,12 +243,14 @@ class HttpClient:
         """One exchange, up to the response's headers, redirects followed (unless not `follow`): a 303, or a
         301/302 to a POST, continues as a GET without the body. `stored_credentials=False`: none of those
         given to `authorize` (a token request proves who asks in its own way)."""
-        first, headers = url, headers or {}
+        first, headers, via = url, headers or {}, []
         for hop in range(MAX_REDIRECTS + 1):
             sent = headers if hop == 0 or origin(url) == origin(first) else _without_authorization(headers)
             response = self._send(method, url, sent, body, redirected=hop > 0, stored=stored_credentials)
             if not follow or response.status not in REDIRECTS:
+                response.via = tuple(via)
                 return response
+            via.append(response.raw.msg)
             location = response.header("Location")
             response.discard()
             if not location:
@@ -255,11 +266,14 @@ class HttpClient:
         return self.request("GET", url, headers)
 
     def read(self, response: Response, length: int, what: str) -> bytearray:
-        """Exactly `length` bytes of the body: the server promised them, and fewer is an error."""
+        """Exactly `length` bytes of the body: the server promised them, and fewer is a transient
+        ExchangeFailed (the connection broke)."""
         data = response.read_up_to(length)
         if len(data) < length:
             response.drop()
-            raise RemoteError(f"{what}: the server closed the connection after {len(data)} of {length} bytes")
+            raise ExchangeFailed(
+                f"{what}: the server closed the connection after {len(data)} of {length} bytes", transient=True
+            )
         response.close()
         return data
 

@@ -7,7 +7,7 @@
 
 Modules: `reference` (names to URLs), `auth` (challenges, Basic, tokens, credentials), `ollama_key` and
 `ed25519` (Ollama's signed token requests), `client` (the protocol's requests, over `weightkit.net.http`),
-`retry` (backoff), `download` (resumable parallel ranged downloads), `pull` and `push`.
+`download` (resumable parallel ranged downloads), `pull` and `push`.
 """
 
 from .options import Credentials, RegistryOptions

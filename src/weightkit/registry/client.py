@@ -8,16 +8,19 @@ to. A registry that serves blobs itself (200, docker-registry's filesystem stora
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
+from typing import TypeVar
 from urllib.parse import quote, urljoin
 
-from ..errors import DigestMismatch, RegistryAuthError, RegistryError
+from ..errors import DigestMismatch, RegistryAuthError, RegistryConnectionError, RegistryError
 from ..net.http import Body, ExchangeFailed, FileRegion, HttpClient, Response, describe, origin, server_message
+from ..net.retry import Backoff, retry_after, retrying, transient_status
 from ..ollama.store import MANIFEST_MEDIA_TYPE
 from .auth import Authenticator
 from .options import RegistryOptions
 from .reference import Reference
-from .retry import retrying
 
+T = TypeVar("T")
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 # docker schema2 first: docker-registry 2.8.2 answers 400 to a GET of an Ollama manifest without it.
 MANIFEST_ACCEPT = f"{MANIFEST_MEDIA_TYPE}, {OCI_MANIFEST}"
@@ -59,7 +62,7 @@ class RegistryClient:
             with self.call("GET", url, what, headers={"Accept": MANIFEST_ACCEPT}, missing=missing) as r:
                 return r.read(MANIFEST_LIMIT), r.header("Content-Type") or "", r.header("Docker-Content-Digest")
 
-        data, media_type, digest = retrying(fetch, self.options)
+        data, media_type, digest = self.retrying(fetch)
         if media_type.split(";")[0].strip() in _INDEXES:
             raise RegistryError(f"{self.ref} is an image index (several platforms), not an Ollama model")
         if digest and digest.startswith("sha256:") and digest != "sha256:" + hashlib.sha256(data).hexdigest():
@@ -130,6 +133,14 @@ class RegistryClient:
 
     # requests
 
+    def backoff(self) -> Backoff:
+        """Tries of one transfer, by the options' retry policy; giving up raises RegistryConnectionError."""
+        return Backoff(self.options, RegistryConnectionError)
+
+    def retrying(self, action: Callable[[], T]) -> T:
+        """`action()`, tried again by the options' retry policy while it raises a transient ExchangeFailed."""
+        return retrying(action, self.options, RegistryConnectionError)
+
     def call(self, method: str, url: str, what: str, *, ok: tuple[int, ...] = (200,), headers: dict | None = None,
              body: Body = None, follow: bool = True, missing: str | None = None) -> Response:  # fmt: skip
         """`send`, tried again after a dropped connection or a 5xx; a status not in `ok` raises (a 404 as
@@ -144,7 +155,7 @@ class RegistryClient:
                 raise RegistryError(f"{missing} (404 {detail})")
             raise self.failure(response, what)
 
-        return retrying(attempt, self.options)
+        return self.retrying(attempt)
 
     def send(
         self, method: str, url: str, headers: dict[str, str], body: Body = None, *, follow: bool = True
@@ -169,8 +180,8 @@ class RegistryClient:
         content_type = response.header("Content-Type") or ""
         text = f"{describe(response.url) if storage else self.host}: {what}: {status} "
         text += server_message(response, response.error_body()) or (response.raw.reason or "")
-        if status >= 500 or status in (408, 429) or (storage and status in (401, 403)):
-            return ExchangeFailed(text, transient=True, retry_after=_retry_after(response))
+        if transient_status(status) or (storage and status in (401, 403)):
+            return ExchangeFailed(text, transient=True, retry_after=retry_after(response))
         if status == 401:
             return RegistryAuthError(text)
         if status == 404 and content_type.startswith("text/plain"):
@@ -185,8 +196,3 @@ class RegistryClient:
         if not location:
             raise RegistryError(f"{self.host}: {response.status} without the Location of the upload session")
         return urljoin(response.url, location)
-
-
-def _retry_after(response: Response) -> float | None:
-    value = (response.header("Retry-After") or "").strip()
-    return float(value) if value.isdigit() else None

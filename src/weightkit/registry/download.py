@@ -2,15 +2,15 @@
 
 A blob downloads into `<store>/.weightkit/downloads/sha256-<hex>.data` (the store's download slot, held
 meanwhile), with how far each part got in `.json` beside it, so a run that is killed or loses its network
-goes on from there the next time. Nothing here is trusted: the file is hashed as its bytes arrive (the
-thread that extends the run of bytes done from the start hashes them, from its buffer or from the file), and
-the caller compares that digest with the blob's before the store takes it. A Range is never asked past the
-blob's size (docker-registry's 416 lies about its length).
+goes on from there the next time. Nothing here is trusted: the file is hashed as its bytes arrive (a thread
+follows the run of bytes done from the start), and the caller compares that digest with the blob's before the
+store takes it. Another thread starts the disk writes of each part as it comes, so that the fsync the store
+wants before it takes the blob finds little left to write. A Range is never asked past the blob's size
+(docker-registry's 416 lies about its length).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import threading
@@ -23,12 +23,14 @@ from ..errors import RegistryError
 from ..net.http import ExchangeFailed, Response
 from ..ollama.store import Layer
 from .client import RegistryClient
+from .follow import STEP, PrefixHasher, Writeback
+from .options import RegistryOptions
 from .progress import ByteProgress
-from .retry import Backoff
 from .workers import drain
 
 _BUFFER = 1 << 20
 _SAVE_EVERY = 0.25  # seconds between writes of a download's progress
+_MIN_PART = 16 << 20
 
 
 @dataclass
@@ -44,28 +46,35 @@ class Part:
         return self.end - self.start - self.done
 
 
+def _part_size(size: int, options: RegistryOptions) -> int:
+    """Parts of at most `options.part_size`, small enough that each connection gets about four of the blob (the
+    parts go out in order, so the hash, which follows the bytes from the start, keeps close behind the
+    download), and not under 16 MiB (each costs a request)."""
+    return max(min(-(-size // (4 * options.connections)), options.part_size), min(_MIN_PART, options.part_size))
+
+
 class PartialDownload:
     """One blob's download file and its parts' progress, going on from an earlier run's where it is sound;
     `digest` once `finish` has hashed the last of it."""
 
-    def __init__(self, prefix: Path, layer: Layer, part_size: int) -> None:
+    def __init__(self, prefix: Path, layer: Layer, options: RegistryOptions) -> None:
         self.layer = layer
         self.data = prefix.with_name(prefix.name + ".data")
         self.state = prefix.with_name(prefix.name + ".json")
         self.digest = ""
         self._lock = threading.Lock()
         self._saved = 0.0
-        self._hash = hashlib.sha256()
-        self._hashed = 0  # the first bytes of the file, all done, that `_hash` has taken
-        self._hash_lock = threading.Lock()
         parts = self._load()
         self._fd = os.open(self.data, os.O_RDWR | os.O_CREAT, 0o644)
         if parts is None:
             os.ftruncate(self._fd, 0)
             os.ftruncate(self._fd, layer.size)  # sparse: the parts fill it in any order
-            parts = [Part(s, min(s + part_size, layer.size)) for s in range(0, layer.size, part_size)]
+            step = _part_size(layer.size, options)
+            parts = [Part(s, min(s + step, layer.size)) for s in range(0, layer.size, step)]
         self.parts = parts
         self.resumed = sum(p.done for p in parts)  # bytes an earlier run got
+        self._hasher = PrefixHasher(self._fd, self.data, self._done_from_start)  # an earlier run's bytes first
+        self._writeback = Writeback(self._fd, lambda: [(p.start, p.start + p.done, p.end) for p in self.parts])
 
     @property
     def complete(self) -> bool:
@@ -75,30 +84,18 @@ class PartialDownload:
         at = part.start + part.done
         os.pwrite(self._fd, data, at)
         part.done += len(data)
-        if self._hash_lock.acquire(blocking=False):  # else another thread is hashing: it or the next one catches up
-            try:
-                if at == self._hashed:
-                    self._hash.update(data)
-                    self._hashed += len(data)
-                self._catch_up()
-            finally:
-                self._hash_lock.release()
+        if (at + len(data)) // STEP != at // STEP or not part.left:
+            self._hasher.advanced()
+            self._writeback.advanced()
         if time.monotonic() - self._saved > _SAVE_EVERY:
             self.save()
 
-    def _catch_up(self) -> None:
-        """Under the hash lock: hash, from the file, the bytes done that follow those hashed (parts other
-        threads finished, or an earlier run got)."""
+    def _done_from_start(self) -> int:
+        """How many bytes from the start are all written."""
         for part in self.parts:
-            done = part.start + part.done
-            while self._hashed < done and part.start <= self._hashed:
-                chunk = os.pread(self._fd, min(_BUFFER, done - self._hashed), self._hashed)
-                if not chunk:
-                    raise RegistryError(f"{self.data} shrank while it was being downloaded")
-                self._hash.update(chunk)
-                self._hashed += len(chunk)
-            if self._hashed < part.end:
-                return
+            if part.left:
+                return part.start + part.done
+        return self.layer.size
 
     def save(self) -> None:
         """Record the parts' progress (no fsync: it must outlive the process, which the page cache does; after
@@ -114,14 +111,15 @@ class PartialDownload:
     def finish(self) -> Path:
         """The complete file, hashed (`digest`) and synced (as the store wants what it adopts)."""
         self.save()
-        with self._hash_lock:
-            self._catch_up()
-        self.digest = "sha256:" + self._hash.hexdigest()
+        self.digest = self._hasher.digest()
+        self._writeback.stop()
         os.fsync(self._fd)
         self.close()
         return self.data
 
     def close(self) -> None:
+        self._hasher.stop()
+        self._writeback.stop()
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
@@ -196,7 +194,7 @@ class Downloader:
     def _fetch(self, download: PartialDownload, part: Part) -> None:
         """Get what is left of `part`, going on from where each try got to."""
         buffer = self._buffer()
-        backoff = Backoff(self._client.options)
+        backoff = self._client.backoff()
         while part.left and not self._stop.is_set():
             before = part.done
             try:

@@ -26,7 +26,8 @@ class RegistryOptions:
     """Settings for `pull` and `push`; the defaults suit a real registry over the internet.
 
     - `connections`: parallel connections of one pull (ranged parts of large blobs, several blobs at once).
-    - `part_size`: bytes per ranged GET of a download, and per PATCH of an upload.
+    - `part_size`: bytes per PATCH of an upload, and at most per ranged GET of a download (whose parts are
+      smaller when a blob would otherwise give a connection fewer than four).
     - `retries`, `backoff`: a dropped connection or a 5xx is tried again up to `retries` times in a row,
       waiting `backoff` seconds, doubled each time (with jitter, at most 30 s, longer if the server says so
       in Retry-After); bytes received since the last failure reset the count.

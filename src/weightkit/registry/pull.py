@@ -72,7 +72,7 @@ def pull(
             missing = [layer for layer in missing if not tx.pin(layer)]  # another pull may have stored them
             downloads = []
             for layer in missing:
-                download = PartialDownload(slots[layer.digest], layer, options.part_size)
+                download = PartialDownload(slots[layer.digest], layer, options)
                 held.callback(download.close)
                 downloads.append(download)
             bar.total = sum(layer.size for layer in missing)

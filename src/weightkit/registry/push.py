@@ -20,7 +20,6 @@ from .options import RegistryOptions
 from .progress import ByteProgress, ProgressCallback
 from .pull import BlobResult, TransferResult, blobs_of
 from .reference import Reference, is_repository_name, parse_reference
-from .retry import Backoff, retrying
 from .workers import drain
 
 _PARALLEL_BLOBS = 4
@@ -99,7 +98,7 @@ class _Uploader:
         if location is None:
             self._bar.add(layer.size)
             return "mounted"
-        offset, backoff = 0, Backoff(client.options)
+        offset, backoff = 0, client.backoff()
         while offset < layer.size and not self.stop.is_set():
             sent = 0
 
@@ -114,7 +113,7 @@ class _Uploader:
             except ExchangeFailed as e:
                 self._bar.add(-sent)
                 backoff.failed(e)
-                held, location = retrying(lambda location=location: client.upload_offset(location), client.options)
+                held, location = client.retrying(lambda location=location: client.upload_offset(location))
                 self._bar.add(held - offset)
                 offset = held
                 continue

@@ -39,7 +39,7 @@ def remote_file(client: HttpClient, location: str) -> RemoteFile:
     """The file an http(s) URL or hf:// URI names ($HF_TOKEN authorized for the Hugging Face endpoint)."""
     hf.authorize(client)
     if location[: len(hf.SCHEME)].lower() == hf.SCHEME:
-        return RemoteFile(client, hf.resolve_url(location), location)
+        return RemoteFile(client, hf.resolve_url(location), location, pin=hf.at_commit)
     return RemoteFile(client, location)
 
 

@@ -3,19 +3,25 @@
 A `RemoteFile` is a URL and the client that reads it. Its `RemoteSource` holds the file's first bytes for the
 parsers, and when a header turns out longer (Gemma 3's 262,144-token vocabulary makes its GGUF header 6.5 MB)
 fetches more as the parse goes on, up to MAX_HEADER_BYTES. Tensor data is fetched when asked for, exactly its
-bytes. Every request names its range: a server that answers with the whole file is refused, not read.
+bytes. Every request names its range: a server that answers with the whole file is refused, not read. A
+request that fails on the way (a dropped connection, 408, 429, 5xx) is tried again by the retry policy, and
+every answer must be of the version of the file the first one was (its size and ETag, sent back as
+If-Match; an hf:// file is read at the commit its revision was then), or the read stops with an error rather
+than mix the bytes of two versions.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 import numpy as np
 
 from .._io import BufferSource
 from ..errors import RemoteError
-from ..net.http import HttpClient, Response
+from ..net.http import ExchangeFailed, HttpClient, Response
+from ..net.retry import DEFAULT, Retries, retry_after, retrying, transient_status
 
 FIRST_READ = 1 << 20  # the first request: every header of a small model, and the start of any other
 #: The most of a file read to parse its header (a safetensors header may be 100 MB): a hostile server
@@ -23,17 +29,26 @@ FIRST_READ = 1 << 20  # the first request: every header of a small model, and th
 MAX_HEADER_BYTES = 128 << 20
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+)")
 
+#: For an hf:// file: its URL at the commit the first answer says its revision is (None: it does not say).
+Pin = Callable[[str, Response], str | None]
+
 
 class RemoteFile:
     """A file on an HTTP server, read by range requests. `display` names it in messages (the URL, or the
-    hf:// URI it came from); its size is known from the first answer."""
+    hf:// URI it came from); its size and version are known from the first answer. `retry`: how failed
+    requests are tried again; `pin(display, first answer)`: the URL to read it at from then on."""
 
-    def __init__(self, client: HttpClient, url: str, display: str | None = None) -> None:
+    def __init__(self, client: HttpClient, url: str, display: str | None = None, *, retry: Retries = DEFAULT,
+                 pin: Pin | None = None) -> None:  # fmt: skip
         self.client = client
         self.url = url
         self.display = display or url
+        self.retry = retry
+        self._pin = pin
         self._target: str | None = None  # where the URL redirected to: read directly until that expires
         self._size: int | None = None
+        self._version: str | None = None  # the first answer's ETag
+        self._if_match: tuple[str, str] | None = None  # (URL, strong ETag): sent back to where it came from
         self._head: bytes | None = None
 
     @property
@@ -43,7 +58,8 @@ class RemoteFile:
 
     def with_name(self, name: str) -> RemoteFile:
         """The file called `name` next to this one (the other shards of a split model, a config.json)."""
-        return RemoteFile(self.client, _sibling(self.url, quote(name)), _sibling(self.display, name))
+        return RemoteFile(self.client, _sibling(self.url, quote(name)), _sibling(self.display, name), retry=self.retry,
+                          pin=self._pin)  # fmt: skip
 
     @property
     def size(self) -> int:
@@ -63,19 +79,42 @@ class RemoteFile:
         return self.head() + self.read(len(self.head()), self.size - len(self.head()))
 
     def read(self, start: int, length: int) -> bytearray:
-        """`length` bytes from `start` (fewer at the end of the file), by one range request."""
+        """`length` bytes from `start` (fewer at the end of the file), by one range request (tried again if it
+        fails on the way)."""
         if self._size is not None:
             length = min(length, self._size - start)
             if length <= 0:
                 return bytearray()
+        return retrying(lambda: self._read(start, length), self.retry)
+
+    def _read(self, start: int, length: int) -> bytearray:
         response = self._range(start, length)
         first, last, total = self._content_range(response, start, length)
+        self._same_version(response, total)
+        return self.client.read(response, last - first + 1, self.display)
+
+    def _same_version(self, response: Response, total: int) -> None:
+        """Take the file's size and version (ETag) from the first answer, or for hf:// the commit to read it at;
+        refuse a later answer of another size or ETag."""
+        version = response.header("ETag")
         if self._size is None:
             self._size = total
-        elif total != self._size:
-            self.client.discard(response)
-            raise RemoteError(f"{self.display}: the file changed while being read ({self._size} bytes, now {total})")
-        return self.client.read(response, last - first + 1, self.display)
+            pinned = self._pin(self.display, response) if self._pin is not None else None
+            if pinned is not None:  # a commit's files never change (and its CDN links may differ in ETags)
+                self.url = pinned
+                return
+            self._version = version
+            if version is not None and version.startswith('"'):  # a strong ETag: If-Match compares those
+                self._if_match = (response.url, version)
+            return
+        if total != self._size:
+            self._changed(response, f"{self._size} bytes, now {total}")
+        if None not in (version, self._version) and version != self._version:
+            self._changed(response, f"it was {self._version}, now {version}")
+
+    def _changed(self, response: Response, how: str) -> None:
+        self.client.discard(response)
+        raise RemoteError(f"{self.display}: the file changed while being read ({how})")
 
     def open_source(self, *, copy_on_write: bool) -> RemoteSource:
         return RemoteSource(self, writable=copy_on_write)
@@ -83,15 +122,23 @@ class RemoteFile:
     def _range(self, start: int, length: int) -> Response:
         """The answer to a range request; where a redirect led refuses (403: a CDN's signed link expired),
         the URL is resolved again, once."""
-        headers = {"Range": f"bytes={start}-{start + length - 1}"}
-        response = self.client.get(self._target or self.url, headers)
+        url = self._target or self.url
+        response = self.client.get(url, self._headers(url, start, length))
         if response.status == 403 and self._target is not None:
             self.client.discard(response)
             self._target = None
-            response = self.client.get(self.url, headers)
+            response = self.client.get(self.url, self._headers(self.url, start, length))
         if response.status == 206 and response.url != self.url:
             self._target = response.url
         return response
+
+    def _headers(self, url: str, start: int, length: int) -> dict[str, str]:
+        """The Range, and If-Match to the URL that sent the file's strong ETag (a redirect on the way may
+        have ETags of its own)."""
+        headers = {"Range": f"bytes={start}-{start + length - 1}"}
+        if self._if_match is not None and self._if_match[0] == url:
+            headers["If-Match"] = self._if_match[1]
+        return headers
 
     def _content_range(self, response: Response, start: int, length: int) -> tuple[int, int, int]:
         """(first, last, total) of a 206 answer to bytes start..start+length-1; any other answer raises."""
@@ -105,9 +152,15 @@ class RemoteFile:
                 f"{self.display}: the server ignores range requests and answered with the whole file{whole}; "
                 "weightkit reads remote models only from servers that send the byte ranges asked for"
             )
+        if response.status == 412:  # If-Match failed
+            self._changed(response, f"it is no longer {self._version}")
         if response.status == 416:
             told = response.header("Content-Range") or "no size given"
             raise self.client.status_error(response, self.display, f"bytes {start}-{start + length - 1} ({told})")
+        if transient_status(response.status):
+            wait = retry_after(response)
+            error = self.client.status_error(response, self.display)
+            raise ExchangeFailed(str(error), transient=True, retry_after=wait)
         if response.status != 206:
             raise self.client.status_error(response, self.display)
         end = start + length - 1
