@@ -117,11 +117,13 @@ class ModelFile(abc.ABC):
     def raw(self, name: str) -> np.ndarray:
         """The tensor's bytes as a read-only uint8 view of the mapped file (no copy)."""
 
-    def raw_rows(self, name: str, start: int, stop: int | None) -> np.ndarray:
-        """Rows `start:stop` of the tensor's bytes (rows along its last axis) as a uint8 array of rows: a
-        view of `raw()` here; a model that makes its tensors when read makes only those rows."""
+    def row_source(self, name: str) -> Callable[[int, int], np.ndarray]:
+        """A maker of rows `start:stop` of the tensor's bytes (rows along its last axis) as uint8 arrays of
+        rows, safe to call from several threads: views of `raw()` here; a model that makes its tensors when
+        read makes only the rows asked for, or the whole tensor once, held by the maker."""
         info = self.tensors[name]
-        return self.raw(name).reshape(info.n_elements // info.shape[-1], -1)[start:stop]
+        rows = self.raw(name).reshape(info.n_elements // info.shape[-1], -1)
+        return lambda start, stop: rows[start:stop]
 
     @property
     def byte_order(self) -> str:

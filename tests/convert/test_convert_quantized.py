@@ -181,12 +181,13 @@ def test_failed_create_leaves_nothing(hf_checkpoints, tmp_path, monkeypatch):
     assert list(store.blobs.iterdir()) == [] and list(store.models()) == []
 
 
-def test_small_row_groups_give_the_same_file(hf_checkpoints, tmp_path, monkeypatch):
-    """Quantizing reads each tensor a group of rows at a time (made from the mapped file, or, transformed,
-    made whole once): groups of a few dozen rows, with a short last group in every tensor, give the golden
-    file too."""
-    import weightkit.convert.quantize as module
+def test_small_tasks_give_the_same_file(hf_checkpoints, tmp_path, monkeypatch):
+    """Quantizing makes each tensor's rows task by task (from the mapped file, or, transformed, from the
+    tensor made whole once): tasks of a few dozen rows, with a short last task in every tensor, give the
+    golden file too."""
+    import weightkit.quant as module
 
-    monkeypatch.setattr(module, "ROWS_ELEMENTS", 37 * 256)
+    monkeypatch.setattr(module, "_quantize_chunk", lambda qtype, weighted: 37 * 256)
+    monkeypatch.setattr(module, "MIN_TASK_ELEMENTS", 0)
     convert_hf(hf_checkpoints["tiny-llama-256"], tmp_path / "out.gguf", quantize="Q4_K_M")
     assert _sha256(tmp_path / "out.gguf") == GOLDEN["checkpoints"]["tiny-llama-256"]["runs"]["Q4_K_M"]["sha256"]

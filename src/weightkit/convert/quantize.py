@@ -70,8 +70,6 @@ _IMATRIX_EXEMPT = (*TOKEN_EMBEDDINGS, OUTPUT)
 KEY_QUANT_VERSION = "general.quantization_version"
 GGML_QNT_VERSION = 2
 
-ROWS_ELEMENTS = 1 << 24  # elements converted per step: bounds the float32 working set to 64 MiB
-
 
 def is_quantizable(name: str, shape: tuple[int, ...], arch: str = "") -> bool:
     """Does llama-quantize quantize this tensor at all? (2-D and 3-D weights, but not norms and the like)"""
@@ -305,30 +303,34 @@ def _outputs(
 
 
 def _convert(model: ModelFile, name: str, new: GGMLType, weights: np.ndarray | None) -> np.ndarray:
-    """The tensor's bytes as type `new`, decoding and encoding a bounded group of rows at a time."""
+    """The tensor's bytes as type `new`: each of the pool's tasks reads (decoding, or making, them) and
+    encodes rows of its own, so the tensor is held only in the new type."""
     info = model.tensors[name]
     if new == info.dtype:
         return model.raw(name)
-    old_t, new_t = ggml_type(info.dtype), ggml_type(new)
-    row = info.shape[-1]
-    per_matrix = info.shape[-2]
+    old_t = ggml_type(info.dtype)
+    row, per_matrix = info.shape[-1], info.shape[-2]
     n_matrices = info.n_elements // (row * per_matrix)
-    out = np.empty((n_matrices * per_matrix, new_t.nbytes(row)), dtype=np.uint8)
+    out = np.empty((n_matrices * per_matrix, ggml_type(new).nbytes(row)), dtype=np.uint8)
+    source = model.row_source(name)
+
+    def values(start: int, stop: int) -> np.ndarray:
+        block = source(start, stop)
+        if old_t.numpy is None:
+            return quant.dequantize(block, old_t.type, (stop - start, row))
+        return view_as(block.reshape(-1), old_t.numpy, model.byte_order).reshape(stop - start, row)
+
     if weights is not None:
         weights = np.asarray(weights, np.float32).reshape(-1, row)
         if weights.shape[0] not in (1, n_matrices):
             raise WeightkitError(
                 f"the imatrix for {name!r} has {weights.shape[0]} rows; the tensor holds {n_matrices} matrices"
             )
-    step = max(1, ROWS_ELEMENTS // row)
-    for m in range(n_matrices):
-        w = None if weights is None else weights[m if weights.shape[0] > 1 else 0]  # experts: one row each
-        for start in range(m * per_matrix, (m + 1) * per_matrix, step):
-            stop = min(start + step, (m + 1) * per_matrix)
-            block = model.raw_rows(name, start, stop)
-            if old_t.numpy is None:
-                x = quant.dequantize(block, old_t.type, (stop - start, row))
-            else:
-                x = view_as(block.reshape(-1), old_t.numpy, model.byte_order)  # quantize casts it in chunks
-            out[start:stop] = quant.quantize(x.reshape(stop - start, row), new_t.type, w).reshape(stop - start, -1)
+    if weights is None or len(weights) == 1:  # every row in one go
+        groups = [(0, len(out), None if weights is None else weights[0])]
+    else:  # experts: one imatrix row each
+        groups = [(m * per_matrix, (m + 1) * per_matrix, w) for m, w in enumerate(weights)]
+    for first, stop, w in groups:
+        rows, shape = (lambda a, b, first=first: values(first + a, first + b)), (stop - first, row)
+        quant.quantize_rows(rows, shape, new, w, out=out[first:stop])
     return out

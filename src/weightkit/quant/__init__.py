@@ -49,6 +49,7 @@ __all__ = [
     "dequantize",
     "dequantize_many",
     "quantize",
+    "quantize_rows",
 ]
 
 
@@ -236,37 +237,56 @@ def quantize(x: np.ndarray, qtype: GGMLType | int | str, imatrix: np.ndarray | N
     `imatrix` holds one importance weight per column (llama.cpp's imatrix); types whose ggml quantizer
     takes one follow ggml's weighted path when it is given.
     """
-    info = ggml_type(qtype)
+    qtype = ggml_type(qtype).type
     x = np.asarray(from_torch(x))
     if x.dtype.kind in "cOSUMm":  # complex, objects, text, dates (ml_dtypes floats are kind V)
         raise ArgumentTypeError(f"x: quantize takes real numbers, not {x.dtype} values")
     if x.ndim == 0:
         x = x.reshape(1)
-    n_per_row = x.shape[-1]
+    rows = x.reshape(-1, x.shape[-1])  # cast to float32 chunk by chunk, on the pool's threads
+    return quantize_rows(lambda start, stop: rows[start:stop], rows.shape, qtype, imatrix).reshape(-1)
+
+
+RowMaker = Callable[[int, int], np.ndarray]
+
+
+def quantize_rows(
+    rows: RowMaker,
+    shape: tuple[int, int],
+    qtype: GGMLType | int | str,
+    imatrix: np.ndarray | None = None,
+    *,
+    out: np.ndarray | None = None,
+) -> np.ndarray:
+    """`quantize` of a matrix of `shape` (rows, row length) given by `rows(start, stop)`, which makes rows
+    start:stop (real numbers of any float type). Each task on the pool's threads makes only the rows it
+    encodes, so the matrix is never held whole, and making them overlaps the encoding of others.
+    Returns, or fills `out` with, the encoded rows (uint8, one row of bytes each)."""
+    info = ggml_type(qtype)
+    n_rows, n_per_row = shape
     _check_row_length(info, n_per_row, "x")
     kernel = QUANTIZERS.get(info.type)
     if kernel is None:
         raise UnsupportedError(f"quantizing to {info.name} is not supported yet")
-    rows = x.reshape(-1, n_per_row)  # cast to float32 chunk by chunk, on the pool's threads
     if imatrix is not None:
         imatrix = np.ascontiguousarray(imatrix, dtype=np.float32).reshape(-1)
         if imatrix.size != n_per_row:
             raise ArgumentError(
                 f"imatrix: {imatrix.size} values, but rows of x have {n_per_row} (one weight per column)"
             )
-    row_bytes = info.nbytes(n_per_row)
-    out = np.empty((rows.shape[0], row_bytes), dtype=np.uint8)
+    if out is None:
+        out = np.empty((n_rows, info.nbytes(n_per_row)), dtype=np.uint8)
     chunk = _quantize_chunk(info.type, imatrix is not None)
-    step = _step(rows.shape[0], chunk // max(n_per_row, 1), MIN_TASK_ELEMENTS // max(n_per_row, 1))
-
-    direct = plain.DIRECT.get((rows.dtype, info.type))
+    step = _step(n_rows, chunk // max(n_per_row, 1), MIN_TASK_ELEMENTS // max(n_per_row, 1))
 
     def run(start: int) -> None:
+        stop = min(start + step, n_rows)
+        values = rows(start, stop)
+        direct = plain.DIRECT.get((values.dtype, info.type))
         if direct is not None:
-            out[start : start + step] = direct(rows[start : start + step])
-            return
-        chunk = plain.as_float32(rows[start : start + step])
-        out[start : start + step] = kernel(chunk, imatrix)
+            out[start:stop] = direct(values)
+        else:
+            out[start:stop] = kernel(plain.as_float32(values), imatrix)
 
-    map_chunks(run, range(0, rows.shape[0], step))
-    return out.reshape(-1)
+    map_chunks(run, range(0, n_rows, step))
+    return out

@@ -382,24 +382,16 @@ class ConvertedModel(ModelFile):
             infos[p.name] = TensorInfo(p.name, planned.type, planned.shape, i, planned.nbytes)
         super().__init__(path, Metadata(metadata), infos)
         self._plan = {p.name: p for p in plan}
-        self._held: tuple[str | None, np.ndarray | None] = (None, None)  # a tensor made whole, being read
 
     def raw(self, name: str) -> np.ndarray:
         """The tensor's bytes as the converter writes them, made now."""
         return self._plan[name].make()
 
-    def raw_rows(self, name: str, start: int, stop: int) -> np.ndarray:
-        """Rows of the tensor's bytes, made now: only those rows when the tensor is made by rows; else the
-        whole tensor, made once and held until its last rows are read."""
-        p = self._plan[name]
-        if p.rows is not None:
-            return p.rows(start, stop)
-        if self._held[0] != name:
-            self._held = (name, super().raw_rows(name, 0, None))
-        rows = self._held[1]
-        if stop >= len(rows):
-            self._held = (None, None)
-        return rows[start:stop]
+    def row_source(self, name: str) -> Callable[[int, int], np.ndarray]:
+        """Rows of the tensor's bytes, made when asked for: only those rows when the tensor is made by rows;
+        else from the whole tensor, made now and held by the maker."""
+        rows = self._plan[name].rows
+        return rows if rows is not None else super().row_source(name)
 
     def close(self) -> None:
         pass
