@@ -78,14 +78,10 @@ def test_tiny_folder_is_what_transformers_loads(tiny_folders, name):
     _check_against_transformers(tiny_folders[name], GOLDEN["tiny"][name])
 
 
-#: The Llama-family folders have transformers' byte-fallback BPE tokenizer (LlamaHfVocab in the reference),
-#: which the forward conversion does not read yet; their reference hashes are recorded for when it does.
-FORWARD_READY = [name for name in TINY if "qwen" in name]
-
-
-@pytest.mark.parametrize("name", FORWARD_READY)
+@pytest.mark.parametrize("name", TINY)
 def test_round_trip_is_the_reference_file(tiny_folders, tmp_path, name):
-    """GGUF -> HF (weightkit) -> GGUF (weightkit) is the file the reference converter writes from the folder."""
+    """GGUF -> HF (weightkit) -> GGUF (weightkit) is the file the reference converter writes from the folder
+    (the Llama-family folders' byte-fallback BPE tokenizer.json is read as the reference's LlamaHfVocab)."""
     out = tmp_path / "back.gguf"
     convert_hf(tiny_folders[name], out, make_tohf_golden.ROUND_TRIP)
     assert hashlib.sha256(out.read_bytes()).hexdigest() == GOLDEN["tiny"][name]["round_trip"]["auto"]

@@ -24,7 +24,15 @@ from .experts import gpt_oss_experts, gpt_oss_filter, gpt_oss_mxfp4, stack_exper
 from .kv import KV
 from .parameters import LAYERS, rope_parameters, write_text_parameters
 from .tensors import SourceTensor
-from .tokenizer import SPM_MODEL, write_bpe_vocab, write_phi3_vocab, write_sentencepiece_vocab, write_wordpiece_vocab
+from .tokenizer import (
+    SPM_MODEL,
+    is_llama_hf_bpe,
+    write_bpe_vocab,
+    write_llama_hf_vocab,
+    write_phi3_vocab,
+    write_sentencepiece_vocab,
+    write_wordpiece_vocab,
+)
 from .tokenizer.fast import TOKENIZER_CONFIG, TOKENIZER_JSON
 
 TensorFilter = Callable[[str], "str | None"]
@@ -554,35 +562,12 @@ def _llama_vocab(kv: KV, folder: Path, h: Hparams) -> None:
         raise UnsupportedError(f"{folder / CONFIG_NAME}: CodeLlama's infill vocabulary is not supported yet")
     if (folder / SPM_MODEL).is_file():
         write_sentencepiece_vocab(kv, folder, h)
-    elif _is_llama_hf_bpe(folder):
-        raise UnsupportedError(
-            f"{folder / TOKENIZER_JSON}: Llama-style byte-fallback BPE tokenizers (converted from SentencePiece) "
-            "are not supported yet; a tokenizer.model beside it is read instead"
-        )
+    elif is_llama_hf_bpe(folder):
+        write_llama_hf_vocab(kv, folder, h)
     else:
         write_bpe_vocab(kv, folder, h)
     if h.get("vocab_size", 32000) == 49152:
         kv.bool("tokenizer.ggml.add_bos_token", False)
-
-
-def _is_llama_hf_bpe(folder: Path) -> bool:
-    """`LlamaHfVocab`'s test: a BPE model with byte fallback and a Sequence decoder (Llama 3's BPE is not)."""
-    path = folder / TOKENIZER_JSON
-    if not path.is_file():
-        return False
-    tokenizer = read_json_object(path, "tokenizer.json")
-    model = tokenizer.get("model")
-    if not isinstance(model, dict):
-        raise FormatError(path, None, "tokenizer.json has no model")
-    if model.get("type") == "BPE" and model.get("ignore_merges", False) and not model.get("byte_fallback", True):
-        return False
-    decoder = tokenizer.get("decoder")
-    return (
-        model.get("type") == "BPE"
-        and bool(model.get("byte_fallback", False))
-        and isinstance(decoder, dict)
-        and decoder.get("type") == "Sequence"
-    )
 
 
 # --- refusals -----------------------------------------------------------------------------------------------
