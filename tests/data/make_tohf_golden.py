@@ -9,7 +9,7 @@ as an HF folder (--dtype f32), and the script checks that transformers loads tha
 state_dict and token ids; for the architectures weightkit also converts forward, the reference converter's
 output from the folder is hashed (the round trip the tests redo with weightkit), and for the real Gemma the
 reference's file from weightkit's bf16 folder (with the tokenizer.model written back). Run from the
-repository, with the reference's Python:
+repository, with the reference's Python (transformers needs `accelerate` installed to load a GGUF):
 
     /tmp/convenv/bin/python tests/data/make_tohf_golden.py --llama-cpp path/to/vendor/llama.cpp
 
