@@ -3,6 +3,9 @@ format's definition, and that a layer's experts are read only while their stack 
 
 from __future__ import annotations
 
+import hashlib
+import shutil
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -14,6 +17,7 @@ from weightkit.convert.hf.experts import repack_mxfp4
 from weightkit.errors import FormatError, UnsupportedError
 
 from .test_hf_errors import _drop, _reshape, _rewrite_tensors, _set_config, assert_refused
+from .test_hf_golden import GOLDEN
 
 _EXPERTS = "model.layers.1.mlp.experts."
 
@@ -41,8 +45,9 @@ CASES = [
      ["blk.0.ffn_gate_exps.weight has shape [12, 32, 32]", "moe_intermediate_size=48"]),
     ("fewer experts than config.json's", "tiny-qwen3moe", lambda d: _set_config(d, num_experts=16), FormatError,
      ["do not make up whole layers of 16 experts"]),
-    ("dense layers among the MoE ones", "tiny-qwen3moe", lambda d: _set_config(d, mlp_only_layers=[1]),
-     UnsupportedError, ["mlp_only_layers"]),
+    ("a dense layer among the MoE ones", "tiny-qwen3moe", lambda d: _rewrite_tensors(d, lambda t: t.update(
+        {"model.layers.1.mlp.down_proj.weight": np.zeros((32, 64), np.float32)})),
+     FormatError, ["'model.layers.1.mlp.down_proj.weight' has no GGUF name for qwen3moe"]),
     ("MXFP4 Qwen3-MoE", "tiny-qwen3moe", lambda d: _set_config(d, quantization_config={"quant_method": "mxfp4"}),
      UnsupportedError, ["quant_method 'mxfp4'", "qwen3moe"]),
     ("blocks without scales", "tiny-gpt-oss", lambda d: _rewrite_tensors(d, _drop(_EXPERTS + "down_proj_scales")),
@@ -71,6 +76,18 @@ CASES = [
 @pytest.mark.parametrize(("what", "base", "breaks", "error", "fragments"), CASES, ids=[c[0] for c in CASES])
 def test_bad_moe_checkpoint(hf_checkpoints, tmp_path, what, base, breaks, error, fragments):
     assert_refused(hf_checkpoints[base], tmp_path, breaks, error, fragments, "f16")
+
+
+def test_dense_layer_flags_are_not_read(hf_checkpoints, tmp_path):
+    """config.json's mlp_only_layers and decoder_sparse_step change nothing, as in the reference (whose file for
+    this folder, checked once by hand, is the recorded one without them): experts in every layer convert; a
+    dense layer's tensors are refused by name (above), where the reference cannot map them either."""
+    folder = tmp_path / "tiny-qwen3moe"
+    shutil.copytree(hf_checkpoints["tiny-qwen3moe"], folder)
+    _set_config(folder, mlp_only_layers=[1], decoder_sparse_step=2)
+    convert_hf(folder, tmp_path / "out.gguf", "f16")
+    digest = hashlib.sha256((tmp_path / "out.gguf").read_bytes()).hexdigest()
+    assert digest == GOLDEN["checkpoints"]["tiny-qwen3moe"]["f16"]["sha256"]
 
 
 # E2M1 values of the 16 codes, as the MXFP4 (OCP microscaling) format defines them

@@ -4,7 +4,8 @@ The GGUFs are the reference converter's files for the tiny checkpoints (weightki
 writes them; their hashes, recorded from llama.cpp's converter, prove it is the reference's file) and the
 real Gemma 3 270M Q4_K_M. tests/data/tohf_golden.json, recorded by tests/data/make_tohf_golden.py with
 transformers 4.57.6, holds what transformers loads from each GGUF (every state_dict tensor's hash, the token
-ids of sample texts) and the reference converter's file for weightkit's folder of each tiny GGUF.
+ids of sample texts; Phi-3's from the source checkpoint's SentencePiece tokenizer, which the folder keeps)
+and the reference converter's file for weightkit's folder of each tiny GGUF.
 """
 
 from __future__ import annotations
@@ -78,14 +79,10 @@ def test_tiny_folder_is_what_transformers_loads(tiny_folders, name):
     _check_against_transformers(tiny_folders[name], GOLDEN["tiny"][name])
 
 
-#: The Llama-family folders have transformers' byte-fallback BPE tokenizer (LlamaHfVocab in the reference),
-#: which the forward conversion does not read yet; their reference hashes are recorded for when it does.
-FORWARD_READY = [name for name in TINY if "qwen" in name]
-
-
-@pytest.mark.parametrize("name", FORWARD_READY)
+@pytest.mark.parametrize("name", TINY)
 def test_round_trip_is_the_reference_file(tiny_folders, tmp_path, name):
-    """GGUF -> HF (weightkit) -> GGUF (weightkit) is the file the reference converter writes from the folder."""
+    """GGUF -> HF (weightkit) -> GGUF (weightkit) is the file the reference converter writes from the folder
+    (the Llama-family folders' byte-fallback BPE tokenizer.json is read as the reference's LlamaHfVocab)."""
     out = tmp_path / "back.gguf"
     convert_hf(tiny_folders[name], out, make_tohf_golden.ROUND_TRIP)
     assert hashlib.sha256(out.read_bytes()).hexdigest() == GOLDEN["tiny"][name]["round_trip"]["auto"]

@@ -350,15 +350,40 @@ _LLAMA2_NORMALIZER = {"type": "Sequence", "normalizers": [{"type": "Prepend", "p
                                                            "content": "\u2581"}]}  # fmt: skip
 
 
+_LLAMA2_SPECIALS = {i: _decoder_entry(t, True) for i, t in enumerate(("<unk>", "<s>", "</s>"))}
+_LLAMA2_SETTINGS = {"add_bos_token": True, "add_eos_token": False, "bos_token": "<s>",
+                    "chat_template": _LLAMA2_TEMPLATE, "clean_up_tokenization_spaces": False, "eos_token": "</s>",
+                    "legacy": False, "pad_token": None, "sp_model_kwargs": {}, "tokenizer_class": "LlamaTokenizer",
+                    "unk_token": "<unk>"}  # fmt: skip
+
+
 def write_llama2_tokenizer(folder: Path, vocabs: dict[str, Path]) -> None:
     """Llama 2's tokenizer.model (32000 pieces), with tokenizer.json and the chat model's tokenizer_config."""
     pieces = _ggml_spm_vocab(vocabs["llama-spm"])
-    added = {i: _decoder_entry(t, True) for i, t in enumerate(("<unk>", "<s>", "</s>"))}
-    settings = {"add_bos_token": True, "add_eos_token": False, "bos_token": "<s>", "chat_template": _LLAMA2_TEMPLATE,
-                "clean_up_tokenization_spaces": False, "eos_token": "</s>", "legacy": False, "pad_token": None,
-                "sp_model_kwargs": {}, "tokenizer_class": "LlamaTokenizer", "unk_token": "<unk>"}  # fmt: skip
-    _write_spm_tokenizer(folder, pieces, added, settings, _LLAMA2_NORMALIZER)
+    _write_spm_tokenizer(folder, pieces, _LLAMA2_SPECIALS, _LLAMA2_SETTINGS, _LLAMA2_NORMALIZER)
     _write_json(folder / "added_tokens.json", {"<pad>": 32000})  # as fine-tunes leave it: past vocab_size, unused
+
+
+def write_llama2_hf_tokenizer(folder: Path, vocabs: dict[str, Path]) -> None:
+    """Llama 2's tokenizer as a fast-only save leaves it: tokenizer.json (byte-fallback BPE) without
+    tokenizer.model, with a special and a plain token added past the 32000 pieces."""
+    pieces = _ggml_spm_vocab(vocabs["llama-spm"])
+    added = {**_LLAMA2_SPECIALS, 32000: _decoder_entry("<pad>", True), 32001: _decoder_entry("<tool_call>", False)}
+    _write_spm_tokenizer(folder, pieces, added, {**_LLAMA2_SETTINGS, "pad_token": "<pad>"}, _LLAMA2_NORMALIZER)
+    (folder / "tokenizer.model").unlink()
+
+
+def write_codellama_tokenizer(folder: Path, vocabs: dict[str, Path]) -> None:
+    """CodeLlama's layout: Llama 2's pieces and 16 more (32016; the infill pieces at 32007-32010 as CodeLlama
+    has them, the others placeholders), the infill tokens special and named in tokenizer_config.json."""
+    extra = [f"<extra_{i}>" for i in range(16)]
+    extra[7:11] = ["\u2581<PRE>", "\u2581<SUF>", "\u2581<MID>", "\u2581<EOT>"]
+    pieces = _ggml_spm_vocab(vocabs["llama-spm"]) + [(t, 0.0, 4) for t in extra]
+    added = {**_LLAMA2_SPECIALS, **{32000 + i: _decoder_entry(extra[i], True) for i in range(7, 11)}}
+    infill = dict(zip(("prefix_token", "suffix_token", "middle_token", "eot_token"), extra[7:11], strict=True))
+    settings = {k: v for k, v in _LLAMA2_SETTINGS.items() if k != "chat_template"} | infill
+    settings |= {"fill_token": "<FILL_ME>", "tokenizer_class": "CodeLlamaTokenizer"}
+    _write_spm_tokenizer(folder, pieces, added, settings, _LLAMA2_NORMALIZER)
 
 
 def write_phi3_tokenizer(folder: Path, vocabs: dict[str, Path]) -> None:
@@ -630,6 +655,20 @@ CHECKPOINTS: dict[str, tuple[dict[str, Any], str, Callable, Callable, dict[str, 
                 rms_norm_eps=1e-5, rope_scaling=None, bos_token_id=1, eos_token_id=2, tie_word_embeddings=False,
                 hidden_act="silu", pretraining_tp=1),
         "f16", decoder_shapes, write_llama2_tokenizer, {}, None,
+    ),
+    # bf16 Llama 2 whose tokenizer is tokenizer.json alone (the reference's LlamaHfVocab): 32002 tokens
+    "tiny-llama-2-hf": (
+        _config("LlamaForCausalLM", "llama", "bf16", vocab_size=32002, hidden_size=64, intermediate_size=128,
+                num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,
+                rms_norm_eps=1e-5, bos_token_id=1, eos_token_id=2, pad_token_id=32000, tie_word_embeddings=True),
+        "bf16", decoder_shapes, write_llama2_hf_tokenizer, {}, None,
+    ),
+    # bf16 CodeLlama: 32016 tokens, the infill tokens (EOT's id written by the converter's CodeLlama rule)
+    "tiny-codellama": (
+        _config("LlamaForCausalLM", "llama", "bf16", vocab_size=32016, hidden_size=64, intermediate_size=128,
+                num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=16384,
+                rms_norm_eps=1e-5, rope_theta=1000000.0, bos_token_id=1, eos_token_id=2, tie_word_embeddings=False),
+        "bf16", decoder_shapes, write_codellama_tokenizer, {}, None,
     ),
     # f32 Gemma 2 (Gemma 3's SentencePiece vocabulary): soft-capping, sliding window, an lm_head the converter
     # drops (llama.cpp ties Gemma 2's output to the embedding)

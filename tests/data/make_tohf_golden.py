@@ -4,14 +4,16 @@ folders: tests/data/tohf_golden.json.
 For each GGUF (the tiny checkpoints of make_hf_checkpoints.py converted by llama.cpp's convert_hf_to_gguf.py,
 and the real Gemma 3 270M Q4_K_M), transformers 4.57.6 loads it (`from_pretrained(folder, gguf_file=...)`):
 the SHA-256 of each state_dict tensor (float32) and the token ids of its GGUF tokenizer on sample texts are
-stored. Then weightkit writes the GGUF as an HF folder (--dtype f32), and the script checks that transformers
-loads that folder to the same state_dict and token ids; for the architectures weightkit also converts
-forward, the reference converter's output from the folder is hashed (the round trip the tests redo with
-weightkit), and for the real Gemma the reference's file from weightkit's bf16 folder (with the tokenizer.model
-written back). Run from the repository, with the reference's Python:
+stored (for Phi-3, the source checkpoint's tokenizer: see SOURCE_TOKENIZER). Then weightkit writes the GGUF
+as an HF folder (--dtype f32), and the script checks that transformers loads that folder to the same
+state_dict and token ids; for the architectures weightkit also converts forward, the reference converter's
+output from the folder is hashed (the round trip the tests redo with weightkit), and for the real Gemma the
+reference's file from weightkit's bf16 folder (with the tokenizer.model written back). Run from the
+repository, with the reference's Python (transformers needs `accelerate` installed to load a GGUF):
 
     /tmp/convenv/bin/python tests/data/make_tohf_golden.py --llama-cpp path/to/vendor/llama.cpp
 
+`--only NAME` (repeatable) re-records just those tiny entries, merged into the existing file;
 `--only-gemma-round-trip` re-records just the real Gemma's round trip in the existing file (no transformers).
 """
 
@@ -37,14 +39,22 @@ from weightkit.convert.tohf import convert_gguf_to_hf  # noqa: E402
 
 OUT = Path(__file__).parent / "tohf_golden.json"
 #: name -> (checkpoint of make_hf_checkpoints.py, config.json changes, the reference's --outtype for the GGUF):
-#: quantized, 16-bit and float32 sources. Qwen3 with head_dim 128: transformers' GGUF loader does not read
-#: the head size of a qwen3 file and takes Qwen3Config's default, 128.
+#: quantized, 16-bit and float32 sources. Qwen3 with head_dim 128 and Qwen3-MoE with moe_intermediate_size 768:
+#: transformers' GGUF loader reads neither the head size of a qwen3 file nor the expert feed-forward length of
+#: a qwen3moe one, and takes the config class's default.
 TINY: dict[str, tuple[str, dict, str]] = {
     "Tiny-Llama-3-8B-Instruct": ("Tiny-Llama-3-8B-Instruct", {}, "q8_0"),
     "tiny-mistral-v0.1": ("tiny-mistral-v0.1", {}, "f16"),
     "tiny-qwen2": ("tiny-qwen2", {}, "bf16"),
     "tiny-qwen3-hd128": ("tiny-qwen3", {"head_dim": 128}, "f32"),
+    "tiny-phi-3-mini": ("tiny-phi-3-mini", {}, "f16"),
+    "tiny-qwen3moe-ff768": ("tiny-qwen3moe", {"moe_intermediate_size": 768}, "q8_0"),
 }
+#: entries whose token ids are transformers' SentencePiece (slow) tokenizer's for the source checkpoint's
+#: tokenizer.model, BOS added as the GGUF says, not its GGUF tokenizer's: transformers' GGUF Phi-3 tokenizer
+#: has no normalizer and no byte fallback (it drops spaces), where weightkit's folder deliberately has Llama's
+#: SentencePiece tokenizer (the test checkpoint's own tokenizer.json has no merges)
+SOURCE_TOKENIZER = {"tiny-phi-3-mini"}
 #: the reference's --outtype for converting weightkit's folder back (the round trip)
 ROUND_TRIP = "auto"
 #: weightkit's --dtype for the real Gemma's folder in its round trip (bf16: half the size of f32, and the
@@ -70,18 +80,35 @@ def tensor_hash(values: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(values, dtype=np.float32).tobytes()).hexdigest()
 
 
-def transformers_view(folder: Path, gguf_file: str | None) -> tuple[dict[str, str], list[list[int]]]:
-    """transformers' state_dict hashes and token ids for a GGUF (gguf_file) or an HF folder."""
+def transformers_ids(folder: Path, gguf_file: str | None) -> list[list[int]]:
+    """transformers' token ids of TEXTS for a GGUF's tokenizer (gguf_file) or an HF folder's."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(folder, **({"gguf_file": gguf_file} if gguf_file else {}))
+    return [tokenizer(text)["input_ids"] for text in TEXTS]
+
+
+def sentencepiece_ids(folder: Path, bos: int | None) -> list[list[int]]:
+    """transformers' slow tokenizer's ids of TEXTS for the folder's tokenizer.model, after `bos` if given
+    (legacy: its non-legacy mode needs a newer protobuf than the reference's environment has; the texts have
+    no special tokens, where the two differ)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(folder, use_fast=False, legacy=True)
+    return [([] if bos is None else [bos]) + tokenizer(text, add_special_tokens=False)["input_ids"] for text in TEXTS]
+
+
+def transformers_state(folder: Path, gguf_file: str | None) -> dict[str, str]:
+    """transformers' state_dict hashes for a GGUF (gguf_file) or an HF folder."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     kwargs = {"gguf_file": gguf_file} if gguf_file else {}
     model = AutoModelForCausalLM.from_pretrained(folder, torch_dtype=torch.float32, **kwargs)
     hashes = {name: tensor_hash(t.detach().numpy()) for name, t in model.state_dict().items()}
     if model.config.tie_word_embeddings:
         hashes.pop("lm_head.weight", None)  # the tied copy of embed_tokens, not a tensor of its own
-    tokenizer = AutoTokenizer.from_pretrained(folder, **kwargs)
-    return hashes, [tokenizer(text)["input_ids"] for text in TEXTS]
+    return hashes
 
 
 def expected_ids(ids: list[list[int]], add_bos: bool, bos: int) -> list[list[int]]:
@@ -99,14 +126,20 @@ def reference_convert(converter: Path, folder: Path, outtype: str, out: Path) ->
     return out
 
 
-def record(gguf: Path, tmp: Path, converter: Path | None) -> dict:
-    hashes, ids = transformers_view(gguf.parent, gguf.name)
-    print(gguf.name, "loaded by transformers", flush=True)
+def record(gguf: Path, tmp: Path, converter: Path | None, token_source: Path | None = None) -> dict:
+    """What transformers loads from `gguf` (token ids from `token_source`'s tokenizer, if given), checked
+    against weightkit's folder, and the reference's file from that folder."""
     with weightkit.open(gguf) as m:
         add_bos, bos = m.metadata.get("tokenizer.ggml.add_bos_token", False), m.metadata["tokenizer.ggml.bos_token_id"]
+    hashes = transformers_state(gguf.parent, gguf.name)
+    if token_source is None:
+        ids = transformers_ids(gguf.parent, gguf.name)
+    else:
+        ids = sentencepiece_ids(token_source, bos if add_bos else None)
+    print(gguf.name, "loaded by transformers", flush=True)
     folder = tmp / f"{gguf.stem}-hf"
     convert_gguf_to_hf(gguf, folder, "f32")
-    ours, our_ids = transformers_view(folder, None)
+    ours, our_ids = transformers_state(folder, None), transformers_ids(folder, None)
     if ours != hashes:
         differ = sorted(k for k in hashes.keys() | ours.keys() if hashes.get(k) != ours.get(k))
         raise SystemExit(f"{gguf.name}: transformers loads weightkit's folder to other tensors: {differ[:8]}")
@@ -153,6 +186,8 @@ def main() -> None:
         action="store_true",
         help="only (re)record the real Gemma's round trip in the golden file (no transformers)",
     )
+    parser.add_argument("--only", action="append", choices=list(TINY), metavar="NAME",
+                        help="only (re)record this tiny entry in the existing golden file (repeatable)")  # fmt: skip
     args = parser.parse_args()
     converter = args.llama_cpp / "convert_hf_to_gguf.py"
     if args.only_gemma_round_trip:
@@ -168,22 +203,32 @@ def main() -> None:
 
     golden: dict = {"transformers": transformers.__version__, "tokenizers": tokenizers.__version__,
                     "texts": TEXTS, "tiny": {}, "gemma-3-270m": None}  # fmt: skip
+    if args.only:
+        golden = json.loads(OUT.read_text())
+        if (golden["transformers"], golden["tokenizers"]) != (transformers.__version__, tokenizers.__version__):
+            raise SystemExit(f"{OUT} was recorded with other versions of transformers and tokenizers")
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         vocabs = make_hf_checkpoints.vocab_files()
-        for name, (_, _, outtype) in TINY.items():
+        for name in args.only or TINY:
+            outtype = TINY[name][2]
             source = build_tiny(name, tmp / "hf", vocabs)
             gguf = tmp / "gguf" / name / f"{name}.gguf"
             gguf.parent.mkdir(parents=True)
             reference_convert(converter, source, outtype, gguf)
             digest = hashlib.sha256(gguf.read_bytes()).hexdigest()
-            golden["tiny"][name] = {"outtype": outtype, "gguf_sha256": digest, **record(gguf, tmp, converter)}
+            token_source = source if name in SOURCE_TOKENIZER else None
+            entry = record(gguf, tmp, converter, token_source)
+            golden["tiny"][name] = {"outtype": outtype, "gguf_sha256": digest, **entry}
             print(name, "recorded", flush=True)
-        link = gemma_gguf(args.gemma, tmp)
-        golden["gemma-3-270m"] = record(link, tmp, None)
-        golden["gemma-3-270m"]["round_trip"] = gemma_round_trip(link, tmp, converter)
-        print("gemma-3-270m recorded", flush=True)
-    OUT.write_text(json.dumps(golden, indent=1) + "\n")
+            if args.only:  # kept even if a later entry fails
+                OUT.write_text(json.dumps(golden, indent=1) + "\n")
+        if not args.only:
+            link = gemma_gguf(args.gemma, tmp)
+            golden["gemma-3-270m"] = record(link, tmp, None)
+            golden["gemma-3-270m"]["round_trip"] = gemma_round_trip(link, tmp, converter)
+            print("gemma-3-270m recorded", flush=True)
+            OUT.write_text(json.dumps(golden, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -24,8 +24,17 @@ from .experts import gpt_oss_experts, gpt_oss_filter, gpt_oss_mxfp4, stack_exper
 from .kv import KV
 from .parameters import LAYERS, rope_parameters, write_text_parameters
 from .tensors import SourceTensor
-from .tokenizer import SPM_MODEL, write_bpe_vocab, write_phi3_vocab, write_sentencepiece_vocab, write_wordpiece_vocab
+from .tokenizer import (
+    SPM_MODEL,
+    is_llama_hf_bpe,
+    write_bpe_vocab,
+    write_llama_hf_vocab,
+    write_phi3_vocab,
+    write_sentencepiece_vocab,
+    write_wordpiece_vocab,
+)
 from .tokenizer.fast import TOKENIZER_CONFIG, TOKENIZER_JSON
+from .tokenizer.special import load_special_vocab, write_special_vocab
 
 TensorFilter = Callable[[str], "str | None"]
 TextParameters = Callable[[KV, str, Hparams, dict[str, Any], int], None]
@@ -81,6 +90,7 @@ _DECODER_NAMES = {
     "model.layers.{bid}.mlp.up_proj": "blk.{bid}.ffn_up",
     "model.layers.{bid}.mlp.down_proj": "blk.{bid}.ffn_down",
 }
+_DECODER_ATTENTION_NAMES = {k: v for k, v in _DECODER_NAMES.items() if ".mlp." not in k}
 _QK_NORM_NAMES = {
     "model.layers.{bid}.self_attn.q_norm": "blk.{bid}.attn_q_norm",
     "model.layers.{bid}.self_attn.k_norm": "blk.{bid}.attn_k_norm",
@@ -550,39 +560,28 @@ def _llama_vocab(kv: KV, folder: Path, h: Hparams) -> None:
             kv.bool("tokenizer.ggml.add_space_prefix", prefix)
         if config.get("tokenizer_class") == "HybridDNATokenizer":
             raise UnsupportedError(f"{config_path}: HybridDNATokenizer is not supported")
-    if h.get("vocab_size", 32000) == 32016:
-        raise UnsupportedError(f"{folder / CONFIG_NAME}: CodeLlama's infill vocabulary is not supported yet")
     if (folder / SPM_MODEL).is_file():
         write_sentencepiece_vocab(kv, folder, h)
-    elif _is_llama_hf_bpe(folder):
-        raise UnsupportedError(
-            f"{folder / TOKENIZER_JSON}: Llama-style byte-fallback BPE tokenizers (converted from SentencePiece) "
-            "are not supported yet; a tokenizer.model beside it is read instead"
-        )
+    elif is_llama_hf_bpe(folder):
+        write_llama_hf_vocab(kv, folder, h)
     else:
         write_bpe_vocab(kv, folder, h)
+    if h.get("vocab_size", 32000) == 32016:
+        _codellama_infill(kv, folder)
     if h.get("vocab_size", 32000) == 49152:
         kv.bool("tokenizer.ggml.add_bos_token", False)
 
 
-def _is_llama_hf_bpe(folder: Path) -> bool:
-    """`LlamaHfVocab`'s test: a BPE model with byte fallback and a Sequence decoder (Llama 3's BPE is not)."""
-    path = folder / TOKENIZER_JSON
-    if not path.is_file():
-        return False
-    tokenizer = read_json_object(path, "tokenizer.json")
-    model = tokenizer.get("model")
-    if not isinstance(model, dict):
-        raise FormatError(path, None, "tokenizer.json has no model")
-    if model.get("type") == "BPE" and model.get("ignore_merges", False) and not model.get("byte_fallback", True):
-        return False
-    decoder = tokenizer.get("decoder")
-    return (
-        model.get("type") == "BPE"
-        and bool(model.get("byte_fallback", False))
-        and isinstance(decoder, dict)
-        and decoder.get("type") == "Sequence"
-    )
+#: CodeLlama's infill tokens, by the ids its 32016-token vocabulary has them at
+_INFILL_IDS = {"prefix": 32007, "suffix": 32008, "middle": 32009, "eot": 32010}
+
+
+def _codellama_infill(kv: KV, folder: Path) -> None:
+    """`LlamaModel.set_vocab` for CodeLlama (vocab_size 32016): a second `SpecialVocab` over the infill token
+    types, with CodeLlama's ids where the files give none. Of these only EOT has a GGUF key; the special
+    vocabulary's add_* flags, chat template and normalizer flags are written again (same keys, same places)."""
+    special = load_special_vocab(folder, load_merges=False, types=tuple(_INFILL_IDS), fallback_ids=_INFILL_IDS)
+    write_special_vocab(kv, special, folder / TOKENIZER_CONFIG)
 
 
 # --- refusals -----------------------------------------------------------------------------------------------
@@ -601,13 +600,6 @@ def _refuse_qwen3_reranker(folder: Path, h: Hparams) -> None:
         or "sequenceclassification" in origin.lower()
     ):
         raise UnsupportedError(f"{folder}: Qwen3 rerankers are not supported yet")
-
-
-def _refuse_dense_moe_layers(folder: Path, h: Hparams) -> None:
-    """Qwen-MoE layers without experts (`mlp_only_layers`, `decoder_sparse_step`) are not supported yet."""
-    if h.get("mlp_only_layers") or h.get("decoder_sparse_step", 1) != 1:
-        raise UnsupportedError(f"{folder / CONFIG_NAME}: Qwen MoE checkpoints with dense layers (mlp_only_layers, "
-                               "decoder_sparse_step) are not supported yet")  # fmt: skip
 
 
 # --- the table ----------------------------------------------------------------------------------------------
@@ -673,11 +665,12 @@ ARCHITECTURES: dict[str, Architecture] = {
     ),
     "Qwen3MoeForCausalLM": Architecture(
         gguf="qwen3moe",
-        tensor_names=_DECODER_NAMES | _QK_NORM_NAMES | _MOE_NAMES,
+        # no dense MLP names: as in gguf-py's qwen3moe tensors, a layer without experts (mlp_only_layers,
+        # decoder_sparse_step; config.json's flags themselves are not read) has tensors without a GGUF name
+        tensor_names=_DECODER_ATTENTION_NAMES | _QK_NORM_NAMES | _MOE_NAMES,
         required=_QWEN3_MOE_REQUIRED,
         vocab=_gpt2_vocab,
         parameters=(_moe_parameters,),
-        checks=(_refuse_dense_moe_layers,),
         rewrites=(stack_experts,),
     ),
     "GptOssForCausalLM": Architecture(

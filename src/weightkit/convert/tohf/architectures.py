@@ -23,7 +23,7 @@ class Export:
 
     hf_class: str  # config.json's architectures[0]; its forward entry gives the tensor names and transforms
     model_type: str
-    tokenizer: str  # the tokenizer family: "llama" (SentencePiece-style BPE or GPT-2 BPE), "qwen2", "gemma", "phi3"
+    tokenizer: str  # the tokenizer family: "llama" (SentencePiece-style BPE or GPT-2 BPE), "qwen2", "gemma"
     config: Mapping[str, str]  # GGUF key after "{arch}." -> config.json key
     derived: tuple[Callable[[TensorShapes, dict[str, Any]], dict[str, Any]], ...] = ()
 
@@ -87,10 +87,10 @@ EXPORTS: dict[str, Export] = {
         "gemma",
         _DECODER_CONFIG | _GEMMA3_CONFIG | {"attention.key_length": "head_dim"},
     ),
-    "phi3": Export(
+    "phi3": Export(  # Llama's SentencePiece tokenizer (transformers' GGUF Phi-3 one lacks its normalizer)
         "Phi3ForCausalLM",
         "phi3",
-        "phi3",
+        "llama",
         _DECODER_CONFIG | {"attention.sliding_window": "sliding_window"},
     ),
 }

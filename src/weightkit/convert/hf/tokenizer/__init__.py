@@ -1,7 +1,8 @@
-"""Tokenizer vocabularies for GGUF: BPE and WordPiece from tokenizer.json, SentencePiece from tokenizer.model,
-the pre-tokenizer check hash, and the special tokens."""
+"""Tokenizer vocabularies for GGUF: BPE and WordPiece from tokenizer.json, SentencePiece from tokenizer.model
+(or, Llama-style, from tokenizer.json alone), the pre-tokenizer check hash, and the special tokens."""
 
 from .bpe import write_bpe_vocab
+from .llama_hf import is_llama_hf_bpe, write_llama_hf_vocab
 from .sentencepiece import SPM_MODEL, write_phi3_vocab, write_sentencepiece_vocab
 from .vocab import TokenType
 from .wordpiece import write_wordpiece_vocab
@@ -9,7 +10,9 @@ from .wordpiece import write_wordpiece_vocab
 __all__ = [
     "SPM_MODEL",
     "TokenType",
+    "is_llama_hf_bpe",
     "write_bpe_vocab",
+    "write_llama_hf_vocab",
     "write_phi3_vocab",
     "write_sentencepiece_vocab",
     "write_wordpiece_vocab",

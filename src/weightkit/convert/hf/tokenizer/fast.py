@@ -120,10 +120,16 @@ class FastTokenizer:
 
     backend: Any
     settings: dict[str, Any]
+    #: `tokenizer.all_special_tokens`: the special tokens' texts, bos_token first, without repeats
+    special_tokens: list[str]
 
     def vocab(self) -> dict[str, int]:
         """`tokenizer.vocab`: every token, added ones included."""
         return self.backend.get_vocab(with_added_tokens=True)
+
+    def base_size(self) -> int:
+        """`tokenizer.vocab_size`: the model's vocabulary, without added tokens."""
+        return self.backend.get_vocab_size(with_added_tokens=False)
 
     def added_tokens(self) -> dict[int, Any]:
         """`tokenizer.added_tokens_decoder`: id -> AddedToken (with `.content`, `.special`, `.normalized`)."""
@@ -161,13 +167,13 @@ def load_fast_tokenizer(folder: Path, model_type: str | None) -> FastTokenizer:
         raise UnsupportedError(f"{config_path}: tokenizer class {name!r} is not supported (known: {known})")
     backend.no_truncation()  # transformers' encode() turns both off
     backend.no_padding()
-    _add_configured_tokens(backend, settings, cls, tokenizers.AddedToken, config_path)
+    specials = _add_configured_tokens(backend, settings, cls, tokenizers.AddedToken, config_path)
     prefix_space = settings.get("add_prefix_space", cls.add_prefix_space)
     if prefix_space is not None:
         _sync_add_prefix_space(backend, bool(prefix_space), tokenizers.pre_tokenizers)
     if cls.adjust is not None:
         cls.adjust(backend, {**cls.special_defaults, **settings})
-    return FastTokenizer(backend, settings)
+    return FastTokenizer(backend, settings, specials)
 
 
 def _added_token(spec: Any, AddedToken: type, where: Path) -> Any:
@@ -181,9 +187,10 @@ def _added_token(spec: Any, AddedToken: type, where: Path) -> Any:
 
 
 def _add_configured_tokens(backend: Any, settings: dict[str, Any], cls: TokenizerClass, AddedToken: type,
-                           where: Path) -> None:  # fmt: skip
+                           where: Path) -> list[str]:  # fmt: skip
     """`PreTrainedTokenizerFast.__init__`'s added tokens: tokenizer_config's `added_tokens_decoder` entries
-    the backend lacks (or has with other flags), then every special token, marked special."""
+    the backend lacks (or has with other flags), then every special token, marked special. Returns the
+    special tokens' texts in transformers' order."""
     declared = settings.get("added_tokens_decoder") or {}
     if not isinstance(declared, dict):
         raise FormatError(where, None, "added_tokens_decoder is not an object")
@@ -195,7 +202,7 @@ def _add_configured_tokens(backend: Any, settings: dict[str, Any], cls: Tokenize
     to_add = [t for _, t in by_id if repr(t) not in known]
     by_content = {t.content: t for _, t in by_id}
     specials: list[Any] = []
-    seen: set[str] = set()
+    seen: dict[str, None] = {}
     values = [settings.get(a, cls.special_defaults.get(a)) for a in _SPECIAL_ATTRIBUTES]
     extra = settings.get("additional_special_tokens") or []
     for value in [*values, *(extra if isinstance(extra, list) else [])]:
@@ -203,21 +210,20 @@ def _add_configured_tokens(backend: Any, settings: dict[str, Any], cls: Tokenize
         text = token if isinstance(token, str) else getattr(token, "content", None)
         if text is None or text in seen:
             continue
-        seen.add(text)
+        seen[text] = None
         specials.append(by_content.get(text, token))  # transformers swaps in the declared AddedToken
     encoder = [t.content for t in backend.get_added_tokens_decoder().values()] + [t.content for t in to_add]
     to_add += [t for t in specials if (t not in encoder if isinstance(t, str) else all(t is not x for x in to_add))]
-    if not to_add:
-        return
-    special_texts = set(seen)
     tokens = []
     for t in to_add:
         if isinstance(t, str):
-            tokens.append(AddedToken(t, special=t in special_texts))
+            tokens.append(AddedToken(t, special=t in seen))
         else:
-            t.special = t.special or t.content in special_texts
+            t.special = t.special or t.content in seen
             tokens.append(t)
-    backend.add_tokens(tokens)
+    if tokens:
+        backend.add_tokens(tokens)
+    return list(seen)
 
 
 def _sync_add_prefix_space(backend: Any, value: bool, pre_tokenizers: Any) -> None:

@@ -30,7 +30,7 @@ _PIECE_TYPES = frozenset(int(t) for t in TokenType)
 _NORMAL_TABLE = frozenset((TokenType.NORMAL, TokenType.USER_DEFINED, TokenType.UNUSED))  # not reserved ones
 _UNIGRAM, _MODEL_TYPES = 1, frozenset((1, 2, 3, 4))  # unigram, BPE, word, char
 _BYTE_PIECES = {f"<0x{b:02X}>": b for b in range(256)}
-_ADDED_SCORE, _PAD_SCORE = -1000.0, -10000.0
+ADDED_SCORE, _PAD_SCORE = -1000.0, -10000.0
 
 
 @dataclass(frozen=True)
@@ -226,18 +226,20 @@ def _check_pieces(path: Path, pieces: list[str], types: np.ndarray, offsets: lis
 
 
 @dataclass
-class _Vocab:
+class LlamaVocab:
+    """A `llama` vocabulary as the converter writes it: every token's text, score and type."""
+
     tokens: list[str]
     scores: np.ndarray
     types: np.ndarray
 
     def put(self, token_id: int, text: str, kind: int) -> None:
         self.tokens[token_id] = text
-        self.scores[token_id] = _ADDED_SCORE
+        self.scores[token_id] = ADDED_SCORE
         self.types[token_id] = kind
 
 
-def _base(model: SentencePieceModel, vocab_size: int, path: Path, *, truncate: bool) -> _Vocab:
+def _base(model: SentencePieceModel, vocab_size: int, path: Path, *, truncate: bool) -> LlamaVocab:
     """`vocab_size` slots: `[PAD{i}]` UNUSED at -10000, then the model's pieces over them. Pieces past the end
     are dropped (the converter's warning), or refused where the converter would fail (Phi-3)."""
     n = len(model.pieces)
@@ -251,7 +253,7 @@ def _base(model: SentencePieceModel, vocab_size: int, path: Path, *, truncate: b
     # sentencepiece's IsUnknown/IsControl/IsUnused/IsByte; its user-defined pieces count as normal
     kinds = model.types[:keep]
     types[:keep] = np.where(kinds == TokenType.USER_DEFINED, TokenType.NORMAL, kinds)
-    return _Vocab(tokens, scores, types)
+    return LlamaVocab(tokens, scores, types)
 
 
 def _token_id(value: Any, where: Path, what: str) -> int:
@@ -266,7 +268,7 @@ def _token_id(value: Any, where: Path, what: str) -> int:
     return value
 
 
-def _in_range(vocab: _Vocab, token_id: int, where: Path, *, skip: bool) -> bool:
+def _in_range(vocab: LlamaVocab, token_id: int, where: Path, *, skip: bool) -> bool:
     """Whether the id has a slot; ids past the end are skipped (the converter's warning) or refused."""
     if token_id < len(vocab.tokens):
         return True
@@ -281,7 +283,7 @@ def _content(entry: Any, where: Path, what: str) -> str:
     return entry["content"]
 
 
-def _added_tokens_json(vocab: _Vocab, folder: Path) -> None:
+def _added_tokens_json(vocab: LlamaVocab, folder: Path) -> None:
     """added_tokens.json (`{"text": id}`): USER_DEFINED tokens at -1000."""
     path = folder / ADDED_TOKENS
     if not path.is_file():
@@ -293,7 +295,7 @@ def _added_tokens_json(vocab: _Vocab, folder: Path) -> None:
             vocab.put(token_id, text, TokenType.USER_DEFINED)
 
 
-def _added_tokens_decoder(vocab: _Vocab, folder: Path, *, phi3: bool) -> None:
+def _added_tokens_decoder(vocab: LlamaVocab, folder: Path, *, phi3: bool) -> None:
     """tokenizer_config.json's `added_tokens_decoder`: CONTROL if special (or, except for Phi-3, special-looking),
     else USER_DEFINED with "▁" as a space (not for Phi-3); ids past the end skipped (Phi-3: refused)."""
     path = folder / TOKENIZER_CONFIG
@@ -313,7 +315,7 @@ def _added_tokens_decoder(vocab: _Vocab, folder: Path, *, phi3: bool) -> None:
             vocab.put(token_id, text if phi3 else text.replace("\u2581", " "), TokenType.USER_DEFINED)
 
 
-def _tokenizer_json_added(vocab: _Vocab, folder: Path) -> None:
+def _tokenizer_json_added(vocab: LlamaVocab, folder: Path) -> None:
     """Phi-3 only: tokenizer.json's `added_tokens`, CONTROL if special, else USER_DEFINED."""
     path = folder / TOKENIZER_JSON
     if not path.is_file():
@@ -335,7 +337,7 @@ def _model(folder: Path) -> SentencePieceModel:
     return read_sentencepiece_model(path)
 
 
-def _sentencepiece_vocab(folder: Path, hparams: Hparams) -> _Vocab:
+def _sentencepiece_vocab(folder: Path, hparams: Hparams) -> LlamaVocab:
     """`TextModel._create_vocab_sentencepiece`: as many tokens as config.json's vocab_size (or the model's)."""
     model = _model(folder)
     vocab_size = hparams.find(("vocab_size_per_layer_input", "vocab_size"), None) or len(model.pieces)
@@ -345,7 +347,8 @@ def _sentencepiece_vocab(folder: Path, hparams: Hparams) -> _Vocab:
     return vocab
 
 
-def _write(kv: KV, folder: Path, vocab: _Vocab) -> None:
+def write_llama_vocab(kv: KV, folder: Path, vocab: LlamaVocab) -> None:
+    """Model "llama", pre "default", tokens, scores, types, then `gguf.SpecialVocab` without merges."""
     kv.string("tokenizer.ggml.model", "llama")
     kv.string("tokenizer.ggml.pre", "default")
     kv.strings("tokenizer.ggml.tokens", vocab.tokens)
@@ -357,7 +360,7 @@ def _write(kv: KV, folder: Path, vocab: _Vocab) -> None:
 
 def write_sentencepiece_vocab(kv: KV, folder: Path, hparams: Hparams) -> None:
     """`TextModel._set_vocab_sentencepiece`: model "llama", pre "default", tokens, scores, types, specials."""
-    _write(kv, folder, _sentencepiece_vocab(folder, hparams))
+    write_llama_vocab(kv, folder, _sentencepiece_vocab(folder, hparams))
 
 
 def write_phi3_vocab(kv: KV, folder: Path, hparams: Hparams) -> None:
@@ -371,12 +374,15 @@ def write_phi3_vocab(kv: KV, folder: Path, hparams: Hparams) -> None:
     _added_tokens_json(vocab, folder)
     _added_tokens_decoder(vocab, folder, phi3=True)
     _tokenizer_json_added(vocab, folder)
-    _write(kv, folder, vocab)
+    write_llama_vocab(kv, folder, vocab)
 
 
 __all__ = [
+    "ADDED_SCORE",
+    "LlamaVocab",
     "SentencePieceModel",
     "read_sentencepiece_model",
+    "write_llama_vocab",
     "write_phi3_vocab",
     "write_sentencepiece_model",
     "write_sentencepiece_vocab",

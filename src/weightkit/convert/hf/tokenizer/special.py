@@ -8,6 +8,7 @@ token ids come from tokenizer_config.json (looked up among tokenizer.json's adde
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from string import ascii_letters, digits
@@ -39,11 +40,11 @@ class SpecialVocab:
 
 
 class _Loader:
-    def __init__(self, folder: Path, load_merges: bool, n_vocab: int | None) -> None:
+    def __init__(self, folder: Path, load_merges: bool, n_vocab: int | None, types: tuple[str, ...]) -> None:
         self.folder = folder
         self.load_merges = load_merges
         self.n_vocab = n_vocab
-        self.types: tuple[str, ...] = DEFAULT_TYPES
+        self.types = types
         self.found = SpecialVocab()
 
     def set_id(self, typ: str, value: Any) -> None:
@@ -240,13 +241,18 @@ def _read_text(path: Path) -> str:
         raise FormatError(path, e.start, "not UTF-8 text") from None
 
 
-def load_special_vocab(folder: Path, *, load_merges: bool, n_vocab: int | None = None) -> SpecialVocab:
-    """`gguf.SpecialVocab(folder, load_merges, n_vocab=n_vocab)`."""
-    loader = _Loader(folder, load_merges, n_vocab)
+def load_special_vocab(folder: Path, *, load_merges: bool, n_vocab: int | None = None,
+                       types: tuple[str, ...] = DEFAULT_TYPES, fallback_ids: Mapping[str, int] | None = None
+                       ) -> SpecialVocab:  # fmt: skip
+    """`gguf.SpecialVocab(folder, load_merges, types, n_vocab)`, then `_set_special_token` for each of
+    `fallback_ids` (ids the files did not give)."""
+    loader = _Loader(folder, load_merges, n_vocab, types)
     loader.from_tokenizer_files()
     loader.from_config_json()
     if load_merges and not loader.found.merges:
         loader.from_merges_txt()
+    for typ, token_id in (fallback_ids or {}).items():
+        loader.set_id(typ, token_id)
     return loader.found
 
 
