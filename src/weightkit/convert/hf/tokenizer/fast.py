@@ -49,9 +49,16 @@ def _sync_bert_normalizer(tok: Any, settings: Mapping[str, Any]) -> None:
 
 
 def _llama_post_processor(tok: Any, settings: Mapping[str, Any]) -> None:
-    """`LlamaTokenizerFast.update_post_processor`: BOS (and EOS) added by a template built from the settings."""
+    """`LlamaTokenizerFast.__init__`: no `add_prefix_space` (that rebuilds the tokenizer from its SentencePiece
+    model), then the post-processor as Gemma's."""
     if settings.get("add_prefix_space") is not None:
         raise UnsupportedError("a LlamaTokenizer with add_prefix_space is rebuilt from its SentencePiece model")
+    _bos_eos_post_processor(tok, settings)
+
+
+def _bos_eos_post_processor(tok: Any, settings: Mapping[str, Any]) -> None:
+    """`update_post_processor` of Llama's and Gemma's fast tokenizers: BOS (and EOS) added by a template built
+    from the settings."""
     processors = _tokenizers().processors
     add_bos, add_eos = settings.get("add_bos_token", True), settings.get("add_eos_token", False)
     bos, eos = _content(settings.get("bos_token")), _content(settings.get("eos_token"))
@@ -95,6 +102,10 @@ TOKENIZER_CLASSES: dict[str, TokenizerClass] = {
     "LlamaTokenizer": TokenizerClass(
         {"unk_token": "<unk>", "bos_token": "<s>", "eos_token": "</s>"}, None, _llama_post_processor
     ),
+    "GemmaTokenizer": TokenizerClass(
+        {"unk_token": "<unk>", "bos_token": "<bos>", "eos_token": "<eos>", "pad_token": "<pad>"},
+        adjust=_bos_eos_post_processor,
+    ),
 }
 
 #: transformers' tokenizer class for a config's model_type, when tokenizer_config.json names none.
@@ -104,6 +115,8 @@ CLASS_BY_MODEL_TYPE = {
     "qwen2": "Qwen2Tokenizer",
     "qwen3": "Qwen2Tokenizer",
     "bert": "BertTokenizer",
+    "gemma3": "GemmaTokenizer",
+    "gemma3_text": "GemmaTokenizer",
 }
 
 
