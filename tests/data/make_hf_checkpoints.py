@@ -308,9 +308,11 @@ def _decoder_entry(content: str, special: bool, **flags: bool) -> dict[str, Any]
 
 
 def _spm_tokenizer_json(pieces: list[tuple[str, float, int]], added: dict[int, dict[str, Any]], bos: str,
-                        normalizer: Any) -> dict[str, Any]:  # fmt: skip
-    """tokenizer.json beside a tokenizer.model, as transformers writes it for Llama and Gemma (byte-fallback BPE;
-    the merges are left out: the converter reads only the added tokens, post-processor and normalizer)."""
+                        normalizer: Any, pre_tokenizer: Any = None, merges: list[list[str]] | None = None
+                        ) -> dict[str, Any]:  # fmt: skip
+    """tokenizer.json as transformers writes it for Llama and Gemma (byte-fallback BPE); the merges are left out
+    unless given (beside a tokenizer.model the converter reads only the added tokens, post-processor and
+    normalizer)."""
     bos_id = next(i for i, (t, _, _) in enumerate(pieces) if t == bos)
     template = {"type": "TemplateProcessing",
                 "single": [{"SpecialToken": {"id": bos, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
@@ -321,20 +323,24 @@ def _spm_tokenizer_json(pieces: list[tuple[str, float, int]], added: dict[int, d
         "version": "1.0", "truncation": None, "padding": None,
         "added_tokens": [{"id": i, **{k: e[k] for k in ("content", "single_word", "lstrip", "rstrip", "normalized",
                                                           "special")}} for i, e in added.items()],
-        "normalizer": normalizer, "pre_tokenizer": None, "post_processor": template,
+        "normalizer": normalizer, "pre_tokenizer": pre_tokenizer, "post_processor": template,
         "decoder": {"type": "Sequence", "decoders": [{"type": "Replace", "pattern": {"String": "\u2581"},
                                                       "content": " "}, {"type": "ByteFallback"}, {"type": "Fuse"}]},
         "model": {"type": "BPE", "dropout": None, "unk_token": "<unk>", "continuing_subword_prefix": None,
                   "end_of_word_suffix": None, "fuse_unk": True, "byte_fallback": True, "ignore_merges": False,
-                  "vocab": {t: i for i, (t, _, _) in enumerate(pieces)}, "merges": []},
+                  "vocab": {t: i for i, (t, _, _) in enumerate(pieces)}, "merges": merges or []},
     }  # fmt: skip
 
 
 def _write_spm_tokenizer(folder: Path, pieces: list[tuple[str, float, int]], added: dict[int, dict[str, Any]],
-                         settings: dict[str, Any], normalizer: Any) -> None:  # fmt: skip
-    (folder / "tokenizer.model").write_bytes(spm_model(pieces, byte_fallback=True))
-    _write_json(folder / "tokenizer.json", _spm_tokenizer_json(pieces, added, settings["bos_token"], normalizer),
-                None)  # fmt: skip
+                         settings: dict[str, Any], normalizer: Any, *, model: bool = True, **json_parts: Any
+                         ) -> None:  # fmt: skip
+    """tokenizer.model (unless `model` is false: a fast-only save), tokenizer.json (with `json_parts` of
+    `_spm_tokenizer_json`), tokenizer_config.json and special_tokens_map.json."""
+    if model:
+        (folder / "tokenizer.model").write_bytes(spm_model(pieces, byte_fallback=True))
+    _write_json(folder / "tokenizer.json", _spm_tokenizer_json(pieces, added, settings["bos_token"], normalizer,
+                                                               **json_parts), None)  # fmt: skip
     _write_json(folder / "tokenizer_config.json", {"added_tokens_decoder": {str(i): e for i, e in added.items()},
                                                    **settings})  # fmt: skip
     named = ("bos_token", "eos_token", "unk_token", "pad_token")
@@ -369,8 +375,8 @@ def write_llama2_hf_tokenizer(folder: Path, vocabs: dict[str, Path]) -> None:
     tokenizer.model, with a special and a plain token added past the 32000 pieces."""
     pieces = _ggml_spm_vocab(vocabs["llama-spm"])
     added = {**_LLAMA2_SPECIALS, 32000: _decoder_entry("<pad>", True), 32001: _decoder_entry("<tool_call>", False)}
-    _write_spm_tokenizer(folder, pieces, added, {**_LLAMA2_SETTINGS, "pad_token": "<pad>"}, _LLAMA2_NORMALIZER)
-    (folder / "tokenizer.model").unlink()
+    _write_spm_tokenizer(folder, pieces, added, {**_LLAMA2_SETTINGS, "pad_token": "<pad>"}, _LLAMA2_NORMALIZER,
+                         model=False)  # fmt: skip
 
 
 def write_codellama_tokenizer(folder: Path, vocabs: dict[str, Path]) -> None:
@@ -402,21 +408,50 @@ def write_phi3_tokenizer(folder: Path, vocabs: dict[str, Path]) -> None:
     _write_json(folder / "added_tokens.json", {e["content"]: i for i, e in added.items() if i >= 32000})
 
 
-def write_gemma3_tokenizer(folder: Path, _: dict[str, Path], *, unmarked: tuple[str, ...] = ()) -> None:
+def gemma3_merges(pieces: list[tuple[str, float, int]]) -> list[list[str]]:
+    """`spm_merges` of Gemma 3's pieces, cached as JSON beside them (they take seconds to make)."""
+    cache = asset_dir() / "gemma3-merges.json"
+    if not cache.is_file():
+        with tempfile.TemporaryDirectory(dir=cache.parent) as tmp:
+            _write_json(Path(tmp) / "merges.json", spm_merges(pieces), None)
+            (Path(tmp) / "merges.json").replace(cache)
+    return json.loads(cache.read_text(encoding="utf-8"))
+
+
+def write_gemma3_tokenizer(folder: Path, _: dict[str, Path], *, unmarked: tuple[str, ...] = (),
+                           fast_only: bool = False) -> None:  # fmt: skip
     """Gemma 3's tokenizer.model (262,144 pieces) and its 6,414 added tokens (control and user-defined pieces);
     those starting with one of `unmarked` are not marked special (as in Gemma 1 and 2's tokenizer_config.json,
-    which the converter's "looks special" rule is for)."""
+    which the converter's "looks special" rule is for). `fast_only`: as transformers converts and saves it
+    without the tokenizer.model (tokenizer.json with the merges and Gemma's split on spaces)."""
     pieces = gemma3_pieces()
     added = {i: _decoder_entry(t, k != 4 and not t.startswith(unmarked)) for i, (t, _, k) in enumerate(pieces)
              if k in (2, 3, 4)}  # fmt: skip
+    split = {"type": "Split", "pattern": {"String": " "}, "behavior": "MergedWithPrevious", "invert": False}
+    converted = {"model": False, "merges": gemma3_merges(pieces), "pre_tokenizer": split} if fast_only else {}
     _write_spm_tokenizer(folder, pieces, added, {
         "add_bos_token": True, "add_eos_token": False, "bos_token": "<bos>", "clean_up_tokenization_spaces": False,
         "eos_token": "<eos>", "pad_token": "<pad>", "sp_model_kwargs": None, "tokenizer_class": "GemmaTokenizer",
         "unk_token": "<unk>", "use_default_system_prompt": False},
-        {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"})  # fmt: skip
+        {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}, **converted)  # fmt: skip
     (folder / "chat_template.jinja").write_text(
         "{{ bos_token }}{% for m in messages %}<start_of_turn>{{ m['role'] }}\n{{ m['content'] }}<end_of_turn>\n"
         "{% endfor %}", encoding="utf-8")  # fmt: skip
+
+
+def spm_merges(pieces: list[tuple[str, float, int]]) -> list[list[str]]:
+    """The merges transformers' `GemmaConverter` derives from a SentencePiece BPE vocabulary (its
+    `generate_merges` by score; the first three pieces scored 0, a missing tab taking the id of "<0x09>"):
+    each piece's splits into two pieces, by their ids, then all of them by score and lengths, best first."""
+    scores = {t: (0.0 if i < 3 else s) for i, (t, s, _) in enumerate(pieces)}
+    ids = {t: i for i, (t, _, _) in enumerate(pieces)}
+    ids.setdefault("\t", ids.get("<0x09>"))  # type: ignore[arg-type]
+    merges: list[tuple[str, str, float]] = []
+    for piece, score in scores.items():
+        local = [(piece[:i], piece[i:], score) for i in range(1, len(piece)) if piece[:i] in ids and piece[i:] in ids]
+        merges += sorted(local, key=lambda m: (ids[m[0]], ids[m[1]]))
+    merges.sort(key=lambda m: (m[2], len(m[0]), len(m[1])), reverse=True)
+    return [[a, b] for a, b, _ in merges]
 
 
 def copy_minilm_tokenizer(folder: Path, _: dict[str, Path]) -> None:
@@ -692,6 +727,17 @@ CHECKPOINTS: dict[str, tuple[dict[str, Any], str, Callable, Callable, dict[str, 
         {"generation_config.json": json.dumps({"bos_token_id": 2, "eos_token_id": [1, 106], "top_k": 64,
                                                "top_p": 0.95}, indent=2)},
         None,
+    ),
+    # bf16 Gemma 3 text model whose tokenizer is tokenizer.json alone (the reference's GPT-2 BPE path)
+    "tiny-gemma-3-fast": (
+        _config("Gemma3ForCausalLM", "gemma3_text", "bf16", vocab_size=262144, hidden_size=32, intermediate_size=64,
+                num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1, head_dim=16,
+                max_position_embeddings=32768, rope_theta=1000000.0, rope_local_base_freq=10000.0,
+                sliding_window=512, sliding_window_pattern=6, rope_scaling=None, final_logit_softcapping=None,
+                attn_logit_softcapping=None, query_pre_attn_scalar=256, bos_token_id=2, eos_token_id=[1, 106],
+                pad_token_id=0, tie_word_embeddings=True),
+        "bf16", lambda c: gemma_shapes(c, qk_norm=True),
+        lambda d, v: write_gemma3_tokenizer(d, v, fast_only=True), {}, None,
     ),
     # bf16 Gemma 3 with vision (its text model is converted): text_config left to Gemma3TextConfig's defaults
     # (262,208 rows, more than the tokenizer's 262,144 pieces), linear rope scaling

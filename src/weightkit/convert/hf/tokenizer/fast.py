@@ -35,7 +35,7 @@ def _tokenizers():
     return tokenizers
 
 
-def _sync_bert_normalizer(tok: Any, settings: Mapping[str, Any]) -> None:
+def _sync_bert_normalizer(tok: Any, settings: Mapping[str, Any], where: Path) -> None:
     """`BertTokenizerFast.__init__`: rebuild the normalizer when its flags differ from the settings."""
     normalizers = _tokenizers().normalizers
     lower = settings.get("do_lower_case", True)
@@ -48,15 +48,23 @@ def _sync_bert_normalizer(tok: Any, settings: Mapping[str, Any]) -> None:
         tok.normalizer = cls(**{**state, **wanted})
 
 
-def _llama_post_processor(tok: Any, settings: Mapping[str, Any]) -> None:
-    """`LlamaTokenizerFast.update_post_processor`: BOS (and EOS) added by a template built from the settings."""
+def _llama_post_processor(tok: Any, settings: Mapping[str, Any], where: Path) -> None:
+    """`LlamaTokenizerFast.__init__`: no `add_prefix_space` (that rebuilds the tokenizer from its SentencePiece
+    model), then the post-processor as Gemma's."""
     if settings.get("add_prefix_space") is not None:
-        raise UnsupportedError("a LlamaTokenizer with add_prefix_space is rebuilt from its SentencePiece model")
+        raise UnsupportedError(f"{where}: a LlamaTokenizer with add_prefix_space is rebuilt from its SentencePiece "
+                               "model, which is not supported")  # fmt: skip
+    _bos_eos_post_processor(tok, settings, where)
+
+
+def _bos_eos_post_processor(tok: Any, settings: Mapping[str, Any], where: Path) -> None:
+    """`update_post_processor` of Llama's and Gemma's fast tokenizers: BOS (and EOS) added by a template built
+    from the settings."""
     processors = _tokenizers().processors
     add_bos, add_eos = settings.get("add_bos_token", True), settings.get("add_eos_token", False)
     bos, eos = _content(settings.get("bos_token")), _content(settings.get("eos_token"))
     if (add_bos and bos is None) or (add_eos and eos is None):
-        raise FormatError(TOKENIZER_CONFIG, None, "add_bos_token/add_eos_token without the token")
+        raise FormatError(where, None, "add_bos_token/add_eos_token without the token")
     single = f"{(bos + ':0 ') if add_bos else ''}$A:0{(' ' + eos + ':0') if add_eos else ''}"
     pair = f"{single}{(' ' + bos + ':1') if add_bos else ''} $B:1{(' ' + eos + ':1') if add_eos else ''}"
     special = [(t, tok.token_to_id(t)) for t, on in ((bos, add_bos), (eos, add_eos)) if on]
@@ -70,7 +78,7 @@ class TokenizerClass:
 
     special_defaults: Mapping[str, str] = field(default_factory=dict)
     add_prefix_space: bool | None = False
-    adjust: Callable[[Any, Mapping[str, Any]], None] | None = None
+    adjust: Callable[[Any, Mapping[str, Any], Path], None] | None = None  # (backend, settings, tokenizer_config)
 
 
 _GPT2 = TokenizerClass({"unk_token": "<|endoftext|>", "bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>"})
@@ -95,6 +103,10 @@ TOKENIZER_CLASSES: dict[str, TokenizerClass] = {
     "LlamaTokenizer": TokenizerClass(
         {"unk_token": "<unk>", "bos_token": "<s>", "eos_token": "</s>"}, None, _llama_post_processor
     ),
+    "GemmaTokenizer": TokenizerClass(
+        {"unk_token": "<unk>", "bos_token": "<bos>", "eos_token": "<eos>", "pad_token": "<pad>"},
+        adjust=_bos_eos_post_processor,
+    ),
 }
 
 #: transformers' tokenizer class for a config's model_type, when tokenizer_config.json names none.
@@ -104,6 +116,8 @@ CLASS_BY_MODEL_TYPE = {
     "qwen2": "Qwen2Tokenizer",
     "qwen3": "Qwen2Tokenizer",
     "bert": "BertTokenizer",
+    "gemma3": "GemmaTokenizer",
+    "gemma3_text": "GemmaTokenizer",
 }
 
 
@@ -172,7 +186,7 @@ def load_fast_tokenizer(folder: Path, model_type: str | None) -> FastTokenizer:
     if prefix_space is not None:
         _sync_add_prefix_space(backend, bool(prefix_space), tokenizers.pre_tokenizers)
     if cls.adjust is not None:
-        cls.adjust(backend, {**cls.special_defaults, **settings})
+        cls.adjust(backend, {**cls.special_defaults, **settings}, config_path)
     return FastTokenizer(backend, settings, specials)
 
 

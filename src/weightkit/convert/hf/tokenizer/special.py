@@ -81,7 +81,7 @@ class _Loader:
             self.found.merges = merges
         elif isinstance(merges[0], list) and len(merges[0]) == 2 and isinstance(merges[0][0], str):
             try:  # the pair form (transformers >= 4.45): spaces inside a part become U+0120
-                self.found.merges = [" ".join(part.replace(" ", "\u0120") for part in pair) for pair in merges]
+                self.found.merges = [" ".join([part.replace(" ", "\u0120") for part in pair]) for pair in merges]
             except (TypeError, AttributeError):
                 raise FormatError(path, None, "model.merges mixes strings and pairs") from None
         else:
