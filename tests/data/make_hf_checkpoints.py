@@ -633,6 +633,16 @@ def _config(arch: str, model_type: str, dtype: str, **fields: Any) -> dict[str, 
             "f16": "float16", "f32": "float32"}[dtype], "transformers_version": "4.57.6"}  # fmt: skip
 
 
+def _gemma3_text_config(num_hidden_layers: int) -> dict:
+    """The tiny bf16 Gemma 3 text models' config.json (Q/K norms, local and global rope bases, EOS list)."""
+    return _config("Gemma3ForCausalLM", "gemma3_text", "bf16", vocab_size=262144, hidden_size=32,
+                   intermediate_size=64, num_hidden_layers=num_hidden_layers, num_attention_heads=2,
+                   num_key_value_heads=1, head_dim=16, max_position_embeddings=32768, rope_theta=1000000.0,
+                   rope_local_base_freq=10000.0, sliding_window=512, sliding_window_pattern=6, rope_scaling=None,
+                   final_logit_softcapping=None, attn_logit_softcapping=None, query_pre_attn_scalar=256,
+                   bos_token_id=2, eos_token_id=[1, 106], pad_token_id=0, tie_word_embeddings=True)  # fmt: skip
+
+
 # name -> (config.json, dtype, tensors from config, tokenizer writer, extra files, shard bytes)
 CHECKPOINTS: dict[str, tuple[dict[str, Any], str, Callable, Callable, dict[str, str], int | None]] = {
     # sharded bf16 with an index, Llama 3 rope scaling (rope_freqs), model card, sampling defaults
@@ -717,12 +727,7 @@ CHECKPOINTS: dict[str, tuple[dict[str, Any], str, Callable, Callable, dict[str, 
     ),
     # bf16 Gemma 3 text model: Q/K norms, local and global rope bases, EOS list (ignored by the converter)
     "tiny-gemma-3": (
-        _config("Gemma3ForCausalLM", "gemma3_text", "bf16", vocab_size=262144, hidden_size=32, intermediate_size=64,
-                num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1, head_dim=16,
-                max_position_embeddings=32768, rope_theta=1000000.0, rope_local_base_freq=10000.0,
-                sliding_window=512, sliding_window_pattern=6, rope_scaling=None, final_logit_softcapping=None,
-                attn_logit_softcapping=None, query_pre_attn_scalar=256, bos_token_id=2, eos_token_id=[1, 106],
-                pad_token_id=0, tie_word_embeddings=True),
+        _gemma3_text_config(num_hidden_layers=2),
         "bf16", lambda c: gemma_shapes(c, qk_norm=True), write_gemma3_tokenizer,
         {"generation_config.json": json.dumps({"bos_token_id": 2, "eos_token_id": [1, 106], "top_k": 64,
                                                "top_p": 0.95}, indent=2)},
@@ -730,12 +735,7 @@ CHECKPOINTS: dict[str, tuple[dict[str, Any], str, Callable, Callable, dict[str, 
     ),
     # bf16 Gemma 3 text model whose tokenizer is tokenizer.json alone (the reference's GPT-2 BPE path)
     "tiny-gemma-3-fast": (
-        _config("Gemma3ForCausalLM", "gemma3_text", "bf16", vocab_size=262144, hidden_size=32, intermediate_size=64,
-                num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1, head_dim=16,
-                max_position_embeddings=32768, rope_theta=1000000.0, rope_local_base_freq=10000.0,
-                sliding_window=512, sliding_window_pattern=6, rope_scaling=None, final_logit_softcapping=None,
-                attn_logit_softcapping=None, query_pre_attn_scalar=256, bos_token_id=2, eos_token_id=[1, 106],
-                pad_token_id=0, tie_word_embeddings=True),
+        _gemma3_text_config(num_hidden_layers=1),
         "bf16", lambda c: gemma_shapes(c, qk_norm=True),
         lambda d, v: write_gemma3_tokenizer(d, v, fast_only=True), {}, None,
     ),
