@@ -265,18 +265,6 @@ class HttpClient:
     def get(self, url: str, headers: dict[str, str] | None = None) -> Response:
         return self.request("GET", url, headers)
 
-    def read(self, response: Response, length: int, what: str) -> bytearray:
-        """Exactly `length` bytes of the body: the server promised them, and fewer is a transient
-        ExchangeFailed (the connection broke)."""
-        data = response.read_up_to(length)
-        if len(data) < length:
-            response.drop()
-            raise ExchangeFailed(
-                f"{what}: the server closed the connection after {len(data)} of {length} bytes", transient=True
-            )
-        response.close()
-        return data
-
     def read_limited(self, response: Response, limit: int, what: str) -> bytes:
         """The whole body, refused if over `limit` bytes (manifests and such: small by nature)."""
         declared = response.raw.length  # None when the body comes in chunks

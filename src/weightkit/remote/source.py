@@ -4,10 +4,10 @@ A `RemoteFile` is a URL and the client that reads it. Its `RemoteSource` holds t
 parsers, and when a header turns out longer (Gemma 3's 262,144-token vocabulary makes its GGUF header 6.5 MB)
 fetches more as the parse goes on, up to MAX_HEADER_BYTES. Tensor data is fetched when asked for, exactly its
 bytes. Every request names its range: a server that answers with the whole file is refused, not read. A
-request that fails on the way (a dropped connection, 408, 429, 5xx) is tried again by the retry policy, and
-every answer must be of the version of the file the first one was (its size and ETag, sent back as
-If-Match; an hf:// file is read at the commit its revision was then), or the read stops with an error rather
-than mix the bytes of two versions.
+request that fails on the way (a dropped connection, 408, 429, 5xx) is tried again by the retry policy, for
+the bytes it did not get, and every answer must be of the version of the file the first one was (its size
+and ETag, sent back as If-Match; an hf:// file is read at the commit its revision was then), or the read
+stops with an error rather than mix the bytes of two versions.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import numpy as np
 from .._io import BufferSource
 from ..errors import RemoteError
 from ..net.http import ExchangeFailed, HttpClient, Response
-from ..net.retry import DEFAULT, Retries, retry_after, retrying, transient_status
+from ..net.retry import DEFAULT, Backoff, Retries, retry_after, transient_status
 
 FIRST_READ = 1 << 20  # the first request: every header of a small model, and the start of any other
 #: The most of a file read to parse its header (a safetensors header may be 100 MB): a hostile server
@@ -79,19 +79,54 @@ class RemoteFile:
         return self.head() + self.read(len(self.head()), self.size - len(self.head()))
 
     def read(self, start: int, length: int) -> bytearray:
-        """`length` bytes from `start` (fewer at the end of the file), by one range request (tried again if it
-        fails on the way)."""
+        """`length` bytes from `start` (fewer at the end of the file), by one range request; a request that
+        fails on the way is tried again for the bytes it did not get (bytes that came start the count of
+        failures again, as a pull's parts do)."""
         if self._size is not None:
             length = min(length, self._size - start)
             if length <= 0:
                 return bytearray()
-        return retrying(lambda: self._read(start, length), self.retry)
+        data = bytearray(length)
+        done = 0
+        backoff = Backoff(self.retry)
+        while True:
+            before = done
+            try:
+                done = self._read_into(data, done, start)
+                break
+            except _Cut as cut:
+                done = cut.done
+                failure: ExchangeFailed = cut.failure
+            except ExchangeFailed as e:
+                failure = e
+            if done > before:
+                backoff.progressed()
+            backoff.failed(failure)
+        del data[done:]
+        return data
 
-    def _read(self, start: int, length: int) -> bytearray:
-        response = self._range(start, length)
-        first, last, total = self._content_range(response, start, length)
+    def _read_into(self, data: bytearray, done: int, start: int) -> int:
+        """Fill `data` (bytes `start`.. of the file) from its byte `done` by one range request; how far it
+        got (short only at the end of the file). Raises `_Cut` with how far it got when the body breaks."""
+        response = self._range(start + done, len(data) - done)
+        first, last, total = self._content_range(response, start + done, len(data) - done)
         self._same_version(response, total)
-        return self.client.read(response, last - first + 1, self.display)
+        end = done + last - first + 1
+        with memoryview(data) as view:
+            try:
+                while done < end:
+                    n = response.readinto(view[done:end])
+                    if not n:
+                        response.drop()
+                        raise ExchangeFailed(
+                            f"{self.display}: the server closed the connection after {done} of {len(data)} bytes",
+                            transient=True,
+                        )
+                    done += n
+            except ExchangeFailed as e:
+                raise _Cut(e, done) from None
+        response.close()
+        return done
 
     def _same_version(self, response: Response, total: int) -> None:
         """Take the file's size and version (ETag) from the first answer, or for hf:// the commit to read it at;
@@ -173,6 +208,14 @@ class RemoteFile:
         told = response.header("Content-Range")
         self.client.discard(response)
         raise RemoteError(f"{self.display}: asked for bytes {start}-{end}, the server sent Content-Range {told!r}")
+
+
+class _Cut(Exception):
+    """A range's body broke after `done` bytes of the read were in."""
+
+    def __init__(self, failure: ExchangeFailed, done: int) -> None:
+        super().__init__(str(failure))
+        self.failure, self.done = failure, done
 
 
 def _sibling(url: str, name: str) -> str:
