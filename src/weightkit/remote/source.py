@@ -87,46 +87,31 @@ class RemoteFile:
             if length <= 0:
                 return bytearray()
         data = bytearray(length)
-        done = 0
+        done = 0  # bytes in, kept across tries: a retry asks for the rest
         backoff = Backoff(self.retry)
-        while True:
-            before = done
-            try:
-                done = self._read_into(data, done, start)
-                break
-            except _Cut as cut:
-                done = cut.done
-                failure: ExchangeFailed = cut.failure
-            except ExchangeFailed as e:
-                failure = e
-            if done > before:
-                backoff.progressed()
-            backoff.failed(failure)
+        with memoryview(data) as view:
+            while True:
+                before = done
+                try:
+                    response = self._range(start + done, length - done)
+                    first, last, total = self._content_range(response, start + done, length - done)
+                    self._same_version(response, total)
+                    end = done + last - first + 1  # short only at the end of the file
+                    while done < end:
+                        n = response.readinto(view[done:end])
+                        if not n:
+                            response.drop()
+                            raise ExchangeFailed(f"{self.display}: the server closed the connection after {done} "
+                                                 f"of {length} bytes", transient=True)  # fmt: skip
+                        done += n
+                    response.close()
+                    break
+                except ExchangeFailed as failure:
+                    if done > before:
+                        backoff.progressed()
+                    backoff.failed(failure)
         del data[done:]
         return data
-
-    def _read_into(self, data: bytearray, done: int, start: int) -> int:
-        """Fill `data` (bytes `start`.. of the file) from its byte `done` by one range request; how far it
-        got (short only at the end of the file). Raises `_Cut` with how far it got when the body breaks."""
-        response = self._range(start + done, len(data) - done)
-        first, last, total = self._content_range(response, start + done, len(data) - done)
-        self._same_version(response, total)
-        end = done + last - first + 1
-        with memoryview(data) as view:
-            try:
-                while done < end:
-                    n = response.readinto(view[done:end])
-                    if not n:
-                        response.drop()
-                        raise ExchangeFailed(
-                            f"{self.display}: the server closed the connection after {done} of {len(data)} bytes",
-                            transient=True,
-                        )
-                    done += n
-            except ExchangeFailed as e:
-                raise _Cut(e, done) from None
-        response.close()
-        return done
 
     def _same_version(self, response: Response, total: int) -> None:
         """Take the file's size and version (ETag) from the first answer, or for hf:// the commit to read it at;
@@ -208,14 +193,6 @@ class RemoteFile:
         told = response.header("Content-Range")
         self.client.discard(response)
         raise RemoteError(f"{self.display}: asked for bytes {start}-{end}, the server sent Content-Range {told!r}")
-
-
-class _Cut(Exception):
-    """A range's body broke after `done` bytes of the read were in."""
-
-    def __init__(self, failure: ExchangeFailed, done: int) -> None:
-        super().__init__(str(failure))
-        self.failure, self.done = failure, done
 
 
 def _sibling(url: str, name: str) -> str:
