@@ -7,6 +7,8 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -181,13 +183,51 @@ def test_failed_create_leaves_nothing(hf_checkpoints, tmp_path, monkeypatch):
     assert list(store.blobs.iterdir()) == [] and list(store.models()) == []
 
 
-def test_small_tasks_give_the_same_file(hf_checkpoints, tmp_path, monkeypatch):
+@pytest.mark.parametrize("processes", [False, True], ids=["threads", "processes"])
+def test_small_tasks_give_the_same_file(hf_checkpoints, tmp_path, monkeypatch, processes):
     """Quantizing makes each tensor's rows task by task (from the mapped file, or, transformed, from the
-    tensor made whole once): tasks of a few dozen rows, with a short last task in every tensor, give the
-    golden file too."""
+    tensor made whole once), on threads or in forked processes: tasks of a few dozen rows, with a short last
+    task in every tensor, give the golden file either way."""
     import weightkit.quant as module
 
     monkeypatch.setattr(module, "_quantize_chunk", lambda qtype, weighted: 37 * 256)
     monkeypatch.setattr(module, "MIN_TASK_ELEMENTS", 0)
+    monkeypatch.setattr(module, "workers", lambda: 2)
+    monkeypatch.setattr(module, "MIN_FORKED_ELEMENTS", 0)
+    monkeypatch.setenv("WEIGHTKIT_PROCESSES", "1" if processes else "0")
+    forks = []
+    real_fork_map = module.fork_map
+    monkeypatch.setattr(module, "fork_map", lambda *a: forks.append(a[0]) or real_fork_map(*a))
     convert_hf(hf_checkpoints["tiny-llama-256"], tmp_path / "out.gguf", quantize="Q4_K_M")
     assert _sha256(tmp_path / "out.gguf") == GOLDEN["checkpoints"]["tiny-llama-256"]["runs"]["Q4_K_M"]["sha256"]
+    assert bool(forks) == processes
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="weightkit forks workers on Linux only")
+def test_a_killed_worker_ends_the_conversion_with_nothing_written(hf_checkpoints, tmp_path, monkeypatch, capsys):
+    """A quantizing worker process killed mid-way (here by the kernel itself, as the OOM killer would): one
+    error line from the command, no output file, no temporary file left in the folder."""
+    import weightkit.quant as module
+    from weightkit.cli import main
+
+    parent = os.getpid()
+    q4_k = module.QUANTIZERS[module.GGMLType.Q4_K]
+
+    def dies_in_a_child(x, imatrix):
+        if os.getpid() != parent:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return q4_k(x, imatrix)
+
+    monkeypatch.setitem(module.QUANTIZERS, module.GGMLType.Q4_K, dies_in_a_child)
+    monkeypatch.setattr(module, "workers", lambda: 2)
+    monkeypatch.setattr(module, "MIN_FORKED_ELEMENTS", 0)
+    monkeypatch.setattr(module, "_quantize_chunk", lambda qtype, weighted: 16 * 256)
+    monkeypatch.setenv("WEIGHTKIT_PROCESSES", "1")
+    out = tmp_path / "out" / "model.gguf"
+    out.parent.mkdir()
+    with pytest.raises(SystemExit) as exit_:
+        main(["convert", str(hf_checkpoints["tiny-llama-256"]), str(out), "--type", "Q4_K_M"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exit_.value.code == 1
+    assert len(err) == 1 and "a worker process was killed (SIGKILL) while quantizing" in err[0]
+    assert list(out.parent.iterdir()) == []

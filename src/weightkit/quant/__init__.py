@@ -23,7 +23,8 @@ from .._torch import from_torch
 from ..dtypes import GGMLType, GGMLTypeInfo, ggml_type
 from ..errors import ArgumentError, ArgumentTypeError, UnsupportedError
 from . import fp4, iquants, kquants, legacy, plain, ternary
-from ._parallel import Scratch, map_chunks, workers
+from ._forked import can_fork, fork_map, shared_empty
+from ._parallel import Scratch, in_task, map_chunks, workers
 
 RawBytes = np.ndarray | bytes | memoryview
 Dequantizer = Callable[[np.ndarray, np.ndarray], None]
@@ -259,9 +260,10 @@ def quantize_rows(
     out: np.ndarray | None = None,
 ) -> np.ndarray:
     """`quantize` of a matrix of `shape` (rows, row length) given by `rows(start, stop)`, which makes rows
-    start:stop (real numbers of any float type). Each task on the pool's threads makes only the rows it
-    encodes, so the matrix is never held whole, and making them overlaps the encoding of others.
-    Returns, or fills `out` with, the encoded rows (uint8, one row of bytes each)."""
+    start:stop (real numbers of any float type). Each task, on the pool's threads or in forked processes
+    (`_processes`), makes only the rows it encodes, so the matrix is never held whole, and making them
+    overlaps the encoding of others. Returns, or fills `out` with, the encoded rows (uint8, one row of bytes
+    each)."""
     info = ggml_type(qtype)
     n_rows, n_per_row = shape
     _check_row_length(info, n_per_row, "x")
@@ -278,15 +280,39 @@ def quantize_rows(
         out = np.empty((n_rows, info.nbytes(n_per_row)), dtype=np.uint8)
     chunk = _quantize_chunk(info.type, imatrix is not None)
     step = _step(n_rows, chunk // max(n_per_row, 1), MIN_TASK_ELEMENTS // max(n_per_row, 1))
+    starts = range(0, n_rows, step)
+    processes = _processes(info, imatrix is not None, n_rows * n_per_row, len(starts))
+    into = shared_empty(out.shape, np.uint8) if processes > 1 else out
 
     def run(start: int) -> None:
         stop = min(start + step, n_rows)
         values = rows(start, stop)
         direct = plain.DIRECT.get((values.dtype, info.type))
         if direct is not None:
-            out[start:stop] = direct(values)
+            into[start:stop] = direct(values)
         else:
-            out[start:stop] = kernel(plain.as_float32(values), imatrix)
+            into[start:stop] = kernel(plain.as_float32(values), imatrix)
 
-    map_chunks(run, range(0, n_rows, step))
+    if processes > 1:
+        fork_map(run, starts, processes)
+        out[...] = into
+    else:
+        map_chunks(run, starts)
     return out
+
+
+# Searching quantizations (K-quants, i-quants, and any with an importance matrix) of at least this many
+# elements run in forked processes where they can (`_processes`).
+MIN_FORKED_ELEMENTS = 1 << 22
+
+
+def _processes(info: GGMLTypeInfo, weighted: bool, n_elements: int, n_tasks: int) -> int:
+    """How many processes should encode a matrix: more than one only for a searching quantization large
+    enough, and cut into tasks enough, to be worth a fork (milliseconds) per worker, where this system can
+    fork. Searching holds the GIL for about a quarter of the time, which only processes overlap; the other
+    kernels make few numpy calls per chunk and run as fast on threads, with no copy out of shared memory."""
+    n = min(workers(), n_tasks)
+    searching = weighted or info.type in _SEARCHING
+    if n < 2 or not searching or n_elements < MIN_FORKED_ELEMENTS or in_task() or not can_fork():
+        return 1
+    return n

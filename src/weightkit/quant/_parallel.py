@@ -5,8 +5,9 @@ from __future__ import annotations
 import math
 import os
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import TypeVar
 
 import numpy as np
@@ -38,7 +39,7 @@ def map_chunks(fn: Callable[[T], None], items: Iterable[T]) -> None:
     global _pool
     items = list(items)
     n = min(workers(), len(items))
-    if n <= 1 or getattr(_local, "in_task", False):
+    if n <= 1 or in_task():
         for item in items:
             fn(item)
         return
@@ -48,12 +49,9 @@ def map_chunks(fn: Callable[[T], None], items: Iterable[T]) -> None:
     lock = threading.Lock()
 
     def drain() -> None:
-        _local.in_task = True
-        try:
+        with serial():
             while (item := _next(queue, lock)) is not _DONE:
                 fn(item)
-        finally:
-            _local.in_task = False
 
     helpers = [_pool.submit(drain) for _ in range(n - 1)]
     try:
@@ -63,6 +61,22 @@ def map_chunks(fn: Callable[[T], None], items: Iterable[T]) -> None:
     for error in errors:
         if error is not None:
             raise error
+
+
+def in_task() -> bool:
+    """Is this thread running one task of a parallel call? (Then work it starts runs on it alone.)"""
+    return getattr(_local, "in_task", False)
+
+
+@contextmanager
+def serial() -> Iterator[None]:
+    """Within the block, this thread runs one task of a parallel call: nested parallel calls run serially."""
+    outer = in_task()
+    _local.in_task = True
+    try:
+        yield
+    finally:
+        _local.in_task = outer
 
 
 def _next(queue, lock: threading.Lock):
