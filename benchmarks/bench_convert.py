@@ -11,9 +11,10 @@ For each target, the seconds of:
   llama-quantize, i.e. libllama's `llama_model_quantize` (llama-cpp-python, both cores) on that file. The
   converter's run is timed once and counted in each two-step total.
 
-Each weightkit run is a child process whose peak anonymous memory (RssAnon + RssShmem: what it holds beyond
-the pages of mapped files, sampled every 10 ms) is printed, and whose output is compared with the tools'
-byte for byte. Needs a Python with the converter's transformers and torch, and llama-cpp-python:
+Each weightkit run is a child process whose peak memory beyond the pages of mapped files (Pss_Anon +
+Pss_Shmem of it and its quantizing worker processes, sampled every 10 ms) is printed, and whose output is
+compared with the tools' byte for byte. Needs a Python with the converter's transformers and torch, and
+llama-cpp-python:
 
     PYTHONPATH=src /tmp/convenv/bin/python benchmarks/bench_convert.py --llama-cpp path/to/vendor/llama.cpp \\
         [--layers 16] [--targets f16,Q8_0,Q4_K_M] [--workdir DIR]
@@ -66,13 +67,29 @@ def make_checkpoint(folder: Path, layers: int) -> int:
 
 
 def _anon_kib(pid: int) -> int:
-    """The process's resident memory beyond mapped files (RssAnon + RssShmem), in KiB."""
+    """Memory beyond mapped files (Pss_Anon + Pss_Shmem, in KiB) of the process and of its worker processes:
+    proportional set sizes, so that pages a forked worker shares with its parent count once."""
+    total = 0
+    for process in [pid, *_children(pid)]:
+        try:
+            with open(f"/proc/{process}/smaps_rollup") as f:
+                fields = dict(line.split(":", 1) for line in f if ":" in line and not line[0].isdigit())
+        except OSError:
+            continue
+        total += sum(int(fields.get(k, "0 kB").split()[0]) for k in ("Pss_Anon", "Pss_Shmem"))
+    return total
+
+
+def _children(pid: int) -> list[int]:
+    """The pids of the process's children, whichever of its threads started them."""
+    pids: list[int] = []
     try:
-        with open(f"/proc/{pid}/status") as f:
-            fields = dict(line.split(":", 1) for line in f)
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                pids += [int(p) for p in f.read().split()]
     except OSError:
-        return 0
-    return sum(int(fields.get(k, "0 kB").split()[0]) for k in ("RssAnon", "RssShmem"))
+        pass
+    return pids
 
 
 def timed(cmd: list[str], env: dict | None = None) -> tuple[float, int]:
