@@ -11,10 +11,10 @@ For each target, the seconds of:
   llama-quantize, i.e. libllama's `llama_model_quantize` (llama-cpp-python, both cores) on that file. The
   converter's run is timed once and counted in each two-step total.
 
-Each weightkit run is a child process whose peak memory beyond the pages of mapped files (Pss_Anon +
-Pss_Shmem of it and its quantizing worker processes, sampled every 10 ms) is printed, and whose output is
-compared with the tools' byte for byte. Needs a Python with the converter's transformers and torch, and
-llama-cpp-python:
+Each weightkit run is a child process whose peak memory beyond the pages of mapped files (its RssAnon +
+RssShmem sampled every 10 ms, plus its quantizing worker processes' private dirty pages every 100 ms) is
+printed, and whose output is compared with the tools' byte for byte. Needs a Python with the converter's
+transformers and torch, and llama-cpp-python:
 
     PYTHONPATH=src /tmp/convenv/bin/python benchmarks/bench_convert.py --llama-cpp path/to/vendor/llama.cpp \\
         [--layers 16] [--targets f16,Q8_0,Q4_K_M] [--workdir DIR]
@@ -67,17 +67,24 @@ def make_checkpoint(folder: Path, layers: int) -> int:
 
 
 def _anon_kib(pid: int) -> int:
-    """Memory beyond mapped files (Pss_Anon + Pss_Shmem, in KiB) of the process and of its worker processes:
-    proportional set sizes, so that pages a forked worker shares with its parent count once."""
-    total = 0
-    for process in [pid, *_children(pid)]:
-        try:
-            with open(f"/proc/{process}/smaps_rollup") as f:
-                fields = dict(line.split(":", 1) for line in f if ":" in line and not line[0].isdigit())
-        except OSError:
-            continue
-        total += sum(int(fields.get(k, "0 kB").split()[0]) for k in ("Pss_Anon", "Pss_Shmem"))
-    return total
+    """The process's resident memory beyond mapped files (RssAnon + RssShmem), in KiB."""
+    return sum(_fields(f"/proc/{pid}/status", ("RssAnon", "RssShmem")))
+
+
+def _workers_kib(pid: int) -> int:
+    """What the process's worker processes hold beyond it, in KiB: their private dirty pages (what they
+    allocated or wrote; the pages a forked child shares with its parent are counted in the parent)."""
+    return sum(sum(_fields(f"/proc/{child}/smaps_rollup", ("Private_Dirty",))) for child in _children(pid))
+
+
+def _fields(path: str, keys: tuple[str, ...]) -> list[int]:
+    """The numbers of `keys` in a /proc file of "Key: N kB" lines (none when the process is gone)."""
+    try:
+        with open(path) as f:
+            fields = dict(line.split(":", 1) for line in f if ":" in line and not line[0].isdigit())
+    except OSError:
+        return []
+    return [int(fields.get(k, "0 kB").split()[0]) for k in keys]
 
 
 def _children(pid: int) -> list[int]:
@@ -96,12 +103,15 @@ def timed(cmd: list[str], env: dict | None = None) -> tuple[float, int]:
     """Seconds a command takes, and its peak memory beyond mapped files in bytes."""
     t = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    peak = 0
+    peak = workers = samples = 0
     stderr: list[bytes] = []
     reader = threading.Thread(target=lambda: stderr.append(proc.stderr.read()))
     reader.start()
     while proc.poll() is None:
-        peak = max(peak, _anon_kib(proc.pid))
+        if samples % 10 == 0:  # walking a process's pages costs milliseconds: the workers every 100 ms
+            workers = _workers_kib(proc.pid)
+        peak = max(peak, _anon_kib(proc.pid) + workers)
+        samples += 1
         time.sleep(0.01)
     seconds = time.perf_counter() - t
     reader.join()
