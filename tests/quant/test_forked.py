@@ -181,7 +181,10 @@ def test_processes_give_the_bytes_threads_give(monkeypatch, no_stray_children, q
     real_fork_map = quant.fork_map
     monkeypatch.setattr(quant, "fork_map", lambda *a: forks.append(a[2]) or real_fork_map(*a))
     assert np.array_equal(quant.quantize(x, qtype, w), threads)
-    assert forks == [2]
+    out = np.zeros((300, threads.size // 300), np.uint8)  # a caller's array: filled from the shared memory
+    assert quant.quantize_rows(lambda a, b: x[a:b], x.shape, qtype, w, out=out) is out
+    assert np.array_equal(out.reshape(-1), threads)
+    assert forks == [2, 2]
 
 
 @pytest.mark.parametrize(("qtype", "weighted", "elements", "forked"), [

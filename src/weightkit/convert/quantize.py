@@ -311,7 +311,6 @@ def _convert(model: ModelFile, name: str, new: GGMLType, weights: np.ndarray | N
     old_t = ggml_type(info.dtype)
     row, per_matrix = info.shape[-1], info.shape[-2]
     n_matrices = info.n_elements // (row * per_matrix)
-    out = np.empty((n_matrices * per_matrix, ggml_type(new).nbytes(row)), dtype=np.uint8)
     source = model.row_source(name)
 
     def values(start: int, stop: int) -> np.ndarray:
@@ -326,11 +325,15 @@ def _convert(model: ModelFile, name: str, new: GGMLType, weights: np.ndarray | N
             raise WeightkitError(
                 f"the imatrix for {name!r} has {weights.shape[0]} rows; the tensor holds {n_matrices} matrices"
             )
+    n_rows = n_matrices * per_matrix
     if weights is None or len(weights) == 1:  # every row in one go
-        groups = [(0, len(out), None if weights is None else weights[0])]
-    else:  # experts: one imatrix row each
-        groups = [(m * per_matrix, (m + 1) * per_matrix, w) for m, w in enumerate(weights)]
-    for first, stop, w in groups:
-        rows, shape = (lambda a, b, first=first: values(first + a, first + b)), (stop - first, row)
-        quant.quantize_rows(rows, shape, new, w, out=out[first:stop])
+        return quant.quantize_rows(values, (n_rows, row), new, None if weights is None else weights[0])
+    out = np.empty((n_rows, ggml_type(new).nbytes(row)), dtype=np.uint8)
+    for m, w in enumerate(weights):  # experts: an imatrix row each
+        first = m * per_matrix
+
+        def rows(a: int, b: int, first: int = first) -> np.ndarray:
+            return values(first + a, first + b)
+
+        quant.quantize_rows(rows, (per_matrix, row), new, w, out=out[first : first + per_matrix])
     return out

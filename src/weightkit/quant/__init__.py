@@ -276,13 +276,13 @@ def quantize_rows(
             raise ArgumentError(
                 f"imatrix: {imatrix.size} values, but rows of x have {n_per_row} (one weight per column)"
             )
-    if out is None:
-        out = np.empty((n_rows, info.nbytes(n_per_row)), dtype=np.uint8)
     chunk = _quantize_chunk(info.type, imatrix is not None)
     step = _step(n_rows, chunk // max(n_per_row, 1), MIN_TASK_ELEMENTS // max(n_per_row, 1))
     starts = range(0, n_rows, step)
     processes = _processes(info, imatrix is not None, n_rows * n_per_row, len(starts))
-    into = shared_empty(out.shape, np.uint8) if processes > 1 else out
+    encoded = (n_rows, info.nbytes(n_per_row))
+    # forked workers write to shared memory: returned as it is, or copied into the caller's `out`
+    into = shared_empty(encoded, np.uint8) if processes > 1 else np.empty(encoded, np.uint8) if out is None else out
 
     def run(start: int) -> None:
         stop = min(start + step, n_rows)
@@ -295,9 +295,12 @@ def quantize_rows(
 
     if processes > 1:
         fork_map(run, starts, processes)
-        out[...] = into
     else:
         map_chunks(run, starts)
+    if out is None:
+        return into
+    if into is not out:
+        out[...] = into
     return out
 
 
