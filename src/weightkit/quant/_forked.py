@@ -94,6 +94,7 @@ def fork_map(fn: Callable[[T], None], items: Sequence[T], processes: int) -> Non
 def _fork(drain: Callable[[], None], queue: int) -> tuple[int, int]:
     """Start one child running `drain`; returns its pid and the read end of the pipe its error comes on."""
     parent = os.getpid()
+    prctl = ctypes.CDLL(None).prctl  # looked up here: the child must not take the dynamic loader's lock
     read, write = os.pipe()
     pid = os.fork()
     if pid:
@@ -103,7 +104,7 @@ def _fork(drain: Callable[[], None], queue: int) -> tuple[int, int]:
     try:  # the child: never returns, never runs the parent's exit handlers or flushes its buffers
         os.close(read)
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it kills us
-        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)  # and if it dies, so do we
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)  # and if it dies, so do we
         if os.getppid() != parent:
             return
         drain()
