@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -230,4 +231,40 @@ def test_a_killed_worker_ends_the_conversion_with_nothing_written(hf_checkpoints
     err = capsys.readouterr().err.strip().splitlines()
     assert exit_.value.code == 1
     assert len(err) == 1 and "a worker process was killed (SIGKILL) while quantizing" in err[0]
+    assert list(out.parent.iterdir()) == []
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="weightkit forks workers on Linux only")
+def test_ctrl_c_during_a_forked_conversion(hf_checkpoints, tmp_path):
+    """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) while workers quantize: the command
+    exits with 130, its workers are gone, and nothing is left in the output folder."""
+    out = tmp_path / "out" / "model.gguf"
+    out.parent.mkdir()
+    driver = (
+        "import sys, time\n"
+        "import weightkit.quant as q\n"
+        "q4_k = q.QUANTIZERS[q.GGMLType.Q4_K]\n"
+        "q.QUANTIZERS[q.GGMLType.Q4_K] = lambda x, w: (time.sleep(0.2), q4_k(x, w))[1]\n"
+        "q.workers = lambda: 2\n"
+        "q.MIN_FORKED_ELEMENTS = 0\n"
+        "q._quantize_chunk = lambda qtype, weighted: 16 * 256\n"
+        "from weightkit.cli import main\n"
+        "main(sys.argv[1:])\n"
+    )
+    args = ["convert", str(hf_checkpoints["tiny-llama-256"]), str(out), "--type", "Q4_K_M"]
+    env = {**os.environ, "WEIGHTKIT_PROCESSES": "1"}
+    proc = subprocess.Popen([sys.executable, "-c", driver, *args], env=env, start_new_session=True,
+                            stderr=subprocess.PIPE)  # fmt: skip
+    workers: set[int] = set()
+    deadline = time.monotonic() + 120
+    while not workers and proc.poll() is None and time.monotonic() < deadline:
+        for task in Path(f"/proc/{proc.pid}/task").glob("*"):
+            workers |= {int(p) for p in (task / "children").read_text().split()}
+        time.sleep(0.02)
+    assert workers, "no worker process started"
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err.decode()[-2000:]
+    assert b"Traceback" not in err
+    assert not any(Path(f"/proc/{pid}").exists() for pid in workers)
     assert list(out.parent.iterdir()) == []
