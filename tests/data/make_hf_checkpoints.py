@@ -549,12 +549,20 @@ def phi3_shapes(c: dict[str, Any]) -> dict[str, tuple[int, ...]]:
 
 
 def qwen_moe_shapes(c: dict[str, Any]) -> dict[str, tuple[int, ...]]:
-    """A Qwen3-MoE decoder: Qwen3's attention, a router and each expert's projections apart."""
+    """A Qwen3-MoE decoder: Qwen3's attention, a router and each expert's projections apart. Qwen2-MoE's
+    (config with `shared_expert_intermediate_size`): Qwen2's biased attention, and a shared expert with its
+    own gate."""
     h, ff, n = c["hidden_size"], c["moe_intermediate_size"], c["num_experts"]
-    shapes = {k: v for k, v in decoder_shapes(c, qk_norm=True).items() if ".mlp." not in k}
+    shared = c.get("shared_expert_intermediate_size")
+    attention = decoder_shapes(c, qkv_bias=True) if shared else decoder_shapes(c, qk_norm=True)
+    shapes = {k: v for k, v in attention.items() if ".mlp." not in k}
     for i in range(c["num_hidden_layers"]):
         p = f"model.layers.{i}.mlp."
         shapes[p + "gate.weight"] = (n, h)
+        if shared:
+            e = p + "shared_expert"
+            shapes |= {e + ".gate_proj.weight": (shared, h), e + ".up_proj.weight": (shared, h),
+                       e + ".down_proj.weight": (h, shared), e + "_gate.weight": (1, h)}  # fmt: skip
         for x in range(n):
             shapes |= {p + f"experts.{x}.gate_proj.weight": (ff, h), p + f"experts.{x}.up_proj.weight": (ff, h),
                        p + f"experts.{x}.down_proj.weight": (h, ff)}  # fmt: skip
@@ -790,6 +798,16 @@ CHECKPOINTS: dict[str, tuple[dict[str, Any], str, Callable, Callable, dict[str, 
                 num_experts_per_tok=4, moe_intermediate_size=32, decoder_sparse_step=1, mlp_only_layers=[],
                 norm_topk_prob=True, bos_token_id=151643, eos_token_id=151645, tie_word_embeddings=True),
         "bf16", qwen_moe_shapes, write_qwen2_tokenizer, {}, None,
+    ),
+    # f16 Qwen2-MoE: Qwen2's biased attention, 6 experts and a shared expert with its sigmoid gate, untied
+    "tiny-qwen2moe": (
+        _config("Qwen2MoeForCausalLM", "qwen2_moe", "f16", vocab_size=151936, hidden_size=32, intermediate_size=64,
+                num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=8192,
+                rms_norm_eps=1e-6, rope_theta=1000000.0, num_experts=6, num_experts_per_tok=2,
+                moe_intermediate_size=16, shared_expert_intermediate_size=48, decoder_sparse_step=1,
+                mlp_only_layers=[], norm_topk_prob=False, bos_token_id=151643, eos_token_id=151643,
+                tie_word_embeddings=False),
+        "f16", qwen_moe_shapes, write_qwen2_tokenizer, {}, None,
     ),
     # GPT-OSS as released: MXFP4 experts (quantization_config), bf16 elsewhere, yarn rope scaling given, the
     # o200k_harmony tokenizer (vocab_size past its tokens: [PAD] fill) and chat template

@@ -128,6 +128,12 @@ _MOE_NAMES = {
     "model.layers.{bid}.mlp.experts.up_proj": "blk.{bid}.ffn_up_exps",
     "model.layers.{bid}.mlp.experts.down_proj": "blk.{bid}.ffn_down_exps",
 }
+_SHARED_EXPERT_NAMES = {
+    "model.layers.{bid}.mlp.shared_expert_gate": "blk.{bid}.ffn_gate_inp_shexp",
+    "model.layers.{bid}.mlp.shared_expert.gate_proj": "blk.{bid}.ffn_gate_shexp",
+    "model.layers.{bid}.mlp.shared_expert.up_proj": "blk.{bid}.ffn_up_shexp",
+    "model.layers.{bid}.mlp.shared_expert.down_proj": "blk.{bid}.ffn_down_shexp",
+}
 _GPT_OSS_NAMES = {
     **_DECODER_NAMES,
     **_MOE_NAMES,
@@ -181,6 +187,16 @@ def _moe_required(experts: str, ff: str) -> dict[str, tuple[str | None, ...]]:
 
 _QWEN3_MOE_REQUIRED = {k: v for k, v in _DECODER_REQUIRED.items() if k not in _DENSE_FFN} | _moe_required(
     "num_experts", "moe_intermediate_size"
+)
+_QWEN2_MOE_REQUIRED = (
+    {k: v for k, v in _DECODER_REQUIRED.items() if k not in _DENSE_FFN}
+    | _moe_required("num_experts", "moe_intermediate_size")
+    | {
+        "blk.{bid}.ffn_gate_inp_shexp.weight": (None, _H),  # one row
+        "blk.{bid}.ffn_gate_shexp.weight": ("shared_expert_intermediate_size", _H),
+        "blk.{bid}.ffn_up_shexp.weight": ("shared_expert_intermediate_size", _H),
+        "blk.{bid}.ffn_down_shexp.weight": (_H, "shared_expert_intermediate_size"),
+    }
 )
 _GPT_OSS_REQUIRED = {
     **{k: v for k, v in _DECODER_REQUIRED.items() if k not in _DENSE_FFN and k != "blk.{bid}.ffn_norm.weight"},
@@ -662,6 +678,14 @@ ARCHITECTURES: dict[str, Architecture] = {
         extra_tensors=(_phi3_rope_factors,),
         text_parameters=_phi3_text_parameters,
         leading_parameters=(_phi3_attn_factor,),
+    ),
+    "Qwen2MoeForCausalLM": Architecture(
+        gguf="qwen2moe",
+        tensor_names=_DECODER_ATTENTION_NAMES | _MOE_NAMES | _SHARED_EXPERT_NAMES,
+        required=_QWEN2_MOE_REQUIRED,
+        vocab=_gpt2_vocab,
+        parameters=(_moe_parameters,),
+        rewrites=(stack_experts,),
     ),
     "Qwen3MoeForCausalLM": Architecture(
         gguf="qwen3moe",

@@ -155,6 +155,16 @@ CONFIG_CLASSES: dict[str, ConfigClass] = {
          "bos_token_id": 1, "eos_token_id": 32000, "pad_token_id": 32000, "tie_word_embeddings": False},
         (_kv_heads_default_to_heads, _phi3_rope_scaling),
     ),
+    "qwen2_moe": ConfigClass(
+        "Qwen2MoeConfig",
+        _DECODER | {"vocab_size": 151936, "hidden_size": 2048, "intermediate_size": 5632, "num_hidden_layers": 24,
+                    "num_attention_heads": 16, "num_key_value_heads": 16, "max_position_embeddings": 32768,
+                    "rope_scaling": None, "use_sliding_window": False, "sliding_window": 4096,
+                    "max_window_layers": 28, "decoder_sparse_step": 1, "moe_intermediate_size": 1408,
+                    "shared_expert_intermediate_size": 5632, "num_experts_per_tok": 4, "num_experts": 60,
+                    "norm_topk_prob": False, "mlp_only_layers": [], "qkv_bias": True},
+        (_sliding_window_only_if_used, _rope_type_from_type),
+    ),
     "qwen3_moe": ConfigClass(
         "Qwen3MoeConfig",
         _DECODER | {"vocab_size": 151936, "hidden_size": 2048, "intermediate_size": 6144, "num_hidden_layers": 24,
