@@ -18,6 +18,7 @@ import pickle
 import signal
 import struct
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
@@ -96,7 +97,11 @@ def _fork(drain: Callable[[], None], queue: int) -> tuple[int, int]:
     parent = os.getpid()
     prctl = ctypes.CDLL(None).prctl  # looked up here: the child must not take the dynamic loader's lock
     read, write = os.pipe()
-    pid = os.fork()
+    with warnings.catch_warnings():
+        # Python 3.12+ warns that a forked child of a threaded process may deadlock on a lock another thread
+        # held: the child here takes none (numpy kernels, a pipe, os._exit), so the warning does not apply
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
     if pid:
         os.close(write)
         return pid, read
