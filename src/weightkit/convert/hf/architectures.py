@@ -640,6 +640,15 @@ _GEMMA3 = Architecture(
     parameters=(_gemma3_parameters,),
 )
 
+
+def _qwen_moe(
+    gguf: str, tensor_names: Mapping[str, str], required: Mapping[str, tuple[str | None, ...]]
+) -> Architecture:
+    """Qwen2-MoE and Qwen3-MoE (`Qwen2MoeModel` and its subclass): byte-level BPE, experts stacked."""
+    return Architecture(gguf=gguf, tensor_names=tensor_names, required=required, vocab=_gpt2_vocab,
+                        parameters=(_moe_parameters,), rewrites=(stack_experts,))  # fmt: skip
+
+
 ARCHITECTURES: dict[str, Architecture] = {
     "LlamaForCausalLM": _LLAMA,
     "MistralForCausalLM": _LLAMA,
@@ -679,23 +688,13 @@ ARCHITECTURES: dict[str, Architecture] = {
         text_parameters=_phi3_text_parameters,
         leading_parameters=(_phi3_attn_factor,),
     ),
-    "Qwen2MoeForCausalLM": Architecture(
-        gguf="qwen2moe",
-        tensor_names=_DECODER_ATTENTION_NAMES | _MOE_NAMES | _SHARED_EXPERT_NAMES,
-        required=_QWEN2_MOE_REQUIRED,
-        vocab=_gpt2_vocab,
-        parameters=(_moe_parameters,),
-        rewrites=(stack_experts,),
+    "Qwen2MoeForCausalLM": _qwen_moe(
+        "qwen2moe", _DECODER_ATTENTION_NAMES | _MOE_NAMES | _SHARED_EXPERT_NAMES, _QWEN2_MOE_REQUIRED
     ),
-    "Qwen3MoeForCausalLM": Architecture(
-        gguf="qwen3moe",
-        # no dense MLP names: as in gguf-py's qwen3moe tensors, a layer without experts (mlp_only_layers,
-        # decoder_sparse_step; config.json's flags themselves are not read) has tensors without a GGUF name
-        tensor_names=_DECODER_ATTENTION_NAMES | _QK_NORM_NAMES | _MOE_NAMES,
-        required=_QWEN3_MOE_REQUIRED,
-        vocab=_gpt2_vocab,
-        parameters=(_moe_parameters,),
-        rewrites=(stack_experts,),
+    # no dense MLP names: as in gguf-py's qwen3moe tensors, a layer without experts (mlp_only_layers,
+    # decoder_sparse_step; config.json's flags themselves are not read) has tensors without a GGUF name
+    "Qwen3MoeForCausalLM": _qwen_moe(
+        "qwen3moe", _DECODER_ATTENTION_NAMES | _QK_NORM_NAMES | _MOE_NAMES, _QWEN3_MOE_REQUIRED
     ),
     "GptOssForCausalLM": Architecture(
         gguf="gpt-oss",

@@ -93,6 +93,11 @@ _DECODER = {"hidden_act": "silu", "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "
 _GEMMA = {"rms_norm_eps": 1e-6, "tie_word_embeddings": True, "bos_token_id": 2, "eos_token_id": 1, "pad_token_id": 0,
           "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26, "num_attention_heads": 8,
           "head_dim": 256, "num_key_value_heads": 4, "sliding_window": 4096}  # fmt: skip
+#: What Qwen2MoeConfig and Qwen3MoeConfig default alike.
+_QWEN_MOE = _DECODER | {"vocab_size": 151936, "hidden_size": 2048, "num_hidden_layers": 24,
+                        "max_position_embeddings": 32768, "rope_scaling": None, "use_sliding_window": False,
+                        "sliding_window": 4096, "decoder_sparse_step": 1, "norm_topk_prob": False,
+                        "mlp_only_layers": []}  # fmt: skip
 
 #: transformers 4.57.6's config classes by `model_type`.
 CONFIG_CLASSES: dict[str, ConfigClass] = {
@@ -157,21 +162,15 @@ CONFIG_CLASSES: dict[str, ConfigClass] = {
     ),
     "qwen2_moe": ConfigClass(
         "Qwen2MoeConfig",
-        _DECODER | {"vocab_size": 151936, "hidden_size": 2048, "intermediate_size": 5632, "num_hidden_layers": 24,
-                    "num_attention_heads": 16, "num_key_value_heads": 16, "max_position_embeddings": 32768,
-                    "rope_scaling": None, "use_sliding_window": False, "sliding_window": 4096,
-                    "max_window_layers": 28, "decoder_sparse_step": 1, "moe_intermediate_size": 1408,
-                    "shared_expert_intermediate_size": 5632, "num_experts_per_tok": 4, "num_experts": 60,
-                    "norm_topk_prob": False, "mlp_only_layers": [], "qkv_bias": True},
+        _QWEN_MOE | {"intermediate_size": 5632, "num_attention_heads": 16, "num_key_value_heads": 16,
+                     "max_window_layers": 28, "moe_intermediate_size": 1408, "shared_expert_intermediate_size": 5632,
+                     "num_experts_per_tok": 4, "num_experts": 60, "qkv_bias": True},
         (_sliding_window_only_if_used, _rope_type_from_type),
     ),
     "qwen3_moe": ConfigClass(
         "Qwen3MoeConfig",
-        _DECODER | {"vocab_size": 151936, "hidden_size": 2048, "intermediate_size": 6144, "num_hidden_layers": 24,
-                    "num_attention_heads": 32, "num_key_value_heads": 4, "max_position_embeddings": 32768,
-                    "rope_scaling": None, "use_sliding_window": False, "sliding_window": 4096,
-                    "decoder_sparse_step": 1, "moe_intermediate_size": 768, "num_experts_per_tok": 8,
-                    "num_experts": 128, "norm_topk_prob": False, "mlp_only_layers": []},
+        _QWEN_MOE | {"intermediate_size": 6144, "num_attention_heads": 32, "num_key_value_heads": 4,
+                     "moe_intermediate_size": 768, "num_experts_per_tok": 8, "num_experts": 128},
         (_sliding_window_only_if_used, _rope_type_from_type),
     ),
     "gpt_oss": ConfigClass(
