@@ -781,6 +781,16 @@ CHECKPOINTS: dict[str, tuple[dict[str, Any], str, Callable, Callable, dict[str, 
                 tie_word_embeddings=False),
         "f16", phi3_shapes, write_phi3_tokenizer, {}, None,
     ),
+    # bf16 Phi-4-style: Phi-3's architecture with a GPT-2 BPE tokenizer (tokenizer_config.json names
+    # GPT2Tokenizer), grouped-query attention, config.json's vocab_size past the tokenizer's
+    "tiny-phi-4": (
+        _config("Phi3ForCausalLM", "phi3", "bf16", vocab_size=50304, hidden_size=64, intermediate_size=128,
+                num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=16384,
+                original_max_position_embeddings=16384, rms_norm_eps=1e-5, rope_theta=250000.0, rope_scaling=None,
+                sliding_window=None, bos_token_id=50256, eos_token_id=50256, pad_token_id=50256,
+                tie_word_embeddings=False),
+        "bf16", phi3_shapes, write_gpt2_tokenizer, {}, None,
+    ),
     # bf16 Llama with rows of 256 (whole K-quant and TQ blocks), tied embeddings, GPT-2's tokenizer: for the
     # one-pass quantization and the ternary outtypes (tests/data/make_convert_quant_golden.py)
     "tiny-llama-256": (

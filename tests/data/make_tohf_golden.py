@@ -48,13 +48,15 @@ TINY: dict[str, tuple[str, dict, str]] = {
     "tiny-qwen2": ("tiny-qwen2", {}, "bf16"),
     "tiny-qwen3-hd128": ("tiny-qwen3", {"head_dim": 128}, "f32"),
     "tiny-phi-3-mini": ("tiny-phi-3-mini", {}, "f16"),
+    "tiny-phi-4": ("tiny-phi-4", {}, "bf16"),
     "tiny-qwen3moe-ff768": ("tiny-qwen3moe", {"moe_intermediate_size": 768}, "q8_0"),
 }
-#: entries whose token ids are transformers' SentencePiece (slow) tokenizer's for the source checkpoint's
-#: tokenizer.model, BOS added as the GGUF says, not its GGUF tokenizer's: transformers' GGUF Phi-3 tokenizer
-#: has no normalizer and no byte fallback (it drops spaces), where weightkit's folder deliberately has Llama's
-#: SentencePiece tokenizer (the test checkpoint's own tokenizer.json has no merges)
-SOURCE_TOKENIZER = {"tiny-phi-3-mini"}
+#: entries whose token ids are the source checkpoint's tokenizer's, not transformers' GGUF tokenizer's, which
+#: for Phi-3 has no normalizer and no byte fallback (it drops spaces; for a GPT-2 vocabulary, Phi-4's, it
+#: also splits words into letters): transformers' SentencePiece (slow) tokenizer for the checkpoint's
+#: tokenizer.model, BOS added as the GGUF says (weightkit's folder deliberately has Llama's SentencePiece
+#: tokenizer; the test checkpoint's own tokenizer.json has no merges), else its tokenizer.json
+SOURCE_TOKENIZER = {"tiny-phi-3-mini", "tiny-phi-4"}
 #: the reference's --outtype for converting weightkit's folder back (the round trip)
 ROUND_TRIP = "auto"
 #: weightkit's --dtype for the real Gemma's folder in its round trip (bf16: half the size of f32, and the
@@ -134,8 +136,10 @@ def record(gguf: Path, tmp: Path, converter: Path | None, token_source: Path | N
     hashes = transformers_state(gguf.parent, gguf.name)
     if token_source is None:
         ids = transformers_ids(gguf.parent, gguf.name)
-    else:
+    elif (token_source / "tokenizer.model").exists():
         ids = sentencepiece_ids(token_source, bos if add_bos else None)
+    else:  # a byte-level BPE vocabulary (Phi-4's): the source checkpoint's own tokenizer.json
+        ids = transformers_ids(token_source, None)
     print(gguf.name, "loaded by transformers", flush=True)
     folder = tmp / f"{gguf.stem}-hf"
     convert_gguf_to_hf(gguf, folder, "f32")

@@ -26,6 +26,9 @@ class Export:
     tokenizer: str  # the tokenizer family: "llama" (SentencePiece-style BPE or GPT-2 BPE), "qwen2", "gemma"
     config: Mapping[str, str]  # GGUF key after "{arch}." -> config.json key
     derived: tuple[Callable[[TensorShapes, dict[str, Any]], dict[str, Any]], ...] = ()
+    # tokenizer_config.json's class for a byte-level BPE (`gpt2`) vocabulary, where the forward converter
+    # reads that class to choose its vocabulary path; else the family's
+    byte_level_class: str | None = None
 
     def names(self) -> Mapping[str, str]:
         """HF -> GGUF tensor names ({bid}: block), as the forward direction maps them."""
@@ -92,6 +95,7 @@ EXPORTS: dict[str, Export] = {
         "phi3",
         "llama",
         _DECODER_CONFIG | {"attention.sliding_window": "sliding_window"},
+        byte_level_class="GPT2Tokenizer",  # Phi-4's: Phi-3's converter takes GPT-2 BPE only under that class
     ),
 }
 #: llama.cpp writes Mistral's models as `llama`; a `general.name` naming Mistral picks transformers' Mistral class.

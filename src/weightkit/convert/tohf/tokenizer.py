@@ -177,16 +177,19 @@ _BUILDERS = {"llama": _llama, "qwen2": _qwen2, "gemma": _gemma}
 _MODELS = {"llama": ("llama", "gpt2"), "qwen2": ("gpt2",), "gemma": ("llama",)}
 
 
-def tokenizer_files(meta: Mapping[str, Any], family: str, path: Path) -> dict[str, Any]:
+def tokenizer_files(meta: Mapping[str, Any], family: str, path: Path,
+                    byte_level_class: str | None = None) -> dict[str, Any]:  # fmt: skip
     """tokenizer.json (as a JSON string), tokenizer_config.json and special_tokens_map.json (as objects), and
-    for a SentencePiece vocabulary tokenizer.model (bytes)."""
+    for a SentencePiece vocabulary tokenizer.model (bytes). `byte_level_class`, if given, is the tokenizer
+    class named for a byte-level BPE (`gpt2`) vocabulary instead of the family's."""
     vocab = GGUFVocab(meta, path)
     if vocab.model not in _MODELS[family]:
         raise UnsupportedError(f"{path}: tokenizer.ggml.model {vocab.model!r} is not supported for this architecture "
                                f"(supported: {', '.join(_MODELS[family])})")  # fmt: skip
     tok, settings = _BUILDERS[family](vocab)
     special = {f"{role}_token": vocab.token(role) for role in _SPECIAL if role in vocab.ids}
-    config: dict[str, Any] = {"tokenizer_class": TOKENIZER_CLASSES[family], **special, **settings}
+    named = byte_level_class if vocab.model == "gpt2" and byte_level_class else TOKENIZER_CLASSES[family]
+    config: dict[str, Any] = {"tokenizer_class": named, **special, **settings}
     if vocab.chat_template is not None:
         config["chat_template"] = vocab.chat_template
     spelled = {k: {"content": v, "lstrip": False, "normalized": False, "rstrip": False, "single_word": False}
