@@ -43,7 +43,7 @@ def can_fork() -> bool:
 
 
 def shared_empty(shape: tuple[int, ...], dtype) -> np.ndarray:
-    """An uninitialized array in anonymous shared memory: what forked children write is seen here."""
+    """A zero-filled array in anonymous shared memory: what forked children write to it is seen here."""
     dtype = np.dtype(dtype)
     count = math.prod(shape)
     buffer = mmap.mmap(-1, max(count * dtype.itemsize, 1))  # MAP_SHARED | MAP_ANONYMOUS
