@@ -12,14 +12,14 @@ import ctypes
 import mmap
 import os
 import struct
-import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Protocol
 
 import numpy as np
 
+from ._libc import libc_function
 from .errors import FormatError
 
 
@@ -177,20 +177,7 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def _sync_file_range() -> Callable[[int, int, int, int], int] | None:
-    """Linux's sync_file_range(2) from the C library, or None where there is none."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        function = ctypes.CDLL(None, use_errno=True).sync_file_range
-    except (OSError, AttributeError):
-        return None
-    function.argtypes = (ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint)
-    function.restype = ctypes.c_int
-    return function
-
-
-_SYNC_FILE_RANGE = _sync_file_range()
+_SYNC_FILE_RANGE = libc_function("sync_file_range", (ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint))
 _SYNC_FILE_RANGE_WRITE = 2
 
 

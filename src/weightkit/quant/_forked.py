@@ -24,6 +24,7 @@ from typing import TypeVar
 
 import numpy as np
 
+from .._libc import libc_function
 from ..errors import WeightkitError
 from ._parallel import serial
 
@@ -35,6 +36,7 @@ _TOKEN = struct.Struct("<I")
 # a run of consecutive items when there are more items than the pipe can hold tokens.
 _PIPE_BYTES = 1 << 16
 _PR_SET_PDEATHSIG = 1
+_PRCTL = libc_function("prctl", (ctypes.c_int, ctypes.c_ulong))  # found here: a child must not dlopen
 
 
 def can_fork() -> bool:
@@ -95,7 +97,6 @@ def fork_map(fn: Callable[[T], None], items: Sequence[T], processes: int) -> Non
 def _fork(drain: Callable[[], None], queue: int) -> tuple[int, int]:
     """Start one child running `drain`; returns its pid and the read end of the pipe its error comes on."""
     parent = os.getpid()
-    prctl = ctypes.CDLL(None).prctl  # looked up here: the child must not take the dynamic loader's lock
     read, write = os.pipe()
     with warnings.catch_warnings():
         # Python 3.12+ warns that a forked child of a threaded process may deadlock on a lock another thread
@@ -109,7 +110,8 @@ def _fork(drain: Callable[[], None], queue: int) -> tuple[int, int]:
     try:  # the child: never returns, never runs the parent's exit handlers or flushes its buffers
         os.close(read)
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it kills us
-        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)  # and if it dies, so do we
+        if _PRCTL is not None:
+            _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL)  # and if it dies, so do we
         if os.getppid() != parent:
             return
         drain()
