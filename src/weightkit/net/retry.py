@@ -36,7 +36,7 @@ class RetryPolicy:
     backoff: float = 1.0
 
 
-DEFAULT = RetryPolicy()  # as RegistryOptions' defaults
+DEFAULT = RetryPolicy()  # remote reading's, and RegistryOptions' defaults
 
 
 def transient_status(status: int) -> bool:

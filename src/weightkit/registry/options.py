@@ -8,6 +8,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..errors import ArgumentError
+from ..net import retry
 from ..ollama.names import DEFAULT_HOST
 
 
@@ -42,8 +43,8 @@ class RegistryOptions:
 
     connections: int = 8
     part_size: int = 64 << 20
-    retries: int = 5
-    backoff: float = 1.0
+    retries: int = retry.DEFAULT.retries
+    backoff: float = retry.DEFAULT.backoff
     timeout: float = 30.0
     credentials: Credentials | None = None
     docker_config: Path | None = None
