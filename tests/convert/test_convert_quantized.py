@@ -22,6 +22,7 @@ from weightkit.convert import QuantizeOptions, quantize_gguf
 from weightkit.convert.hf import convert_hf
 from weightkit.errors import ArgumentError, WeightkitError
 
+from ..processes import children
 from .test_imatrix import _legacy
 from .test_mixes import GENERATOR, _options
 
@@ -258,8 +259,7 @@ def test_ctrl_c_during_a_forked_conversion(hf_checkpoints, tmp_path):
     workers: set[int] = set()
     deadline = time.monotonic() + 120
     while not workers and proc.poll() is None and time.monotonic() < deadline:
-        for task in Path(f"/proc/{proc.pid}/task").glob("*"):
-            workers |= {int(p) for p in (task / "children").read_text().split()}
+        workers = children(proc.pid)
         time.sleep(0.02)
     assert workers, "no worker process started"
     os.killpg(proc.pid, signal.SIGINT)

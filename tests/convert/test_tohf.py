@@ -4,7 +4,7 @@ The GGUFs are the reference converter's files for the tiny checkpoints (weightki
 writes them; their hashes, recorded from llama.cpp's converter, prove it is the reference's file) and the
 real Gemma 3 270M Q4_K_M. tests/data/tohf_golden.json, recorded by tests/data/make_tohf_golden.py with
 transformers 4.57.6, holds what transformers loads from each GGUF (every state_dict tensor's hash, the token
-ids of sample texts; Phi-3's from the source checkpoint's SentencePiece tokenizer, which the folder keeps)
+ids of sample texts; Phi-3's and Phi-4's from the source checkpoint's tokenizer, which the folder keeps)
 and the reference converter's file for weightkit's folder of each tiny GGUF.
 """
 

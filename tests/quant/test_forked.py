@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import ml_dtypes
 import numpy as np
@@ -20,23 +19,17 @@ from weightkit.errors import FormatError, WeightkitError
 from weightkit.quant._forked import fork_map, shared_empty
 from weightkit.quant._parallel import map_chunks
 
+from ..processes import alive, children
+
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="weightkit forks workers on Linux only")
-
-
-def _children() -> set[int]:
-    """The pids of this process's children, whichever thread started them."""
-    pids: set[int] = set()
-    for task in Path("/proc/self/task").iterdir():
-        pids |= {int(p) for p in (task / "children").read_text().split()}
-    return pids
 
 
 @pytest.fixture
 def no_stray_children():
     """The test leaves no child process behind (running or a zombie)."""
-    before = _children()
+    before = children()
     yield
-    assert _children() <= before
+    assert children() <= before
 
 
 @pytest.mark.parametrize("n_items", [1, 7, 1000, 40_000])  # 40,000: more items than tokens fit the pipe
@@ -155,21 +148,12 @@ def test_workers_die_with_their_parent(tmp_path):
     )
     proc = subprocess.run([sys.executable, str(script)], timeout=60)
     assert proc.returncode == -signal.SIGKILL
-    children = [int(p) for p in pids.read_text().split()]
-    assert len(children) == 2  # both were running, mid-item, when their parent died
+    workers = [int(p) for p in pids.read_text().split()]
+    assert len(workers) == 2  # both were running, mid-item, when their parent died
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and any(map(_alive, children)):
+    while time.monotonic() < deadline and any(map(alive, workers)):
         time.sleep(0.05)
-    assert not any(map(_alive, children))
-
-
-def _alive(pid: int) -> bool:
-    """Is the process running (not gone, and not a zombie waiting for whoever adopted it to reap it)?"""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rindex(")") + 2] != "Z"
+    assert not any(map(alive, workers))
 
 
 @pytest.mark.parametrize(("qtype", "weighted"), [("Q4_K", False), ("Q6_K", False), ("IQ4_XS", True), ("Q4_0", True)])
