@@ -100,40 +100,17 @@ class LlamaCppArchitecture:
         """The hyperparameters llama.cpp loads for `model` of this architecture (`arch`, its name); a FormatError
         names a missing or malformed key."""
         keys = _Keys(model, arch)
-        n_layer_all = keys.number("block_count", required=True)
-        if not 0 < n_layer_all <= MAX_LAYERS:
-            raise keys.error(f"{keys.name('block_count')} is {n_layer_all}; llama.cpp takes 1 to {MAX_LAYERS}")
-        n_nextn = keys.number("nextn_predict_layers")
-        n_head = keys.per_layer("attention.head_count", n_layer_all, (0,) * n_layer_all)
-        n_head_kv = keys.per_layer("attention.head_count_kv", n_layer_all, n_head)
-        n_ff = keys.per_layer("feed_forward_length", n_layer_all, (0,) * n_layer_all)
-        n_embd = keys.number("embedding_length", required=True)
-        head_k = head_v = n_rot = 0
-        if n_head[0] > 0:
-            head_k = keys.number("attention.key_length", n_embd // n_head[0])
-            head_v = keys.number("attention.value_length", n_embd // n_head[0])
-            n_rot = keys.number("rope.dimension_count", head_k)
+        values = _common_hparams(keys)
+        values.update(self._own_hparams(keys, values["n_layer_all"], values["n_layer_nextn"], values["n_head_kv"]))
+        hp = LlamaCppHParams(**values)
+        _check_shapes(keys, hp, model.tensors)
+        return hp
+
+    def _own_hparams(self, keys: _Keys, n_layer_all: int, n_nextn: int, n_head_kv: tuple[int, ...]) -> dict[str, Any]:
+        """What this architecture's `load_arch_hparams` reads, by the entry's switches."""
         values: dict[str, Any] = dict(
-            arch=arch,
-            n_layer_all=n_layer_all,
-            n_layer_nextn=n_nextn,
-            n_embd=n_embd,
-            n_embd_out_impl=keys.number("embedding_length_out"),
-            n_vocab=_vocab_size(keys),
-            n_ctx_train=keys.number("context_length", required=True),
-            n_head=n_head,
-            n_head_kv=n_head_kv,
-            n_ff=n_ff,
-            head_k_full=head_k,
-            head_v_full=head_v,
-            head_k_swa=keys.number("attention.key_length_swa", head_k),
-            head_v_swa=keys.number("attention.value_length_swa", head_v),
-            n_rot=n_rot,
             causal=bool(keys.get("attention.causal", self.causal)),
             tied_output=self.tied_output,
-            pooling=int(keys.get("pooling_type", -1)),
-            n_expert=keys.number("expert_count"),
-            n_expert_used=keys.number("expert_used_count"),
             is_swa=(False,) * n_layer_all,
             is_recurrent=(self.recurrent == "all",) * n_layer_all,
             flags={name: float(keys.get(key, self.flag_defaults.get(name, 0.0))) for name, key in self.flags.items()},
@@ -162,9 +139,43 @@ class LlamaCppArchitecture:
         if self.recurrent == "no_kv_heads":
             n_layer = n_layer_all - n_nextn
             values["is_recurrent"] = tuple(il < n_layer and n_head_kv[il] == 0 for il in range(n_layer_all))
-        hp = LlamaCppHParams(**values)
-        _check_shapes(keys, hp, model.tensors)
-        return hp
+        return values
+
+
+def _common_hparams(keys: _Keys) -> dict[str, Any]:
+    """What `llama_model_base::load_hparams` reads for every architecture."""
+    n_layer_all = keys.number("block_count", required=True)
+    if not 0 < n_layer_all <= MAX_LAYERS:
+        raise keys.error(f"{keys.name('block_count')} is {n_layer_all}; llama.cpp takes 1 to {MAX_LAYERS}")
+    n_head = keys.per_layer("attention.head_count", n_layer_all, (0,) * n_layer_all)
+    n_head_kv = keys.per_layer("attention.head_count_kv", n_layer_all, n_head)
+    n_ff = keys.per_layer("feed_forward_length", n_layer_all, (0,) * n_layer_all)
+    n_embd = keys.number("embedding_length", required=True)
+    head_k = head_v = n_rot = 0
+    if n_head[0] > 0:
+        head_k = keys.number("attention.key_length", n_embd // n_head[0])
+        head_v = keys.number("attention.value_length", n_embd // n_head[0])
+        n_rot = keys.number("rope.dimension_count", head_k)
+    return dict(
+        arch=keys.arch,
+        n_layer_all=n_layer_all,
+        n_layer_nextn=keys.number("nextn_predict_layers"),
+        n_embd=n_embd,
+        n_embd_out_impl=keys.number("embedding_length_out"),
+        n_vocab=_vocab_size(keys),
+        n_ctx_train=keys.number("context_length", required=True),
+        n_head=n_head,
+        n_head_kv=n_head_kv,
+        n_ff=n_ff,
+        head_k_full=head_k,
+        head_v_full=head_v,
+        head_k_swa=keys.number("attention.key_length_swa", head_k),
+        head_v_swa=keys.number("attention.value_length_swa", head_v),
+        n_rot=n_rot,
+        pooling=int(keys.get("pooling_type", -1)),
+        n_expert=keys.number("expert_count"),
+        n_expert_used=keys.number("expert_used_count"),
+    )
 
 
 def _check_shapes(keys: _Keys, hp: LlamaCppHParams, tensors: Mapping[str, Any]) -> None:
