@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 import weightkit
+from weightkit.memory.llamacpp.architectures import ARCHITECTURES, read_hparams
 from weightkit.memory.llamacpp.cache import make_memory, output_bytes
 from weightkit.memory.llamacpp.compute import compute_buffer
 from weightkit.memory.llamacpp.context import ContextParams, ContextRefused, make_context
-from weightkit.memory.llamacpp.hparams import ARCHITECTURES, read_hparams
 
 DATA = Path(__file__).parents[1] / "data"
 RECORD = json.loads((DATA / "llama_memory.json").read_text())

@@ -16,8 +16,8 @@ from weightkit.cli.estimate import parse_gpu
 from weightkit.cli.render import human_bytes
 from weightkit.errors import ArgumentError, FormatError
 from weightkit.memory import LlamaCppSettings, estimate
+from weightkit.memory.llamacpp.architectures import read_hparams
 from weightkit.memory.llamacpp.context import ContextParams
-from weightkit.memory.llamacpp.hparams import read_hparams
 
 DATA = Path(__file__).parents[1] / "data"
 RECORD = json.loads((DATA / "llama_memory.json").read_text())

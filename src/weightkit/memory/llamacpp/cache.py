@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from .context import Context, pad
 from .ggml import F32, row_size
-from .hparams import SWA_NONE, HParams
+from .hparams import SWA_NONE, LlamaCppHParams
 
 #: architectures whose models have no KV cache at all (encoders)
 NO_MEMORY = frozenset({
@@ -82,7 +82,7 @@ class Memory:
         return self.recurrent.bytes if self.recurrent else 0
 
 
-def make_memory(hp: HParams, ctx: Context) -> Memory:
+def make_memory(hp: LlamaCppHParams, ctx: Context) -> Memory:
     """The caches llama.cpp creates for this model and context."""
     if hp.arch in NO_MEMORY:
         return Memory()
@@ -106,7 +106,7 @@ def make_memory(hp: HParams, ctx: Context) -> Memory:
     return Memory((base, swa), recurrent)
 
 
-def _cache(hp: HParams, ctx: Context, name: str, cells: int, layers: list[int]) -> KVCache:
+def _cache(hp: LlamaCppHParams, ctx: Context, name: str, cells: int, layers: list[int]) -> KVCache:
     v_trans = not ctx.flash_attn
     k_rows = tuple(hp.n_embd_k_gqa(il) for il in layers)
     if hp.is_mla:
@@ -118,7 +118,7 @@ def _cache(hp: HParams, ctx: Context, name: str, cells: int, layers: list[int]) 
     return KVCache(name, cells, ctx.n_stream, tuple(layers), k_rows, v_rows, ctx.type_k, ctx.type_v, v_trans)
 
 
-def output_bytes(hp: HParams, ctx: Context, requested_seqs: int) -> int:
+def output_bytes(hp: LlamaCppHParams, ctx: Context, requested_seqs: int) -> int:
     """The output buffer made at construction (`output_reserve(n_seq_max)`): float logits for every sequence,
     and embeddings too when asked for. `requested_seqs` is the n_seq_max asked for, before its floor of 1."""
     outputs = max(requested_seqs, ctx.n_seq_max)

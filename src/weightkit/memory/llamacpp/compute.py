@@ -16,14 +16,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ...errors import UnsupportedError
 from ...model import TensorInfo
 from .alloc import buffer_sizes
+from .architectures import architecture
 from .cache import Memory
 from .context import Context
-from .graph import GraphBuilder
-from .graphs import GRAPHS
-from .hparams import HParams
+from .graph_builder import GraphBuilder
+from .hparams import LlamaCppHParams
 from .placement import Placement, buffer_of
 from .sched import backend_buffers
 
@@ -41,14 +40,12 @@ class ComputeBuffer:
         return max(self.prompt, self.generation)
 
 
-def build_graph(hp: HParams, ctx: Context, memory: Memory, tensors: Mapping[str, TensorInfo], n_tokens: int,
+def build_graph(hp: LlamaCppHParams, ctx: Context, memory: Memory, tensors: Mapping[str, TensorInfo], n_tokens: int,
                 n_seqs: int, n_outputs: int, placement: Placement | None = None,
                 layers: Sequence[int] | None = None, *, pin_norms: bool = True) -> GraphBuilder:  # fmt: skip
     """The graph `llama_context::graph_reserve` builds for a batch (of `layers` only, when given; `pin_norms`:
     with the layers' norms pinned to their devices where llama.cpp pins them)."""
-    build = GRAPHS.get(hp.arch)
-    if build is None:
-        raise UnsupportedError(f"no compute graph for the architecture {hp.arch!r} yet")
+    build = architecture(hp.arch).graph
     if n_tokens % n_seqs:
         n_tokens = -(-n_tokens // n_seqs) * n_seqs
     builder = GraphBuilder(hp, ctx, memory, tensors, n_tokens, n_seqs, n_outputs, placement, layers, pin_norms)
@@ -81,7 +78,9 @@ class Repetition:
         return [self.start + j * self.period for j in range(reps)]
 
 
-def repetition(hp: HParams, tensors: Mapping[str, TensorInfo], placement: Placement | None = None) -> Repetition | None:
+def repetition(
+    hp: LlamaCppHParams, tensors: Mapping[str, TensorInfo], placement: Placement | None = None
+) -> Repetition | None:
     """How the layers repeat (their devices too), if they repeat enough for a shortened graph to save anything."""
     kinds = _layer_kinds(hp, tensors, placement)
     last = hp.n_layer - 1
@@ -100,7 +99,7 @@ def repetition(hp: HParams, tensors: Mapping[str, TensorInfo], placement: Placem
     return best
 
 
-def _layer_kinds(hp: HParams, tensors: Mapping[str, TensorInfo], placement: Placement | None) -> list[tuple]:
+def _layer_kinds(hp: LlamaCppHParams, tensors: Mapping[str, TensorInfo], placement: Placement | None) -> list[tuple]:
     """What the graph of each layer depends on: its hyperparameters, its tensors' names, shapes and types, and
     its device."""
     own: dict[int, list] = {il: [] for il in range(hp.n_layer)}
@@ -130,7 +129,7 @@ class _Reserve:
     """What stays the same across the graphs of one reservation: the model, the context and its memory, where
     the layers are, the buffers of the devices, pipeline parallelism and whether norms are pinned."""
 
-    hp: HParams
+    hp: LlamaCppHParams
     ctx: Context
     memory: Memory
     tensors: Mapping[str, TensorInfo]
@@ -194,7 +193,7 @@ def _batches(ctx: Context) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
     return (n_tokens, n_seqs, min(n_tokens, ctx.n_outputs_max)), (n_seqs, n_seqs, n_seqs)
 
 
-def compute_buffer(hp: HParams, ctx: Context, memory: Memory, tensors: Mapping[str, TensorInfo], *,
+def compute_buffer(hp: LlamaCppHParams, ctx: Context, memory: Memory, tensors: Mapping[str, TensorInfo], *,
                    shorten: bool = True) -> ComputeBuffer:  # fmt: skip
     """`sched_reserve`'s prompt and token-generation reserves, everything on the CPU (`shorten`: through the
     shortened graph where it suffices)."""
@@ -203,7 +202,7 @@ def compute_buffer(hp: HParams, ctx: Context, memory: Memory, tensors: Mapping[s
     return ComputeBuffer(prompt, generation)
 
 
-def compute_buffers(hp: HParams, ctx: Context, memory: Memory, tensors: Mapping[str, TensorInfo],
+def compute_buffers(hp: LlamaCppHParams, ctx: Context, memory: Memory, tensors: Mapping[str, TensorInfo],
                     placement: Placement, pipeline: bool, *, planned: bool = False,
                     shorten: bool = True) -> list[int]:  # fmt: skip
     """Each backend's compute buffer (the GPUs', then the CPU's) with the model spread over GPUs: the larger of

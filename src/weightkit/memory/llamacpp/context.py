@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from ...dtypes import GGMLType, ggml_type
 from ...errors import ArgumentError
-from .hparams import HParams
+from .hparams import LlamaCppHParams
 
 FLASH_ATTN = ("auto", "on", "off")
 #: the KV cache types llama-server accepts (`common/arg.cpp`)
@@ -89,7 +89,7 @@ class ContextRefused(ArgumentError):
     """llama.cpp refuses to make the context (`llama_init_from_model` returns NULL); the reason is its own."""
 
 
-def make_context(hp: HParams, p: ContextParams) -> Context:
+def make_context(hp: LlamaCppHParams, p: ContextParams) -> Context:
     """What llama_init_from_model and the llama_context constructor do with `p` for this model."""
     if p.n_batch == 0 and p.n_ubatch == 0:
         raise ContextRefused("n_batch and n_ubatch cannot both be zero")

@@ -8,10 +8,11 @@ from dataclasses import dataclass, field
 
 from ...model import ModelFile
 from ..devices import GPU
+from .architectures import read_hparams
 from .cache import Memory, make_memory, output_bytes
 from .compute import compute_buffer, compute_buffers
 from .context import Context, make_context
-from .hparams import HParams, read_hparams
+from .hparams import LlamaCppHParams
 from .placement import Placement, buffer_of, place_layers, weights_per_device
 from .settings import LlamaCppSettings
 
@@ -45,7 +46,7 @@ class DeviceMemory:
 @dataclass(frozen=True)
 class LlamaCppEstimate:
     settings: LlamaCppSettings
-    hparams: HParams
+    hparams: LlamaCppHParams
     context: Context
     placement: Placement
     memory: Memory
@@ -124,7 +125,7 @@ def _kv_device(settings: LlamaCppSettings, placement: Placement, il: int) -> int
     return -1 if settings.no_kv_offload else placement.device_of(il)
 
 
-def _notes(hp: HParams, settings: LlamaCppSettings, ctx: Context, placement: Placement) -> list[str]:
+def _notes(hp: LlamaCppHParams, settings: LlamaCppSettings, ctx: Context, placement: Placement) -> list[str]:
     notes = []
     if settings.ctx_size == 0:
         notes.append(

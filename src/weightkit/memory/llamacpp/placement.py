@@ -18,7 +18,7 @@ from ...dtypes import ggml_type
 from ...errors import ArgumentError
 from ...model import TensorInfo
 from ..devices import GPU
-from .hparams import HParams
+from .hparams import LlamaCppHParams
 
 CPU = "CPU"
 SPLIT_MODES = ("none", "layer", "row")
@@ -112,7 +112,7 @@ class Placement:
 
 
 def place_layers(
-    hp: HParams,
+    hp: LlamaCppHParams,
     gpus: Sequence[GPU],
     *,
     n_gpu_layers: int = -1,
@@ -167,7 +167,7 @@ def tensor_device(name: str, placement: Placement) -> int:
     return placement.device_of(int(m[1])) if m else placement.output
 
 
-def weights_per_device(hp: HParams, tensors: Mapping[str, TensorInfo], placement: Placement) -> dict[int, int]:
+def weights_per_device(hp: LlamaCppHParams, tensors: Mapping[str, TensorInfo], placement: Placement) -> dict[int, int]:
     """Bytes of weights each device holds (-1: the CPU), as the model's buffers sum them. A tied output matrix is
     a second copy of the token embeddings on the output layer's device when that is a GPU; a tensor every layer
     uses (rope frequencies) has a copy on each device that holds a layer; NextN layers' tensors are skipped

@@ -1,7 +1,7 @@
 """llama.cpp's worst-case graph for a batch, built on the shape-only ggml: `GraphBuilder` holds what
 `llm_graph_context` (`src/llama-graph.cpp`) holds and has its building blocks (inputs, norms, attention with its
 KV-cache writes and reads, feed-forward and mixture-of-experts blocks), each adding the same nodes in the same
-order as llama.cpp's. The architectures' graphs in `graphs.py` are written with them.
+order as llama.cpp's. Each architecture's graph (`architectures/`) is written with them.
 """
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ from . import ggml as g
 from .cache import KVCache, Memory
 from .context import POOLING_CLS, POOLING_LAST, POOLING_MEAN, Context
 from .ggml import F16, F32, I32, I64, Tensor
-from .hparams import HParams
+from .hparams import LlamaCppHParams
 from .placement import Placement, tensor_device
 
 
 class GraphBuilder:
     """One graph being built: `n_tokens` tokens in `n_seqs` sequences, `n_outputs` of them output."""
 
-    def __init__(self, hp: HParams, ctx: Context, memory: Memory, tensors: Mapping[str, TensorInfo],
+    def __init__(self, hp: LlamaCppHParams, ctx: Context, memory: Memory, tensors: Mapping[str, TensorInfo],
                  n_tokens: int, n_seqs: int, n_outputs: int, placement: Placement | None = None,
                  layers: Sequence[int] | None = None, pin_norms: bool = True) -> None:  # fmt: skip
         self.hp, self.ctx, self.memory, self.tensors = hp, ctx, memory, tensors

@@ -1,0 +1,245 @@
+"""One architecture as the llama.cpp engine knows it (`LlamaCppArchitecture`): the function that builds its graph
+and what of its `load_arch_hparams` (`src/models/<arch>.cpp`) bears on memory; and the reading every entry
+shares, `llama_model_base::load_hparams` run with the entry's switches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ....errors import FormatError
+from ....model import ModelFile
+from ..ggml import Graph
+from ..graph_builder import GraphBuilder
+from ..hparams import SWA_STANDARD, LlamaCppHParams
+
+MAX_LAYERS = 512  # LLAMA_MAX_LAYERS
+RECURRENT = ("all", "no_kv_heads")  # every layer (Mamba, RWKV), or those with no KV heads (hybrids)
+
+
+class _Keys:
+    """Metadata access as llama_model_loader's get_key / get_key_or_arr / get_arr, naming the key on failure."""
+
+    def __init__(self, model: ModelFile, arch: str) -> None:
+        self.metadata, self.arch, self.path = model.metadata, arch, getattr(model, "path", None)
+
+    def name(self, key: str) -> str:
+        return key if key.startswith(("general.", "tokenizer.")) else f"{self.arch}.{key}"
+
+    def error(self, reason: str) -> FormatError:
+        return FormatError(self.path, None, reason)
+
+    def get(self, key: str, default: Any = None, *, required: bool = False) -> Any:
+        full = self.name(key)
+        if full not in self.metadata:
+            if required:
+                raise self.error(f"{full} is missing: llama.cpp needs it to load a {self.arch} model")
+            return default
+        value = self.metadata[full]
+        if isinstance(value, np.ndarray) or (isinstance(value, list) and not isinstance(default, list)):
+            raise self.error(f"{full} is an array; llama.cpp reads a single value there")
+        return value
+
+    def number(self, key: str, default: int = 0, *, required: bool = False) -> int:
+        value = self.get(key, default, required=required)
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+            raise self.error(f"{self.name(key)} is {value!r}, not a count")
+        return int(value)
+
+    def per_layer(self, key: str, n: int, default: tuple[int, ...]) -> tuple[int, ...]:
+        """`get_key_or_arr`: a number for every layer, or an array of exactly one per layer."""
+        full = self.name(key)
+        if full not in self.metadata:
+            return default
+        value = self.metadata[full]
+        if isinstance(value, (np.ndarray, list)):
+            if len(value) != n:
+                raise self.error(f"{full} has {len(value)} entries; the model has {n} layers")
+            return tuple(int(v) for v in value)
+        return (self.number(key),) * n
+
+    def array(self, key: str) -> list | None:
+        full = self.name(key)
+        value = self.metadata.get(full)
+        return None if value is None else list(value)
+
+
+@dataclass(frozen=True)
+class SlidingWindow:
+    """How an architecture marks sliding-window layers (`load_swa_pattern(n_pattern, dense_first)`)."""
+
+    pattern: int
+    dense_first: bool = False
+    type: str = SWA_STANDARD
+    default_window: int | None = None  # gemma2's 4096; None: the key decides (absent or 0: no SWA)
+    window_required: bool = False
+
+
+@dataclass(frozen=True)
+class LlamaCppArchitecture:
+    """An architecture's one entry: its graph (`graph`, as `llama_model_<arch>::graph` builds it) and the
+    switches of its `load_arch_hparams` that bear on memory, refusals included."""
+
+    graph: Callable[[GraphBuilder], Graph]
+    swa: SlidingWindow | None = None
+    experts: bool = False  # reads expert_feed_forward_length and friends
+    mla: bool = False
+    recurrent: str | None = None  # one of RECURRENT, or None: no layer is
+    wkv: bool = False  # RWKV: the state is sized by wkv.head_size and token_shift_count, not by the ssm keys
+    required: tuple[str, ...] = ()  # keys llama.cpp insists on that shape only weights (LoRA ranks, ...)
+    causal: bool = True
+    tied_output: bool = True  # without output.weight the token embeddings serve as the output matrix
+    flags: Mapping[str, str] = field(default_factory=dict)  # flag name -> metadata key (a float)
+    flag_defaults: Mapping[str, float] = field(default_factory=dict)  # a flag's value without its key (else 0)
+
+    def read_hparams(self, model: ModelFile, arch: str) -> LlamaCppHParams:
+        """The hyperparameters llama.cpp loads for `model` of this architecture (`arch`, its name); a FormatError
+        names a missing or malformed key."""
+        keys = _Keys(model, arch)
+        values = _common_hparams(keys)
+        values.update(self._own_hparams(keys, values["n_layer_all"], values["n_layer_nextn"], values["n_head_kv"]))
+        hp = LlamaCppHParams(**values)
+        _check_shapes(keys, hp, model.tensors)
+        return hp
+
+    def _own_hparams(self, keys: _Keys, n_layer_all: int, n_nextn: int, n_head_kv: tuple[int, ...]) -> dict[str, Any]:
+        """What this architecture's `load_arch_hparams` reads, by the entry's switches."""
+        values: dict[str, Any] = dict(
+            causal=bool(keys.get("attention.causal", self.causal)),
+            tied_output=self.tied_output,
+            is_swa=(False,) * n_layer_all,
+            is_recurrent=(self.recurrent == "all",) * n_layer_all,
+            flags={name: float(keys.get(key, self.flag_defaults.get(name, 0.0))) for name, key in self.flags.items()},
+        )
+        if self.swa is not None:
+            values.update(_swa(keys, self.swa, n_layer_all, n_layer_all - n_nextn))
+        if self.experts:
+            values["n_ff_exp"] = keys.number("expert_feed_forward_length")
+            values["n_ff_shexp"] = keys.number("expert_shared_feed_forward_length")
+            values["n_expert_shared"] = keys.number("expert_shared_count")
+            values["n_layer_dense_lead"] = keys.number("leading_dense_block_count")
+        if self.mla:
+            values["n_lora_q"] = keys.number("attention.q_lora_rank")
+            values["n_lora_kv"] = keys.number("attention.kv_lora_rank", required=True)
+            values["head_k_mla"] = keys.number("attention.key_length_mla")
+            values["head_v_mla"] = keys.number("attention.value_length_mla")
+        for key in self.required:
+            keys.number(key, required=True)
+        if self.wkv:
+            values.update(_wkv(keys))
+        elif self.recurrent is not None:
+            for name, key in (("ssm_d_conv", "ssm.conv_kernel"), ("ssm_d_inner", "ssm.inner_size"),
+                              ("ssm_d_state", "ssm.state_size"), ("ssm_dt_rank", "ssm.time_step_rank"),
+                              ("ssm_n_group", "ssm.group_count")):  # fmt: skip
+                values[name] = keys.number(key, required=name != "ssm_n_group")
+        if self.recurrent == "no_kv_heads":
+            n_layer = n_layer_all - n_nextn
+            values["is_recurrent"] = tuple(il < n_layer and n_head_kv[il] == 0 for il in range(n_layer_all))
+        return values
+
+
+def _common_hparams(keys: _Keys) -> dict[str, Any]:
+    """What `llama_model_base::load_hparams` reads for every architecture."""
+    n_layer_all = keys.number("block_count", required=True)
+    if not 0 < n_layer_all <= MAX_LAYERS:
+        raise keys.error(f"{keys.name('block_count')} is {n_layer_all}; llama.cpp takes 1 to {MAX_LAYERS}")
+    n_head = keys.per_layer("attention.head_count", n_layer_all, (0,) * n_layer_all)
+    n_head_kv = keys.per_layer("attention.head_count_kv", n_layer_all, n_head)
+    n_ff = keys.per_layer("feed_forward_length", n_layer_all, (0,) * n_layer_all)
+    n_embd = keys.number("embedding_length", required=True)
+    head_k = head_v = n_rot = 0
+    if n_head[0] > 0:
+        head_k = keys.number("attention.key_length", n_embd // n_head[0])
+        head_v = keys.number("attention.value_length", n_embd // n_head[0])
+        n_rot = keys.number("rope.dimension_count", head_k)
+    return dict(
+        arch=keys.arch,
+        n_layer_all=n_layer_all,
+        n_layer_nextn=keys.number("nextn_predict_layers"),
+        n_embd=n_embd,
+        n_embd_out_impl=keys.number("embedding_length_out"),
+        n_vocab=_vocab_size(keys),
+        n_ctx_train=keys.number("context_length", required=True),
+        n_head=n_head,
+        n_head_kv=n_head_kv,
+        n_ff=n_ff,
+        head_k_full=head_k,
+        head_v_full=head_v,
+        head_k_swa=keys.number("attention.key_length_swa", head_k),
+        head_v_swa=keys.number("attention.value_length_swa", head_v),
+        n_rot=n_rot,
+        pooling=int(keys.get("pooling_type", -1)),
+        n_expert=keys.number("expert_count"),
+        n_expert_used=keys.number("expert_used_count"),
+    )
+
+
+def _check_shapes(keys: _Keys, hp: LlamaCppHParams, tensors: Mapping[str, Any]) -> None:
+    """llama.cpp refuses a model whose tensors have other shapes than its metadata makes (`check_tensor_dims`);
+    these are the ones the memory rests on: the token embeddings and each attention layer's Q, K and V."""
+    expected = {"token_embd.weight": ((hp.n_vocab, hp.n_embd), ("tokenizer.ggml.tokens", "embedding_length"))}
+    for il in range(hp.n_layer):
+        if hp.is_recurrent[il] or hp.is_mla:
+            continue
+        q, k, v = (
+            ("attention.head_count", "attention.key_length"),
+            ("attention.head_count_kv",),
+            ("attention.value_length",),
+        )
+        expected[f"blk.{il}.attn_q.weight"] = ((hp.n_head[il] * hp.head_k(il), hp.n_embd), q)
+        expected[f"blk.{il}.attn_k.weight"] = ((hp.n_embd_k_gqa(il), hp.n_embd), (*k, q[1]))
+        expected[f"blk.{il}.attn_v.weight"] = ((hp.n_embd_v_gqa(il), hp.n_embd), (*k, *v))
+    for name, (shape, source) in expected.items():
+        info = tensors.get(name)
+        if info is not None and tuple(info.shape) != shape:
+            raise keys.error(
+                f"tensor {name!r} has shape {list(info.shape)}; {' and '.join(map(keys.name, source))} make it "
+                f"{list(shape)}"
+                " (llama.cpp refuses the model: wrong shape)"
+            )
+
+
+def _wkv(keys: _Keys) -> dict[str, int]:
+    """RWKV's head size and token shifts; llama.cpp's rwkv6 and rwkv7 graphs assert two shifts (attention's and
+    the channel mix's) and abort on any other count."""
+    shifts = keys.number("token_shift_count", 2)
+    if shifts != 2:
+        raise keys.error(f"{keys.name('token_shift_count')} is {shifts}; llama.cpp's {keys.arch} graph takes 2")
+    return {"wkv_head_size": keys.number("wkv.head_size", required=True), "token_shift_count": shifts}
+
+
+def _vocab_size(keys: _Keys) -> int:
+    """`llama_vocab::n_tokens`: the token list's length; a model without a vocabulary ("none") takes
+    `<arch>.vocab_size`."""
+    tokenizer = keys.get("tokenizer.ggml.model")
+    if tokenizer in ("none", "no_vocab"):
+        return keys.number("vocab_size")
+    tokens = keys.metadata.get("tokenizer.ggml.tokens")
+    if tokens is None:
+        raise keys.error("tokenizer.ggml.tokens is missing: llama.cpp sizes its logits by the vocabulary")
+    return len(tokens)
+
+
+def _swa(keys: _Keys, swa: SlidingWindow, n_layer_all: int, n_layer: int) -> dict[str, Any]:
+    window = keys.get("attention.sliding_window")
+    if window is None:
+        if swa.window_required:
+            raise keys.error(f"{keys.name('attention.sliding_window')} is missing")
+        window = swa.default_window
+    if not window:
+        return {}
+    pattern = keys.array("attention.sliding_window_pattern")
+    if pattern is not None:
+        flags = [bool(v) for v in pattern] + [False] * (n_layer_all - len(pattern))
+    else:
+        n = keys.number("attention.sliding_window_pattern", swa.pattern)
+        if swa.dense_first:
+            flags = [n == 0 or il % n != 0 for il in range(n_layer)]
+        else:
+            flags = [n == 0 or il % n < n - 1 for il in range(n_layer)]
+        flags += [False] * (n_layer_all - n_layer)
+    return {"swa_type": swa.type, "n_swa": int(window), "is_swa": tuple(flags[:n_layer_all])}

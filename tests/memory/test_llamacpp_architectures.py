@@ -1,0 +1,74 @@
+"""Each architecture the llama.cpp engine knows is one complete entry: a graph builder, switches that agree with
+each other, a skeleton model of real shapes in tests/data/memory_models.py and llama.cpp's numbers recorded for it
+(which test_llamacpp.py compares with, byte for byte)."""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+import weightkit
+from weightkit.errors import FormatError, UnsupportedError
+from weightkit.memory.llamacpp import architectures, graph_builder, hparams
+from weightkit.memory.llamacpp.architectures import ARCHITECTURES, LlamaCppArchitecture, architecture, read_hparams
+from weightkit.memory.llamacpp.architectures.entry import RECURRENT
+from weightkit.memory.llamacpp.hparams import LlamaCppHParams
+
+DATA = Path(__file__).parents[1] / "data"
+RECORD = json.loads((DATA / "llama_memory.json").read_text())
+_spec = importlib.util.spec_from_file_location("memory_models", DATA / "memory_models.py")
+MODELS = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(MODELS)
+SKELETONS = {name: make()[0]["general.architecture"] for name, make in MODELS.MODELS.items()}
+
+
+@pytest.mark.parametrize("name", sorted(ARCHITECTURES))
+def test_every_entry_is_complete(name):
+    entry = ARCHITECTURES[name]
+    assert isinstance(entry, LlamaCppArchitecture)
+    graph = inspect.signature(entry.graph)
+    assert list(graph.parameters) == ["b"] and graph.return_annotation == "Graph", graph
+    assert entry.graph.__module__.startswith("weightkit.memory.llamacpp.architectures."), entry.graph.__module__
+    assert entry.recurrent in (None, *RECURRENT)
+    assert not entry.wkv or entry.recurrent == "all", "RWKV's state is a recurrent one"
+    assert set(entry.flag_defaults) <= set(entry.flags), "a default for a flag the entry does not read"
+    assert set(entry.flags) <= _flags_read(), "a flag no graph reads"
+    recorded = [model for model, arch in SKELETONS.items() if arch == name and model in RECORD]
+    assert recorded, f"{name}: no skeleton model with llama.cpp's numbers recorded (tests/data/make_llama_memory.py)"
+
+
+def _flags_read() -> set[str]:
+    """The flags the graph builders and hparams read (`hp.flags.get(...)` / `flags.get(...)` in their source)."""
+    sources = [inspect.getsource(m) for m in (graph_builder, hparams)]
+    folder = Path(architectures.__file__).parent
+    sources += [p.read_text() for p in folder.glob("*.py")]
+    return {m for s in sources for m in re.findall(r"flags\.get\(\"(\w+)\"", s)}
+
+
+def test_an_architecture_without_an_entry_is_refused_naming_the_known_ones():
+    with pytest.raises(UnsupportedError, match=r"no llama.cpp memory model for the architecture 'rwkv9' yet \(known: "):
+        architecture("rwkv9")
+
+
+def test_read_hparams_names_a_missing_architecture(tmp_path):
+    metadata, tensors = MODELS.MODELS["qwen3-8b"]()
+    del metadata["general.architecture"]
+    MODELS.write_skeleton(tmp_path / "m.gguf", metadata, tensors)
+    with weightkit.open(tmp_path / "m.gguf") as m, pytest.raises(FormatError, match=r"general\.architecture is"):
+        read_hparams(m)
+
+
+def test_each_entry_reads_its_own_switches(tmp_path):
+    """The same file read as two entries differ only where their switches do: qwen3moe reads the expert keys,
+    qwen3 does not."""
+    path = MODELS.write_model("qwen3-30b-a3b", tmp_path)
+    with weightkit.open(path) as m:
+        moe = architecture("qwen3moe").read_hparams(m, "qwen3moe")
+        dense = LlamaCppArchitecture(ARCHITECTURES["qwen3"].graph).read_hparams(m, "qwen3moe")
+    assert isinstance(moe, LlamaCppHParams) and moe.n_ff_exp > 0 and dense.n_ff_exp == 0
+    assert (moe.n_expert, moe.n_head_kv) == (dense.n_expert, dense.n_head_kv)
