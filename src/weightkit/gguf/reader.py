@@ -300,14 +300,14 @@ def _place_tensors(
                 entry, f"tensor {name!r} starts at data offset {rel}, not a multiple of the alignment {alignment}"
             )
         start = data_offset + rel
-        if header_only and start + nbytes > src.size:
+        if nbytes and start + nbytes > src.size:  # a zero-element tensor lacks nothing, wherever it starts
+            if not header_only:
+                raise src.error(
+                    entry,
+                    f"tensor {name!r} occupies bytes {start}..{start + nbytes} but the file ends at {src.size} "
+                    "(cut short? header_only=True reads its metadata and tensor infos)",
+                )
             missing[name] = min(nbytes, start + nbytes - src.size)
-        elif start + nbytes > src.size:
-            raise src.error(
-                entry,
-                f"tensor {name!r} occupies bytes {start}..{start + nbytes} but the file ends at {src.size} "
-                "(cut short? header_only=True reads its metadata and tensor infos)",
-            )
         tensors[name] = TensorInfo(name, t, shape, start, nbytes)
     spans = sorted((i.offset, i.offset + i.nbytes, i.name) for i in tensors.values() if i.nbytes)
     for (_, end_a, name_a), (start_b, _, name_b) in itertools.pairwise(spans):
