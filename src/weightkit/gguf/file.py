@@ -49,6 +49,8 @@ class GGUFFile(MappedModelFile):
                 info.offset,
                 f"tensor {name!r} lacks {lacking} of its {info.nbytes} bytes: the file ends at {self.file_size}",
             )
+        if self.tensors[name].nbytes == 0:  # a zero-element tensor: nothing to read, wherever it starts
+            return np.empty(0, np.uint8)
         return super().raw(name)
 
     def value_bytes(self, key: str) -> bytes:
