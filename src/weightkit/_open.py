@@ -14,7 +14,9 @@ _JSON_SPACE = b" \t\n\r"
 _URL_SCHEMES = ("http://", "https://", "hf://")
 
 
-def open_model(path: str | os.PathLike[str], *, framework: str = "numpy", remote: bool = False) -> ModelFile:
+def open_model(
+    path: str | os.PathLike[str], *, framework: str = "numpy", remote: bool = False, header_only: bool = False
+) -> ModelFile:
     """Open a model, whatever its format (decided by its bytes, not its name): a GGUF file (any shard of a
     split model opens all of it), a safetensors file, a Hugging Face checkpoint folder or its
     `model.safetensors.index.json`, or a model name in Ollama's store (`gemma3:270m`) when no such file
@@ -22,7 +24,10 @@ def open_model(path: str | os.PathLike[str], *, framework: str = "numpy", remote
 
     An http(s):// URL or hf://org/repo[@revision]/path is read remotely, by range requests: its header now,
     tensor data when asked for (`weightkit.remote`). With `remote=True` a model name is looked up in its
-    registry (registry.ollama.ai, or the host the name gives) instead of the local store."""
+    registry (registry.ollama.ai, or the host the name gives) instead of the local store.
+
+    `header_only=True` opens a local GGUF whose tensor data is cut short (a partial download, a header-only
+    file): metadata and tensor infos, with `missing` naming the incomplete tensors (see `gguf.GGUFFile`)."""
     if framework not in FRAMEWORKS:
         raise ArgumentError(f"framework is one of {FRAMEWORKS}, not {framework!r}")
     text = os.fspath(path)
@@ -48,7 +53,7 @@ def open_model(path: str | os.PathLike[str], *, framework: str = "numpy", remote
     if kind == "gguf":
         from .gguf import open_gguf
 
-        return open_gguf(path, framework=framework)
+        return open_gguf(path, framework=framework, header_only=header_only)
     if kind == "safetensors":
         from .safetensors import SafetensorsFile
 

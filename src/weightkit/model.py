@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+import math
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -122,7 +123,8 @@ class ModelFile(abc.ABC):
         rows, safe to call from several threads: views of `raw()` here; a model that makes its tensors when
         read makes only the rows asked for, or the whole tensor once, held by the maker."""
         info = self.tensors[name]
-        rows = self.raw(name).reshape(info.n_elements // info.shape[-1], -1)
+        n_rows = info.n_elements // info.shape[-1] if info.shape[-1] else math.prod(info.shape[:-1])
+        rows = self.raw(name).reshape(n_rows, info.nbytes // n_rows if n_rows else 0)  # zero-element tensors too
         return lambda start, stop: rows[start:stop]
 
     @property

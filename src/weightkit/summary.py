@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from .gguf.constants import FILE_TYPES
+from .gguf.constants import FILE_TYPES, MAX_NAME
 from .model import ModelFile
 from .safetensors.checkpoint import read_config
 
@@ -44,6 +44,10 @@ class ModelSummary:
     head_count_kv: int | list[int] | None = None
     vocab_size: int | None = None
     types: list[TypeUsage] = field(default_factory=list)
+    # A file whose tensor data is cut short (opened header-only): bytes missing, and the tensors they belong to
+    missing_bytes: int = 0
+    incomplete_tensors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # what keeps llama.cpp from loading the file
 
     @property
     def bits_per_weight(self) -> float:
@@ -74,6 +78,10 @@ def summarize(model: ModelFile) -> ModelSummary:
     arch = _str(md.get("general.architecture"))
     s = ModelSummary(model.format, arch, _str(md.get("general.name")), params, nbytes, len(model.tensors), types=types)
     s.file_type = _file_type(md)
+    missing: Mapping[str, int] = getattr(model, "missing", {})
+    s.missing_bytes = sum(missing.values())
+    s.incomplete_tensors = list(missing)
+    s.warnings = _llama_cpp_warnings(model)
     if arch:
         s.context_length = _int(md.get(f"{arch}.context_length"))
         s.embedding_length = _int(md.get(f"{arch}.embedding_length"))
@@ -88,6 +96,19 @@ def summarize(model: ModelFile) -> ModelSummary:
     if config:
         _from_config(s, config)
     return s
+
+
+def _llama_cpp_warnings(model: ModelFile) -> list[str]:
+    """What in a GGUF that weightkit reads llama.cpp refuses: tensor names of GGML_MAX_NAME bytes or more."""
+    if model.format != "gguf":
+        return []
+    long = [name for name in model.tensors if len(name.encode("utf-8", "surrogateescape")) >= MAX_NAME]
+    if not long:
+        return []
+    return [
+        f"{len(long)} tensor name(s) of {MAX_NAME} bytes or more (e.g. {long[0]!r}): "
+        f"llama.cpp allows {MAX_NAME - 1} and will not load this file"
+    ]
 
 
 def _from_config(s: ModelSummary, config: Mapping[str, Any]) -> None:

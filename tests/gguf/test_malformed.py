@@ -81,7 +81,7 @@ CASES = {
     "split.count a bool": (gguf_bytes([kv("split.count", T.BOOL, b"\x01")], []), "must be an integer", None),
     "duplicate tensor": (gguf_bytes([], [F32_4x8, F32_4x8], bytes(256)), "duplicate tensor name 'w'", None),
     "5 dimensions": (gguf_bytes([], [tinfo("w", (1, 1, 1, 1, 1), 0, 0)], bytes(32)), "5 dimensions", None),
-    "zero dimension": (gguf_bytes([], [tinfo("w", (8, 0), 0, 0)], bytes(32)), "zero dimension", 37),
+    "negative dimension": (gguf_bytes([], [tinfo("w", (8, 2**64 - 1), 0, 0)], bytes(32)), "negative dimension", 37),
     "2^64 elements": (gguf_bytes([], [tinfo("w", (2**32, 2**32), 0, 0)], bytes(32)), "more than 2^63", 37),
     "unknown ggml type": (gguf_bytes([], [tinfo("w", (32,), 43, 0)], bytes(64)), "unknown GGML type id 43", 45),
     "removed ggml type": (gguf_bytes([], [tinfo("w", (32,), 31, 0)], bytes(64)), "(id 31), which ggml removed", 45),

@@ -35,7 +35,7 @@ SCALARS = {
     "t.f64": Value(-1e300, T.FLOAT64),
 }
 ARRAYS = {
-    f"a.{t.name.lower()}": typed_array(np.arange(-3, 4) % (2 if t == T.BOOL else 100) if t != T.BOOL else [1, 0, 1], t)
+    f"a.{t.name.lower()}": typed_array([True, False, True] if t == T.BOOL else np.arange(-3, 4) % 100, t)
     for t in T
     if t not in (T.ARRAY, T.STRING)
 }

@@ -35,6 +35,7 @@ def inspect_json(model: ModelFile) -> dict:
             if v.element is not None:
                 entry["element_type"] = v.element.name
         metadata[key] = entry
+    missing = getattr(model, "missing", {})
     tensors = [
         {
             "name": t.name,
@@ -43,6 +44,7 @@ def inspect_json(model: ModelFile) -> dict:
             "offset": t.offset,
             "nbytes": t.nbytes,
             **({"shard": t.shard} if t.shard else {}),
+            **({"missing_bytes": missing[t.name]} if t.name in missing else {}),
         }
         for t in model.tensors.values()
     ]
@@ -58,12 +60,15 @@ def inspect_json(model: ModelFile) -> dict:
 
 
 def run_inspect(path: str, *, tensors: bool, as_json: bool, console: Console, remote: bool = False) -> None:
-    with open_model(path, remote=remote) as model:
+    # Header-only: a partial download or a header written without its data still shows what it holds.
+    with open_model(path, remote=remote, header_only=True) as model:
         if as_json:
             print_json(inspect_json(model))
             return
         s = summarize(model)
         console.print(_overview(model, s))
+        for line in _problems(s):
+            console.print(f"[bold yellow]warning:[/bold yellow] {escape(printable(line))}")
         console.print(_types_table(s))
         console.print(_metadata_table(model))
         if tensors:
@@ -99,6 +104,19 @@ def _overview(model: ModelFile, s: ModelSummary) -> Table:
         if value is not None:
             t.add_row(label, escape(printable(str(value))))
     return t
+
+
+def _problems(s: ModelSummary) -> list[str]:
+    """What is wrong with the file, plainly: tensor data missing, and what keeps llama.cpp from loading it."""
+    lines = list(s.warnings)
+    if s.incomplete_tensors:
+        names = ", ".join(s.incomplete_tensors[:5]) + (", ..." if len(s.incomplete_tensors) > 5 else "")
+        lines.insert(
+            0,
+            f"the file is cut short: {human_bytes(s.missing_bytes)} ({s.missing_bytes:,} bytes) of tensor data "
+            f"missing; {len(s.incomplete_tensors)} of {s.tensor_count} tensors incomplete ({names})",
+        )
+    return lines
 
 
 def _heads(s: ModelSummary) -> str | None:
@@ -143,14 +161,15 @@ def _metadata_table(model: ModelFile) -> Table:
 
 def _tensors_table(model: ModelFile) -> Table:
     t = Table(title=f"Tensors ({len(model.tensors)})", title_justify="left")
+    missing = getattr(model, "missing", {})
     for col in ("name", "type", "shape", "size", "offset"):
         t.add_column(col, justify="right" if col in ("size", "offset") else "left")
+    if missing:
+        t.add_column("missing", justify="right")
     for info in model.tensors.values():
-        t.add_row(
-            escape(printable(info.name)),
-            info.dtype.name,
-            "×".join(map(str, info.shape)),
-            human_bytes(info.nbytes),
-            str(info.offset),
-        )
+        row = [escape(printable(info.name)), info.dtype.name, "×".join(map(str, info.shape))]
+        row += [human_bytes(info.nbytes), str(info.offset)]
+        if missing:
+            row.append(human_bytes(missing[info.name]) if info.name in missing else "")
+        t.add_row(*row)
     return t

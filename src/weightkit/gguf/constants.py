@@ -8,6 +8,7 @@ MAGIC = b"GGUF"
 VERSION = 3  # what weightkit writes; versions 2 and 3 share one layout and are both read
 DEFAULT_ALIGNMENT = 32
 MAX_DIMS = 4  # GGML_MAX_DIMS: ggml refuses tensors with more
+MAX_NAME = 64  # GGML_MAX_NAME: a tensor name and its NUL; llama.cpp refuses a file with a longer name
 MAX_ARRAY_NESTING = 8  # arrays of arrays deeper than this are refused (ggml refuses any nesting)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -13,8 +14,12 @@ from .writer import GGUFWriter, plan_tensor
 
 
 def edited_metadata(old: GGUFFile, set: Mapping[str, Any], remove: Iterable[str]) -> dict[str, Value]:
-    """`old`'s typed metadata with keys removed and set; a key that exists keeps its GGUF type."""
-    values = dict(old.metadata.typed_items())
+    """`old`'s typed metadata with keys removed and set; a key that exists keeps its GGUF type, and every
+    key not set keeps the very bytes the file holds (see `GGUFFile.value_bytes`)."""
+    values = {
+        key: dataclasses.replace(value, encoded=(old.byte_order, old.value_bytes(key)))
+        for key, value in old.metadata.typed_items()
+    }
     for key in remove:
         if key not in values:
             raise ArgumentError(f"{old.path}: no metadata key {key!r} to remove")
@@ -22,7 +27,7 @@ def edited_metadata(old: GGUFFile, set: Mapping[str, Any], remove: Iterable[str]
     for key, value in set.items():
         current = values.get(key)
         keep = current is not None and not isinstance(value, Value)
-        values[key] = infer(value, current.type if keep else None)
+        values[key] = infer(value, current.type if keep else None, key)
     return values
 
 
@@ -33,7 +38,8 @@ def edit_gguf(
     set: Mapping[str, Any] | None = None,
     remove: Iterable[str] = (),
 ) -> None:
-    """Write `path` again (to `out`, or in place) with metadata keys set or removed.
+    """Write `path` again (to `out`, or in place) with metadata keys set or removed; untouched keys are
+    copied byte for byte.
 
     Tensor data is streamed from the mapped file; the write is atomic, so editing in place is safe.
     """

@@ -47,6 +47,9 @@ class ParsedGGUF:
     tensors: dict[str, TensorInfo]
     alignment: int
     data_offset: int  # where the tensor data section starts
+    value_spans: dict[str, tuple[int, int]]  # where each metadata value's bytes (after its type tag) lie
+    # Read header-only: the tensors whose data the file does not (wholly) hold, and how many bytes each lacks.
+    missing: dict[str, int]
 
 
 class _Parser:
@@ -119,10 +122,11 @@ class _Parser:
             return self.array(key, depth)
         if t == _T.STRING:
             return Value(self.string(f"the value of {key!r}"), t)
+        start = self.pos
         v = self.read(self.scalars[t], f"the value of {key!r}")
         if t == _T.BOOL:
             v = v != 0
-        return Value(v, t)
+        return Value(v, t, encoded=(self.order, bytes(self.buf[start : self.pos])))
 
     def array(self, key: str, depth: int) -> Value:
         if depth >= MAX_ARRAY_NESTING:
@@ -175,8 +179,10 @@ class _Parser:
             first = i
             self.src.reach(stop, pos, reason)
 
-    def metadata(self, n_kv: int) -> dict[str, Value]:
+    def metadata(self, n_kv: int) -> tuple[dict[str, Value], dict[str, tuple[int, int]]]:
+        """The values, and the span of each one's bytes, for copying them untouched."""
         values: dict[str, Value] = {}
+        spans: dict[str, tuple[int, int]] = {}
         for i in range(n_kv):
             start = self.pos
             key = self.string(f"metadata key {i}")
@@ -185,8 +191,10 @@ class _Parser:
             if key in values:
                 raise self.fail(f"duplicate metadata key {key!r}", start)
             t = self.value_type(f"the value type of {key!r}")
+            at = self.pos
             values[key] = self.value(t, key)
-        return values
+            spans[key] = (at, self.pos)
+        return values, spans
 
     def tensor_infos(self, n: int) -> list[tuple[str, GGMLType, tuple[int, ...], int, int, int]]:
         """(name, type, numpy shape, relative offset, nbytes, position of the entry) for every tensor."""
@@ -207,9 +215,9 @@ class _Parser:
             ne = self.src.unpack(struct.Struct(f"{self.order}{n_dims}Q"), dims_at, f"the dimensions of {name!r}")
             self.pos += 8 * n_dims
             count = 1
-            for d in ne:
-                if d == 0:
-                    raise self.fail(f"tensor {name!r} has a zero dimension {list(ne)}", dims_at)
+            for d in ne:  # a zero dimension is allowed, as in ggml: the tensor holds no elements
+                if d > _INT64_MAX:
+                    raise self.fail(f"tensor {name!r} has a negative dimension {list(ne)}", dims_at)
                 count *= d
                 if count > _INT64_MAX:
                     raise self.fail(f"tensor {name!r} has more than 2^63 elements {list(ne)}", dims_at)
@@ -252,16 +260,19 @@ _STRUCT_CODES = {
 }
 
 
-def parse(src: BufferSource) -> ParsedGGUF:
-    """Parse and validate everything but the tensor data of the GGUF file behind `src`."""
+def parse(src: BufferSource, *, header_only: bool = False) -> ParsedGGUF:
+    """Parse and validate everything but the tensor data of the GGUF file behind `src`.
+
+    `header_only` accepts tensor data cut short (a partial download, a header written by ggml's
+    `only_meta`) and lists what is missing instead of refusing the file."""
     p = _Parser(src)
     version, n_tensors, n_kv = p.header()
-    metadata = p.metadata(n_kv)
+    metadata, spans = p.metadata(n_kv)
     alignment = _alignment(src, metadata)
     raw_infos = p.tensor_infos(n_tensors)
     data_offset = -(-p.pos // alignment) * alignment
-    tensors = _place_tensors(src, raw_infos, data_offset, alignment)
-    return ParsedGGUF(version, p.order, metadata, tensors, alignment, data_offset)
+    tensors, missing = _place_tensors(src, raw_infos, data_offset, alignment, header_only)
+    return ParsedGGUF(version, p.order, metadata, tensors, alignment, data_offset, spans, missing)
 
 
 def _alignment(src: BufferSource, metadata: dict[str, Value]) -> int:
@@ -276,22 +287,30 @@ def _alignment(src: BufferSource, metadata: dict[str, Value]) -> int:
     return a
 
 
-def _place_tensors(src: BufferSource, raw_infos, data_offset: int, alignment: int) -> dict[str, TensorInfo]:
-    """Turn relative offsets into absolute ones, refusing misaligned, overlapping or truncated tensors."""
+def _place_tensors(
+    src: BufferSource, raw_infos, data_offset: int, alignment: int, header_only: bool
+) -> tuple[dict[str, TensorInfo], dict[str, int]]:
+    """Turn relative offsets into absolute ones, refusing misaligned or overlapping tensors, and truncated
+    ones unless `header_only` (then they are listed with the bytes each lacks)."""
     tensors: dict[str, TensorInfo] = {}
+    missing: dict[str, int] = {}
     for name, t, shape, rel, nbytes, entry in raw_infos:
         if rel % alignment:
             raise src.error(
                 entry, f"tensor {name!r} starts at data offset {rel}, not a multiple of the alignment {alignment}"
             )
         start = data_offset + rel
-        if start + nbytes > src.size:
-            raise src.error(
-                entry, f"tensor {name!r} occupies bytes {start}..{start + nbytes} but the file ends at {src.size}"
-            )
+        if nbytes and start + nbytes > src.size:  # a zero-element tensor lacks nothing, wherever it starts
+            if not header_only:
+                raise src.error(
+                    entry,
+                    f"tensor {name!r} occupies bytes {start}..{start + nbytes} but the file ends at {src.size} "
+                    "(cut short? header_only=True reads its metadata and tensor infos)",
+                )
+            missing[name] = min(nbytes, start + nbytes - src.size)
         tensors[name] = TensorInfo(name, t, shape, start, nbytes)
-    spans = sorted((i.offset, i.offset + i.nbytes, i.name) for i in tensors.values())
+    spans = sorted((i.offset, i.offset + i.nbytes, i.name) for i in tensors.values() if i.nbytes)
     for (_, end_a, name_a), (start_b, _, name_b) in itertools.pairwise(spans):
         if start_b < end_a:
             raise src.error(start_b, f"tensors {name_a!r} and {name_b!r} overlap")
-    return tensors
+    return tensors, missing

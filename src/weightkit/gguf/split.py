@@ -52,11 +52,14 @@ def split_prefix(path: str | os.PathLike[str]) -> tuple[str, int, int] | None:
     return m["prefix"], int(m["no"]) - 1, int(m["count"])
 
 
-def open_gguf(path: str | os.PathLike[str] | RemoteFile, *, framework: str = "numpy") -> GGUFFile | GGUFSplit:
+def open_gguf(
+    path: str | os.PathLike[str] | RemoteFile, *, framework: str = "numpy", header_only: bool = False
+) -> GGUFFile | GGUFSplit:
     """Open a GGUF file, local or remote; a shard of a split model (any shard) opens the whole model, its
-    siblings found by their names next to it."""
+    siblings found by their names next to it. `header_only` opens files whose tensor data is cut short
+    (see `GGUFFile`), every shard of a split model alike."""
     location = Path(path) if isinstance(path, (str, os.PathLike)) else path
-    first = GGUFFile(location, framework=framework)
+    first = GGUFFile(location, framework=framework, header_only=header_only)
     try:
         count = _split_int(first, KEY_SPLIT_COUNT, 1)
         if count <= 1:
@@ -77,7 +80,7 @@ def open_gguf(path: str | os.PathLike[str] | RemoteFile, *, framework: str = "nu
     try:
         for i in range(count):
             sibling = location.with_name(split_path(prefix, i, count).name)
-            shards.append(first if i == index else GGUFFile(sibling, framework=framework))
+            shards.append(first if i == index else GGUFFile(sibling, framework=framework, header_only=header_only))
         _check_shards(shards, count)
     except BaseException:
         for s in [*shards, first]:

@@ -6,7 +6,7 @@ mapping hands out plain Python/numpy values for everyday use.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,12 +33,15 @@ class Value:
     """One metadata value with its GGUF type; `element` is the element type of an array.
 
     Arrays hold a numpy array (numeric and bool elements), a list of str (strings), or a list of `Value`
-    (arrays of arrays).
+    (arrays of arrays). `encoded` is set on scalars read from a file: (byte order, the bytes as stored), which
+    a writer in that byte order copies instead of encoding `value` again, so a read value is written back bit
+    for bit (a float32 signalling NaN becomes a quiet one on its way through a Python float).
     """
 
     value: Any
     type: GGUFValueType
     element: GGUFValueType | None = None
+    encoded: tuple[str, bytes] | None = None
 
     def plain(self) -> Any:
         """The value without type information: nested arrays become lists of plain values."""
@@ -69,27 +72,55 @@ def numpy_dtype(t: GGUFValueType, order: str = "<") -> np.dtype:
 
 
 _NUMPY_KINDS = {np.dtype(SCALAR_CODES[t]): t for t in SCALAR_CODES if t != _T.BOOL}
+_FLOATS = (_T.FLOAT32, _T.FLOAT64)
+_BOOLS = (bool, np.bool_)
 
 
-def infer(value: Any, type: GGUFValueType | None = None) -> Value:
-    """Turn a Python or numpy value into a typed `Value` (checking it fits the type, if one is given).
+def _fits(value: Any, t: GGUFValueType) -> bool:
+    """Whether `value` may be stored as type `t`, by gguf-py's writer's rules (`_validate_value_type`): a
+    bool is no number, a float no integer, a str no array; bytes are a STRING, or an ARRAY of UINT8."""
+    if value is None:
+        return False
+    if t == _T.STRING:
+        return isinstance(value, (str, bytes, bytearray))
+    if t == _T.ARRAY:
+        return isinstance(value, (Sequence, np.ndarray)) and not isinstance(value, (str, bytearray))
+    if t == _T.BOOL:
+        return isinstance(value, _BOOLS)
+    if t in _FLOATS:
+        return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, _BOOLS)
+    return isinstance(value, (int, np.integer)) and not isinstance(value, _BOOLS)
+
+
+def _wrong_type(key: str | None, t: GGUFValueType, value: Any) -> ArgumentTypeError:
+    where = f"key {key!r}: " if key is not None else ""
+    return ArgumentTypeError(f"{where}expected {t.name}, got {type(value).__name__}: {value!r}")
+
+
+def infer(value: Any, type: GGUFValueType | None = None, key: str | None = None) -> Value:
+    """Turn a Python or numpy value into a typed `Value`, checking it fits the type if one is given (gguf-py's
+    rules, see `_fits`); errors name `key`.
 
     Without a type: bool -> BOOL, int -> INT32 (INT64/UINT64 when it does not fit), float -> FLOAT32,
     str -> STRING, numpy scalars and arrays by their dtype, lists -> arrays of the inferred element type.
     """
     if isinstance(value, Value):
         if type is not None and type != value.type:
-            return infer(value.plain(), type)
+            return infer(value.plain(), type, key)
         return value
+    if type is not None and not _fits(value, type):
+        raise _wrong_type(key, type, value)
+    if type == _T.ARRAY and isinstance(value, bytes):
+        return Value(np.frombuffer(value, np.uint8).copy(), _T.ARRAY, _T.UINT8)
     if type == _T.ARRAY or (type is None and isinstance(value, (list, tuple, np.ndarray))):
-        return _infer_array(value)
+        return _infer_array(value, key)
     if type is None:
-        type = _scalar_type(value)
-    return Value(_coerce_scalar(value, type), type)
+        type = _scalar_type(value, key)
+    return Value(_coerce_scalar(value, type, key), type)
 
 
-def _scalar_type(value: Any) -> GGUFValueType:
-    if isinstance(value, (bool, np.bool_)):
+def _scalar_type(value: Any, key: str | None) -> GGUFValueType:
+    if isinstance(value, _BOOLS):
         return _T.BOOL
     if isinstance(value, np.generic):
         return _NUMPY_KINDS[np.dtype(value.dtype).newbyteorder("=")]
@@ -98,75 +129,76 @@ def _scalar_type(value: Any) -> GGUFValueType:
             lo, hi = _INT_RANGES[t]
             if lo <= value < hi:
                 return t
-        raise ArgumentError(f"integer {value} does not fit in any GGUF integer type")
+        raise ArgumentError(f"{_where(key)}integer {value} does not fit in any GGUF integer type")
     if isinstance(value, float):
         return _T.FLOAT32
     if isinstance(value, (str, bytes)):
         return _T.STRING
-    raise ArgumentTypeError(f"cannot store a {type(value).__name__} in GGUF metadata")
+    raise ArgumentTypeError(f"{_where(key)}cannot store a {type(value).__name__} in GGUF metadata")
 
 
-def _coerce_scalar(value: Any, t: GGUFValueType) -> Any:
+def _where(key: str | None) -> str:
+    return "" if key is None else f"key {key!r}: "
+
+
+def _coerce_scalar(value: Any, t: GGUFValueType, key: str | None) -> Any:
+    """`value` (already known to fit `t`) as the Python value a `Value` of type `t` holds."""
     if t == _T.STRING:
-        if isinstance(value, bytes):
-            return value.decode("utf-8", "surrogateescape")
-        if not isinstance(value, str):
-            raise ArgumentTypeError(f"GGUF STRING needs a str, not {type(value).__name__}")
-        return value
+        return bytes(value).decode("utf-8", "surrogateescape") if isinstance(value, (bytes, bytearray)) else value
     if t == _T.BOOL:
         return bool(value)
-    if t in (_T.FLOAT32, _T.FLOAT64):
+    if t in _FLOATS:
         return float(np.dtype(SCALAR_CODES[t]).type(value))
-    if t in _INT_RANGES:
-        if isinstance(value, float) and not value.is_integer():
-            raise ArgumentError(f"{value} is not an integer; GGUF {t.name} needs one")
-        v = int(value)
-        lo, hi = _INT_RANGES[t]
-        if not lo <= v < hi:
-            raise ArgumentError(f"{v} does not fit in GGUF {t.name}")
-        return v
-    raise ArgumentError(f"{t.name} is not a scalar GGUF type")
+    v = int(value)
+    lo, hi = _INT_RANGES[t]
+    if not lo <= v < hi:
+        raise ArgumentError(f"{_where(key)}{v} does not fit in GGUF {t.name}")
+    return v
 
 
-def _infer_array(value: Any) -> Value:
+def _infer_array(value: Any, key: str | None) -> Value:
     if isinstance(value, np.ndarray):
         if value.ndim != 1:
-            raise ArgumentError("GGUF arrays are one-dimensional")
+            raise ArgumentError(f"{_where(key)}GGUF arrays are one-dimensional")
         dt = value.dtype.newbyteorder("=")
         if dt == np.bool_:
             return Value(value.astype(np.bool_), _T.ARRAY, _T.BOOL)
         if dt.kind in "US":
-            return Value([_coerce_scalar(v.item(), _T.STRING) for v in value], _T.ARRAY, _T.STRING)
+            return Value([_coerce_scalar(v.item(), _T.STRING, key) for v in value], _T.ARRAY, _T.STRING)
         if dt not in _NUMPY_KINDS:
-            raise ArgumentTypeError(f"no GGUF array type for numpy dtype {value.dtype}")
+            raise ArgumentTypeError(f"{_where(key)}no GGUF array type for numpy dtype {value.dtype}")
         return Value(value.astype(dt), _T.ARRAY, _NUMPY_KINDS[dt])
     items = list(value)
     if not items:
         return Value(np.empty(0, np.int32), _T.ARRAY, _T.INT32)
     if all(isinstance(v, (list, tuple, np.ndarray)) or (isinstance(v, Value) and v.type == _T.ARRAY)
            for v in items):  # fmt: skip
-        return Value([infer(v, _T.ARRAY) for v in items], _T.ARRAY, _T.ARRAY)
+        return Value([infer(v, _T.ARRAY, key) for v in items], _T.ARRAY, _T.ARRAY)
     if all(isinstance(v, (str, bytes)) for v in items):
-        return Value([_coerce_scalar(v, _T.STRING) for v in items], _T.ARRAY, _T.STRING)
-    types = {_scalar_type(v) for v in items}
+        return Value([_coerce_scalar(v, _T.STRING, key) for v in items], _T.ARRAY, _T.STRING)
+    types = {_scalar_type(v, key) for v in items}
     if types == {_T.BOOL}:
         return Value(np.array(items, dtype=np.bool_), _T.ARRAY, _T.BOOL)
     if _T.FLOAT32 in types or _T.FLOAT64 in types:
         element = _T.FLOAT64 if _T.FLOAT64 in types else _T.FLOAT32
     else:
-        element = max(types, key=[_T.INT32, _T.INT64, _T.UINT64].index)
-    return typed_array(items, element)
+        element = max(types, key=[_T.BOOL, _T.INT32, _T.INT64, _T.UINT64].index)
+    return typed_array(items, element, key)
 
 
-def typed_array(items: Any, element: GGUFValueType) -> Value:
-    """An array `Value` with an explicit element type (values are checked to fit)."""
+def typed_array(items: Any, element: GGUFValueType, key: str | None = None) -> Value:
+    """An array `Value` with an explicit element type (every item checked to fit it, as a scalar would be)."""
+    if not isinstance(items, np.ndarray):
+        for v in items:
+            if not _fits(v, element):
+                raise _wrong_type(key, element, v)
     if element == _T.STRING:
-        return Value([_coerce_scalar(v, _T.STRING) for v in items], _T.ARRAY, _T.STRING)
+        return Value([_coerce_scalar(v, _T.STRING, key) for v in items], _T.ARRAY, _T.STRING)
     if element == _T.ARRAY:
-        return Value([infer(v, _T.ARRAY) for v in items], _T.ARRAY, _T.ARRAY)
+        return Value([infer(v, _T.ARRAY, key) for v in items], _T.ARRAY, _T.ARRAY)
     if element in _INT_RANGES:
         for v in items if not isinstance(items, np.ndarray) else ():
-            _coerce_scalar(v, element)
+            _coerce_scalar(v, element, key)
     return Value(np.asarray(items).astype(numpy_dtype(element, "=")), _T.ARRAY, element)
 
 

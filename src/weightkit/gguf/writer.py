@@ -25,6 +25,7 @@ from .constants import (
     KEY_ALIGNMENT,
     MAGIC,
     MAX_DIMS,
+    MAX_NAME,
     SCALAR_CODES,
     VERSION,
     GGUFValueType,
@@ -47,15 +48,21 @@ class PlannedTensor:
 
 
 def plan_tensor(name: str, shape: Iterable[int], dtype: GGMLType | int | str, data: DataSource | None = None):
-    """Check a tensor's declaration (ggml's rules: 1-4 dims, none zero, whole blocks per row)."""
+    """Check a tensor's declaration (ggml's rules: a name of at most 63 bytes, up to 4 dims, none negative
+    (zero is allowed: the tensor holds no elements), whole blocks per row)."""
     info = ggml_type(dtype)
     shape = tuple(int(d) for d in shape)
+    size = len(name.encode("utf-8", "surrogateescape"))
+    if size >= MAX_NAME:
+        raise ArgumentError(
+            f"{name}: tensor names are at most {MAX_NAME - 1} bytes (ggml's GGML_MAX_NAME with its NUL), not {size}"
+        )
     if info.removed:
         raise ArgumentError(f"{name}: GGML type {info.name} was removed from ggml")
     if len(shape) > MAX_DIMS:
         raise ArgumentError(f"{name}: GGUF tensors have at most {MAX_DIMS} dimensions, not {len(shape)}")
-    if any(d <= 0 for d in shape):
-        raise ArgumentError(f"{name}: every dimension must be positive, got {shape}")
+    if any(d < 0 for d in shape):
+        raise ArgumentError(f"{name}: no dimension may be negative, got {shape}")
     row = shape[-1] if shape else 1
     if row % info.block_size:
         raise ArgumentError(f"{name}: rows of {row} are not whole {info.name} blocks of {info.block_size}")
@@ -64,7 +71,9 @@ def plan_tensor(name: str, shape: Iterable[int], dtype: GGMLType | int | str, da
 
 
 def encode_value(value: Value, order: str = "<") -> bytes:
-    """The bytes of one metadata value (after its type tag)."""
+    """The bytes of one metadata value (after its type tag): the bytes it was read as, if it was read in `order`."""
+    if value.encoded is not None and value.encoded[0] == order:
+        return value.encoded[1]
     if value.type == _T.STRING:
         raw = value.value.encode("utf-8", "surrogateescape")
         return struct.pack(order + "Q", len(raw)) + raw
@@ -166,7 +175,7 @@ class GGUFWriter:
     def set(self, key: str, value: Any, type: GGUFValueType | None = None) -> None:
         """Set a metadata key; `type` forces the GGUF type (else inferred, see `values.infer`)."""
         self._before_data()
-        typed = infer(value, type)
+        typed = infer(value, type, key)
         if key == KEY_ALIGNMENT:
             a = typed.value
             if typed.type != _T.UINT32 or a <= 0 or a & (a - 1):
