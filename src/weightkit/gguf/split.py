@@ -12,16 +12,14 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from .._io import Openable
 from ..errors import ArgumentError, FormatError
 from .constants import DEFAULT_ALIGNMENT, KEY_ALIGNMENT, KEY_SPLIT_COUNT, KEY_SPLIT_NO, KEY_SPLIT_TENSORS, GGUFValueType
 from .file import GGUFFile, GGUFSplit
 from .values import Value
 from .writer import GGUFWriter, PlannedTensor
-
-if TYPE_CHECKING:
-    from ..remote.source import RemoteFile
 
 _NAME = re.compile(r"^(?P<prefix>.*)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
 _T = GGUFValueType
@@ -52,7 +50,7 @@ def split_prefix(path: str | os.PathLike[str]) -> tuple[str, int, int] | None:
     return m["prefix"], int(m["no"]) - 1, int(m["count"])
 
 
-def open_gguf(path: str | os.PathLike[str] | RemoteFile, *, framework: str = "numpy") -> GGUFFile | GGUFSplit:
+def open_gguf(path: str | os.PathLike[str] | Openable, *, framework: str = "numpy") -> GGUFFile | GGUFSplit:
     """Open a GGUF file, local or remote; a shard of a split model (any shard) opens the whole model, its
     siblings found by their names next to it."""
     location = Path(path) if isinstance(path, (str, os.PathLike)) else path
@@ -87,7 +85,7 @@ def open_gguf(path: str | os.PathLike[str] | RemoteFile, *, framework: str = "nu
 
 
 def open_gguf_shards(
-    paths: list[str | os.PathLike[str]] | list[RemoteFile], *, framework: str = "numpy"
+    paths: list[str | os.PathLike[str]] | list[Openable], *, framework: str = "numpy"
 ) -> GGUFFile | GGUFSplit:
     """Open the shards of a split model given in order, whatever their file names (e.g. store blobs)."""
     shards: list[GGUFFile] = []
