@@ -21,9 +21,9 @@ import numpy as np
 
 import weightkit
 from _common import best_of, gemma_path
-from weightkit.convert import QuantizeOptions, quantize_gguf
-from weightkit.convert.mixes import file_type
 from weightkit.gguf import GGUFValueType, Value, write_gguf
+from weightkit.llama_quantize import QuantizeOptions, quantize_gguf
+from weightkit.llama_quantize.mixes import file_type
 
 DEFAULT = "Q4_K_M,Q5_K_M,Q3_K_M,Q4_K_S,Q2_K,Q4_0,Q6_K,Q8_0"
 

@@ -22,9 +22,8 @@ from ... import quant
 from ...dtypes import ggml_type
 from ...errors import ArgumentError, FormatError, UnsupportedError
 from ...gguf import GGUFWriter, Metadata, Value, plan_tensor
+from ...llama_quantize import QuantizeOptions, quantize_model
 from ...model import ModelFile, TensorInfo
-from ..options import QuantizeOptions
-from ..quantize import quantize_model
 from .architectures import ARCHITECTURES, Architecture, Transform, common_filter
 from .config import CONFIG_NAME, Hparams, load_hparams, read_raw_config
 from .kv import KV
