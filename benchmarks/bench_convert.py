@@ -43,7 +43,7 @@ sys.path.insert(0, str(REPO / "tests" / "data"))
 import make_hf_checkpoints  # noqa: E402
 
 from weightkit.convert.hf.convert import OUTTYPES  # noqa: E402
-from weightkit.convert.mixes import file_type  # noqa: E402
+from weightkit.llama_quantize.mixes import file_type  # noqa: E402
 from weightkit.safetensors import write_checkpoint  # noqa: E402
 
 

@@ -1,6 +1,6 @@
 """Quantize a whole GGUF with weightkit and with llama.cpp's llama-quantize, and compare.
 
-For each file type: seconds for `weightkit.convert.quantize_gguf` and for libllama's `llama_model_quantize`
+For each file type: seconds for `weightkit.llama_quantize.quantize_gguf` and for libllama's `llama_model_quantize`
 (from llama-cpp-python, both cores, requantizing allowed), their ratio, and whether the two outputs have the
 same tensor types and bytes (and are the same file). The source is the real Gemma 3 270M Q4_K_M file, or
 with `--f16-layers N` a llama-shaped F16 model made up for the run (2048 wide, 5632 FFN, 32,000 tokens, N
@@ -21,9 +21,9 @@ import numpy as np
 
 import weightkit
 from _common import best_of, gemma_path
-from weightkit.convert import QuantizeOptions, quantize_gguf
-from weightkit.convert.mixes import file_type
 from weightkit.gguf import GGUFValueType, Value, write_gguf
+from weightkit.llama_quantize import QuantizeOptions, quantize_gguf
+from weightkit.llama_quantize.mixes import file_type
 
 DEFAULT = "Q4_K_M,Q5_K_M,Q3_K_M,Q4_K_S,Q2_K,Q4_0,Q6_K,Q8_0"
 

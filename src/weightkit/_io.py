@@ -108,7 +108,23 @@ class ByteSource(BufferSource):
 
 
 class Openable(Protocol):
-    """Something other than a path that a model can be read from (a remote file): it opens its own source."""
+    """A file read from somewhere other than a local path (a remote file), which the readers take wherever
+    they take a path: it has a name, finds the files beside it (a split model's shards, a checkpoint's
+    index and config) and opens its own source."""
+
+    @property
+    def name(self) -> str:
+        """The file's own name, the last part of its path."""
+        ...
+
+    @property
+    def display(self) -> str:
+        """What messages call it (its URL, or the URI it was given as)."""
+        ...
+
+    def with_name(self, name: str) -> Openable:
+        """The file called `name` beside this one."""
+        ...
 
     def open_source(self, *, copy_on_write: bool) -> BufferSource: ...
 

@@ -5,11 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .errors import ArgumentError, FormatError
+from ._sniff import model_kind, not_a_model
+from .errors import ArgumentError
 from .model import FRAMEWORKS, ModelFile
-
-_JSON_SPACE = b" \t\n\r"
-
 
 _URL_SCHEMES = ("http://", "https://", "hf://")
 
@@ -65,24 +63,6 @@ def open_model(
     raise not_a_model(path, head)
 
 
-def model_kind(head: bytes, name: str) -> str | None:
-    """What a file is by its first bytes (and, for JSON, its name): "gguf", "safetensors", "index" (a
-    checkpoint's model.safetensors.index.json) or None."""
-    if head[:4] == b"GGUF":
-        return "gguf"
-    if _looks_like_safetensors(head):
-        return "safetensors"
-    if head.lstrip(_JSON_SPACE)[:1] == b"{" and name.endswith(".json"):
-        return "index"
-    return None
-
-
-def not_a_model(where: str | os.PathLike[str], head: bytes) -> FormatError:
-    return FormatError(
-        where, 0, f"not a recognised model file (it starts with {head[:8]!r}; expected GGUF or safetensors)"
-    )
-
-
 def _looks_like_model_name(text: str) -> bool:
     """`name`, `name:tag` or `namespace/name:tag`: something to look up in Ollama's store."""
     from .ollama import InvalidName, parse_name
@@ -92,12 +72,3 @@ def _looks_like_model_name(text: str) -> bool:
     except InvalidName:
         return False
     return True
-
-
-def _looks_like_safetensors(head: bytes) -> bool:
-    """An 8-byte little-endian header length, then JSON that opens an object."""
-    if len(head) < 9:
-        return False
-    n = int.from_bytes(head[:8], "little")
-    body = head[8 : 8 + n].lstrip(_JSON_SPACE)
-    return 0 < n <= 100_000_000 and (body[:1] == b"{" or (not body and n > len(head) - 8))

@@ -18,13 +18,13 @@ import numpy as np
 import pytest
 
 import weightkit
-from weightkit.convert import QuantizeOptions, quantize_gguf
 from weightkit.convert.hf import convert_hf
 from weightkit.errors import ArgumentError, WeightkitError
+from weightkit.llama_quantize import QuantizeOptions, quantize_gguf
 
+from ..llama_quantize.test_imatrix import _legacy
+from ..llama_quantize.test_mixes import GENERATOR, _options
 from ..processes import children
-from .test_imatrix import _legacy
-from .test_mixes import GENERATOR, _options
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 _spec = importlib.util.spec_from_file_location("make_convert_quant_golden", DATA / "make_convert_quant_golden.py")

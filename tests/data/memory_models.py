@@ -14,9 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
-from weightkit.convert.quantize import compatible_type
 from weightkit.dtypes import ggml_type
 from weightkit.gguf import GGUFValueType, Value, plan_tensor, write_gguf_skeleton
+from weightkit.llama_quantize.quantize import compatible_type
 
 U32, F32V = GGUFValueType.UINT32, GGUFValueType.FLOAT32
 Tensors = list[tuple[str, tuple[int, ...], str]]  # name, shape (numpy order), GGML type

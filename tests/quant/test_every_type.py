@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from weightkit import quant
-from weightkit.convert.quantize import GGML_NEEDS_IMATRIX
 from weightkit.dtypes import ggml_type
+from weightkit.llama_quantize.quantize import GGML_NEEDS_IMATRIX
 
 TYPES = sorted(t.name for t in quant.QUANTIZERS)
 DECODABLE = sorted(t.name for t in quant.DEQUANTIZERS)

@@ -124,8 +124,8 @@ def quantize_options(
     exclude_weights: list[str] | None = None,
 ):
     """llama-quantize's options as given on the command line, parsed into `QuantizeOptions`."""
-    from ..convert import QuantizeOptions
-    from ..convert.options import parse_kv_override, parse_prune_layers, parse_tensor_type, read_tensor_types
+    from ..llama_quantize import QuantizeOptions
+    from ..llama_quantize.options import parse_kv_override, parse_prune_layers, parse_tensor_type, read_tensor_types
 
     return QuantizeOptions(
         type,

@@ -9,9 +9,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from ..convert import QuantizeOptions
 from ..convert.hf import convert_hf
 from ..convert.tohf import convert_gguf_to_hf
+from ..llama_quantize import QuantizeOptions
 from .render import byte_progress, human_bytes, human_count, print_json
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from ..convert import QuantizeOptions, quantize_gguf
 from ..errors import WeightkitError
+from ..llama_quantize import QuantizeOptions, quantize_gguf
 from .estimate import run_estimate
 from .inspect import run_inspect
 from .quantize import print_summary

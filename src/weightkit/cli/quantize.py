@@ -10,9 +10,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ..convert import QuantizeOptions, QuantizeReport, quantize_gguf
 from ..dtypes import ggml_type
 from ..errors import ArgumentError
+from ..llama_quantize import QuantizeOptions, QuantizeReport, quantize_gguf
 from .render import byte_progress, human_bytes, print_json, printable
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from ..convert import QuantizeOptions
 from ..errors import ArgumentError, WeightkitError
+from ..llama_quantize import QuantizeOptions
 from ..ollama import PruneReport, Store, create_from_checkpoint, create_from_gguf, create_from_hf_gguf, parse_name
 from ..ollama.store import MEDIA, parse_manifest
 from ..quant.mlx import is_mlx_mode

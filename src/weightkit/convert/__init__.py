@@ -1,7 +1,2 @@
-"""Conversions between formats and tensor types: streaming, atomic, one tensor at a time."""
-
-from .imatrix import read_imatrix
-from .options import QuantizeOptions, resolve_target
-from .quantize import QuantizeReport, plan_types, quantize_gguf
-
-__all__ = ["QuantizeOptions", "QuantizeReport", "plan_types", "quantize_gguf", "read_imatrix", "resolve_target"]
+"""Conversions between Hugging Face checkpoints and GGUF: `convert.hf` (a checkpoint to GGUF, as llama.cpp's
+`convert_hf_to_gguf.py`) and `convert.tohf` (a GGUF to a folder transformers loads)."""

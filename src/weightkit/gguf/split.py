@@ -12,16 +12,14 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from .._io import Openable
 from ..errors import ArgumentError, FormatError
 from .constants import DEFAULT_ALIGNMENT, KEY_ALIGNMENT, KEY_SPLIT_COUNT, KEY_SPLIT_NO, KEY_SPLIT_TENSORS, GGUFValueType
 from .file import GGUFFile, GGUFSplit
 from .values import Value
 from .writer import GGUFWriter, PlannedTensor
-
-if TYPE_CHECKING:
-    from ..remote.source import RemoteFile
 
 _NAME = re.compile(r"^(?P<prefix>.*)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
 _T = GGUFValueType
@@ -53,7 +51,7 @@ def split_prefix(path: str | os.PathLike[str]) -> tuple[str, int, int] | None:
 
 
 def open_gguf(
-    path: str | os.PathLike[str] | RemoteFile, *, framework: str = "numpy", header_only: bool = False
+    path: str | os.PathLike[str] | Openable, *, framework: str = "numpy", header_only: bool = False
 ) -> GGUFFile | GGUFSplit:
     """Open a GGUF file, local or remote; a shard of a split model (any shard) opens the whole model, its
     siblings found by their names next to it. `header_only` opens files whose tensor data is cut short
@@ -90,7 +88,7 @@ def open_gguf(
 
 
 def open_gguf_shards(
-    paths: list[str | os.PathLike[str]] | list[RemoteFile], *, framework: str = "numpy"
+    paths: list[str | os.PathLike[str]] | list[Openable], *, framework: str = "numpy"
 ) -> GGUFFile | GGUFSplit:
     """Open the shards of a split model given in order, whatever their file names (e.g. store blobs)."""
     shards: list[GGUFFile] = []

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urljoin, urlsplit
 
-from .. import __version__
+from .._version import __version__
 from ..errors import ArgumentError, HTTPStatusError, RemoteError
 
 USER_AGENT = f"weightkit/{__version__}"

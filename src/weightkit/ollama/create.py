@@ -13,10 +13,10 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 
-from ..convert.options import QuantizeOptions
 from ..dtypes import MLXQuantType
 from ..gguf import GGUFFile, open_gguf
 from ..gguf.constants import FILE_TYPES, KEY_ARCHITECTURE, KEY_FILE_TYPE
+from ..llama_quantize.options import QuantizeOptions
 from ..quant.mlx import mlx_quantize
 from ..safetensors import SafetensorsCheckpoint, tensor_from, write_safetensors
 from .names import ModelName, parse_name

@@ -6,7 +6,7 @@ import platform
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import __version__
+from .._version import __version__
 from ..errors import ArgumentError
 from ..net import retry
 from ..ollama.names import DEFAULT_HOST

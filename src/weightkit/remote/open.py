@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._open import model_kind, not_a_model
+from .._sniff import model_kind, not_a_model
 from ..errors import ArgumentError, HTTPStatusError
 from ..gguf.split import open_gguf
 from ..model import ModelFile

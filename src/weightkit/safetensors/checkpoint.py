@@ -9,17 +9,14 @@ import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .._io import atomic_write
+from .._io import Openable, atomic_write
 from ..dtypes import DataSource
 from ..errors import ArgumentTypeError, FormatError
 from ..model import ShardedModelFile, TensorInfo
 from .file import SafetensorsFile, SafetensorsModel
 from .writer import SafetensorsTensor, described, write_safetensors
-
-if TYPE_CHECKING:
-    from ..remote.source import RemoteFile
 
 INDEX_NAME = "model.safetensors.index.json"
 SINGLE_NAME = "model.safetensors"
@@ -98,7 +95,7 @@ class SafetensorsCheckpoint(SafetensorsModel, ShardedModelFile):
     @classmethod
     def from_index(
         cls,
-        index: RemoteFile,
+        index: Openable,
         weight_map: dict[str, str],
         index_meta: dict[str, Any],
         config: dict[str, Any] | None,
@@ -117,7 +114,7 @@ class SafetensorsCheckpoint(SafetensorsModel, ShardedModelFile):
         path: Path | str,
         index: Path | str,
         files: list[str],
-        shards: list[Path] | list[RemoteFile],
+        shards: list[Path] | list[Openable],
         weight_map: dict[str, str] | None,
         index_meta: dict[str, Any],
         config: dict[str, Any] | None,

@@ -4,8 +4,8 @@
 classes (one entry each), `CONFIG_CLASSES` transformers' config defaults by model_type.
 """
 
-from .architectures import ARCHITECTURES, Architecture
+from .architectures import ARCHITECTURES, Conversion
 from .config import CONFIG_CLASSES
 from .convert import OUTTYPE_CHOICES, ConvertReport, convert_hf
 
-__all__ = ["ARCHITECTURES", "CONFIG_CLASSES", "OUTTYPE_CHOICES", "Architecture", "ConvertReport", "convert_hf"]
+__all__ = ["ARCHITECTURES", "CONFIG_CLASSES", "OUTTYPE_CHOICES", "Conversion", "ConvertReport", "convert_hf"]

@@ -1,4 +1,4 @@
-"""What llama.cpp's converter does per Hugging Face architecture, as data: one `Architecture` per HF class.
+"""What llama.cpp's converter does per Hugging Face architecture, as data: one `Conversion` per HF class.
 
 An entry names the GGUF architecture, maps the checkpoint's tensor names to GGUF's, lists the tensors a
 complete checkpoint has (with the dimensions config.json fixes), and picks the steps that differ between
@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import FormatError, UnsupportedError
-from .config import CONFIG_NAME, Hparams, positive_integer, read_json_object
+from .config import CONFIG_NAME, HFConfig, positive_integer, read_json_object
 from .experts import gpt_oss_experts, gpt_oss_filter, gpt_oss_mxfp4, stack_experts
 from .kv import KV
 from .parameters import LAYERS, rope_parameters, write_text_parameters
@@ -37,10 +37,10 @@ from .tokenizer.fast import TOKENIZER_CONFIG, TOKENIZER_JSON
 from .tokenizer.special import load_special_vocab, write_special_vocab
 
 TensorFilter = Callable[[str], "str | None"]
-TextParameters = Callable[[KV, str, Hparams, dict[str, Any], int], None]
+TextParameters = Callable[[KV, str, HFConfig, dict[str, Any], int], None]
 #: A step between the name filters and the name map (the converter's `modify_tensors` and
 #: `generate_extra_tensors`): the checkpoint's tensors in, the tensors to convert out, in order, read lazily.
-Rewrite = Callable[[list[tuple[str, SourceTensor]], Hparams], list[tuple[str, SourceTensor]]]
+Rewrite = Callable[[list[tuple[str, SourceTensor]], HFConfig], list[tuple[str, SourceTensor]]]
 
 
 @dataclass(frozen=True)
@@ -50,26 +50,26 @@ class Transform:
     `invert(values, hparams)` undoes `apply` (GGUF -> HF)."""
 
     suffixes: tuple[str, ...]
-    apply: Callable[[np.ndarray, Hparams], np.ndarray]
-    check: Callable[[tuple[int, ...], Hparams], str | None]
-    invert: Callable[[np.ndarray, Hparams], np.ndarray] | None = None
+    apply: Callable[[np.ndarray, HFConfig], np.ndarray]
+    check: Callable[[tuple[int, ...], HFConfig], str | None]
+    invert: Callable[[np.ndarray, HFConfig], np.ndarray] | None = None
 
 
 @dataclass(frozen=True)
-class Architecture:
-    """One HF architecture class as the converter handles it."""
+class Conversion:
+    """How the converter turns one HF architecture class into GGUF: an entry of `ARCHITECTURES`."""
 
     gguf: str
     tensor_names: Mapping[str, str]  # HF name ({bid} for the block number) -> GGUF name, without .weight/.bias
     required: Mapping[str, tuple[str | None, ...]]  # GGUF tensor -> its shape, by config.json keys (None: any)
-    vocab: Callable[[KV, Path, Hparams], None]
+    vocab: Callable[[KV, Path, HFConfig], None]
     filters: tuple[TensorFilter, ...] = ()
     transforms: tuple[Transform, ...] = ()
-    extra_tensors: tuple[Callable[[Hparams, dict[str, Any]], list[tuple[str, np.ndarray]]], ...] = ()
-    parameters: tuple[Callable[[KV, str, Path, Hparams], None], ...] = ()
-    checks: tuple[Callable[[Path, Hparams], None], ...] = field(default=())
+    extra_tensors: tuple[Callable[[HFConfig, dict[str, Any]], list[tuple[str, np.ndarray]]], ...] = ()
+    parameters: tuple[Callable[[KV, str, Path, HFConfig], None], ...] = ()
+    checks: tuple[Callable[[Path, HFConfig], None], ...] = field(default=())
     text_parameters: TextParameters = write_text_parameters  # the keys up to general.file_type
-    leading_parameters: tuple[Callable[[KV, str, Hparams, dict[str, Any]], None], ...] = ()  # before general.*
+    leading_parameters: tuple[Callable[[KV, str, HFConfig, dict[str, Any]], None], ...] = ()  # before general.*
     rewrites: tuple[Rewrite, ...] = ()
     quantized: tuple[str, ...] = ()  # the quantization_config.quant_method values converted as stored
 
@@ -270,24 +270,24 @@ def _bert_filter(name: str) -> str | None:
 # --- transforms ---------------------------------------------------------------------------------------------
 
 
-def _rope_heads(h: Hparams, kv: bool) -> int:
+def _rope_heads(h: HFConfig, kv: bool) -> int:
     heads = h.find(("n_heads", "num_attention_heads"))
     kv_heads = h.find(("n_kv_heads", "num_key_value_heads"))
     return kv_heads if kv and kv_heads is not None and kv_heads != heads else heads
 
 
-def _unpermute(suffixes: tuple[str, ...], heads_of: Callable[[Hparams], int]) -> Transform:
+def _unpermute(suffixes: tuple[str, ...], heads_of: Callable[[HFConfig], int]) -> Transform:
     """`LlamaModel.permute`: HF stores Q and K with the two rope halves of each head apart; GGUF interleaves."""
 
-    def apply(w: np.ndarray, h: Hparams) -> np.ndarray:
+    def apply(w: np.ndarray, h: HFConfig) -> np.ndarray:
         n = heads_of(h)
         return w.reshape(n, 2, w.shape[0] // n // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
-    def invert(w: np.ndarray, h: Hparams) -> np.ndarray:
+    def invert(w: np.ndarray, h: HFConfig) -> np.ndarray:
         n = heads_of(h)
         return w.reshape(n, w.shape[0] // n // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
-    def check(shape: tuple[int, ...], h: Hparams) -> str | None:
+    def check(shape: tuple[int, ...], h: HFConfig) -> str | None:
         n = heads_of(h)
         if not shape or shape[0] % (2 * n):
             return f"{shape[0] if shape else 0} rows are not whole pairs of rope halves for {n} heads"
@@ -296,11 +296,11 @@ def _unpermute(suffixes: tuple[str, ...], heads_of: Callable[[Hparams], int]) ->
     return Transform(suffixes, apply, check, invert)
 
 
-def _plus_one(w: np.ndarray, h: Hparams) -> np.ndarray:
+def _plus_one(w: np.ndarray, h: HFConfig) -> np.ndarray:
     return w + 1  # in the tensor's own float16 or float32, as torch does it
 
 
-def _minus_one(w: np.ndarray, h: Hparams) -> np.ndarray:
+def _minus_one(w: np.ndarray, h: HFConfig) -> np.ndarray:
     return w - np.float32(1)
 
 
@@ -323,7 +323,7 @@ def _rdiv(numerator: float, x: np.float32) -> np.float32:
     return _F32(_F32(1) / x) * _F32(numerator)
 
 
-def llama3_rope_factors(h: Hparams, rope: dict[str, Any]) -> list[tuple[str, np.ndarray]]:
+def llama3_rope_factors(h: HFConfig, rope: dict[str, Any]) -> list[tuple[str, np.ndarray]]:
     """`LlamaModel.generate_extra_tensors`: Llama 3's per-frequency rope factors (`rope_freqs.weight`), with
     the converter's float32 arithmetic. Its `base ** exponents` is float32 pow; here the exact power rounded
     to float32 (torch's vectorized pow can differ by one unit in the last place; on every Llama 3 shape
@@ -355,7 +355,7 @@ def llama3_rope_factors(h: Hparams, rope: dict[str, Any]) -> list[tuple[str, np.
 # --- keys after general.file_type ---------------------------------------------------------------------------
 
 
-def _llama_parameters(kv: KV, arch: str, folder: Path, h: Hparams) -> None:
+def _llama_parameters(kv: KV, arch: str, folder: Path, h: HFConfig) -> None:
     kv.u32(f"{arch}.vocab_size", h["vocab_size"])
     head_dim = h.get("head_dim")
     kv.u32(
@@ -364,7 +364,7 @@ def _llama_parameters(kv: KV, arch: str, folder: Path, h: Hparams) -> None:
     )
 
 
-def _number(h: Hparams, key: str, default: Any = None) -> Any:
+def _number(h: HFConfig, key: str, default: Any = None) -> Any:
     """A config value the converter writes as a number: present (or defaulted) and numeric."""
     value = h.get(key, default)
     if not isinstance(value, (int, float)) or isinstance(value, bool):
@@ -372,7 +372,7 @@ def _number(h: Hparams, key: str, default: Any = None) -> Any:
     return value
 
 
-def _gemma2_text_parameters(kv: KV, arch: str, h: Hparams, rope: dict[str, Any], file_type: int) -> None:
+def _gemma2_text_parameters(kv: KV, arch: str, h: HFConfig, rope: dict[str, Any], file_type: int) -> None:
     """`Gemma2Model.set_gguf_parameters` (none of the common keys; no rope base)."""
     kv.u32(f"{arch}.context_length", _number(h, "max_position_embeddings"))
     kv.u32(f"{arch}.embedding_length", _number(h, "hidden_size"))
@@ -387,13 +387,13 @@ def _gemma2_text_parameters(kv: KV, arch: str, h: Hparams, rope: dict[str, Any],
     kv.u32("general.file_type", file_type)
 
 
-def _gemma2_parameters(kv: KV, arch: str, folder: Path, h: Hparams) -> None:
+def _gemma2_parameters(kv: KV, arch: str, folder: Path, h: HFConfig) -> None:
     kv.f32(f"{arch}.attn_logit_softcapping", _number(h, "attn_logit_softcapping"))
     kv.f32(f"{arch}.final_logit_softcapping", _number(h, "final_logit_softcapping"))
     kv.u32(f"{arch}.attention.sliding_window", _number(h, "sliding_window"))
 
 
-def _gemma3_parameters(kv: KV, arch: str, folder: Path, h: Hparams) -> None:
+def _gemma3_parameters(kv: KV, arch: str, folder: Path, h: HFConfig) -> None:
     """`Gemma3Model.set_gguf_parameters` after the common keys: some set again (they keep their places) with
     Gemma 3's defaults, the final soft-capping and the sliding window."""
     rope = rope_parameters(h)
@@ -413,12 +413,12 @@ def _gemma3_parameters(kv: KV, arch: str, folder: Path, h: Hparams) -> None:
     kv.u32(f"{arch}.attention.head_count_kv", _number(h, "num_key_value_heads", 4))
 
 
-def _phi3_rope_dims(h: Hparams, rope: dict[str, Any]) -> int:
+def _phi3_rope_dims(h: HFConfig, rope: dict[str, Any]) -> int:
     heads = h.find(("num_attention_heads", "n_head"))
     return int(rope.get("partial_rotary_factor", 1.0) * h.find(("hidden_size", "n_embd"))) // heads
 
 
-def _phi3_text_parameters(kv: KV, arch: str, h: Hparams, rope: dict[str, Any], file_type: int) -> None:
+def _phi3_text_parameters(kv: KV, arch: str, h: HFConfig, rope: dict[str, Any], file_type: int) -> None:
     """`Phi3MiniModel.set_gguf_parameters` (none of the common keys)."""
     kv.u32(f"{arch}.context_length", h.find(("n_positions", "max_position_embeddings")))
     kv.u32(f"{arch}.rope.scaling.original_context_length", _number(rope, "original_max_position_embeddings"))
@@ -434,7 +434,7 @@ def _phi3_text_parameters(kv: KV, arch: str, h: Hparams, rope: dict[str, Any], f
     kv.u32(f"{arch}.attention.sliding_window", h.get("sliding_window") or 0)
 
 
-def _phi3_long_rope(h: Hparams, rope: dict[str, Any]) -> tuple[float, list[float], list[float]] | None:
+def _phi3_long_rope(h: HFConfig, rope: dict[str, Any]) -> tuple[float, list[float], list[float]] | None:
     """Phi-3's long-context rope (`generate_extra_tensors`): the attention factor and the two factor lists."""
     long, short = rope.get("long_factor"), rope.get("short_factor")
     if not long:
@@ -455,19 +455,19 @@ def _phi3_long_rope(h: Hparams, rope: dict[str, Any]) -> tuple[float, list[float
     return factor, long, short
 
 
-def _phi3_attn_factor(kv: KV, arch: str, h: Hparams, rope: dict[str, Any]) -> None:
+def _phi3_attn_factor(kv: KV, arch: str, h: HFConfig, rope: dict[str, Any]) -> None:
     if (long_rope := _phi3_long_rope(h, rope)) is not None:
         kv.f32(f"{arch}.rope.scaling.attn_factor", long_rope[0])
 
 
-def _phi3_rope_factors(h: Hparams, rope: dict[str, Any]) -> list[tuple[str, np.ndarray]]:
+def _phi3_rope_factors(h: HFConfig, rope: dict[str, Any]) -> list[tuple[str, np.ndarray]]:
     if (long_rope := _phi3_long_rope(h, rope)) is None:
         return []
     return [("rope_factors_long.weight", np.array(long_rope[1], dtype=_F32)),
             ("rope_factors_short.weight", np.array(long_rope[2], dtype=_F32))]  # fmt: skip
 
 
-def _moe_parameters(kv: KV, arch: str, folder: Path, h: Hparams) -> None:
+def _moe_parameters(kv: KV, arch: str, folder: Path, h: HFConfig) -> None:
     """`Qwen2MoeModel.set_gguf_parameters`'s additions: the experts' feed-forward sizes."""
     if (size := h.get("moe_intermediate_size")) is not None:
         kv.u32(f"{arch}.expert_feed_forward_length", size)
@@ -475,7 +475,7 @@ def _moe_parameters(kv: KV, arch: str, folder: Path, h: Hparams) -> None:
         kv.u32(f"{arch}.expert_shared_feed_forward_length", size)
 
 
-def _gpt_oss_parameters(kv: KV, arch: str, folder: Path, h: Hparams) -> None:
+def _gpt_oss_parameters(kv: KV, arch: str, folder: Path, h: HFConfig) -> None:
     """`GptOssModel.set_gguf_parameters`'s additions: the sliding window and the experts' size."""
     kv.u32(f"{arch}.attention.sliding_window", positive_integer(h, "sliding_window", folder))
     kv.u32(f"{arch}.expert_feed_forward_length", h[_FF])
@@ -484,7 +484,7 @@ def _gpt_oss_parameters(kv: KV, arch: str, folder: Path, h: Hparams) -> None:
 _POOLING = {"mean": 1, "cls": 2, "lasttoken": 3}
 
 
-def _pooling_type(kv: KV, arch: str, folder: Path, h: Hparams) -> None:
+def _pooling_type(kv: KV, arch: str, folder: Path, h: HFConfig) -> None:
     """`_try_set_pooling_type`: sentence-transformers' pooling module (modules.json), and a classifier's."""
     modules_path = folder / "modules.json"
     pooling_dir = None
@@ -511,7 +511,7 @@ def _pooling_type(kv: KV, arch: str, folder: Path, h: Hparams) -> None:
         kv.u32(f"{arch}.classifier.pooling_type", _POOLING[classifier])
 
 
-def _bert_parameters(kv: KV, arch: str, folder: Path, h: Hparams) -> None:
+def _bert_parameters(kv: KV, arch: str, folder: Path, h: HFConfig) -> None:
     """`BertModel.set_gguf_parameters`'s additions: not causal, pooling, and real classifier labels."""
     kv.bool(f"{arch}.attention.causal", False)
     _pooling_type(kv, arch, folder, h)
@@ -523,7 +523,7 @@ def _bert_parameters(kv: KV, arch: str, folder: Path, h: Hparams) -> None:
 # --- vocabularies -------------------------------------------------------------------------------------------
 
 
-def _qwen_vocab(kv: KV, folder: Path, h: Hparams) -> None:
+def _qwen_vocab(kv: KV, folder: Path, h: HFConfig) -> None:
     """`Qwen2Model.set_vocab`: SentencePiece if there is a tokenizer.model, else GPT-2 BPE."""
     if (folder / SPM_MODEL).is_file():
         write_sentencepiece_vocab(kv, folder, h)
@@ -531,13 +531,13 @@ def _qwen_vocab(kv: KV, folder: Path, h: Hparams) -> None:
         write_bpe_vocab(kv, folder, h)
 
 
-def _gemma2_vocab(kv: KV, folder: Path, h: Hparams) -> None:
+def _gemma2_vocab(kv: KV, folder: Path, h: HFConfig) -> None:
     """`Gemma2Model.set_vocab`: SentencePiece, and no space prefix."""
     write_sentencepiece_vocab(kv, folder, h)
     kv.bool("tokenizer.ggml.add_space_prefix", False)
 
 
-def _gemma3_vocab(kv: KV, folder: Path, h: Hparams) -> None:
+def _gemma3_vocab(kv: KV, folder: Path, h: HFConfig) -> None:
     """`Gemma3Model.set_vocab`: SentencePiece without space prefix if there is a tokenizer.model, else BPE."""
     if (folder / SPM_MODEL).is_file():
         _gemma2_vocab(kv, folder, h)
@@ -545,7 +545,7 @@ def _gemma3_vocab(kv: KV, folder: Path, h: Hparams) -> None:
         write_bpe_vocab(kv, folder, h)
 
 
-def _phi3_vocab(kv: KV, folder: Path, h: Hparams) -> None:
+def _phi3_vocab(kv: KV, folder: Path, h: HFConfig) -> None:
     """`Phi3MiniModel.set_vocab`: GPT-2 BPE when tokenizer_config.json says GPT2Tokenizer (Phi-4), else its
     own SentencePiece variant."""
     config_path = folder / TOKENIZER_CONFIG
@@ -559,12 +559,12 @@ def _phi3_vocab(kv: KV, folder: Path, h: Hparams) -> None:
     write_phi3_vocab(kv, folder, h)
 
 
-def _gpt2_vocab(kv: KV, folder: Path, h: Hparams) -> None:
+def _gpt2_vocab(kv: KV, folder: Path, h: HFConfig) -> None:
     """`TextModel._set_vocab_gpt2`: a byte-level BPE tokenizer (tokenizer.json), whatever else is there."""
     write_bpe_vocab(kv, folder, h)
 
 
-def _llama_vocab(kv: KV, folder: Path, h: Hparams) -> None:
+def _llama_vocab(kv: KV, folder: Path, h: HFConfig) -> None:
     """`LlamaModel.set_vocab`: the add_prefix_space flag first, then SentencePiece, Llama-style byte-fallback
     BPE, or GPT-2 BPE (Llama 3), whichever the files are; small Granite/SmolLM vocabularies add no BOS."""
     if (folder / "tekken.json").is_file() and not (folder / TOKENIZER_JSON).is_file():
@@ -603,7 +603,7 @@ def _codellama_infill(kv: KV, folder: Path) -> None:
 # --- refusals -----------------------------------------------------------------------------------------------
 
 
-def _refuse_qwen3_reranker(folder: Path, h: Hparams) -> None:
+def _refuse_qwen3_reranker(folder: Path, h: HFConfig) -> None:
     """`Qwen3Model._is_qwen3_reranker`: rerankers get a classifier head made from two output rows."""
     readme = folder / "README.md"
     text = readme.read_text(encoding="utf-8", errors="replace").lower() if readme.is_file() else ""
@@ -620,7 +620,7 @@ def _refuse_qwen3_reranker(folder: Path, h: Hparams) -> None:
 
 # --- the table ----------------------------------------------------------------------------------------------
 
-_LLAMA = Architecture(
+_LLAMA = Conversion(
     gguf="llama",
     tensor_names=_DECODER_NAMES,
     required=_DECODER_REQUIRED,
@@ -631,7 +631,7 @@ _LLAMA = Architecture(
     parameters=(_llama_parameters,),
 )
 
-_GEMMA3 = Architecture(
+_GEMMA3 = Conversion(
     gguf="gemma3",
     tensor_names=_GEMMA_NAMES | _QK_NORM_NAMES,
     required=_GEMMA_REQUIRED,
@@ -641,25 +641,23 @@ _GEMMA3 = Architecture(
 )
 
 
-def _qwen_moe(
-    gguf: str, tensor_names: Mapping[str, str], required: Mapping[str, tuple[str | None, ...]]
-) -> Architecture:
+def _qwen_moe(gguf: str, tensor_names: Mapping[str, str], required: Mapping[str, tuple[str | None, ...]]) -> Conversion:
     """Qwen2-MoE and Qwen3-MoE (`Qwen2MoeModel` and its subclass): byte-level BPE, experts stacked."""
-    return Architecture(gguf=gguf, tensor_names=tensor_names, required=required, vocab=_gpt2_vocab,
+    return Conversion(gguf=gguf, tensor_names=tensor_names, required=required, vocab=_gpt2_vocab,
                         parameters=(_moe_parameters,), rewrites=(stack_experts,))  # fmt: skip
 
 
-ARCHITECTURES: dict[str, Architecture] = {
+ARCHITECTURES: dict[str, Conversion] = {
     "LlamaForCausalLM": _LLAMA,
     "MistralForCausalLM": _LLAMA,
-    "Qwen2ForCausalLM": Architecture(
+    "Qwen2ForCausalLM": Conversion(
         gguf="qwen2",
         tensor_names=_DECODER_NAMES,
         required=_DECODER_REQUIRED,
         vocab=_qwen_vocab,
         parameters=(_pooling_type,),
     ),
-    "Qwen3ForCausalLM": Architecture(
+    "Qwen3ForCausalLM": Conversion(
         gguf="qwen3",
         tensor_names=_DECODER_NAMES | _QK_NORM_NAMES,
         required=_DECODER_REQUIRED,
@@ -667,7 +665,7 @@ ARCHITECTURES: dict[str, Architecture] = {
         parameters=(_pooling_type,),
         checks=(_refuse_qwen3_reranker,),
     ),
-    "Gemma2ForCausalLM": Architecture(
+    "Gemma2ForCausalLM": Conversion(
         gguf="gemma2",
         tensor_names=_GEMMA_NAMES,
         required=_GEMMA_REQUIRED,
@@ -679,7 +677,7 @@ ARCHITECTURES: dict[str, Architecture] = {
     ),
     "Gemma3ForCausalLM": _GEMMA3,
     "Gemma3ForConditionalGeneration": _GEMMA3,  # its text model; the vision tower is dropped (mmproj is apart)
-    "Phi3ForCausalLM": Architecture(
+    "Phi3ForCausalLM": Conversion(
         gguf="phi3",
         tensor_names=_PHI3_NAMES,
         required=_PHI3_REQUIRED,
@@ -696,7 +694,7 @@ ARCHITECTURES: dict[str, Architecture] = {
     "Qwen3MoeForCausalLM": _qwen_moe(
         "qwen3moe", _DECODER_ATTENTION_NAMES | _QK_NORM_NAMES | _MOE_NAMES, _QWEN3_MOE_REQUIRED
     ),
-    "GptOssForCausalLM": Architecture(
+    "GptOssForCausalLM": Conversion(
         gguf="gpt-oss",
         tensor_names=_GPT_OSS_NAMES,
         required=_GPT_OSS_REQUIRED,
@@ -706,7 +704,7 @@ ARCHITECTURES: dict[str, Architecture] = {
         rewrites=(gpt_oss_mxfp4, gpt_oss_experts),
         quantized=("mxfp4",),
     ),
-    "BertModel": Architecture(
+    "BertModel": Conversion(
         gguf="bert",
         tensor_names=_BERT_NAMES,
         required=_BERT_REQUIRED,
@@ -716,4 +714,4 @@ ARCHITECTURES: dict[str, Architecture] = {
     ),
 }
 
-__all__ = ["ARCHITECTURES", "Architecture", "Transform", "common_filter"]
+__all__ = ["ARCHITECTURES", "Conversion", "Transform", "common_filter"]

@@ -22,8 +22,9 @@ CONFIG_NAME = "config.json"
 _MISSING = object()
 
 
-class Hparams(dict):
-    """The merged hyperparameters: a dict with the converter's "first of these keys present" lookup."""
+class HFConfig(dict):
+    """A checkpoint's config.json as the converter reads it (its hparams: merged with `text_config`, with
+    transformers' defaults): a dict with the converter's "first of these keys present" lookup."""
 
     def find(self, keys: Iterable[str], default: Any = _MISSING) -> Any:
         """The value of the first key present (even if None); `default` if none is, else a KeyError."""
@@ -229,7 +230,7 @@ def read_raw_config(folder: Path) -> dict[str, Any]:
     return read_json_object(folder / CONFIG_NAME, "config.json (not a Hugging Face checkpoint folder?)")
 
 
-def load_hparams(folder: Path) -> Hparams:
+def load_hparams(folder: Path) -> HFConfig:
     """config.json as `AutoConfig.from_pretrained(folder).to_dict()` gives it, with `text_config` merged
     into the top level as the converter's text models do."""
     raw = read_raw_config(folder)
@@ -237,7 +238,7 @@ def load_hparams(folder: Path) -> Hparams:
     text = hparams.get("text_config")
     if isinstance(text, dict):
         hparams = {**hparams, **text}
-    return Hparams(hparams)
+    return HFConfig(hparams)
 
 
 def _with_class_defaults(raw: dict[str, Any], folder: Path) -> dict[str, Any]:
@@ -267,7 +268,7 @@ def _config_class(model_type: Any, folder: Path) -> ConfigClass:
     return cls
 
 
-def positive_integer(h: Hparams, key: str, folder: Path) -> int:
+def positive_integer(h: HFConfig, key: str, folder: Path) -> int:
     """config.json's `key` as a size: a positive integer, else a FormatError naming the key."""
     value = h.get(key)
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:

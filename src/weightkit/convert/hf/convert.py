@@ -22,11 +22,10 @@ from ... import quant
 from ...dtypes import ggml_type
 from ...errors import ArgumentError, FormatError, UnsupportedError
 from ...gguf import GGUFWriter, Metadata, Value, plan_tensor
+from ...llama_quantize import QuantizeOptions, quantize_model
 from ...model import ModelFile, TensorInfo
-from ..options import QuantizeOptions
-from ..quantize import quantize_model
-from .architectures import ARCHITECTURES, Architecture, Transform, common_filter
-from .config import CONFIG_NAME, Hparams, load_hparams, read_raw_config
+from .architectures import ARCHITECTURES, Conversion, Transform, common_filter
+from .config import CONFIG_NAME, HFConfig, load_hparams, read_raw_config
 from .kv import KV
 from .metadata import derive_metadata, size_label, write_metadata
 from .parameters import LAYERS, rope_parameters
@@ -159,7 +158,7 @@ def convert_hf(
     return report
 
 
-def _quant_method(h: Hparams, arch: Architecture, folder: Path) -> str | None:
+def _quant_method(h: HFConfig, arch: Conversion, folder: Path) -> str | None:
     """The checkpoint's `quantization_config.quant_method`, when it has one the architecture converts."""
     config = h.get("quantization_config")
     if not config:
@@ -171,7 +170,7 @@ def _quant_method(h: Hparams, arch: Architecture, folder: Path) -> str | None:
     return method
 
 
-def _filtered(sources: dict[str, SourceTensor], arch: Architecture) -> list[tuple[str, SourceTensor]]:
+def _filtered(sources: dict[str, SourceTensor], arch: Conversion) -> list[tuple[str, SourceTensor]]:
     """The architecture's renames and drops, then the common ones; a later duplicate name replaces the
     earlier tensor in its position (the converter keeps them in a dict)."""
     kept: dict[str, SourceTensor] = {}
@@ -208,7 +207,7 @@ def _quantize_options(quantize: QuantizeOptions | str, outtype: str) -> Quantize
     return options
 
 
-def _name_map(arch: Architecture, n_blocks: int) -> dict[str, str]:
+def _name_map(arch: Conversion, n_blocks: int) -> dict[str, str]:
     """The HF -> GGUF names for blocks 0..n_blocks-1, plus each GGUF name for itself (as gguf-py's map has)."""
     out: dict[str, str] = {}
     for hf, gguf in arch.tensor_names.items():
@@ -243,7 +242,7 @@ def tensor_type(gguf_name: str, ndim: int, matrix_type: str, shape: tuple[int, .
     return matrix_type
 
 
-def _plan(arch: Architecture, h: Hparams, rope: dict, tensors: list[tuple[str, SourceTensor]], matrix_type: str,
+def _plan(arch: Conversion, h: HFConfig, rope: dict, tensors: list[tuple[str, SourceTensor]], matrix_type: str,
           folder: Path) -> list[_Planned]:  # fmt: skip
     """Every output tensor, in order, with its type, shape and a maker of its bytes; checks names and shapes."""
     n_blocks = h.find(LAYERS)
@@ -274,7 +273,7 @@ def _plan(arch: Architecture, h: Hparams, rope: dict, tensors: list[tuple[str, S
     return plan
 
 
-def _maker(t: SourceTensor, transforms: list[Transform], h: Hparams, kind: str) -> Callable[[], np.ndarray]:
+def _maker(t: SourceTensor, transforms: list[Transform], h: HFConfig, kind: str) -> Callable[[], np.ndarray]:
     """Read, transform and convert one tensor when the writer asks for it: its bytes as type `kind`.
 
     An untransformed tensor is converted straight from its view of the mapped file, a chunk at a time
@@ -315,7 +314,7 @@ def _row_maker(t: SourceTensor, kind: str) -> Callable[[int, int], np.ndarray] |
     return rows
 
 
-def _check_complete(arch: Architecture, h: Hparams, plan: list[_Planned], n_blocks: int, folder: Path) -> None:
+def _check_complete(arch: Conversion, h: HFConfig, plan: list[_Planned], n_blocks: int, folder: Path) -> None:
     """Every tensor the architecture needs is there, with the dimensions config.json gives."""
     shapes = {p.name: p.shape for p in plan}
     for template, dims in arch.required.items():

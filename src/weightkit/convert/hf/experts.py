@@ -6,7 +6,7 @@ stacked tensors sit where the layer's last expert tensor is in the sorted order.
 stacked: as MXFP4 blocks and scales (written first, repacked into GGML's MXFP4 layout, as the quantized data
 it is), or as dense `gate_up_proj` `[n_experts, hidden, 2 * ff]` with gate and up interleaved column by column.
 
-Each function here is an `Architecture.rewrites` step: it takes the checkpoint's tensors (after the name
+Each function here is a `Conversion.rewrites` step: it takes the checkpoint's tensors (after the name
 filters) and gives the tensors the converter goes on with, reading nothing until the writer asks; a stacked
 tensor holds one layer's experts of one kind in memory while it is written, and nothing more.
 """
@@ -19,7 +19,7 @@ from dataclasses import replace
 import numpy as np
 
 from ...errors import FormatError
-from .config import Hparams
+from .config import HFConfig
 from .tensors import SourceTensor
 
 Tensors = list[tuple[str, SourceTensor]]
@@ -40,7 +40,7 @@ def _derived(t: SourceTensor, name: str, shape: tuple[int, ...], read: Callable[
 # --- Qwen2-MoE / Qwen3-MoE: per-expert tensors stacked --------------------------------------------------------------
 
 
-def stack_experts(tensors: Tensors, h: Hparams) -> Tensors:
+def stack_experts(tensors: Tensors, h: HFConfig) -> Tensors:
     """`Qwen2MoeModel.modify_tensors`: every tensor with "experts" in its name waits for the rest of its
     layer's; when the layer has 3 * n_experts of them, the down, gate and up stacks follow in that order."""
     n_experts = h.find(EXPERT_COUNT)
@@ -133,7 +133,7 @@ def _check_mxfp4_pair(prefix: str, blocks: SourceTensor | None, scales: SourceTe
         raise FormatError(blocks.file, None, f"{blocks.name!r} has {blocks.shape[1]} rows: not gate and up pairs")
 
 
-def gpt_oss_mxfp4(tensors: Tensors, h: Hparams) -> Tensors:
+def gpt_oss_mxfp4(tensors: Tensors, h: HFConfig) -> Tensors:
     """`GptOssModel.generate_extra_tensors`: the MXFP4 experts, before every other tensor, each where its
     scales are in the checkpoint's order; gate and up are the even and odd rows of `gate_up_proj`."""
     by_name = dict(tensors)
@@ -175,7 +175,7 @@ def _transposed(t: SourceTensor, name: str) -> tuple[str, SourceTensor]:
     return name, _derived(t, name, shape, lambda: np.swapaxes(t.read(), -1, -2))
 
 
-def gpt_oss_experts(tensors: Tensors, h: Hparams) -> Tensors:
+def gpt_oss_experts(tensors: Tensors, h: HFConfig) -> Tensors:
     """`GptOssModel.modify_tensors`: the expert biases (`gate_up_proj_bias` split into its even and odd
     entries) and, in a dequantized checkpoint, the expert matrices, stored `[experts, in, out]` and written
     transposed (`gate_up_proj` split into its even and odd output columns)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...errors import FormatError, UnsupportedError
-from .config import CONFIG_NAME, Hparams
+from .config import CONFIG_NAME, HFConfig
 from .kv import KV
 
 LAYERS = ("n_layers", "num_hidden_layers", "n_layer", "num_layers")
@@ -27,7 +27,7 @@ _LOCAL_ROPE_THETA = (
 _GATING = {"softmax": 1, "sigmoid": 2, "sqrtsoftplus": 4}
 
 
-def rope_parameters(h: Hparams) -> dict[str, Any]:
+def rope_parameters(h: HFConfig) -> dict[str, Any]:
     """`TextModel.__init__`'s rope parameters: `rope_parameters` or `rope_scaling` (the same dict, changed in
     place), with the global theta, the local one and the type mirrored in when it has no per-attention entries."""
     rope = h.get("rope_parameters", h.get("rope_scaling")) or {}
@@ -49,7 +49,7 @@ def rope_parameters(h: Hparams) -> dict[str, Any]:
     return rope
 
 
-def write_text_parameters(kv: KV, arch: str, h: Hparams, rope: dict[str, Any], file_type: int) -> None:
+def write_text_parameters(kv: KV, arch: str, h: HFConfig, rope: dict[str, Any], file_type: int) -> None:
     """`TextModel.set_gguf_parameters`, from `{arch}.block_count` to `general.file_type`."""
     kv.u32(f"{arch}.block_count", h.find(LAYERS))
     for key, names in (

@@ -27,7 +27,7 @@ from ...gguf import open_gguf
 from ...model import ModelFile
 from ...safetensors import tensor_from, write_checkpoint
 from ..hf.architectures import Transform
-from ..hf.config import Hparams
+from ..hf.config import HFConfig
 from .architectures import EXPORTS, MISTRAL, Export
 from .config import generation_ids, hf_config
 from .tokenizer import tokenizer_files
@@ -100,7 +100,7 @@ def convert_gguf_to_hf(
         if "tokenizer.ggml.tokens" in meta:
             files |= tokenizer_files(meta, export.tokenizer, gguf, export.byte_level_class)
         report = ExportReport(str(gguf), str(output), arch, export.hf_class, dtype)
-        _write(output, model, plan, Hparams(config), dtype, files, report, progress, max_shard_bytes)
+        _write(output, model, plan, HFConfig(config), dtype, files, report, progress, max_shard_bytes)
     return report
 
 
@@ -158,7 +158,7 @@ def _plan(export: Export, arch: str, meta: dict[str, Any], shapes: dict[str, tup
     return plan
 
 
-def _write(output: Path, model: ModelFile, plan: list[_Out], h: Hparams, dtype: str, files: dict[str, Any],
+def _write(output: Path, model: ModelFile, plan: list[_Out], h: HFConfig, dtype: str, files: dict[str, Any],
            report: ExportReport, progress: Progress | None, max_shard_bytes: int) -> None:  # fmt: skip
     """Stream the tensors and write the JSON files into a temporary folder, then rename it to `output`."""
     st_dtype = _SAFETENSORS[dtype]

@@ -28,7 +28,11 @@ _QWEN2_SPLIT = (
 )
 _SPIECE = "▁"
 #: transformers' tokenizer class per tokenizer family
-TOKENIZER_CLASSES = {"llama": "LlamaTokenizerFast", "qwen2": "Qwen2TokenizerFast", "gemma": "GemmaTokenizerFast"}
+TOKENIZER_CLASS_BY_FAMILY = {
+    "llama": "LlamaTokenizerFast",
+    "qwen2": "Qwen2TokenizerFast",
+    "gemma": "GemmaTokenizerFast",
+}
 _SPECIAL = ("bos", "eos", "unk", "pad")
 _GGUF_IDS = {"bos": "bos_token_id", "eos": "eos_token_id", "unk": "unknown_token_id", "pad": "padding_token_id"}
 
@@ -188,7 +192,7 @@ def tokenizer_files(meta: Mapping[str, Any], family: str, path: Path,
                                f"(supported: {', '.join(_MODELS[family])})")  # fmt: skip
     tok, settings = _BUILDERS[family](vocab)
     special = {f"{role}_token": vocab.token(role) for role in _SPECIAL if role in vocab.ids}
-    named = byte_level_class if vocab.model == "gpt2" and byte_level_class else TOKENIZER_CLASSES[family]
+    named = byte_level_class if vocab.model == "gpt2" and byte_level_class else TOKENIZER_CLASS_BY_FAMILY[family]
     config: dict[str, Any] = {"tokenizer_class": named, **special, **settings}
     if vocab.chat_template is not None:
         config["chat_template"] = vocab.chat_template
@@ -215,4 +219,4 @@ def sentencepiece_model(vocab: GGUFVocab, *, unigram: bool) -> bytes:
                                      add_dummy_prefix=prefix)  # fmt: skip
 
 
-__all__ = ["TOKENIZER_CLASSES", "GGUFVocab", "sentencepiece_model", "tokenizer_files"]
+__all__ = ["TOKENIZER_CLASS_BY_FAMILY", "GGUFVocab", "sentencepiece_model", "tokenizer_files"]

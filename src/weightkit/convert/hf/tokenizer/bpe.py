@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..config import Hparams
+from ..config import HFConfig
 from ..kv import KV
 from .fast import load_fast_tokenizer
 from .pre_tokenizer import pre_tokenizer_name
@@ -16,7 +16,7 @@ from .special import load_special_vocab, write_special_vocab
 from .vocab import vocab_base
 
 
-def write_bpe_vocab(kv: KV, folder: Path, hparams: Hparams) -> None:
+def write_bpe_vocab(kv: KV, folder: Path, hparams: HFConfig) -> None:
     tok = load_fast_tokenizer(folder, hparams.get("model_type"))
     tokens, types = vocab_base(tok, hparams.get("vocab_size"))
     kv.string("tokenizer.ggml.model", "gpt2")

@@ -5,7 +5,7 @@ starts from tokenizer.json and then changes it: tokens named in tokenizer_config
 flags updated), every special token is marked special, and some tokenizer classes rebuild a part of the
 pipeline from their settings (BERT's normalizer, Llama's post-processor, a pre-tokenizer's
 `add_prefix_space`). Those steps are reproduced here with the same `tokenizers` calls transformers makes,
-for the tokenizer classes in `TOKENIZER_CLASSES`; another class is refused rather than guessed at.
+for the tokenizer classes in `FAST_TOKENIZER_CLASSES`; another class is refused rather than guessed at.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ class TokenizerClass:
 _GPT2 = TokenizerClass({"unk_token": "<|endoftext|>", "bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>"})
 
 #: By the name tokenizer_config.json gives (without "Fast").
-TOKENIZER_CLASSES: dict[str, TokenizerClass] = {
+FAST_TOKENIZER_CLASSES: dict[str, TokenizerClass] = {
     "PreTrainedTokenizer": TokenizerClass(),
     "GPT2Tokenizer": _GPT2,
     "Qwen2Tokenizer": TokenizerClass(
@@ -175,9 +175,9 @@ def load_fast_tokenizer(folder: Path, model_type: str | None) -> FastTokenizer:
     config_path = folder / TOKENIZER_CONFIG
     settings = read_json_object(config_path, "tokenizer_config.json") if config_path.is_file() else {}
     name = settings.get("tokenizer_class") or CLASS_BY_MODEL_TYPE.get(model_type or "")
-    cls = TOKENIZER_CLASSES.get(str(name).removesuffix("Fast"))
+    cls = FAST_TOKENIZER_CLASSES.get(str(name).removesuffix("Fast"))
     if cls is None:
-        known = ", ".join(sorted(TOKENIZER_CLASSES))
+        known = ", ".join(sorted(FAST_TOKENIZER_CLASSES))
         raise UnsupportedError(f"{config_path}: tokenizer class {name!r} is not supported (known: {known})")
     backend.no_truncation()  # transformers' encode() turns both off
     backend.no_padding()

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from ....errors import FormatError
-from ..config import Hparams, read_json_object
+from ..config import HFConfig, read_json_object
 from ..kv import KV
 from .fast import TOKENIZER_JSON, load_fast_tokenizer
 from .sentencepiece import ADDED_SCORE, LlamaVocab, write_llama_vocab
@@ -44,7 +44,7 @@ def is_llama_hf_bpe(folder: Path) -> bool:
     )
 
 
-def _llama_hf_vocab(folder: Path, hparams: Hparams) -> LlamaVocab:
+def _llama_hf_vocab(folder: Path, hparams: HFConfig) -> LlamaVocab:
     """`LlamaHfVocab.all_tokens`: ids below `tokenizer.vocab_size`, then the added tokens above it by id."""
     tok = load_fast_tokenizer(folder, hparams.get("model_type"))
     vocab = tok.vocab()
@@ -71,6 +71,6 @@ def _llama_hf_vocab(folder: Path, hparams: Hparams) -> LlamaVocab:
     return LlamaVocab(tokens, scores, np.array(types, dtype=np.int32))
 
 
-def write_llama_hf_vocab(kv: KV, folder: Path, hparams: Hparams) -> None:
+def write_llama_hf_vocab(kv: KV, folder: Path, hparams: HFConfig) -> None:
     """`TextModel._set_vocab_llama_hf`: model "llama", pre "default", tokens, scores, types, specials."""
     write_llama_vocab(kv, folder, _llama_hf_vocab(folder, hparams))

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ....errors import FormatError
-from ..config import CONFIG_NAME, Hparams, read_json_object
+from ..config import CONFIG_NAME, HFConfig, read_json_object
 from ..kv import KV
 from .fast import TOKENIZER_CONFIG, TOKENIZER_JSON
 from .protobuf import FIXED32, LENGTH, VARINT, Message, encode_field
@@ -337,7 +337,7 @@ def _model(folder: Path) -> SentencePieceModel:
     return read_sentencepiece_model(path)
 
 
-def _sentencepiece_vocab(folder: Path, hparams: Hparams) -> LlamaVocab:
+def _sentencepiece_vocab(folder: Path, hparams: HFConfig) -> LlamaVocab:
     """`TextModel._create_vocab_sentencepiece`: as many tokens as config.json's vocab_size (or the model's)."""
     model = _model(folder)
     vocab_size = hparams.find(("vocab_size_per_layer_input", "vocab_size"), None) or len(model.pieces)
@@ -358,12 +358,12 @@ def write_llama_vocab(kv: KV, folder: Path, vocab: LlamaVocab) -> None:
     write_special_vocab(kv, special, folder / TOKENIZER_CONFIG)
 
 
-def write_sentencepiece_vocab(kv: KV, folder: Path, hparams: Hparams) -> None:
+def write_sentencepiece_vocab(kv: KV, folder: Path, hparams: HFConfig) -> None:
     """`TextModel._set_vocab_sentencepiece`: model "llama", pre "default", tokens, scores, types, specials."""
     write_llama_vocab(kv, folder, _sentencepiece_vocab(folder, hparams))
 
 
-def write_phi3_vocab(kv: KV, folder: Path, hparams: Hparams) -> None:
+def write_phi3_vocab(kv: KV, folder: Path, hparams: HFConfig) -> None:
     """`Phi3MiniModel.set_vocab`'s SentencePiece path: config.json's vocab_size (the model's if absent), no
     truncation, then added_tokens.json, tokenizer_config.json's and tokenizer.json's added tokens."""
     model = _model(folder)

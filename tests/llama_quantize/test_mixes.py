@@ -16,12 +16,12 @@ import numpy as np
 import pytest
 
 import weightkit
-from weightkit.convert import QuantizeOptions, plan_types, quantize_gguf, resolve_target
-from weightkit.convert.mixes import file_type, llama_order, mixture_names
-from weightkit.convert.options import parse_kv_override
 from weightkit.dtypes import GGMLType as T
 from weightkit.errors import ArgumentError, WeightkitError
 from weightkit.gguf import GGUFValueType, Value, write_gguf
+from weightkit.llama_quantize import QuantizeOptions, plan_types, quantize_gguf, resolve_target
+from weightkit.llama_quantize.mixes import file_type, llama_order, mixture_names
+from weightkit.llama_quantize.options import parse_kv_override
 
 RECORD = json.loads((Path(__file__).parents[1] / "data" / "llama_mixes.json").read_text())
 

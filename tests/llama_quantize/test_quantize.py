@@ -12,11 +12,11 @@ import pytest
 from gguf import quants
 
 import weightkit
-from weightkit.convert import QuantizeOptions, plan_types, quantize_gguf, read_imatrix
-from weightkit.convert.quantize import compatible_type, is_quantizable
 from weightkit.dtypes import GGMLType as T
 from weightkit.errors import WeightkitError
 from weightkit.gguf import GGUFValueType, GGUFWriter, Value, write_gguf
+from weightkit.llama_quantize import QuantizeOptions, plan_types, quantize_gguf, read_imatrix
+from weightkit.llama_quantize.quantize import compatible_type, is_quantizable
 from weightkit.quant import quantize
 
 # Relative RMS error a round trip through each type stays under, on Gaussian data.

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import weightkit
-from weightkit.convert import QuantizeOptions, quantize_gguf, read_imatrix
 from weightkit.errors import FormatError, WeightkitError
 from weightkit.gguf import GGUFValueType, GGUFWriter, Value, write_gguf
+from weightkit.llama_quantize import QuantizeOptions, quantize_gguf, read_imatrix
 
 
 def _legacy(entries: list[tuple[str, int, np.ndarray]], trailer: bool = True) -> bytes:

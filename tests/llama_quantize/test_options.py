@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from weightkit.convert.options import parse_kv_override, parse_prune_layers, parse_tensor_type, read_tensor_types
 from weightkit.dtypes import GGMLType as T
 from weightkit.errors import WeightkitError
 from weightkit.gguf import GGUFValueType as V
+from weightkit.llama_quantize.options import parse_kv_override, parse_prune_layers, parse_tensor_type, read_tensor_types
 
 
 def test_tensor_type():
