@@ -43,7 +43,7 @@ def parse_contexts(text: str | None) -> list[int | None]:
     except ValueError:
         contexts = []
     if not contexts or min(contexts) < 0:
-        raise ArgumentError(f"--ctx-size {text!r}: expected context lengths like 4096 or 2048,8192,32768")
+        raise ArgumentError(f"--ctx {text!r}: expected context lengths like 4096 or 2048,8192,32768")
     return contexts
 
 
