@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
+from typer.main import get_command
 
+import weightkit.cli
+from weightkit.cli import COMMANDS, app, main
 from weightkit.gguf import GGUFValueType, GGUFWriter, Value
+
+from .ollama._cli import cli_env
+from .remote.servers import free_port
 
 
 @pytest.fixture
@@ -35,7 +43,7 @@ def model(tmp_path):
 
 def run(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "weightkit", *args], capture_output=True, text=True, env={"COLUMNS": "160", "PATH": ""}
+        [sys.executable, "-m", "weightkit", *args], capture_output=True, text=True, env=cli_env(COLUMNS="160")
     )
 
 
@@ -91,7 +99,7 @@ def test_demo_inspects_the_real_gemma_file(tmp_path, gemma_path):
         [sys.executable, "-m", "weightkit", "demo"],
         capture_output=True,
         text=True,
-        env={"COLUMNS": "160", "PATH": "", "WEIGHTKIT_CACHE": str(cache)},
+        env=cli_env(COLUMNS="160", WEIGHTKIT_CACHE=str(cache)),
     )
     assert r.returncode == 0, r.stderr
     for expected in ("gemma3", "Gemma 3 270m", "262144", "Q4_K_M", "268,098,176", "32768"):  # inspect
@@ -99,3 +107,36 @@ def test_demo_inspects_the_real_gemma_file(tmp_path, gemma_path):
     assert "weightkit estimate" in r.stdout and "ctx 8192" in r.stdout and "KV cache" in r.stdout
     assert "CUDA0" in r.stdout and "llama.cpp" in r.stdout
     assert "--dry-run" in r.stdout and "Q8_0: tensor data" in r.stdout and "nothing written" in r.stdout
+
+
+@pytest.mark.parametrize(
+    "command", [["inspect"], ["estimate"], ["estimate", "--engine", "ollama"]], ids=lambda c: " ".join(c)
+)
+def test_insecure_reads_a_registry_name_over_plain_http(capsys, command):
+    """--insecure wherever --remote reads a registry's model name, as `pull --insecure`: plain HTTP, not HTTPS
+    (here to a port nothing listens on, so the one line names the URL tried)."""
+    name = f"127.0.0.1:{free_port()}/team/tiny:v1"
+    for flags, scheme in ((["--insecure"], "http"), ([], "https")):
+        with pytest.raises(SystemExit) as exit_:
+            main([*command[:1], name, *command[1:], "--remote", *flags])
+        err = capsys.readouterr().err
+        assert exit_.value.code == 1 and f"{scheme}://{name.split('/')[0]}/v2/team/tiny/manifests/v1" in err, err
+
+
+def test_no_function_in_the_command_is_long():
+    """A thin CLI: the commands' options and checks are declared beside them, each function short."""
+    long = []
+    for path in Path(weightkit.cli.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef) and node.end_lineno - node.lineno >= 50:
+                long.append(f"{path.name}:{node.name}")
+    assert not long
+
+
+def test_every_command_is_listed_and_loads():
+
+    group = get_command(app)
+    with group.make_context("weightkit", ["--help"], resilient_parsing=True) as ctx:
+        assert group.list_commands(ctx) == list(COMMANDS)
+        for name in COMMANDS:
+            assert group.get_command(ctx, name).name == name

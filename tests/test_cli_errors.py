@@ -93,6 +93,12 @@ CASES = [
     (["quantize", "{good}", "{out}", "-t", "Q4_0", "--tensor-type-file", "{missing}"], BAD_FILE, "missing.gguf"),
     (["estimate", "{good}", "--ctx", "abc"], USAGE, "--ctx 'abc'"),
     (["estimate", "{good}", "-c", "-5"], USAGE, "--ctx '-5'"),
+    # llama-server reads -c with std::stoi (a 32-bit int) and refuses what it cannot hold
+    (["estimate", "{good}", "-c", "99999999999"], USAGE, "--ctx-size 99999999999: llama-server reads it as a 32-bit"),
+    (["estimate", "{good}", "-c", "4096,2147483648"], USAGE, "--ctx-size 2147483648"),
+    (["estimate", "{good}", "-b", "2147483648"], USAGE, "--batch-size 2147483648"),
+    (["inspect", "{good}", "--insecure"], USAGE, "--insecure applies to a registry's model name: give --remote"),
+    (["estimate", "{good}", "--insecure"], USAGE, "--insecure applies to a registry's model name: give --remote"),
     (["estimate", "{good}", "--engine", "vllm"], USAGE, "--engine 'vllm'"),
     (["estimate", "{good}", "--engine", "ollama", "--kv-cache-type", "zz"], USAGE, "kv_cache_type 'zz'"),
     (["estimate", "{good}", "-ctk", "zz"], USAGE, "--cache-type-k 'zz'"),

@@ -13,7 +13,12 @@ _URL_SCHEMES = ("http://", "https://", "hf://")
 
 
 def open_model(
-    path: str | os.PathLike[str], *, framework: str = "numpy", remote: bool = False, header_only: bool = False
+    path: str | os.PathLike[str],
+    *,
+    framework: str = "numpy",
+    remote: bool = False,
+    insecure: bool = False,
+    header_only: bool = False,
 ) -> ModelFile:
     """Open a model, whatever its format (decided by its bytes, not its name): a GGUF file (any shard of a
     split model opens all of it), a safetensors file, a Hugging Face checkpoint folder or its
@@ -22,7 +27,8 @@ def open_model(
 
     An http(s):// URL or hf://org/repo[@revision]/path is read remotely, by range requests: its header now,
     tensor data when asked for (`weightkit.remote`). With `remote=True` a model name is looked up in its
-    registry (registry.ollama.ai, or the host the name gives) instead of the local store.
+    registry (registry.ollama.ai, or the host the name gives) instead of the local store, over HTTPS, or plain
+    HTTP with `insecure` (as `weightkit pull --insecure`).
 
     `header_only=True` opens a local GGUF whose tensor data is cut short (a partial download, a header-only
     file): metadata and tensor infos, with `missing` naming the incomplete tensors (see `gguf.GGUFFile`)."""
@@ -32,7 +38,7 @@ def open_model(
     if remote or text[:8].lower().startswith(_URL_SCHEMES):
         from .remote import open_remote
 
-        return open_remote(text, framework=framework, registry=remote)
+        return open_remote(text, framework=framework, registry=remote, insecure=insecure)
     if not Path(path).exists() and _looks_like_model_name(text):
         from .ollama import ModelNotFound, open_store_model
 

@@ -8,6 +8,7 @@ import importlib.util
 import json
 from pathlib import Path
 
+import gguf
 import pytest
 
 import weightkit
@@ -140,3 +141,28 @@ def test_settings_refuse_what_llama_server_refuses():
     for bad, message in bad_settings:
         with pytest.raises(ArgumentError, match=message):
             LlamaCppSettings(**bad)
+
+
+def test_gpu_takes_a_comma_list_as_a_repeated_flag(capsys, gemma_path):
+    listed = _run_json(capsys, str(gemma_path), "-c", "4096", "--gpu", "CUDA:1GiB,Metal:2GiB")
+    repeated = _run_json(capsys, str(gemma_path), "-c", "4096", "--gpu", "CUDA:1GiB", "--gpu", "Metal:2GiB")
+    assert listed == repeated
+    assert [(d["name"], d.get("free")) for d in listed["devices"]] == [("CUDA0", 1 << 30), ("Metal", 2 << 30),
+                                                                        ("CPU", None)]  # fmt: skip
+
+
+def test_a_context_beyond_the_trained_length_is_warned_of(capsys, gemma_path):
+    """llama_context's warning, as llama.cpp words it, when a sequence's context (n_ctx_seq: -c padded to 256
+    cells, divided among the sequences unless they share one cache) exceeds the model's trained length."""
+    n_ctx_train = int(gguf.GGUFReader(gemma_path).fields["gemma3.context_length"].contents())
+    padded = -(-(n_ctx_train + 1000) // 256) * 256  # GGML_PAD(n_ctx, 256)
+    warning = f"n_ctx_seq ({padded}) > n_ctx_train ({n_ctx_train}) -- possible training context overflow"
+    cases = {  # flags: the warnings
+        (str(n_ctx_train),): [],
+        (str(n_ctx_train + 1000),): [warning],  # --parallel auto: 4 slots sharing the cache, each up to n_ctx
+        (str(2 * n_ctx_train), "-np", "2"): [],  # two sequences of n_ctx_train each
+    }
+    for flags, warnings in cases.items():
+        assert _run_json(capsys, str(gemma_path), "-c", *flags)["warnings"] == warnings, flags
+    _estimate(str(gemma_path), "-c", str(n_ctx_train + 1000))
+    assert f"warning: {warning}" in capsys.readouterr().out

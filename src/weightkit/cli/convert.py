@@ -5,14 +5,89 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from typing import Annotated, Any
 
+import typer
 from rich.console import Console
 from rich.markup import escape
 
 from ..convert.hf import convert_hf
 from ..convert.tohf import convert_gguf_to_hf
+from ..errors import ArgumentError
 from ..llama_quantize import QuantizeOptions
-from .render import byte_progress, human_bytes, human_count, print_json
+from .options import command_app, takes_flags
+from .quantize import QUANTIZE_FLAGS, TYPE_HELP, quantize_options
+from .render import byte_progress, console, human_bytes, human_count, print_json
+
+app = command_app()
+
+OUTTYPE_HELP = (
+    "f32, f16, bf16, q8_0, tq1_0, tq2_0, or auto (bf16 or f16 as the checkpoint's first 16-bit matrix; else f16). "
+    "With --type: the converter's type before quantizing, f32, f16 or bf16 (auto: the first matrix's own type, "
+    "bf16, f16, else f32)."
+)
+
+
+@app.command()
+@takes_flags(QUANTIZE_FLAGS, into="flags")
+def convert(
+    src: Annotated[
+        Path,
+        typer.Argument(
+            help="A Hugging Face checkpoint folder (config.json, safetensors, tokenizer); with --to hf, a GGUF."
+        ),
+    ],
+    dst: Annotated[Path, typer.Argument(help="The GGUF file to write (atomically); with --to hf, the folder.")],
+    outtype: Annotated[str | None, typer.Option("--outtype", help=OUTTYPE_HELP)] = None,
+    type: Annotated[
+        str | None,
+        typer.Option(
+            "--type",
+            "-t",
+            help="Quantize in the same pass, as llama-quantize would the converter's output. " + TYPE_HELP,
+        ),
+    ] = None,
+    flags: dict[str, Any] | None = None,
+    to: Annotated[
+        str, typer.Option("--to", help="gguf (from a Hugging Face folder), or hf (from a GGUF, to a folder).")
+    ] = "gguf",
+    dtype: Annotated[
+        str | None,
+        typer.Option(
+            "--dtype", help="With --to hf: f32, f16, bf16, or auto (F16/BF16 if all the GGUF's matrices are; else f32)."
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print what was written as JSON (the progress bar goes to stderr).")
+    ] = False,
+) -> None:
+    """Convert a Hugging Face checkpoint to GGUF: the file llama.cpp's convert_hf_to_gguf.py writes, byte for byte
+    (with --type, what llama-quantize makes of it, in one pass); or, with --to hf, a GGUF to a Hugging Face folder
+    that transformers loads."""
+    flags = flags or {}
+    check_convert_flags(to, outtype=outtype, type=type, dtype=dtype, flags=flags)
+    if to == "hf":
+        run_export(src, dst, dtype or "auto", as_json=as_json, console=console)
+    else:
+        options = None if type is None else quantize_options(type, flags)
+        run_convert(src, dst, outtype or "auto", options, as_json=as_json, console=console)
+
+
+def check_convert_flags(to: str, *, outtype: str | None, type: str | None, dtype: str | None, flags: dict) -> None:
+    """The flags `--to` takes: --dtype for hf; --outtype, --type and llama-quantize's flags (with --type) for gguf."""
+    given = [flag.spelling for flag in QUANTIZE_FLAGS if flag.name in flags]
+    if to not in ("gguf", "hf"):
+        raise ArgumentError(f"--to {to!r}: gguf or hf")
+    if to == "hf":
+        if outtype is not None or type is not None:
+            flag = "--outtype" if outtype is not None else "--type"
+            raise ArgumentError(f"{flag} applies to --to gguf; give --dtype with --to hf")
+        if given:
+            raise ArgumentError(f"{given[0]} applies to --to gguf with --type")
+    elif dtype is not None:
+        raise ArgumentError("--dtype applies to --to hf; give --outtype with --to gguf")
+    elif type is None and given:
+        raise ArgumentError(f"{given[0]} is an option of the quantization: give --type too (e.g. --type Q4_K_M)")
 
 
 def run_convert(

@@ -9,9 +9,20 @@ from rich.console import Console
 
 from ..errors import WeightkitError
 from ..llama_quantize import QuantizeOptions, quantize_gguf
-from .estimate import run_estimate
+from .estimate import parse_gpu, run_estimate
 from .inspect import run_inspect
+from .options import command_app
 from .quantize import print_summary
+from .render import console
+
+app = command_app()
+
+
+@app.command()
+def demo() -> None:
+    """The main jobs on a real model, Gemma 3 270M (Q4_K_M GGUF, from the `examples` extra): inspect it, estimate
+    its memory at a few contexts, and plan a re-quantization."""
+    run_demo(console)
 
 
 def demo_model_path() -> Path:
@@ -35,8 +46,8 @@ def run_demo(console: Console) -> None:
     console.rule(f"weightkit inspect {path.name}")
     run_inspect(path, tensors=False, as_json=False, console=console)
     console.rule(f"weightkit estimate {path.name} --ctx-size 8192,32768 --gpu 4GiB")
-    run_estimate(str(path), engine="llama.cpp", contexts=[8192, 32768], gpus_text=["4GiB"], ram=None,
-                 console=console, as_json=False, fit_devices=False, llama={}, ollama={})  # fmt: skip
+    run_estimate(str(path), engine="llama.cpp", contexts=[8192, 32768], gpus=[parse_gpu(0, "4GiB")], ram=None,
+                 llama={}, ollama={}, as_json=False, console=console)  # fmt: skip
     console.rule(f"weightkit quantize {path.name} --type Q8_0 --dry-run")
     options = QuantizeOptions("Q8_0")
     print_summary(quantize_gguf(path, None, options, dry_run=True), options, True, console)

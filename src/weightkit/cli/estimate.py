@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Annotated, Any
 
+import typer
 from rich.console import Console
 from rich.table import Table
 
@@ -12,7 +14,11 @@ from .. import open as open_model
 from ..errors import ArgumentError, WeightkitError
 from ..memory import GPU, LlamaCppEstimate, LlamaCppSettings, SystemMemory, estimate
 from ..memory.llamacpp import fit
-from .render import human_bytes, print_json, remote_json, remote_note
+from .options import Flag, InsecureOption, RemoteOption, check_insecure, comma_list, command_app, takes_flags
+from .render import console, human_bytes, print_json, remote_json, remote_note
+
+app = command_app()
+
 
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "kib": 2**10, "m": 10**6, "mb": 10**6, "mib": 2**20,
           "g": 10**9, "gb": 10**9, "gib": 2**30, "t": 10**12, "tb": 10**12, "tib": 2**40}  # fmt: skip
@@ -28,14 +34,15 @@ def parse_size(text: str, flag: str = "size") -> int:
 
 
 def parse_contexts(text: str | None) -> list[int | None]:
-    """`--ctx 2048,8192,32768`: one or more context lengths (None: the engine's default)."""
+    """`--ctx-size 2048,8192,32768`: one or more context lengths, 0 the model's trained length (None: the
+    engine's default). The bounds are the settings' to check (llama-server's 32-bit -c)."""
     if text is None:
         return [None]
     try:
-        contexts = [int(part) for part in text.split(",") if part.strip()]
+        contexts = [int(part) for part in comma_list([text])]
     except ValueError:
         contexts = []
-    if not contexts or min(contexts) < 1:
+    if not contexts or min(contexts) < 0:
         raise ArgumentError(f"--ctx {text!r}: expected context lengths like 4096 or 2048,8192,32768")
     return contexts
 
@@ -72,12 +79,11 @@ def parse_tensor_split(text: str | None) -> tuple[float, ...]:
 def parse_overrides(texts: list[str]) -> tuple[tuple[str, str], ...]:
     """`-ot PATTERN=BUFFER[,PATTERN=BUFFER...]`, repeatable, in order."""
     pairs = []
-    for text in texts:
-        for part in text.split(","):
-            pattern, sep, buffer = part.partition("=")
-            if not sep or not pattern or not buffer:
-                raise ArgumentError(f"--override-tensor {part!r}: expected PATTERN=BUFFER, e.g. exps=CPU")
-            pairs.append((pattern, buffer))
+    for part in comma_list(texts):
+        pattern, sep, buffer = part.partition("=")
+        if not sep or not pattern or not buffer:
+            raise ArgumentError(f"--override-tensor {part!r}: expected PATTERN=BUFFER, e.g. exps=CPU")
+        pairs.append((pattern, buffer))
     return tuple(pairs)
 
 
@@ -99,36 +105,138 @@ def parse_fit_options(target: str | None, min_context: int | None) -> dict:
     return options
 
 
-def run_estimate(path: str, *, engine: str, contexts: list[int | None], gpus_text: list[str], ram: str | None,
-                 console: Console, as_json: bool, fit_devices: bool, llama: dict, ollama: dict,
-                 fit_options: dict | None = None, remote: bool = False) -> None:  # fmt: skip
-    gpus = [parse_gpu(i, text) for i, text in enumerate(gpus_text)]
+#: llama-server's flags that only the llama.cpp engine reads, each the `LlamaCppSettings` field it fills (the
+#: --fit ones: `fit`'s).
+LLAMA_FLAGS = (
+    Flag("ubatch_size", int, ("--ubatch-size", "-ub"), "Physical batch size (llama.cpp)."),
+    Flag("cache_type_v", str, ("--cache-type-v", "-ctv"), "V cache type (llama.cpp)."),
+    Flag("swa_full", bool, ("--swa-full",), "Full-size cache for sliding-window layers."),
+    Flag("kv_unified", bool, ("--kv-unified", "-kvu"), "One KV cache for all sequences."),
+    Flag("embeddings", bool, ("--embeddings", "--embedding"), "An embedding server (llama-server --embedding)."),
+    Flag("tensor_split", str, ("--tensor-split", "-ts"), "Each GPU's share of the layers, e.g. 3,1.",
+         parse_tensor_split),
+    Flag("split_mode", str, ("--split-mode", "-sm"), "none, layer or row."),
+    Flag("main_gpu", int, ("--main-gpu", "-mg"), "The GPU for --split-mode none."),
+    Flag("no_kv_offload", bool, ("--no-kv-offload", "-nkvo"), "Keep the KV cache in system memory."),
+    Flag("override_tensor", list[str], ("--override-tensor", "-ot"),
+         "PATTERN=BUFFER[,...]: weights matching go there (CPU, CUDA0).", parse_overrides),
+    Flag("cpu_moe", bool, ("--cpu-moe", "-cmoe"), "Keep every expert tensor on the CPU."),
+    Flag("n_cpu_moe", int, ("--n-cpu-moe", "-ncmoe"), "Keep the first N layers' experts on the CPU."),
+    Flag("fit", bool, ("--fit",), "Choose context and layers as llama-server's --fit does (llama.cpp)."),
+    Flag("fit_target", str, ("--fit-target", "-fitt"), "MiB --fit leaves free per device (1024), or MiB,MiB,..."),
+    Flag("fit_ctx", int, ("--fit-ctx", "-fitc"), "The least context --fit may choose (4096)."),
+)  # fmt: skip
+ENGINES = ("llama.cpp", "ollama")
+FLASH_ATTN = ("on", "off", "auto")
+
+ModelArgument = Annotated[
+    str,
+    typer.Argument(
+        help="A GGUF file (any shard of a split model), its http(s):// URL or hf://org/repo[@revision]/path "
+        "(only the header is fetched), or a stored model's name."
+    ),
+]
+EngineOption = Annotated[
+    str, typer.Option("--engine", help="llama.cpp (what llama-server allocates) or ollama (Ollama's old estimate).")
+]
+CtxOption = Annotated[
+    str | None,
+    typer.Option("--ctx-size", "-c", "--ctx", help="Context, or several: 2048,8192,32768 (0: the trained length)."),
+]
+BatchOption = Annotated[int | None, typer.Option("--batch-size", "-b", "--batch", help="Logical batch size.")]
+ParallelOption = Annotated[
+    int | None, typer.Option("--parallel", "-np", help="Parallel sequences (llama.cpp: -1 is auto, 4 slots).")
+]
+FlashAttnOption = Annotated[str | None, typer.Option("--flash-attn", "-fa", help="on, off or auto.")]
+CacheTypeKOption = Annotated[
+    str | None, typer.Option("--cache-type-k", "-ctk", "--kv-cache-type", help="K cache type: f16, q8_0, q4_0, ...")
+]
+GpuLayersOption = Annotated[
+    int | None,
+    typer.Option("--n-gpu-layers", "-ngl", "--num-gpu", help="Layers on the GPUs (-1: all; Ollama: auto)."),
+]
+GpuOption = Annotated[
+    list[str] | None,
+    typer.Option("--gpu", help="A GPU's free memory: 24GiB, CUDA:24GiB, Metal:64GiB. Repeat, or a comma list."),
+]
+RamOption = Annotated[str | None, typer.Option("--ram", help="Free system memory, e.g. 64GiB (checked if given).")]
+
+
+@app.command("estimate")
+@takes_flags(LLAMA_FLAGS, into="llama_flags")
+def estimate_command(
+    model: ModelArgument,
+    engine: EngineOption = "llama.cpp",
+    ctx: CtxOption = None,
+    batch: BatchOption = None,
+    parallel: ParallelOption = None,
+    flash_attn: FlashAttnOption = None,
+    cache_type_k: CacheTypeKOption = None,
+    n_gpu_layers: GpuLayersOption = None,
+    llama_flags: dict[str, Any] | None = None,
+    gpu: GpuOption = None,
+    ram: RamOption = None,
+    remote: RemoteOption = False,
+    insecure: InsecureOption = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """How much memory a model takes on each device, as llama.cpp (or Ollama) would load it, and whether it fits."""
+    check_insecure(remote, insecure)
+    llama = dict(llama_flags or {})
+    if engine not in ENGINES:
+        raise ArgumentError(f"--engine {engine!r}: llama.cpp or ollama")
+    if engine == "ollama" and llama:
+        spelling = next(flag.spelling for flag in LLAMA_FLAGS if flag.name in llama)
+        raise ArgumentError(f"{spelling} applies to --engine llama.cpp, not ollama")
+    if flash_attn not in (None, *FLASH_ATTN):
+        raise ArgumentError(f"--flash-attn {flash_attn!r}: on, off or auto")
+    fitting = parse_fit_options(llama.pop("fit_target", None), llama.pop("fit_ctx", None))
+    fitting = fitting if llama.pop("fit", False) else None
+    shared = {"batch_size": batch, "parallel": parallel, "flash_attn": flash_attn, "cache_type_k": cache_type_k,
+              "n_gpu_layers": n_gpu_layers}  # fmt: skip
+    settings = {flag.name: flag.value(llama[flag.name]) for flag in LLAMA_FLAGS if flag.name in llama}
+    settings |= {name: value for name, value in shared.items() if value is not None}
+    ollama = {"batch": 512 if batch is None else batch, "parallel": parallel, "kv_cache_type": cache_type_k,
+              "flash_attention": None if flash_attn in (None, "auto") else flash_attn == "on",
+              "num_gpu": -1 if n_gpu_layers is None else n_gpu_layers}  # fmt: skip
+    gpus = [parse_gpu(i, text) for i, text in enumerate(comma_list(gpu))]
     free = None if ram is None else parse_size(ram, "--ram")
+    run_estimate(model, engine=engine, contexts=parse_contexts(ctx), gpus=gpus, ram=free, llama=settings,
+                 ollama=ollama, fit_options=fitting, remote=remote, insecure=insecure, as_json=as_json,
+                 console=console)  # fmt: skip
+
+
+def run_estimate(path: str, *, engine: str, contexts: list[int | None], gpus: list[GPU], ram: int | None,
+                 llama: dict, ollama: dict, fit_options: dict | None = None, remote: bool = False,
+                 insecure: bool = False, as_json: bool, console: Console) -> None:  # fmt: skip
+    """The estimate per context; with `fit_options` (a dict, maybe empty), llama-server's --fit first."""
     if engine == "ollama":
         from .estimate_ollama import run_ollama
 
-        system = None if free is None else SystemMemory(free, free, 0)
+        system = None if ram is None else SystemMemory(ram, ram, 0)
         run_ollama(path, contexts=contexts, gpus=gpus, system=system, console=console, as_json=as_json,
-                   remote=remote, **ollama)  # fmt: skip
+                   remote=remote, insecure=insecure, **ollama)  # fmt: skip
         return
     requests = [LlamaCppSettings(ctx_size=ctx or 0, **llama) for ctx in contexts]
-    with open_model(path, remote=remote) as model:
+    with open_model(path, remote=remote, insecure=insecure) as model:
         if model.format != "gguf":
             raise WeightkitError(f"{path}: llama.cpp loads GGUF models; this is {model.format}")
-        if fit_devices:
-            results = [fit(model, settings, gpus, host_memory=free, **(fit_options or {})) for settings in requests]
+        if fit_options is not None:
+            results = [fit(model, settings, gpus, host_memory=ram, **fit_options) for settings in requests]
         else:
             results = [estimate(model, settings, gpus) for settings in requests]
     if as_json:
         remote_doc = remote_json(model)
-        docs = [_llamacpp_json(e, free) | ({"remote": remote_doc} if remote_doc else {}) for e in results]
+        docs = [_llamacpp_json(e, ram) | ({"remote": remote_doc} if remote_doc else {}) for e in results]
         print_json(docs[0] if len(docs) == 1 else docs)
         return
     for est in results:
-        console.print(_llamacpp_table(Path(path).name, est, free))
+        console.print(_llamacpp_table(Path(path).name, est, ram))
+    for warning in dict.fromkeys(w for est in results for w in est.warnings):
+        console.print(f"[yellow]warning:[/yellow] {warning}")
     for note in dict.fromkeys(n for est in results for n in est.notes):
         console.print(f"[yellow]note:[/yellow] {note}")
-    _fit_summary(results, free, console)
+    _fit_summary(results, ram, console)
     if note := remote_note(model):
         console.print(f"[dim]{note}[/dim]")
 
@@ -151,7 +259,7 @@ def _llamacpp_json(est: LlamaCppEstimate, host_free: int | None) -> dict:
             doc |= {"free": free, "fits": d.total <= free}
         devices.append(doc)
     return {"engine": "llama.cpp", "settings": settings, "devices": devices, "fits": est.fits,
-            "notes": list(est.notes)}  # fmt: skip
+            "warnings": list(est.warnings), "notes": list(est.notes)}  # fmt: skip
 
 
 def _llamacpp_table(name: str, est: LlamaCppEstimate, host_free: int | None) -> Table:

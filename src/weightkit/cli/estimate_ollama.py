@@ -57,10 +57,11 @@ def _as_json(ctx: int | None, est: OllamaEstimate | None, error: str | None) -> 
 
 
 def run_ollama(path: str, *, contexts: list[int | None], gpus: list[GPU], system: SystemMemory | None,
-               console: Console, as_json: bool, remote: bool = False, **options) -> None:  # fmt: skip
+               console: Console, as_json: bool, remote: bool = False, insecure: bool = False,
+               **options) -> None:  # fmt: skip
     """The Ollama engine: its estimate and layout per context, side by side."""
     requests = [OllamaSettings(context=ctx, **options) for ctx in contexts]
-    with open_model(path, remote=remote) as model:
+    with open_model(path, remote=remote, insecure=insecure) as model:
         if model.format != "gguf":
             raise WeightkitError(f"{path}: the estimate follows Ollama's llama engine, which loads GGUF models")
         results = [_one(model, gpus, system, settings) for settings in requests]

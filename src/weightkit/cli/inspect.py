@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
+import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -9,7 +12,9 @@ from rich.table import Table
 from .. import open as open_model
 from ..model import ModelFile
 from ..summary import ModelSummary, summarize
+from .options import InsecureOption, RemoteOption, check_insecure, command_app
 from .render import (
+    console,
     human_bytes,
     human_count,
     json_value,
@@ -20,6 +25,8 @@ from .render import (
     remote_note,
     type_label,
 )
+
+app = command_app()
 
 
 def inspect_json(model: ModelFile) -> dict:
@@ -59,9 +66,11 @@ def inspect_json(model: ModelFile) -> dict:
     return doc if remote is None else doc | {"remote": remote}
 
 
-def run_inspect(path: str, *, tensors: bool, as_json: bool, console: Console, remote: bool = False) -> None:
+def run_inspect(
+    path: str, *, tensors: bool, as_json: bool, console: Console, remote: bool = False, insecure: bool = False
+) -> None:
     # Header-only: a partial download or a header written without its data still shows what it holds.
-    with open_model(path, remote=remote, header_only=True) as model:
+    with open_model(path, remote=remote, insecure=insecure, header_only=True) as model:
         if as_json:
             print_json(inspect_json(model))
             return
@@ -173,3 +182,23 @@ def _tensors_table(model: ModelFile) -> Table:
             row.append(human_bytes(missing[info.name]) if info.name in missing else "")
         t.add_row(*row)
     return t
+
+
+@app.command()
+def inspect(
+    path: Annotated[
+        str,
+        typer.Argument(
+            help="A model file (GGUF, any shard of a split GGUF; safetensors; a checkpoint folder or its index), "
+            "an http(s):// URL or hf://org/repo[@revision]/path of one (read by range requests, not downloaded), "
+            "or a stored model's name."
+        ),
+    ],
+    tensors: Annotated[bool, typer.Option("--tensors", help="List every tensor.")] = False,
+    remote: RemoteOption = False,
+    insecure: InsecureOption = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print everything as JSON.")] = False,
+) -> None:
+    """Show a model's architecture, size, quantization mix and metadata."""
+    check_insecure(remote, insecure)
+    run_inspect(path, tensors=tensors, as_json=as_json, console=console, remote=remote, insecure=insecure)

@@ -1,11 +1,14 @@
 """`weightkit quantize`: re-quantize a GGUF model, with a progress bar and a before/after summary (or, with
-`--dry-run`, the plan: each tensor's type change and the sizes, nothing written)."""
+`--dry-run`, the plan: each tensor's type change and the sizes, nothing written). llama-quantize's flags are
+declared here once (`QUANTIZE_FLAGS`), for `quantize` and `convert --type` alike."""
 
 from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from typing import Annotated, Any
 
+import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -13,7 +16,79 @@ from rich.table import Table
 from ..dtypes import ggml_type
 from ..errors import ArgumentError
 from ..llama_quantize import QuantizeOptions, QuantizeReport, quantize_gguf
-from .render import byte_progress, human_bytes, print_json, printable
+from ..llama_quantize.options import parse_kv_override, parse_prune_layers, parse_tensor_type, read_tensor_types
+from .options import Flag, comma_list, command_app, takes_flags
+from .render import byte_progress, console, human_bytes, print_json, printable
+
+app = command_app()
+
+#: llama-quantize's flags that `quantize` and `convert --type` share, each the `QuantizeOptions` field it fills
+#: (`--tensor-type-file`'s entries follow `--tensor-type`'s in `tensor_type`).
+QUANTIZE_FLAGS = (
+    Flag("pure", bool, ("--pure",), "Give every matrix the file type's base type (as llama-quantize --pure)."),
+    Flag("output_tensor_type", str, ("--output-tensor-type",), "Type for output.weight (as llama-quantize)."),
+    Flag("token_embedding_type", str, ("--token-embedding-type",), "Type for token_embd.weight (as llama-quantize)."),
+    Flag("tensor_type", list[str], ("--tensor-type",),
+         "PATTERN=TYPE: matrices whose name the regular expression matches get TYPE (as llama-quantize; "
+         "repeatable, the first match wins).", lambda texts: tuple(parse_tensor_type(t) for t in texts)),
+    Flag("tensor_type_file", list[Path], ("--tensor-type-file",),
+         "A file of PATTERN=TYPE entries (after the --tensor-type ones).",
+         lambda paths: tuple(entry for path in paths for entry in read_tensor_types(path))),
+    Flag("prune_layers", str, ("--prune-layers",), "L0,L1,...: leave these layers out, renumber the rest.",
+         lambda text: tuple(parse_prune_layers(text))),
+    Flag("leave_output_tensor", bool, ("--leave-output-tensor",), "Keep output.weight as it is (as llama-quantize)."),
+    Flag("override_kv", list[str], ("--override-kv",), "KEY=TYPE:VALUE (int, float, bool, str): set a metadata key.",
+         lambda texts: tuple(parse_kv_override(t) for t in texts)),
+    Flag("imatrix", Path, ("--imatrix",), "llama.cpp's imatrix GGUF, or a legacy imatrix.dat."),
+    Flag("include_weights", list[str], ("--include-weights",),
+         "Use the imatrix only for tensors whose name contains this (repeatable, or a comma list).",
+         lambda texts: tuple(comma_list(texts))),
+    Flag("exclude_weights", list[str], ("--exclude-weights",),
+         "Use the imatrix for all tensors but those whose name contains this (repeatable, or a comma list).",
+         lambda texts: tuple(comma_list(texts))),
+)  # fmt: skip
+TYPE_HELP = (
+    "A llama.cpp file type, as llama-quantize takes it: Q4_K_M, Q5_K_S, Q8_0, Q4_0, IQ4_XS, IQ2_M, ... "
+    "(each matrix gets that mixture's type), or a GGML type with no file type (MXFP4, NVFP4)."
+)
+
+
+def quantize_options(type: str, given: dict[str, Any], *, keep_split: bool = False) -> QuantizeOptions:
+    """llama-quantize's options as given on the command line (`QUANTIZE_FLAGS` by name), as `QuantizeOptions`."""
+    fields: dict[str, Any] = {}
+    for flag in QUANTIZE_FLAGS:
+        if flag.name not in given:
+            continue
+        value = flag.value(given[flag.name])
+        if flag.name == "tensor_type_file":
+            fields["tensor_type"] = fields.get("tensor_type", ()) + value
+        else:
+            fields[flag.name] = value
+    return QuantizeOptions(type, keep_split=keep_split, **fields)
+
+
+@app.command()
+@takes_flags(QUANTIZE_FLAGS, into="flags")
+def quantize(
+    src: Annotated[Path, typer.Argument(help="The GGUF model to quantize (any shard of a split model).")],
+    type: Annotated[str, typer.Option("--type", "-t", help=TYPE_HELP)],
+    dst: Annotated[
+        Path | None, typer.Argument(help="Where to write the quantized GGUF (atomically); not with --dry-run.")
+    ] = None,
+    flags: dict[str, Any] | None = None,
+    keep_split: Annotated[
+        bool, typer.Option("--keep-split", help="Write a shard per shard of a split source (as llama-quantize).")
+    ] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Show each tensor's planned type and the sizes; write nothing.")
+    ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the summary as JSON (the progress bar goes to stderr).")
+    ] = False,
+) -> None:
+    """Re-quantize a GGUF as llama-quantize does: the same file, byte for byte, for the same options."""
+    options = quantize_options(type, flags or {}, keep_split=keep_split)
+    run_quantize(src, dst, options, dry_run=dry_run, as_json=as_json, console=console)
 
 
 def run_quantize(

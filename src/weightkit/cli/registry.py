@@ -3,12 +3,54 @@
 from __future__ import annotations
 
 from collections import Counter
+from typing import Annotated
 
+import typer
 from rich.console import Console
 
 from ..ollama import Store, parse_name
 from ..registry import TransferResult, pull, push
-from .render import byte_progress, human_bytes, print_json
+from .options import InsecureOption, StoreOption, command_app
+from .render import byte_progress, console, human_bytes, print_json
+
+app = command_app()
+
+TransferJsonOption = Annotated[bool, typer.Option("--json", help="Print the blobs and what became of them as JSON.")]
+
+
+@app.command("pull")
+def pull_command(
+    name: Annotated[str, typer.Argument(help="host[:port]/namespace/model:tag (default registry.ollama.ai/library).")],
+    insecure: InsecureOption = False,
+    store: StoreOption = None,
+    as_json: TransferJsonOption = False,
+) -> None:
+    """Download a model from a registry into the store (as ollama pull); an interrupted pull resumes."""
+    run_pull(Store(store), name, insecure, as_json, console)
+
+
+@app.command("push")
+def push_command(
+    name: Annotated[
+        str, typer.Argument(help="A model in the store, named for its registry: host[:port]/ns/model:tag.")
+    ],
+    insecure: InsecureOption = False,
+    store: StoreOption = None,
+    as_json: TransferJsonOption = False,
+) -> None:
+    """Upload a model from the store to its registry (as ollama push)."""
+    run_push(Store(store), name, insecure, as_json, console)
+
+
+@app.command("cp")
+def copy(
+    source: Annotated[str, typer.Argument(help="A model in the store.")],
+    destination: Annotated[str, typer.Argument(help="Its new name (e.g. for a registry: host/ns/model:tag).")],
+    store: StoreOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Give a stored model another name (as ollama cp); pushing it then mounts its blobs on the registry."""
+    run_cp(Store(store), source, destination, as_json, console)
 
 
 def run_pull(store: Store, name: str, insecure: bool, as_json: bool, console: Console) -> None:

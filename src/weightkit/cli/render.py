@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -18,6 +19,11 @@ from ..model import ModelFile
 
 PREVIEW_ITEMS = 6
 PREVIEW_CHARS = 60
+#: Output to a pipe or file is laid out this wide (rich's default is 80), so a table keeps one row a line; a
+#: terminal's own width, or $COLUMNS, wins.
+PIPE_WIDTH = 160
+#: Where the commands print their answers.
+console = Console(width=None if sys.stdout.isatty() or "COLUMNS" in os.environ else PIPE_WIDTH)
 
 
 def remote_json(model: ModelFile) -> dict[str, Any] | None:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from pathlib import Path
+from typing import Annotated
 
+import typer
 from rich.console import Console
 from rich.table import Table
 
@@ -15,7 +17,80 @@ from ..ollama import PruneReport, Store, create_from_checkpoint, create_from_ggu
 from ..ollama.store import MEDIA, parse_manifest
 from ..quant.mlx import is_mlx_mode
 from ..safetensors import SafetensorsFile
-from .render import byte_progress, human_bytes, print_json
+from .options import StoreOption, command_app
+from .render import byte_progress, console, human_bytes, print_json
+
+app = command_app()
+
+NameArgument = Annotated[str, typer.Argument(help="A model in the store.")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+QUANTIZE_HELP = (
+    "For checkpoints: int4, int8, nvfp4, mxfp4 or mxfp8 (MLX modes: tensor blobs, as Ollama's safetensors models), "
+    "or a llama.cpp type such as Q4_K_M, Q8_0 or F16 (converted to a GGUF model layer, as llama.cpp's converter and "
+    "llama-quantize would make it)."
+)
+
+
+@app.command()
+def create(
+    name: Annotated[str, typer.Argument(help="The model's name, e.g. mymodel:latest.")],
+    source: Annotated[
+        Path, typer.Option("--from", help="A GGUF file, or a Hugging Face safetensors checkpoint folder.")
+    ],
+    quantize: Annotated[str | None, typer.Option("--quantize", help=QUANTIZE_HELP)] = None,
+    store: StoreOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the new manifest's layers as JSON.")] = False,
+) -> None:
+    """Import a model into Ollama's store."""
+    run_create(Store(store), name, source, quantize, as_json, console)
+
+
+@app.command("ls")
+def list_models(store: StoreOption = None, as_json: JsonOption = False) -> None:
+    """List the models in Ollama's store."""
+    run_ls(Store(store), as_json, console)
+
+
+@app.command()
+def show(name: NameArgument, store: StoreOption = None, as_json: JsonOption = False) -> None:
+    """Show a stored model's manifest: config, layers, sizes."""
+    run_show(Store(store), name, as_json, console)
+
+
+@app.command()
+def rm(
+    name: NameArgument,
+    store: StoreOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the removed blobs' digests as JSON.")] = False,
+) -> None:
+    """Remove a model, and the blobs no other model uses."""
+    run_rm(Store(store), name, as_json, console)
+
+
+@app.command()
+def verify(
+    name: NameArgument,
+    store: StoreOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON (exit status 1 still marks damage).")] = False,
+) -> None:
+    """Re-hash every blob of a model and report any that do not match."""
+    run_verify(Store(store), name, as_json, console)
+
+
+@app.command()
+def prune(
+    store: StoreOption = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would be removed; remove nothing.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the files removed and the bytes freed as JSON.")
+    ] = False,
+) -> None:
+    """Remove blobs no model uses and files left by interrupted imports (never a running import's).
+
+    Run it while Ollama is not pulling or creating a model: Ollama takes no weightkit lock, and its new blobs
+    are named by no manifest until it finishes.
+    """
+    run_prune(Store(store), dry_run, as_json, console)
 
 
 def run_create(store: Store, name: str, source: Path, quantize: str | None, as_json: bool, console: Console) -> None:

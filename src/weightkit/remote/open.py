@@ -16,15 +16,18 @@ from .registry import open_registry_model
 from .source import RemoteFile
 
 
-def open_remote(location: str, *, framework: str = "numpy", registry: bool = False) -> ModelFile:
+def open_remote(
+    location: str, *, framework: str = "numpy", registry: bool = False, insecure: bool = False
+) -> ModelFile:
     """Open a remote model: reads its headers by range requests, fetches tensor data when asked for.
-    `model.remote` is the HTTP client it reads through (`bytes_fetched`, `requests`)."""
+    `model.remote` is the HTTP client it reads through (`bytes_fetched`, `requests`). With `registry`, `location`
+    is a registry's model name, spoken to over plain HTTP with `insecure`."""
     if registry and location[: len(hf.SCHEME)].lower() == hf.SCHEME:
         raise ArgumentError(f"{location!r}: --remote takes a registry's model name, not an hf:// URI")
     client = HttpClient()
     try:
         if registry:
-            model: ModelFile = open_registry_model(client, location, framework=framework)
+            model: ModelFile = open_registry_model(client, location, framework=framework, insecure=insecure)
         else:
             model = open_remote_file(remote_file(client, location), framework=framework)
     except BaseException:

@@ -16,10 +16,12 @@ from ..registry.reference import parse_reference
 from .source import RemoteFile
 
 
-def open_registry_model(client: HttpClient, text: str, *, framework: str) -> GGUFFile | GGUFSplit:
+def open_registry_model(
+    client: HttpClient, text: str, *, framework: str, insecure: bool = False
+) -> GGUFFile | GGUFSplit:
     """The GGUF model a registry holds under the name `text` (several model layers: a split model). HTTPS,
-    unless the name starts with http://."""
-    ref = parse_reference(text, insecure=text[:7].lower() == "http://")
+    unless the name starts with http:// or `insecure` allows plain HTTP (as `pull`'s)."""
+    ref = parse_reference(text, insecure=insecure or text[:7].lower() == "http://")
     with RegistryClient(ref, RegistryOptions(timeout=client.timeout), http=client) as registry:
         data = registry.manifest()
     manifest_url = ref.url(f"manifests/{ref.name.tag}")

@@ -59,6 +59,15 @@ class LlamaCppEstimate:
         gpu = [d.fits for d in self.devices if d.free is not None]
         return all(gpu) if gpu else None
 
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """What llama.cpp warns of when it makes this context (llama_context's constructor): a sequence longer
+        than the model was trained for."""
+        n_ctx_seq, n_ctx_train = self.context.n_ctx_seq, self.hparams.n_ctx_train
+        if n_ctx_seq > n_ctx_train:
+            return (f"n_ctx_seq ({n_ctx_seq}) > n_ctx_train ({n_ctx_train}) -- possible training context overflow",)
+        return ()
+
 
 def device_names(gpus: Sequence[GPU]) -> list[str]:
     """llama.cpp's names for the devices: CUDA0, CUDA1, ROCm0, Metal, Vulkan0, ..."""

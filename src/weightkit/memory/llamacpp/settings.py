@@ -13,13 +13,16 @@ from .placement import CPU, EXPERTS_PATTERN, SPLIT_MODES, Override
 
 #: --parallel's "auto": four slots sharing one unified KV cache (server.cpp)
 AUTO_PARALLEL = 4
+#: The largest integer llama-server's flags take: it reads them with std::stoi, as a 32-bit int (common/arg.cpp)
+INT32_MAX = 2**31 - 1
 
 
 @dataclass(frozen=True)
 class LlamaCppSettings:
     """What `llama-server` is started with; the defaults are its own.
 
-    - `ctx_size` (`-c`): the context, 0 for the model's trained length.
+    - `ctx_size` (`-c`): the context, 0 for the model's trained length. Like every integer here, at most
+      2**31 - 1: llama-server reads its flags as 32-bit integers.
     - `batch_size` (`-b`), `ubatch_size` (`-ub`): logical and physical batch.
     - `parallel` (`-np`): sequences; -1 is llama-server's auto (4 slots, unified KV cache).
     - `flash_attn` (`-fa`): on, off or auto.
@@ -64,6 +67,9 @@ class LlamaCppSettings:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ArgumentError(f"--{name.replace('_', '-')} must be an integer >= {low}, got {value!r}")
+            if value > INT32_MAX:
+                flag = "--" + name.replace("_", "-")
+                raise ArgumentError(f"{flag} {value}: llama-server reads it as a 32-bit integer, at most {INT32_MAX}")
         if self.n_outputs_max is not None and (
             isinstance(self.n_outputs_max, bool) or not isinstance(self.n_outputs_max, int) or self.n_outputs_max < 0
         ):
