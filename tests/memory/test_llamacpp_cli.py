@@ -166,3 +166,17 @@ def test_a_context_beyond_the_trained_length_is_warned_of(capsys, gemma_path):
         assert _run_json(capsys, str(gemma_path), "-c", *flags)["warnings"] == warnings, flags
     _estimate(str(gemma_path), "-c", str(n_ctx_train + 1000))
     assert f"warning: {warning}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("missing", ["token_embd.weight", "blk.1.attn_q.weight"])
+def test_a_tensor_the_graph_needs_and_the_model_lacks_is_one_line(tmp_path, capsys, missing):
+    """llama.cpp refuses to load a model without a tensor its graph uses ("missing tensor"); the estimate says
+    which, in one line, instead of failing inside the graph."""
+    metadata, tensors = MODELS.MODELS["llama-3.1-8b"]()
+    MODELS.write_skeleton(tmp_path / "m.gguf", metadata, [t for t in tensors if t[0] != missing])
+    with pytest.raises(SystemExit) as exit:
+        main(["estimate", str(tmp_path / "m.gguf")])
+    assert exit.value.code == 1
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1
+    assert f"no tensor '{missing}'" in err and "Traceback" not in err

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from ...errors import UnsupportedError
 from ...model import TensorInfo
 from .alloc import buffer_sizes
 from .architectures import architecture
@@ -49,7 +50,15 @@ def build_graph(hp: LlamaCppHParams, ctx: Context, memory: Memory, tensors: Mapp
     if n_tokens % n_seqs:
         n_tokens = -(-n_tokens // n_seqs) * n_seqs
     builder = GraphBuilder(hp, ctx, memory, tensors, n_tokens, n_seqs, n_outputs, placement, layers, pin_norms)
-    build(builder)
+    try:
+        build(builder)
+    except (AttributeError, TypeError) as e:  # an operation was handed a tensor the model lacks (None)
+        if not builder.absent:
+            raise
+        raise UnsupportedError(
+            f"the model has no tensor {builder.absent[-1]!r}, which llama.cpp's {hp.arch} graph needs "
+            "(llama.cpp refuses to load it: missing tensor)"
+        ) from e
     return builder
 
 

@@ -33,6 +33,7 @@ class GraphBuilder:
         self.graph = g.Graph()
         self.outputs: list[Tensor] = []
         self._weights: dict[str, Tensor] = {}
+        self.absent: list[str] = []  # the tensors asked for that the model has none of, in order
         self._cache_tensors: dict[tuple[int, str], Tensor] = {}
         self._attn_inputs: dict[str, dict[str, Tensor | None]] = {}
         self._rs: tuple[Tensor, Tensor] | None = None
@@ -49,6 +50,7 @@ class GraphBuilder:
         if t is None:
             info = self.tensors.get(full)
             if info is None:
+                self.absent.append(full)
                 return None
             device = -1 if self.placement is None else tensor_device(full, self.placement)
             t = g.external(int(info.dtype), tuple(reversed(info.shape)), full, device=device, weight=True)
