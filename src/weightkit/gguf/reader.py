@@ -268,22 +268,23 @@ def parse(src: BufferSource, *, header_only: bool = False) -> ParsedGGUF:
     p = _Parser(src)
     version, n_tensors, n_kv = p.header()
     metadata, spans = p.metadata(n_kv)
-    alignment = _alignment(src, metadata)
+    alignment = _alignment(src, metadata, spans)
     raw_infos = p.tensor_infos(n_tensors)
     data_offset = -(-p.pos // alignment) * alignment
     tensors, missing = _place_tensors(src, raw_infos, data_offset, alignment, header_only)
     return ParsedGGUF(version, p.order, metadata, tensors, alignment, data_offset, spans, missing)
 
 
-def _alignment(src: BufferSource, metadata: dict[str, Value]) -> int:
+def _alignment(src: BufferSource, metadata: dict[str, Value], spans: dict[str, tuple[int, int]]) -> int:
     value = metadata.get(KEY_ALIGNMENT)
     if value is None:
         return DEFAULT_ALIGNMENT
+    at = spans[KEY_ALIGNMENT][0] - 4  # its type tag
     if value.type != _T.UINT32:
-        raise src.error(None, f"{KEY_ALIGNMENT} must be a UINT32, not {value.type.name}")
+        raise src.error(at, f"{KEY_ALIGNMENT} must be a UINT32, not {value.type.name}")
     a = value.value
     if a == 0 or a & (a - 1):
-        raise src.error(None, f"{KEY_ALIGNMENT} is {a}, not a power of two")
+        raise src.error(at, f"{KEY_ALIGNMENT} is {a}, not a power of two")
     return a
 
 
