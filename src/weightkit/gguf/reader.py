@@ -31,6 +31,7 @@ from .values import Value
 
 _T = GGUFValueType
 _INT64_MAX = 2**63 - 1
+_UINT64_MAX = 2**64 - 1
 # Smallest possible encodings, used to refuse counts the remaining bytes cannot hold.
 _MIN_KV_BYTES = 8 + 1 + 4 + 1  # key length, a 1-byte key, value type, a 1-byte value
 _MIN_TENSOR_INFO_BYTES = 8 + 4 + 4 + 8  # name length, n_dims, type, offset
@@ -299,6 +300,10 @@ def _place_tensors(
         if rel % alignment:
             raise src.error(
                 entry, f"tensor {name!r} starts at data offset {rel}, not a multiple of the alignment {alignment}"
+            )
+        if rel + -(-nbytes // alignment) * alignment > _UINT64_MAX:
+            raise src.error(
+                entry, f"tensor {name!r} of {nbytes} bytes at data offset {rel} ends past 2^64 bytes (ggml refuses it)"
             )
         start = data_offset + rel
         if nbytes and start + nbytes > src.size:  # a zero-element tensor lacks nothing, wherever it starts
