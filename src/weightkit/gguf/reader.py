@@ -125,8 +125,8 @@ class _Parser:
             return Value(self.string(f"the value of {key!r}"), t)
         start = self.pos
         v = self.read(self.scalars[t], f"the value of {key!r}")
-        if t == _T.BOOL:
-            v = v != 0
+        if t == _T.BOOL:  # written back as 0 or 1, as ggml writes a bool (`edit_gguf` copies the stored byte)
+            return Value(v != 0, t)
         return Value(v, t, encoded=(self.order, bytes(self.buf[start : self.pos])))
 
     def array(self, key: str, depth: int) -> Value:
