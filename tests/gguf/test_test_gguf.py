@@ -19,6 +19,8 @@ Where weightkit differs on purpose, the exact difference is asserted (docs/forma
   whatever general.alignment says (only its reader takes the key), a file it then misreads; weightkit lays
   them out at the alignment it writes in the file.
 For these two the test asserts that ggml's bytes are weightkit's encoding with ggml's habit, and no more.
+(weightkit's other leniency, tensors aligned but not packed back to back, which ggml refuses, no handcrafted
+kind exercises: its misaligned kinds are refused by both for the alignment.)
 """
 
 from __future__ import annotations
