@@ -16,7 +16,7 @@ Where weightkit differs on purpose, the exact difference is asserted (docs/forma
 - TENSORS_ZERO_DIM: ggml writes a tensor's dimensions up to its last one above 1 (`ggml_n_dims`), so ne
   [n, 0] goes out as [n] with no bytes; weightkit writes the [n, 0] it read.
 - DATA_CUSTOM_ALIGN (general.alignment 1): ggml's writer lays the header and data out at its default 32 bytes
-  whatever general.alignment says (only its reader takes the key), a file it then misreads; weightkit lays
+  whatever general.alignment says (only its reader takes the key), a file it then refuses; weightkit lays
   them out at the alignment it writes in the file.
 For these two the test asserts that ggml's bytes are weightkit's encoding with ggml's habit, and no more.
 (weightkit's other leniency, tensors aligned but not packed back to back, which ggml refuses, no handcrafted
