@@ -31,6 +31,18 @@ class InitParams(ctypes.Structure):
     _fields_ = [("no_alloc", ctypes.c_bool), ("ctx", ctypes.POINTER(ctypes.c_void_p))]
 
 
+class GGMLInitParams(ctypes.Structure):
+    """ggml's `struct ggml_init_params`."""
+
+    _fields_ = [("mem_size", ctypes.c_size_t), ("mem_buffer", ctypes.c_void_p), ("no_alloc", ctypes.c_bool)]
+
+
+_SETTERS = {0: ("u8", ctypes.c_uint8), 1: ("i8", ctypes.c_int8), 2: ("u16", ctypes.c_uint16),
+            3: ("i16", ctypes.c_int16), 4: ("u32", ctypes.c_uint32), 5: ("i32", ctypes.c_int32),
+            6: ("f32", ctypes.c_float), 7: ("bool", ctypes.c_bool), 8: ("str", ctypes.c_char_p),
+            10: ("u64", ctypes.c_uint64), 11: ("i64", ctypes.c_int64)}  # fmt: skip
+
+
 def load_ggml() -> ctypes.CDLL:
     sys.path.insert(0, str(REPO / "tools"))
     import ggml_oracle
@@ -49,6 +61,18 @@ def load_ggml() -> ctypes.CDLL:
     lib.ggml_get_first_tensor.argtypes = [ctypes.c_void_p]
     lib.ggml_get_next_tensor.restype = ctypes.c_void_p
     lib.ggml_get_next_tensor.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    for name, ctype in _SETTERS.values():
+        getattr(lib, f"gguf_set_val_{name}").argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctype]
+    lib.gguf_set_arr_str.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_char_p), ctypes.c_size_t]
+    lib.gguf_set_arr_data.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t]
+    lib.ggml_tensor_overhead.restype = ctypes.c_size_t
+    lib.ggml_init.restype = ctypes.c_void_p
+    lib.ggml_init.argtypes = [GGMLInitParams]
+    lib.ggml_new_tensor.restype = ctypes.c_void_p
+    lib.ggml_new_tensor.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_int64)]
+    lib.ggml_set_name.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+    lib.ggml_get_data.restype = ctypes.c_void_p
+    lib.ggml_get_data.argtypes = [ctypes.c_void_p]
     return lib
 
 
@@ -62,6 +86,40 @@ def copy_with_data(lib: ctypes.CDLL, gguf_ctx: int, ctx: ctypes.c_void_p) -> int
         lib.gguf_add_tensor(out, t)
         t = lib.ggml_get_next_tensor(ctx, t)
     return out
+
+
+def ggml_writes_random_context(lib: ctypes.CDLL, seed: int, out: Path) -> str:
+    """test-gguf.cpp's `test_roundtrip`: the context `get_random_gguf_context(seed)` makes, built through ggml's
+    own setters from tests/gguf/handcrafted.py's port of its draws, written by `gguf_write_to_file`; the
+    sha256 of the file."""
+    from tests.gguf.handcrafted import random_gguf_context
+
+    made = random_gguf_context(seed)
+    gctx = lib.gguf_init_empty()
+    for key, (t, element, value) in made.kvs.items():
+        k = key.encode()
+        if element is None:
+            name, ctype = _SETTERS[t]
+            getattr(lib, f"gguf_set_val_{name}")(gctx, k, ctype(value.encode() if t == 8 else value))
+        elif element == 8:
+            strings = (ctypes.c_char_p * len(value))(*(v.encode() for v in value))
+            lib.gguf_set_arr_str(gctx, k, strings, len(value))
+        else:
+            size = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}[element]
+            lib.gguf_set_arr_data(gctx, k, element, value, len(value) // size)
+    total = sum(len(data) + 64 for *_, data in made.tensors)
+    ctx = lib.ggml_init(GGMLInitParams(256 * lib.ggml_tensor_overhead() + total, None, False))
+    for name, t, ne, data in made.tensors:
+        tensor = lib.ggml_new_tensor(ctx, t, len(ne), (ctypes.c_int64 * len(ne))(*ne))
+        lib.ggml_set_name(tensor, name.encode())
+        ctypes.memmove(lib.ggml_get_data(tensor), data, len(data))
+        lib.gguf_add_tensor(gctx, tensor)
+    try:
+        assert lib.gguf_write_to_file(gctx, str(out).encode(), False)
+        return hashlib.sha256(out.read_bytes()).hexdigest()
+    finally:
+        lib.gguf_free(gctx)
+        lib.ggml_free(ctx)
 
 
 def ggml_verdict(lib: ctypes.CDLL, path: Path, out: Path, with_data: bool) -> str | None:
@@ -90,7 +148,7 @@ def main() -> None:
     lib = load_ggml()
     opens = {k.name: "" for k in Kind}
     written: dict[str, list[str | None]] = {k.name: [] for k in Kind}
-    files = []
+    files, random_contexts = [], []
     with tempfile.TemporaryDirectory() as tmp:
         path, out = Path(tmp) / "in.gguf", Path(tmp) / "out.gguf"
         for seed in SEEDS:
@@ -103,11 +161,13 @@ def main() -> None:
                 opens[kind.name] += "1" if sha else "0"
                 written[kind.name].append(sha)
             files.append(digest.hexdigest())
+            random_contexts.append(ggml_writes_random_context(lib, seed, out))
     doc = {
         "source": "llama.cpp tests/test-gguf.cpp and ggml/src/gguf.cpp, as llama-cpp-python 0.3.36 bundles them",
         "opens": opens,  # per kind, one character per seed: 1 where gguf_init_from_file opened the file
         "written_sha256": {name: shas for name, shas in written.items() if any(shas)},
         "files_sha256": files,  # per seed: sha256 of the sha256s of its files, in the order of Kind
+        "random_context_sha256": random_contexts,  # per seed: what ggml writes of get_random_gguf_context
     }
     OUT.write_text(json.dumps(doc, indent=1) + "\n")
 

@@ -8,6 +8,7 @@ nearly-divisionless method, and its shuffle draws one number per two swaps when 
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import functools
 import math
@@ -112,6 +113,18 @@ class Mt19937:
         out = self._buf[self._pos : self._pos + n]
         self._pos += n
         return out
+
+    def words(self, n: int) -> bytes:
+        """The next `n` outputs as little-endian uint32 bytes (drawn in bulk: tensor data takes millions)."""
+        held = len(self._buf) - self._pos
+        if n <= held:
+            return struct.pack(f"<{n}I", *self.take(n))
+        if self._state is None:
+            self._state = np.random.RandomState(0)
+            self._state.set_state(self._snapshot)
+        head = np.array(self._buf[self._pos :], "<u4")
+        self._buf, self._pos = [], 0
+        return head.tobytes() + self._state.randint(0, 2**32, n - held, dtype="<u4").tobytes()
 
     def copy(self) -> Mt19937:
         """A generator in the same state (C++ passes `std::mt19937` by value)."""
@@ -348,3 +361,72 @@ def _write_tensor_infos(out: bytearray, kind: Kind, configs: list[tuple[int, lis
         ne = 0 if kind == Kind.TENSORS_ZERO_DIM else math.prod(shape[:n_dims])
         offset = (offset + pad(row_size(t, ne), alignment)) & _U64
     return offset
+
+
+@dataclasses.dataclass
+class RandomContext:
+    """What `get_random_gguf_context(seed)` puts in its gguf context: keys in ggml's order, each as (GGUF type,
+    element type or None, value: an int, float, bool or str, raw bytes of an array's elements, or a list of
+    str), and tensors as (name, GGML type, ne as ggml keeps it, data)."""
+
+    kvs: dict[str, tuple[int, int | None, object]]
+    tensors: list[tuple[str, int, list[int], bytes]]
+
+
+def _wrap(x: int, bits: int) -> int:
+    """`x` converted to a signed integer of `bits` bits, as C++ converts an unsigned long."""
+    x &= (1 << bits) - 1
+    return x - (1 << bits) if x >> (bits - 1) else x
+
+
+def _random_scalar(t: int, rng: Mt19937) -> tuple[int, object]:
+    """One `gguf_set_val_*` of the switch in `get_random_gguf_context`: (the type set, the value)."""
+    if t in (6, 12):  # FLOAT32, and FLOAT64, which upstream sets with gguf_set_val_f32 too
+        return 6, float(np.array((rng() % 1024 - 512) & _U64, np.uint64).astype(np.float32))
+    r = rng()
+    values = {
+        0: lambda: r % (1 << 7), 1: lambda: r % (1 << 7) - (1 << 6), 2: lambda: r % (1 << 15),
+        3: lambda: r % (1 << 15) - (1 << 14), 4: lambda: r, 5: lambda: _wrap(r - (1 << 30), 32),
+        7: lambda: r % 2 == 0, 8: lambda: str(r), 10: lambda: r, 11: lambda: r - (1 << 30),
+    }  # fmt: skip
+    return t, values[t]()
+
+
+def random_gguf_context(seed: int) -> RandomContext:
+    """`get_random_gguf_context(seed)` of test-gguf.cpp: 256 random keys (a key set again moves to the end, as
+    `gguf_set_val_*` does) and up to 256 random tensors filled with random words."""
+    rng = Mt19937(seed)
+    kvs: dict[str, tuple[int, int | None, object]] = {}
+    for _ in range(256):
+        key = f"my_key_{rng() % 1024}"
+        t = rng() % GGUF_TYPE_COUNT
+        if t != _ARRAY:
+            kvs.pop(key, None)
+            t, value = _random_scalar(t, rng)
+            kvs[key] = (t, None, value)
+            continue
+        t_arr, n = rng() % GGUF_TYPE_COUNT, rng() % 1024
+        if t_arr == _ARRAY:  # upstream sets nothing
+            continue
+        if t_arr == _STRING:
+            value: object = [str(w) for w in rng.take(n)]
+        else:
+            nbytes = n * GGUF_TYPE_SIZE[t_arr]
+            value = rng.words(-(-nbytes // 4))[:nbytes]
+            if t_arr == 7:  # BOOL: 0 or 1 per byte
+                value = bytes(b & 1 for b in value)
+        kvs.pop(key, None)
+        kvs[key] = (_ARRAY, t_arr, value)
+    shapes = []
+    for i in range(256):
+        t = rng() % GGML_TYPE_COUNT
+        if type_size(t) == 0:
+            continue
+        n_dims = 1 + rng() % 4
+        ne = [(1 + rng() % 10) * block_size(t)] + [1 + rng() % 10 for _ in range(1, n_dims)]
+        shapes.append((f"my_tensor_{i}", t, ne))
+    tensors = []
+    for name, t, ne in shapes:
+        nbytes = row_size(t, math.prod(ne))
+        tensors.append((name, t, ne, rng.words(-(-nbytes // 4))[:nbytes]))
+    return RandomContext(kvs, tensors)

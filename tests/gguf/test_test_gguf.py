@@ -29,15 +29,17 @@ import hashlib
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from weightkit._io import BufferSource
 from weightkit.errors import FormatError
-from weightkit.gguf import DEFAULT_ALIGNMENT, GGUFFile, plan_tensor, write_gguf
-from weightkit.gguf.constants import MAX_NAME
+from weightkit.gguf import DEFAULT_ALIGNMENT, GGUFFile, GGUFValueType, Value, plan_tensor, write_gguf
+from weightkit.gguf.constants import MAX_NAME, SCALAR_CODES
+from weightkit.gguf.values import typed_array
 from weightkit.gguf.writer import PlannedTensor, encode_header
 
-from .handcrafted import Kind, handcrafted_file
+from .handcrafted import Kind, handcrafted_file, random_gguf_context
 
 RECORD = json.loads((Path(__file__).parents[1] / "data" / "gguf_peer_cases.json").read_text())
 SEEDS = range(len(RECORD["files_sha256"]))
@@ -123,3 +125,28 @@ def test_handcrafted_files(seed, tmp_path):
                 assert hashlib.sha256(as_ggml_writes(opened, kind)).hexdigest() == expected
             else:
                 assert written == expected, f"{kind.name} seed {seed}: weightkit writes other bytes than ggml"
+
+
+def weightkit_value(t: int, element: int | None, value) -> Value:
+    """A key of `random_gguf_context` as weightkit takes it."""
+    if element is None:
+        return Value(value, GGUFValueType(t))
+    if element == GGUFValueType.STRING:
+        return typed_array(value, GGUFValueType.STRING)
+    items = np.frombuffer(value, np.dtype("<" + SCALAR_CODES[GGUFValueType(element)]))
+    return typed_array(items != 0 if element == GGUFValueType.BOOL else items, GGUFValueType(element))
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_roundtrip(seed, tmp_path):
+    """test-gguf.cpp's `test_roundtrip`: the keys and tensors of `get_random_gguf_context(seed)` written by
+    weightkit are the bytes ggml's `gguf_write_to_file` writes of them (each tensor's dimensions as ggml keeps
+    them, up to `ggml_n_dims`)."""
+    made = random_gguf_context(seed)
+    metadata = {key: weightkit_value(*kv) for key, kv in made.kvs.items()}
+    planned = []
+    for name, t, ne, data in made.tensors:
+        n_dims = next((i + 1 for i in range(len(ne) - 1, 0, -1) if ne[i] > 1), 1)
+        planned.append(plan_tensor(name, ne[:n_dims][::-1], t, np.frombuffer(data, np.uint8)))
+    write_gguf(tmp_path / "m.gguf", metadata, planned)
+    assert hashlib.sha256((tmp_path / "m.gguf").read_bytes()).hexdigest() == RECORD["random_context_sha256"][seed]
