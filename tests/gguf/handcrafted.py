@@ -1,5 +1,6 @@
 """llama.cpp's handcrafted GGUF files (`get_handcrafted_file` in tests/test-gguf.cpp), rewritten in Python so
-that for a seed and a kind they are the bytes the C++ test writes.
+that for a seed and a kind they are the bytes the C++ test writes; and the random keys and tensors of its round
+trips (`get_random_gguf_context`).
 
 The C++ draws from `std::mt19937` and shuffles with libstdc++'s `std::shuffle`; `Mt19937` and `shuffle` below
 draw the same numbers in the same order (GCC 12's `uniform_int_distribution` on a 32-bit generator is Lemire's
