@@ -31,6 +31,7 @@ from .values import Value
 
 _T = GGUFValueType
 _INT64_MAX = 2**63 - 1
+_UINT64_MAX = 2**64 - 1
 # Smallest possible encodings, used to refuse counts the remaining bytes cannot hold.
 _MIN_KV_BYTES = 8 + 1 + 4 + 1  # key length, a 1-byte key, value type, a 1-byte value
 _MIN_TENSOR_INFO_BYTES = 8 + 4 + 4 + 8  # name length, n_dims, type, offset
@@ -124,8 +125,8 @@ class _Parser:
             return Value(self.string(f"the value of {key!r}"), t)
         start = self.pos
         v = self.read(self.scalars[t], f"the value of {key!r}")
-        if t == _T.BOOL:
-            v = v != 0
+        if t == _T.BOOL:  # written back as 0 or 1, as ggml writes a bool (`edit_gguf` copies the stored byte)
+            return Value(v != 0, t)
         return Value(v, t, encoded=(self.order, bytes(self.buf[start : self.pos])))
 
     def array(self, key: str, depth: int) -> Value:
@@ -268,22 +269,23 @@ def parse(src: BufferSource, *, header_only: bool = False) -> ParsedGGUF:
     p = _Parser(src)
     version, n_tensors, n_kv = p.header()
     metadata, spans = p.metadata(n_kv)
-    alignment = _alignment(src, metadata)
+    alignment = _alignment(src, metadata, spans)
     raw_infos = p.tensor_infos(n_tensors)
     data_offset = -(-p.pos // alignment) * alignment
     tensors, missing = _place_tensors(src, raw_infos, data_offset, alignment, header_only)
     return ParsedGGUF(version, p.order, metadata, tensors, alignment, data_offset, spans, missing)
 
 
-def _alignment(src: BufferSource, metadata: dict[str, Value]) -> int:
+def _alignment(src: BufferSource, metadata: dict[str, Value], spans: dict[str, tuple[int, int]]) -> int:
     value = metadata.get(KEY_ALIGNMENT)
     if value is None:
         return DEFAULT_ALIGNMENT
+    at = spans[KEY_ALIGNMENT][0] - 4  # its type tag
     if value.type != _T.UINT32:
-        raise src.error(None, f"{KEY_ALIGNMENT} must be a UINT32, not {value.type.name}")
+        raise src.error(at, f"{KEY_ALIGNMENT} must be a UINT32, not {value.type.name}")
     a = value.value
     if a == 0 or a & (a - 1):
-        raise src.error(None, f"{KEY_ALIGNMENT} is {a}, not a power of two")
+        raise src.error(at, f"{KEY_ALIGNMENT} is {a}, not a power of two")
     return a
 
 
@@ -298,6 +300,10 @@ def _place_tensors(
         if rel % alignment:
             raise src.error(
                 entry, f"tensor {name!r} starts at data offset {rel}, not a multiple of the alignment {alignment}"
+            )
+        if rel + -(-nbytes // alignment) * alignment > _UINT64_MAX:
+            raise src.error(
+                entry, f"tensor {name!r} of {nbytes} bytes at data offset {rel} ends past 2^64 bytes (ggml refuses it)"
             )
         start = data_offset + rel
         if nbytes and start + nbytes > src.size:  # a zero-element tensor lacks nothing, wherever it starts

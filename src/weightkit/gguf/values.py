@@ -35,7 +35,8 @@ class Value:
     Arrays hold a numpy array (numeric and bool elements), a list of str (strings), or a list of `Value`
     (arrays of arrays). `encoded` is set on scalars read from a file: (byte order, the bytes as stored), which
     a writer in that byte order copies instead of encoding `value` again, so a read value is written back bit
-    for bit (a float32 signalling NaN becomes a quiet one on its way through a Python float).
+    for bit (a float32 signalling NaN becomes a quiet one on its way through a Python float). A BOOL has none:
+    it is written back as 0 or 1, as ggml writes it.
     """
 
     value: Any
