@@ -1,4 +1,5 @@
-"""Shared test helpers: where the reference material lives."""
+"""Shared test helpers: where the reference material lives, and the skip of a test whose optional dependency
+is missing."""
 
 from __future__ import annotations
 
@@ -6,8 +7,18 @@ from pathlib import Path
 
 import pytest
 
+from .extras import NEEDS, missing
+
 REPO = Path(__file__).resolve().parents[1]
 GGML_FIXTURES = REPO / "tests" / "data" / "ggml"  # recorded by tools/make_ggml_fixtures.py
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Skip each test marked `needs_torch` or `needs_mlx` whose package is missing, naming the extra."""
+    for item in items:
+        for marker in NEEDS:
+            if item.get_closest_marker(marker) is not None and (reason := missing(marker)):
+                item.add_marker(pytest.mark.skip(reason=reason))
 
 
 @pytest.fixture(scope="session")

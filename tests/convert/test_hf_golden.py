@@ -26,6 +26,7 @@ def test_same_bytes_as_convert_hf_to_gguf(hf_checkpoints, tmp_path, name, outtyp
     assert report.bytes_written == expected["bytes"]
 
 
+@pytest.mark.needs_torch
 def test_pytorch_bin_checkpoint(hf_checkpoints, tmp_path):
     """A pytorch_model.bin (read with torch.load(weights_only=True), in its own order): saved here in the
     sorted order safetensors parts are read in, it converts to the same bytes."""

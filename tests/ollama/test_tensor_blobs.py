@@ -115,6 +115,8 @@ def test_experts_packed_one_blob_per_layer(tmp_path):
             assert np.array_equal(m.tensor(name), arr)
 
 
+@pytest.mark.needs_torch
+@pytest.mark.needs_mlx
 @pytest.mark.parametrize("quantize", ["int4", "int8", "nvfp4", "mxfp4", "mxfp8"])
 def test_quantized_import_matches_mlx(tmp_path, quantize):
     import ml_dtypes

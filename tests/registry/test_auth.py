@@ -21,6 +21,8 @@ from ..ollama._cli import cli_env, run
 from .conftest import FAST, OLLAMA_SEED, stored_model
 from .servers import PASSWORD, USER
 
+pytestmark = pytest.mark.network
+
 WRONG = "hunter2-Wrong-pa55word"  # distinctive: the tests look for it in every output
 
 

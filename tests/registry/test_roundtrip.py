@@ -16,6 +16,8 @@ from weightkit.registry.download import PartialDownload
 from ..ollama._cli import cli_env, run
 from .conftest import FAST, stored_model
 
+pytestmark = pytest.mark.network
+
 
 def blob_files(store: Store) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in store.blobs.iterdir()}
