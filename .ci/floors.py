@@ -2,15 +2,16 @@
 (`name>=X` becomes `name==X`), so CI can test the oldest versions weightkit claims to work with.
 
 Read from pyproject.toml itself, the floors tested are the floors declared: they cannot drift apart.
-Usage: python .ci/floors.py [pyproject.toml] > floors.txt
+Usage (Python 3.11+, for tomllib): python .ci/floors.py [pyproject.toml] > floors.txt
 """
 
 from __future__ import annotations
 
 import re
 import sys
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 #: One requirement with a floor: a name, optional extras, then `>=` and a version, e.g. `mlx[cpu]>=0.32`.
 FLOOR = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*>=\s*([0-9][^,;\s]*)")
