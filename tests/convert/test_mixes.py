@@ -69,7 +69,9 @@ def _options(key: str, imatrix=None) -> QuantizeOptions:
     )
 
 
-@pytest.mark.parametrize("model_name", sorted(RECORD["models"]))
+@pytest.mark.parametrize(
+    "model_name", [pytest.param(n, marks=pytest.mark.slow) if n == "llama-70b" else n for n in sorted(RECORD["models"])]
+)
 def test_every_mixture_matches_llama_quantize(tmp_path, model_name):
     record = RECORD["models"][model_name]
     path = _model_file(tmp_path / "m.gguf", record)

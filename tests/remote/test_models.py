@@ -15,6 +15,7 @@ from .conftest import CHECKPOINT_TENSORS, SPLIT_TENSORS, cli_json
 pytestmark = pytest.mark.network
 
 
+@pytest.mark.slow
 def test_gemma_inspect_matches_local_and_reads_under_5_percent(nginx, gemma_path, capsys):
     local = cli_json(capsys, "inspect", str(gemma_path))
     remote = cli_json(capsys, "inspect", nginx.url("gemma.gguf"))
