@@ -214,6 +214,7 @@ def test_minilm_int8_end_to_end(tmp_path):
             assert np.abs(got - arr).max() <= tol, name
 
 
+@pytest.mark.slow
 def test_show_lists_quant_types(tmp_path):
     import subprocess
     import sys
@@ -235,6 +236,7 @@ def test_show_lists_quant_types(tmp_path):
     assert doc["config"]["file_type"] == "int4"
 
 
+@pytest.mark.slow
 def test_two_imports_at_once_share_one_store(tmp_path):
     """Two processes importing into one store at the same time: both models complete and verify."""
     import subprocess
