@@ -3,6 +3,7 @@ is missing."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,13 @@ from .extras import NEEDS, missing
 
 REPO = Path(__file__).resolve().parents[1]
 GGML_FIXTURES = REPO / "tests" / "data" / "ggml"  # recorded by tools/make_ggml_fixtures.py
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A pytest-xdist worker starts with COLUMNS=80 in its environment; the tests that run the command in-process
+    expect its layout for a pipe (PIPE_WIDTH, chosen when weightkit.cli is imported), as a serial run gives."""
+    if "PYTEST_XDIST_WORKER" in os.environ:
+        os.environ.pop("COLUMNS", None)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
