@@ -1,13 +1,32 @@
-"""Shared test helpers: where the reference material lives."""
+"""Shared test helpers: where the reference material lives, and the skip of a test whose optional dependency
+is missing."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
+from .extras import NEEDS, missing
+
 REPO = Path(__file__).resolve().parents[1]
 GGML_FIXTURES = REPO / "tests" / "data" / "ggml"  # recorded by tools/make_ggml_fixtures.py
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A pytest-xdist worker starts with COLUMNS=80 in its environment; the tests that run the command in-process
+    expect its layout for a pipe (PIPE_WIDTH, chosen when weightkit.cli is imported), as a serial run gives."""
+    if "PYTEST_XDIST_WORKER" in os.environ:
+        os.environ.pop("COLUMNS", None)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Skip each test marked `needs_torch` or `needs_mlx` whose package is missing, naming the extra."""
+    for item in items:
+        for marker in NEEDS:
+            if item.get_closest_marker(marker) is not None and (reason := missing(marker)):
+                item.add_marker(pytest.mark.skip(reason=reason))
 
 
 @pytest.fixture(scope="session")

@@ -91,6 +91,7 @@ def test_missing_file(tmp_path):
     assert r.returncode == 1 and "No such file" in r.stderr and "Traceback" not in r.stderr
 
 
+@pytest.mark.slow
 def test_demo_inspects_the_real_gemma_file(tmp_path, gemma_path):
     cache = tmp_path / "cache"
     cache.mkdir()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import importlib.util
 from pathlib import Path
 
@@ -17,6 +18,10 @@ _spec.loader.exec_module(make_hf_checkpoints)
 def hf_checkpoints(tmp_path_factory) -> dict[str, Path]:
     """Every test checkpoint by name, plus the real all-MiniLM-L6-v2 (the vocabularies come from the
     llama-cpp-python sdist, downloaded once into the asset cache)."""
-    folders = make_hf_checkpoints.build_all(tmp_path_factory.mktemp("hf"))
+    cache = make_hf_checkpoints.asset_dir()
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / ".lock", "w") as lock:  # one download into the shared cache when test processes run in parallel
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        folders = make_hf_checkpoints.build_all(tmp_path_factory.mktemp("hf"))
     folders["all-MiniLM-L6-v2"] = make_hf_checkpoints.minilm_folder()
     return folders

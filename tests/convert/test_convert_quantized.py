@@ -59,6 +59,7 @@ def test_same_bytes_as_converter_then_llama_quantize(hf_checkpoints, tmp_path, n
         assert report.tensors == {n: (i.dtype.name, i.shape) for n, i in m.tensors.items()}
 
 
+@pytest.mark.slow
 def test_command_line_imatrix_file_as_weightkit_quantize(hf_checkpoints, tmp_path):
     """`convert --type --imatrix FILE` (and the other llama-quantize options) gives what `quantize` gives with
     them from the converter's output, the imatrix's provenance included."""
@@ -151,6 +152,7 @@ def test_create_stores_the_quantized_gguf_as_a_model_layer(hf_checkpoints, tmp_p
     )
 
 
+@pytest.mark.slow
 def test_create_command_line(hf_checkpoints, tmp_path):
     """The CLI: a llama.cpp type converts to a GGUF layer; an unknown one is an argument error, leaving nothing."""
     run = [sys.executable, "-m", "weightkit", "create"]
@@ -185,6 +187,7 @@ def test_failed_create_leaves_nothing(hf_checkpoints, tmp_path, monkeypatch):
     assert list(store.blobs.iterdir()) == [] and list(store.models()) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("processes", [False, True], ids=["threads", "processes"])
 def test_small_tasks_give_the_same_file(hf_checkpoints, tmp_path, monkeypatch, processes):
     """Quantizing makes each tensor's rows task by task (from the mapped file, or, transformed, from the

@@ -12,10 +12,17 @@ import pytest
 from weightkit.convert.hf import convert_hf
 
 GOLDEN = json.loads((Path(__file__).resolve().parents[1] / "data" / "convert_golden.json").read_text())
-CASES = [(name, outtype) for name, runs in GOLDEN["checkpoints"].items() for outtype in runs]
+#: The checkpoints whose conversions take 3 s or more (GPT-OSS's o200k vocabulary; Gemma 3's 262k one, from
+#: tokenizer.json alone): marked `slow`.
+SLOW = {"tiny-gpt-oss", "tiny-gpt-oss-dense", "tiny-gemma-3-fast"}
+CASES = [
+    pytest.param(name, outtype, id=f"{name}-{outtype}", marks=[pytest.mark.slow] if name in SLOW else [])
+    for name, runs in GOLDEN["checkpoints"].items()
+    for outtype in runs
+]
 
 
-@pytest.mark.parametrize(("name", "outtype"), CASES, ids=[f"{n}-{t}" for n, t in CASES])
+@pytest.mark.parametrize(("name", "outtype"), CASES)
 def test_same_bytes_as_convert_hf_to_gguf(hf_checkpoints, tmp_path, name, outtype):
     expected = GOLDEN["checkpoints"][name][outtype]
     out = tmp_path / "out.gguf"
@@ -26,6 +33,7 @@ def test_same_bytes_as_convert_hf_to_gguf(hf_checkpoints, tmp_path, name, outtyp
     assert report.bytes_written == expected["bytes"]
 
 
+@pytest.mark.needs_torch
 def test_pytorch_bin_checkpoint(hf_checkpoints, tmp_path):
     """A pytorch_model.bin (read with torch.load(weights_only=True), in its own order): saved here in the
     sorted order safetensors parts are read in, it converts to the same bytes."""

@@ -88,6 +88,7 @@ def test_round_trip_is_the_reference_file(tiny_folders, tmp_path, name):
     assert hashlib.sha256(out.read_bytes()).hexdigest() == GOLDEN["tiny"][name]["round_trip"]["auto"]
 
 
+@pytest.mark.slow
 def test_gemma_3_270m_is_what_transformers_loads(gemma_path, tmp_path):
     """The real Q4_K_M model: dequantized, norms less one, SentencePiece vocabulary as Unigram."""
     folder = tmp_path / "gemma"
@@ -99,6 +100,7 @@ def test_gemma_3_270m_is_what_transformers_loads(gemma_path, tmp_path):
     assert (config["head_dim"], config["sliding_window"], config["rms_norm_eps"]) == (256, 512, 1e-06)
 
 
+@pytest.mark.slow
 def test_gemma_3_270m_round_trip_is_the_reference_file(gemma_path, tmp_path):
     """The real model GGUF -> HF (weightkit, bf16, tokenizer.model written back from the GGUF's vocabulary) ->
     GGUF (weightkit) is the file the reference converter writes from the same folder."""
@@ -114,6 +116,7 @@ def test_gemma_3_270m_round_trip_is_the_reference_file(gemma_path, tmp_path):
     assert hashlib.sha256(out.read_bytes()).hexdigest() == record["auto"]
 
 
+@pytest.mark.slow
 def test_dtypes_round_the_float32_values(tiny_ggufs, tiny_folders, tmp_path):
     """bf16 and f16 are the f32 folder's values rounded to nearest even; auto keeps a 16-bit file's type."""
     name = "tiny-qwen2"  # a BF16 GGUF
@@ -199,6 +202,7 @@ def test_refusals_leave_nothing(tiny_ggufs, tmp_path, hf_checkpoints):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bert.gguf", "full"]
 
 
+@pytest.mark.slow
 def test_command_line(tiny_ggufs, tmp_path):
     env = {"PATH": "", "COLUMNS": "150"}
     gguf = str(tiny_ggufs["tiny-qwen2"])

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import gguf
 import numpy as np
+import pytest
 
 import weightkit
 
 from .reference import gguf_py_view, same_value
+
+pytestmark = pytest.mark.slow  # both read the real Gemma with gguf-py (the session's gemma_reader, about 13 s)
 
 
 def test_gemma_matches_gguf_py(gemma_path, gemma_reader):

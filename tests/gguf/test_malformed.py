@@ -154,6 +154,7 @@ def test_truncated_anywhere_raises_format_error(tmp_path, valid_file):
     weightkit.open(p).close()
 
 
+@pytest.mark.slow
 def test_every_header_bit_flip_is_format_error_or_valid(tmp_path, valid_file):
     raw, header_end, _ = valid_file
     p = tmp_path / "f.gguf"

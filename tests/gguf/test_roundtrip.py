@@ -148,6 +148,7 @@ def test_same_bytes_as_gguf_py(tmp_path, order):
     assert ours.read_bytes() == theirs.read_bytes()
 
 
+@pytest.mark.needs_torch
 def test_torch_tensors_write_like_numpy(tmp_path):
     """GGUFWriter takes torch tensors: their dtype names the type (bfloat16 too), or they are quantized."""
     import torch

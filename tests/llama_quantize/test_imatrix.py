@@ -159,6 +159,7 @@ def test_gguf_imatrix_provenance_and_long_names(tmp_path):
     assert keys["quantize.imatrix.entries_count"].value == 1 and keys["quantize.imatrix.chunks_count"].value == 40
 
 
+@pytest.mark.slow
 def test_command_line_imatrix_selection_and_overrides(tmp_path):
     import subprocess
     import sys

@@ -69,7 +69,9 @@ def _options(key: str, imatrix=None) -> QuantizeOptions:
     )
 
 
-@pytest.mark.parametrize("model_name", sorted(RECORD["models"]))
+@pytest.mark.parametrize(
+    "model_name", [pytest.param(n, marks=pytest.mark.slow) if n == "llama-70b" else n for n in sorted(RECORD["models"])]
+)
 def test_every_mixture_matches_llama_quantize(tmp_path, model_name):
     record = RECORD["models"][model_name]
     path = _model_file(tmp_path / "m.gguf", record)
@@ -168,6 +170,7 @@ def test_mixture_needs_the_layer_count(tmp_path):
             plan_types(m, "Q4_K_M")
 
 
+@pytest.mark.slow
 def test_command_line_mixture_and_dry_run(tmp_path):
     record = RECORD["models"]["llama-gqa4"]
     path = _model_file(tmp_path / "m.gguf", record)
@@ -209,6 +212,7 @@ def test_command_line_mixture_and_dry_run(tmp_path):
     assert missing.returncode == 2 and "give an output path, or --dry-run" in missing.stderr
 
 
+@pytest.mark.slow
 def test_command_line_tensor_types_and_leave_output(tmp_path):
     path = _model_file(tmp_path / "m.gguf", RECORD["models"]["llama-gqa4"])
     env = {"PATH": "", "COLUMNS": "150"}

@@ -147,6 +147,7 @@ def test_types_that_need_an_imatrix_refuse_without_one(tmp_path, model):
     assert not (tmp_path / "q.gguf").exists()
 
 
+@pytest.mark.slow
 def test_command_line(tmp_path, model):
     path, _ = model
     out = tmp_path / "cli.gguf"
@@ -180,6 +181,7 @@ def test_command_line(tmp_path, model):
     assert bad.returncode == 2 and "--type 'Q9': neither" in bad.stderr and "Traceback" not in bad.stderr
 
 
+@pytest.mark.slow
 def test_gemma_requantized_reads_back_in_gguf_py(tmp_path, gemma_path):
     """The real model to Q8_0: every tensor, decoded by gguf-py's dequantizer, is within Q8_0's error of the
     source. (The layout is read by weightkit: gguf-py's reader reads the synthetic files above; parsing the

@@ -75,6 +75,7 @@ def test_estimate_adds_up(gemma_path):
         assert est.layout.vram == on_gpu.weights + on_gpu.kv + on_gpu.graph and est.layout.ram == 0
 
 
+@pytest.mark.slow
 def test_command(gemma_path):
     def run(*args):
         return subprocess.run(

@@ -88,6 +88,7 @@ def assert_consistent(store: Store) -> None:
         assert store.verify(name) == [], name
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cleaner", ["prune", "rm", "create"])
 def test_killed_create_leaks_nothing(tmp_path, big_gguf, small_gguf, cleaner):
     store = Store(tmp_path / "store")
@@ -119,6 +120,7 @@ def test_killed_create_leaks_nothing(tmp_path, big_gguf, small_gguf, cleaner):
     assert_consistent(store)
 
 
+@pytest.mark.slow
 def test_prune_beside_a_running_create(tmp_path, big_gguf):
     """A prune while an import writes (a second process, stopped mid-write so the test is certain) leaves
     the import's temp file, and the import then finishes as if nothing happened."""
@@ -305,6 +307,7 @@ def test_an_unreadable_manifest_keeps_every_blob(tmp_path, small_gguf):
     assert {r.path.name for r in store.prune().removed} == {p.name for p in before} - named_blobs(store)
 
 
+@pytest.mark.slow
 def test_command_line_text(tmp_path):
     env = cli_env(OLLAMA_MODELS=str(tmp_path / "store"))
     r = run("prune", env=env)

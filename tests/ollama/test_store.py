@@ -173,6 +173,7 @@ def test_malformed_manifests(tmp_path, manifest, message):
         store.manifest("bad")
 
 
+@pytest.mark.slow
 def test_command_line(tmp_path, gguf_file):
     env = cli_env(OLLAMA_MODELS=str(tmp_path / "store"))
 

@@ -115,6 +115,8 @@ def test_experts_packed_one_blob_per_layer(tmp_path):
             assert np.array_equal(m.tensor(name), arr)
 
 
+@pytest.mark.needs_torch
+@pytest.mark.needs_mlx
 @pytest.mark.parametrize("quantize", ["int4", "int8", "nvfp4", "mxfp4", "mxfp8"])
 def test_quantized_import_matches_mlx(tmp_path, quantize):
     import ml_dtypes
@@ -212,6 +214,7 @@ def test_minilm_int8_end_to_end(tmp_path):
             assert np.abs(got - arr).max() <= tol, name
 
 
+@pytest.mark.slow
 def test_show_lists_quant_types(tmp_path):
     import subprocess
     import sys
@@ -233,6 +236,7 @@ def test_show_lists_quant_types(tmp_path):
     assert doc["config"]["file_type"] == "int4"
 
 
+@pytest.mark.slow
 def test_two_imports_at_once_share_one_store(tmp_path):
     """Two processes importing into one store at the same time: both models complete and verify."""
     import subprocess

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import gguf
 import numpy as np
+import pytest
 from gguf import quants
 
 import weightkit
 
 
+@pytest.mark.slow
 def test_gemma_tensors_match_gguf_py(gemma_path, gemma_reader):
     reader = gemma_reader
     seen = set()

@@ -175,14 +175,17 @@ def test_load_gives_what_tensor_gives(mixed_gguf):
             m.load(["missing"])
 
 
+@pytest.mark.needs_torch
 def test_load_hands_out_torch_tensors(mixed_gguf):
-    torch = pytest.importorskip("torch")
+    import torch
+
     with weightkit.open(mixed_gguf, framework="torch") as m:
         loaded = m.load()
         assert all(isinstance(t, torch.Tensor) for t in loaded.values())
         assert torch.equal(loaded["t0.Q4_K"], m.tensor("t0.Q4_K"))
 
 
+@pytest.mark.needs_torch
 def test_kernels_take_torch_tensors():
     """quantize and dequantize accept torch tensors (bfloat16 included) as they accept numpy arrays."""
     import torch

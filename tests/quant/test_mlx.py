@@ -7,7 +7,6 @@ import warnings
 import zlib
 
 import ml_dtypes
-import mlx.core as mx
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -24,6 +23,11 @@ from weightkit.quant.mlx import (
     mlx_quantize,
     packed_shape,
 )
+
+from ..extras import need
+
+pytestmark = pytest.mark.needs_mlx
+mx = need("needs_mlx")
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 DTYPES = (np.dtype(np.float32), np.dtype(np.float16), BF16)
@@ -284,6 +288,7 @@ def test_dequantize_working_set_is_bounded(qt: str) -> None:
     assert peak < out.nbytes + 64 * 2**20  # the 64 MiB output plus two threads' chunk temporaries
 
 
+@pytest.mark.needs_torch
 def test_torch_tensors_in() -> None:
     """mlx_quantize and mlx_dequantize take torch tensors (bfloat16 included) as they take numpy arrays."""
     import torch

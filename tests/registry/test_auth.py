@@ -21,6 +21,8 @@ from ..ollama._cli import cli_env, run
 from .conftest import FAST, OLLAMA_SEED, stored_model
 from .servers import PASSWORD, USER
 
+pytestmark = pytest.mark.network
+
 WRONG = "hunter2-Wrong-pa55word"  # distinctive: the tests look for it in every output
 
 
@@ -64,6 +66,7 @@ def test_basic_with_credentials_from_docker_config(tmp_path, basic_registry, tin
         pull(name, Store(tmp_path / "b"), insecure=True, options=FAST)
 
 
+@pytest.mark.slow
 def test_a_wrong_password_is_one_clear_line_without_it(tmp_path, basic_registry, token_registry, tiny_gguf):
     """In the message, the repr, the command's output: never the password, nor its base64."""
     secrets = (WRONG, base64.b64encode(f"{USER}:{WRONG}".encode()).decode())

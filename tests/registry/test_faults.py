@@ -24,6 +24,8 @@ from ..remote.servers import free_port
 from .conftest import FAST, stored_model
 from .servers import PASSWORD, USER, Registry, self_signed_certificate
 
+pytestmark = pytest.mark.network
+
 
 @pytest.fixture
 def pushed(tmp_path, proxy, tiny_gguf):

@@ -16,6 +16,8 @@ from weightkit.registry.download import PartialDownload
 from ..ollama._cli import cli_env, run
 from .conftest import FAST, stored_model
 
+pytestmark = pytest.mark.network
+
 
 def blob_files(store: Store) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in store.blobs.iterdir()}
@@ -57,6 +59,7 @@ def test_cp_then_push_mounts_across_repositories(tmp_path, proxy, tiny_gguf):
     assert pulled.digest == result.digest
 
 
+@pytest.mark.slow
 def test_the_real_gemma_model(tmp_path, open_registry, gemma_path):
     name = f"{open_registry.host}/google/gemma3:270m"
     source = stored_model(tmp_path / "a", name, gemma_path)
@@ -106,6 +109,7 @@ def test_uppercase_names_are_refused_before_any_request(tmp_path, proxy):
     assert proxy.requests == []
 
 
+@pytest.mark.slow
 def test_the_commands(tmp_path, open_registry, tiny_gguf):
     name, copy = f"{open_registry.host}/library/cli:v1", f"{open_registry.host}/other/cli:v1"
     stored_model(tmp_path / "a", name, tiny_gguf)

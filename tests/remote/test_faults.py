@@ -17,6 +17,8 @@ from weightkit.remote import HttpClient, RemoteFile
 from ..registry.servers import Faults, Proxy
 from .servers import Request, free_port, serve_bytes
 
+pytestmark = pytest.mark.network
+
 FAST = RetryPolicy(retries=2, backoff=0.01)
 
 W = np.arange(1 << 19, dtype=np.float32)  # 2 MiB: past the first read, so fetched by a request of its own

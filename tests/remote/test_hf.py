@@ -14,6 +14,8 @@ from weightkit.remote.hf import resolve_url
 
 from .servers import FaultServer, Request, serve_bytes
 
+pytestmark = pytest.mark.network
+
 W = np.arange(1 << 19, dtype=np.float32)  # past the first read: fetched later, after a link may have expired
 RESOLVE = "/org/repo/resolve/main/model.gguf"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"  # what `main` is when the file is first read

@@ -18,6 +18,8 @@ from weightkit.remote import source
 
 from .servers import serve_bytes
 
+pytestmark = pytest.mark.network
+
 HUGE = 1 << 50  # what a hostile server says the file holds: only the bytes asked for are ever sent
 ARRAY, STRING = 9, 8
 

@@ -12,7 +12,10 @@ from weightkit.safetensors import SafetensorsCheckpoint
 
 from .conftest import CHECKPOINT_TENSORS, SPLIT_TENSORS, cli_json
 
+pytestmark = pytest.mark.network
 
+
+@pytest.mark.slow
 def test_gemma_inspect_matches_local_and_reads_under_5_percent(nginx, gemma_path, capsys):
     local = cli_json(capsys, "inspect", str(gemma_path))
     remote = cli_json(capsys, "inspect", nginx.url("gemma.gguf"))
@@ -52,6 +55,7 @@ def test_gemma_tensors_fetched_on_demand_exactly(nginx, gemma_path):
         np.testing.assert_array_equal(remote.tensor(beyond[0]), local.tensor(beyond[0]))  # dequantized alike
 
 
+@pytest.mark.needs_torch
 def test_minilm_safetensors_matches_local(nginx, minilm_folder, capsys):
     url = nginx.url("minilm/model.safetensors")
     local = cli_json(capsys, "inspect", str(minilm_folder / "model.safetensors"))

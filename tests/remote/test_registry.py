@@ -21,6 +21,8 @@ from ..registry.servers import Registry
 from .conftest import cli_json, require
 from .servers import HTPASSWD, Nginx
 
+pytestmark = pytest.mark.network
+
 LLAMA = {"block_count": 1, "embedding_length": 256, "feed_forward_length": 512, "attention.head_count": 4,
          "context_length": 2048}  # fmt: skip
 SHAPES = {

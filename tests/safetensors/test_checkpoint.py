@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 from safetensors import safe_open
 from safetensors.numpy import load_file
 
@@ -91,7 +90,10 @@ def test_empty_folder(tmp_path):
         weightkit.open(tmp_path)
 
 
+@pytest.mark.needs_torch
 def test_torch_tensors_are_zero_copy_and_never_write_the_file(tmp_path):
+    import torch
+
     data = {"f": np.arange(6, dtype=np.float32).reshape(2, 3), "b": np.ones(4, "bfloat16")}
     write_checkpoint(tmp_path, data)
     before = (tmp_path / "model.safetensors").read_bytes()
@@ -105,7 +107,10 @@ def test_torch_tensors_are_zero_copy_and_never_write_the_file(tmp_path):
     assert (tmp_path / "model.safetensors").read_bytes() == before
 
 
+@pytest.mark.needs_torch
 def test_gguf_as_torch(tmp_path):
+    import torch
+
     from weightkit.gguf import write_gguf
 
     write_gguf(tmp_path / "m.gguf", {}, {"w": np.ones((2, 32), np.float16)})
@@ -115,7 +120,9 @@ def test_gguf_as_torch(tmp_path):
         weightkit.open(tmp_path / "m.gguf", framework="jax")
 
 
+@pytest.mark.needs_torch
 def test_torch_tensors_write_like_the_reference(tmp_path):
+    import torch
     from safetensors.torch import save_file
 
     data = {"a": torch.randn(3, 4), "b": torch.randn(5).to(torch.bfloat16), "c": torch.arange(4)}

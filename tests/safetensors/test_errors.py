@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 import weightkit
 from weightkit.errors import ArgumentError, ArgumentTypeError, UnsupportedError
 from weightkit.gguf import write_gguf
 from weightkit.safetensors import SafetensorsFile, tensor_from, write_checkpoint, write_safetensors
+
+from ..extras import need
+
+pytestmark = pytest.mark.needs_torch
+torch = need("needs_torch")
 
 ARRAY = np.zeros(2, np.float32)
 BAD_WRITES = {

@@ -268,6 +268,7 @@ def headers(draw):
     return text, offset + draw(st.sampled_from([0] * 7 + [2]))
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(case=headers())
 def test_generated_headers_read_as_the_reference_reads_them(tmp_path_factory, case):

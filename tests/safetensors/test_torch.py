@@ -8,13 +8,17 @@ import struct
 
 import numpy as np
 import pytest
-import torch
 from safetensors import SafetensorError, safe_open
-from safetensors.torch import save_file
 
 import weightkit
 from weightkit.errors import ArgumentError, UnsupportedError
 from weightkit.safetensors import SafetensorsFile, tensor_from, write_checkpoint, write_safetensors
+
+from ..extras import need
+
+pytestmark = pytest.mark.needs_torch
+torch = need("needs_torch")
+from safetensors.torch import save_file  # noqa: E402  (it imports torch: after the skip above)
 
 FP4 = torch.float4_e2m1fn_x2
 
