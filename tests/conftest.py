@@ -3,7 +3,10 @@ is missing."""
 
 from __future__ import annotations
 
+import fcntl
 import os
+from collections.abc import Callable
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -21,12 +24,38 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ.pop("COLUMNS", None)
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's loadgroup reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Skip each test marked `needs_torch` or `needs_mlx` whose package is missing, naming the extra."""
+    """Skip each test marked `needs_torch` or `needs_mlx` whose package is missing, naming the extra; keep the
+    tests that read the Gemma file with gguf-py on one worker (`--dist loadgroup`), so it is read once a run."""
     for item in items:
         for marker in NEEDS:
             if item.get_closest_marker(marker) is not None and (reason := missing(marker)):
                 item.add_marker(pytest.mark.skip(reason=reason))
+        if "gemma_reader" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("gemma_reader"))
+
+
+@contextmanager
+def _exclusive(lock: Path):
+    with open(lock, "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        yield
+
+
+def built_once(tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[[Path], object]) -> Path:
+    """The folder `name`, built by `build(folder)` once for the whole run: test processes under pytest-xdist share
+    the run's base temporary folder, and the first to get the lock builds while the others wait for it."""
+    root = tmp_path_factory.getbasetemp()
+    if "PYTEST_XDIST_WORKER" in os.environ:
+        root = root.parent  # the workers' folders sit side by side in the run's folder
+    folder, done = root / name, root / f"{name}.done"
+    with _exclusive(root / f"{name}.lock"):
+        if not done.exists():
+            folder.mkdir(exist_ok=True)
+            build(folder)
+            done.touch()
+    return folder
 
 
 @pytest.fixture(scope="session")
@@ -44,12 +73,15 @@ def gemma_path(tmp_path_factory) -> Path:
     cached = Path.home() / ".cache" / "weightkit" / gemma.MODEL_NAME
     if cached.exists() and cached.stat().st_size > 0:
         return cached
-    return gemma.assemble(tmp_path_factory.mktemp("gemma") / gemma.MODEL_NAME)
+    return built_once(tmp_path_factory, "gemma", lambda folder: gemma.assemble(folder / gemma.MODEL_NAME)) / (
+        gemma.MODEL_NAME
+    )
 
 
 @pytest.fixture(scope="session")
 def gemma_reader(gemma_path):
-    """gguf-py's reader on the Gemma file: it takes gguf-py about 13 s, so it is read once per run."""
+    """gguf-py's reader on the Gemma file: it takes gguf-py about 13 s, so it is read once per run (its tests are
+    kept on one worker)."""
     import gguf
 
     return gguf.GGUFReader(gemma_path)

@@ -28,6 +28,7 @@ from weightkit.convert.tohf import EXPORTS, convert_gguf_to_hf
 from weightkit.errors import ArgumentError, UnsupportedError
 from weightkit.safetensors import SafetensorsCheckpoint
 
+from ..conftest import built_once
 from .conftest import DATA
 
 GOLDEN = json.loads((DATA / "tohf_golden.json").read_text())
@@ -43,24 +44,30 @@ def _sha(values: np.ndarray) -> str:
 
 @pytest.fixture(scope="session")
 def tiny_ggufs(tmp_path_factory) -> dict[str, Path]:
-    """The reference's GGUF for each tiny checkpoint (written by weightkit, checked against its hash)."""
-    root = tmp_path_factory.mktemp("tohf")
-    out = {}
-    for name in TINY:
-        folder = make_tohf_golden.build_tiny(name, root / "hf")
-        gguf = root / f"{name}.gguf"
-        convert_hf(folder, gguf, GOLDEN["tiny"][name]["outtype"])
-        assert hashlib.sha256(gguf.read_bytes()).hexdigest() == GOLDEN["tiny"][name]["gguf_sha256"]
-        out[name] = gguf
-    return out
+    """The reference's GGUF for each tiny checkpoint (written by weightkit, checked against its hash), made once a
+    run."""
+
+    def build(root: Path) -> None:
+        for name in TINY:
+            folder = make_tohf_golden.build_tiny(name, root / "hf")
+            gguf = root / f"{name}.gguf"
+            convert_hf(folder, gguf, GOLDEN["tiny"][name]["outtype"])
+            assert hashlib.sha256(gguf.read_bytes()).hexdigest() == GOLDEN["tiny"][name]["gguf_sha256"]
+
+    root = built_once(tmp_path_factory, "tohf", build)
+    return {name: root / f"{name}.gguf" for name in TINY}
 
 
 @pytest.fixture(scope="session")
 def tiny_folders(tiny_ggufs, tmp_path_factory) -> dict[str, Path]:
-    """weightkit's f32 HF folder of each tiny GGUF, named as when recorded (the folder name is metadata)."""
-    root = tmp_path_factory.mktemp("tohf-out")
-    for name, gguf in tiny_ggufs.items():
-        convert_gguf_to_hf(gguf, root / f"{name}-hf", "f32")
+    """weightkit's f32 HF folder of each tiny GGUF, named as when recorded (the folder name is metadata), made
+    once a run."""
+
+    def build(root: Path) -> None:
+        for name, gguf in tiny_ggufs.items():
+            convert_gguf_to_hf(gguf, root / f"{name}-hf", "f32")
+
+    root = built_once(tmp_path_factory, "tohf-out", build)
     return {name: root / f"{name}-hf" for name in tiny_ggufs}
 
 

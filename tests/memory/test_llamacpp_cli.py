@@ -8,7 +8,6 @@ import importlib.util
 import json
 from pathlib import Path
 
-import gguf
 import pytest
 
 import weightkit
@@ -151,10 +150,10 @@ def test_gpu_takes_a_comma_list_as_a_repeated_flag(capsys, gemma_path):
                                                                         ("CPU", None)]  # fmt: skip
 
 
-def test_a_context_beyond_the_trained_length_is_warned_of(capsys, gemma_path):
+def test_a_context_beyond_the_trained_length_is_warned_of(capsys, gemma_path, gemma_reader):
     """llama_context's warning, as llama.cpp words it, when a sequence's context (n_ctx_seq: -c padded to 256
     cells, divided among the sequences unless they share one cache) exceeds the model's trained length."""
-    n_ctx_train = int(gguf.GGUFReader(gemma_path).fields["gemma3.context_length"].contents())
+    n_ctx_train = int(gemma_reader.fields["gemma3.context_length"].contents())
     padded = -(-(n_ctx_train + 1000) // 256) * 256  # GGML_PAD(n_ctx, 256)
     warning = f"n_ctx_seq ({padded}) > n_ctx_train ({n_ctx_train}) -- possible training context overflow"
     cases = {  # flags: the warnings
