@@ -94,8 +94,7 @@ def _fits(value: Any, t: GGUFValueType) -> bool:
 
 
 def _wrong_type(key: str | None, t: GGUFValueType, value: Any) -> ArgumentTypeError:
-    where = f"key {key!r}: " if key is not None else ""
-    return ArgumentTypeError(f"{where}expected {t.name}, got {type(value).__name__}: {value!r}")
+    return ArgumentTypeError(f"{_where(key)}expected {t.name}, got {type(value).__name__}: {value!r}")
 
 
 def infer(value: Any, type: GGUFValueType | None = None, key: str | None = None) -> Value:
