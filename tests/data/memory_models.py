@@ -2,13 +2,16 @@
 writes them, the tensor data a hole, so a 70B model costs a few KB of disk. llama.cpp's no_alloc load reads no
 tensor data, and neither does weightkit's memory planning, so both see the real model.
 
-`MODELS` maps a name to a function returning (metadata, tensors); `write_model(name, folder)` writes one.
-Weights are typed roughly as a Q4_K_M file types them (matrices Q4_K, FFN down and attention V Q6_K, norms F32;
-rows that are not whole blocks fall back as llama-quantize's do), which bears on the weights' bytes only.
+`MODELS` maps a name to a function returning (metadata, tensors); `write_model(name, folder)` writes one. Two
+kinds: the models below, written out by hand from their configurations (weights typed roughly as a Q4_K_M file
+types them: matrices Q4_K, FFN down and attention V Q6_K, norms F32, rows that are not whole blocks falling back
+as llama-quantize's do, which bears on the weights' bytes only); and those of skeletons/, recorded from
+llama.cpp's converter itself by make_skeletons.py (Q8_0, as the converter types them).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,6 +19,7 @@ import numpy as np
 
 from weightkit.dtypes import ggml_type
 from weightkit.gguf import GGUFValueType, Value, plan_tensor, write_gguf_skeleton
+from weightkit.gguf.values import numpy_dtype
 from weightkit.llama_quantize.quantize import compatible_type
 
 U32, F32V = GGUFValueType.UINT32, GGUFValueType.FLOAT32
@@ -495,6 +499,28 @@ MODELS: dict[str, Callable[[], tuple[dict, Tensors]]] = {
     "rwkv6-finch-1.6b": rwkv6_finch_16b(),
     "rwkv7-goose-1.5b": rwkv7_goose_15b(),
 }
+
+
+def converted(path: Path) -> Callable[[], tuple[dict, Tensors]]:
+    """The model make_skeletons.py recorded in `path`: metadata values with their GGUF types, tensor infos."""
+
+    def make():
+        record = json.loads(path.read_text())
+        metadata = {}
+        for key, (kind, value, *element) in record["metadata"].items():
+            t = GGUFValueType[kind]
+            if t == GGUFValueType.ARRAY and element[0] != "STRING":
+                e = GGUFValueType[element[0]]
+                value = np.array(value, np.bool_ if e == GGUFValueType.BOOL else numpy_dtype(e))
+                metadata[key] = Value(value, t, e)
+            else:
+                metadata[key] = Value(value, t, GGUFValueType[element[0]] if element else None)
+        return metadata, [(name, tuple(shape), kind) for name, shape, kind in record["tensors"]]
+
+    return make
+
+
+MODELS.update({path.stem: converted(path) for path in sorted((Path(__file__).parent / "skeletons").glob("*.json"))})
 
 
 #: shapes for the speed benchmark only (not recorded): the issue's 128 layers and 262k vocabulary
