@@ -47,6 +47,7 @@ SWA = [
     {"n_ctx": 16384, "swa_full": False, "n_seq_max": 4, "kv_unified": True, "n_outputs_max": 4},
     {"n_ctx": 16384, "swa_full": False, "n_seq_max": 2, "flash_attn": "off"},
 ]
+SWA_ON = {"n_ctx": 12000, "n_ubatch": 128, "flash_attn": "on", "swa_full": False}  # flash attention asked for
 EMBEDDING = [
     {"n_ctx": 512, "n_batch": 512, "n_ubatch": 512, "embeddings": True},
     {"n_ctx": 512, "n_batch": 512, "n_ubatch": 512, "embeddings": True, "flash_attn": "off", "n_seq_max": 8},
@@ -77,6 +78,10 @@ GRIDS = {
     "mamba-2.8b": RECURRENT,
     "rwkv6-finch-1.6b": RECURRENT,
     "rwkv7-goose-1.5b": RECURRENT,
+    "gemma4-default": COMMON + SWA[:2] + LONG[:1] + [SWA_ON],
+    "gemma4-48-layers": COMMON + SWA[:2] + LONG[:1] + [SWA_ON],
+    "gemma3n-default": COMMON + SWA[:2] + [SWA_ON],  # COMMON's 32768 is its trained length
+    "gemma3n-30-layers": COMMON + SWA[:2] + [SWA_ON],
 }
 
 

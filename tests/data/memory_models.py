@@ -513,6 +513,8 @@ def converted(path: Path) -> Callable[[], tuple[dict, Tensors]]:
                 e = GGUFValueType[element[0]]
                 value = np.array(value, np.bool_ if e == GGUFValueType.BOOL else numpy_dtype(e))
                 metadata[key] = Value(value, t, e)
+            elif t == GGUFValueType.STRING:
+                metadata[key] = value  # a plain str, as the models above give theirs (written as a STRING)
             else:
                 metadata[key] = Value(value, t, GGUFValueType[element[0]] if element else None)
         return metadata, [(name, tuple(shape), kind) for name, shape, kind in record["tensors"]]

@@ -184,12 +184,12 @@ class GraphBuilder:
 
     def norm(self, cur: Tensor, weight: Tensor | None, bias: Tensor | None = None, rms: bool = True,
              il: int | None = None) -> Tensor:  # fmt: skip
-        """`build_norm`. Inside a layer (or given one, `il`), the normalization (named "norm") is pinned to the
-        layer's device when the batch is under 32 tokens or the whole model is offloaded (`graph_get_cb`), so that
-        the scheduler does not run it where the previous layer ran."""
+        """`build_norm`. Inside a layer (or given one, `il`; -1: none, as llama.cpp passes for some), the
+        normalization (named "norm") is pinned to the layer's device when the batch is under 32 tokens or the whole
+        model is offloaded (`graph_get_cb`), so that the scheduler does not run it where the previous layer ran."""
         cur = g.rms_norm(cur) if rms else g.norm(cur)
         il = self._layer if il is None else il
-        if (weight is not None or bias is not None) and il is not None and self._pin_norms:
+        if (weight is not None or bias is not None) and il is not None and il >= 0 and self._pin_norms:
             cur.pinned = self.placement.device_of(il)
         if weight is not None:
             cur = g.mul(cur, weight)
@@ -233,6 +233,8 @@ class GraphBuilder:
         return g.reshape(g.mul_mat(rot, res), *cur.ne)
 
     def _cache_tensor(self, cache: KVCache, il: int, kind: str) -> Tensor:
+        """Layer `il`'s K or V cache tensor: its own, or the one of the layer it reuses (`hp.kv_layer`)."""
+        il = self.hp.kv_layer(il)
         key = (il, kind)
         t = self._cache_tensors.get(key)
         if t is None:
@@ -243,22 +245,26 @@ class GraphBuilder:
             self._cache_tensors[key] = t
         return t
 
-    def attn(self, il: int, q: Tensor, k: Tensor, v: Tensor, wo: Tensor | None, wo_b: Tensor | None,
+    def attn(self, il: int, q: Tensor, k: Tensor | None, v: Tensor | None, wo: Tensor | None, wo_b: Tensor | None,
              sinks: Tensor | None = None) -> Tensor:  # fmt: skip
-        """`build_attn` with a KV cache: store K and V, attend over the whole cache, project."""
-        cache = self.memory.cache_of(il)
+        """`build_attn` with a KV cache: store K and V, attend over the whole cache, project. Without K and V (a
+        layer that reuses another's cache) nothing is stored."""
+        cache = self.memory.cache_of(self.hp.kv_layer(il))
         inputs = self._attn_inputs[cache.name]
         swa_pair = len(self.memory.caches) > 1
         if inputs["k_rot"] is not None:
             q = self._hadamard(q, inputs["k_rot"])
-            k = self._hadamard(k, inputs["k_rot"])
-        if inputs["v_rot"] is not None:
+            k = k if k is None else self._hadamard(k, inputs["k_rot"])
+        if inputs["v_rot"] is not None and v is not None:
             v = self._hadamard(v, inputs["v_rot"])
         order = (q, k, v) if swa_pair else (q, v, k)  # llama_kv_cache_iswa's build_attn expands K before V
         for t in order:
-            self.expand(t)
-        self.expand(self._cpy_k(cache, il, k, inputs["k_idxs"]))
-        self.expand(self._cpy_v(cache, il, v, inputs["v_idxs"]))
+            if t is not None:
+                self.expand(t)
+        if k is not None:
+            self.expand(self._cpy_k(cache, il, k, inputs["k_idxs"]))
+        if v is not None:
+            self.expand(self._cpy_v(cache, il, v, inputs["v_idxs"]))
         cur = self.attn_mha(q, self._get_k(cache, il), self._get_v(cache, il), inputs["mask"], sinks)
         if inputs["v_rot"] is not None:
             cur = self._hadamard(cur, inputs["v_rot"])

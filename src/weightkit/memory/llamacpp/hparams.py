@@ -38,7 +38,8 @@ class LlamaCppHParams:
     n_swa: int = 0
     is_swa: tuple[bool, ...] = ()
     is_recurrent: tuple[bool, ...] = ()
-    n_layer_kv_from_start: int = -1
+    n_layer_kv_from_start: int = -1  # >= 0: only the first this many layers have a KV cache (Gemma 3n, Gemma 4)
+    n_embd_per_layer: int = 0  # Gemma 4's per-layer embedding inputs
     n_expert: int = 0
     n_expert_used: int = 0
     n_ff_exp: int = 0
@@ -90,6 +91,13 @@ class LlamaCppHParams:
 
     def has_kv(self, il: int) -> bool:
         return self.n_layer_kv_from_start < 0 or il < self.n_layer_kv_from_start
+
+    def kv_layer(self, il: int) -> int:
+        """The layer whose KV cache `il` attends over: its own, or for a layer without one the second-last layer with
+        one if `il` slides, else the last (`create_memory`'s `reuse` for Gemma 3n and Gemma 4)."""
+        if self.has_kv(il):
+            return il
+        return self.n_layer_kv_from_start - (2 if self.is_swa[il] else 1)
 
     def rescaled(self, il: int) -> bool:
         """Whether the layer halves its output (RWKV-6's `rescale_every_n_layers`)."""

@@ -27,7 +27,9 @@ INPUT_TENSORS = frozenset(
     {"token_embd.weight", "position_embd.weight", "token_types.weight", "per_layer_token_embd.weight"}
 )
 #: tensors used at the start of the first layer (`LLM_TENSOR_LAYER_REPEATING` without a layer number)
-FIRST_LAYER_TENSORS = frozenset({"token_embd_norm.weight", "token_embd_norm.bias"})
+FIRST_LAYER_TENSORS = frozenset(
+    {"token_embd_norm.weight", "token_embd_norm.bias", "per_layer_model_proj.weight", "per_layer_proj_norm.weight"}
+)
 #: tensors every layer uses, one copy in each device's buffer that holds a layer (`TENSOR_DUPLICATED` for
 #: layers after the first, `LLM_TENSOR_LAYER_REPEATING`)
 PER_LAYER_SHARED = frozenset({"rope_freqs.weight", "rope_factors_long.weight", "rope_factors_short.weight"})

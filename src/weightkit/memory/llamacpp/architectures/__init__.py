@@ -26,6 +26,16 @@ ARCHITECTURES: Mapping[str, LlamaCppArchitecture] = {
     "gemma3": LlamaCppArchitecture(
         gemma.gemma3, swa=SlidingWindow(6), flags={"final_softcap": "final_logit_softcapping"}
     ),
+    "gemma3n": LlamaCppArchitecture(gemma.gemma3n, swa=SlidingWindow(5, window_required=True), kv_layers=20),
+    "gemma4": LlamaCppArchitecture(
+        gemma.gemma4,
+        swa=SlidingWindow(0, window_required=True, pattern_required=True),
+        shared_kv=True,
+        per_layer_input=True,
+        required=("attention.key_length_swa", "attention.value_length_swa"),
+        flags={"final_softcap": "final_logit_softcapping"},
+        flag_defaults={"final_softcap": 30.0},  # llama_hparams' default, which gemma4 keeps without the key
+    ),
     "gpt-oss": LlamaCppArchitecture(gpt_oss.gpt_oss, swa=SlidingWindow(2, window_required=True), experts=True),
     "phi3": LlamaCppArchitecture(phi.phi3),
     "deepseek2": LlamaCppArchitecture(

@@ -77,6 +77,7 @@ class SlidingWindow:
     type: str = SWA_STANDARD
     default_window: int | None = None  # gemma2's 4096; None: the key decides (absent or 0: no SWA)
     window_required: bool = False
+    pattern_required: bool = False  # the per-layer array must be there (gemma4's `get_arr`)
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,9 @@ class LlamaCppArchitecture:
     recurrent: str | None = None  # one of RECURRENT, or None: no layer is
     wkv: bool = False  # RWKV: the state is sized by wkv.head_size and token_shift_count, not by the ssm keys
     required: tuple[str, ...] = ()  # keys llama.cpp insists on that shape only weights (LoRA ranks, ...)
+    kv_layers: int | None = None  # only this many first layers have a KV cache, the rest reuse one (gemma3n: 20)
+    shared_kv: bool = False  # attention.shared_kv_layers last layers reuse an earlier one's KV cache (gemma4)
+    per_layer_input: bool = False  # per-layer embedding inputs of embedding_length_per_layer_input (gemma4)
     causal: bool = True
     tied_output: bool = True  # without output.weight the token embeddings serve as the output matrix
     flags: Mapping[str, str] = field(default_factory=dict)  # flag name -> metadata key (a float)
@@ -117,6 +121,12 @@ class LlamaCppArchitecture:
         )
         if self.swa is not None:
             values.update(_swa(keys, self.swa, n_layer_all, n_layer_all - n_nextn))
+        if self.kv_layers is not None:
+            values["n_layer_kv_from_start"] = self.kv_layers
+        if self.shared_kv:
+            values["n_layer_kv_from_start"] = n_layer_all - keys.number("attention.shared_kv_layers")
+        if self.per_layer_input:
+            values["n_embd_per_layer"] = keys.number("embedding_length_per_layer_input", required=True)
         if self.experts:
             values["n_ff_exp"] = keys.number("expert_feed_forward_length")
             values["n_ff_shexp"] = keys.number("expert_shared_feed_forward_length")
@@ -233,6 +243,8 @@ def _swa(keys: _Keys, swa: SlidingWindow, n_layer_all: int, n_layer: int) -> dic
     if not window:
         return {}
     pattern = keys.array("attention.sliding_window_pattern")
+    if pattern is None and swa.pattern_required:
+        raise keys.error(f"{keys.name('attention.sliding_window_pattern')} is missing")
     if pattern is not None:
         flags = [bool(v) for v in pattern] + [False] * (n_layer_all - len(pattern))
     else:
