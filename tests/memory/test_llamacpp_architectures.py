@@ -72,3 +72,25 @@ def test_each_entry_reads_its_own_switches(tmp_path):
         dense = LlamaCppArchitecture(ARCHITECTURES["qwen3"].graph).read_hparams(m, "qwen3moe")
     assert isinstance(moe, LlamaCppHParams) and moe.n_ff_exp > 0 and dense.n_ff_exp == 0
     assert (moe.n_expert, moe.n_head_kv) == (dense.n_expert, dense.n_head_kv)
+
+
+def test_gemma4_refuses_what_llama_cpp_refuses_and_what_is_not_modelled(tmp_path):
+    """Without its sliding-window pattern llama.cpp refuses a gemma4 file; experts (26B-A4B) are not modelled yet,
+    which is said rather than guessed."""
+    from weightkit.memory.llamacpp.cache import make_memory
+    from weightkit.memory.llamacpp.compute import compute_buffer
+    from weightkit.memory.llamacpp.context import ContextParams, make_context
+
+    metadata, tensors = MODELS.MODELS["gemma4-default"]()
+    MODELS.write_skeleton(tmp_path / "nopattern.gguf", {k: v for k, v in metadata.items() if "window_pattern" not in k},
+                          tensors)  # fmt: skip
+    with weightkit.open(tmp_path / "nopattern.gguf") as m, pytest.raises(FormatError, match="sliding_window_pattern"):
+        read_hparams(m)
+    MODELS.write_skeleton(
+        tmp_path / "moe.gguf", metadata, [*tensors, ("blk.0.ffn_gate_inp.weight", (128, 2304), "F32")]
+    )
+    with weightkit.open(tmp_path / "moe.gguf") as m:
+        hp = read_hparams(m)
+        ctx = make_context(hp, ContextParams(n_ctx=4096))
+        with pytest.raises(UnsupportedError, match="gemma4 with experts"):
+            compute_buffer(hp, ctx, make_memory(hp, ctx), m.tensors)
