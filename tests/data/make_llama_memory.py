@@ -58,6 +58,7 @@ RECURRENT = [  # recurrent state only: a row per sequence, whatever the context;
     {"n_ctx": 8192, "n_seq_max": 2, "n_ubatch": 128, "embeddings": True},
     {"n_ctx": 65536, "n_seq_max": 4, "n_batch": 2048, "n_ubatch": 2048},
 ]
+HYBRID = COMMON + RECURRENT[6:]  # a KV cache and a recurrent state: both refusals, and ubatch 128 and 2048
 GRIDS = {
     "llama-3.1-8b": COMMON + LONG,
     "llama-3.1-70b": COMMON[:4] + LONG[:1],
@@ -77,6 +78,12 @@ GRIDS = {
     "mamba-2.8b": RECURRENT,
     "rwkv6-finch-1.6b": RECURRENT,
     "rwkv7-goose-1.5b": RECURRENT,
+    "qwen3_5-default": HYBRID,
+    "qwen3_5-64-layers": COMMON[:6] + RECURRENT[7:],
+    "qwen3_5_moe-default": HYBRID,
+    "qwen3_5_moe-60-layers": COMMON[:6] + RECURRENT[7:],
+    "qwen3_next-default": HYBRID,
+    "qwen3_next-24-layers": COMMON[:6] + RECURRENT[6:7],
 }
 
 

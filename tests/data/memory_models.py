@@ -527,6 +527,12 @@ MODELS.update({path.stem: converted(path) for path in sorted((Path(__file__).par
 BENCHMARK = {"llama-128-layers-262k-vocab": llama(128, 8192, 28672, 64, 8, 262144, 131072)}
 
 
+def architecture(name: str) -> str:
+    """The GGUF architecture of the model `name` (a plain string, or a typed Value in a converted skeleton)."""
+    arch = MODELS[name]()[0]["general.architecture"]
+    return arch.value if isinstance(arch, Value) else arch
+
+
 def write_model(name: str, folder: Path) -> Path:
     """The skeleton GGUF of `name` (in MODELS or BENCHMARK) in `folder` (written once)."""
     path = folder / f"{name}.gguf"
