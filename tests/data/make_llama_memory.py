@@ -84,6 +84,7 @@ GRIDS = {
     "qwen3_5_moe-60-layers": COMMON[:6] + RECURRENT[7:],
     "qwen3_next-default": HYBRID,
     "qwen3_next-24-layers": COMMON[:6] + RECURRENT[6:7],
+    "qwen3_next-24-layers-ssm-in": [COMMON[0], COMMON[4]],
 }
 
 

@@ -10,14 +10,39 @@ alike (`fused_gdn_ch`, `fused_gdn_ar`), so both reserves build the same layer.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from .. import ggml as g
 from ..ggml import I32, Graph, Tensor
 from ..graph_builder import GraphBuilder
 
 MROPE_SECTIONS = 4  # GGML_MROPE_SECTIONS: Qwen3.5's (interleaved) M-RoPE takes four positions per token
-#: a model's beta and decay projections: (builder, layer, normed input, value heads) -> (beta, gate)
-Projections = Callable[[GraphBuilder, int, Tensor, int], tuple[Tensor, Tensor]]
+
+
+def _qkvz_qwen35(b: GraphBuilder, il: int, cur: Tensor) -> tuple[Tensor, Tensor]:
+    """The convolution's input (Q, K and V: `attn_qkv`) and the output gate Z (`attn_gate`)."""
+    qkv = b.mm(b.w("attn_qkv.weight", il), cur)
+    z = b.mm(b.w("attn_gate.weight", il), cur)
+    return g.reshape(qkv, qkv.ne[0], b.n_tokens // b.n_seqs, b.n_seqs), z
+
+
+def _qkvz_qwen3next(b: GraphBuilder, il: int, cur: Tensor) -> tuple[Tensor, Tensor]:
+    """As Qwen3.5's, or from the legacy `ssm_in`: Q, K, V and Z of each key head in one projection, taken apart
+    and the first three joined again in the convolution's order."""
+    if b.w("attn_qkv.weight", il) is not None:
+        return _qkvz_qwen35(b, il, cur)
+    hp = b.hp
+    per_seq, n_seqs = b.n_tokens // b.n_seqs, b.n_seqs
+    head_k, n_k_heads, n_v_heads = hp.ssm_d_state, hp.ssm_n_group, hp.ssm_dt_rank
+    head_v = hp.ssm_d_inner // n_v_heads
+    per_k_head = head_v * n_v_heads // n_k_heads
+    mixed = g.reshape(b.mm(b.w("ssm_in.weight", il), cur), 2 * head_k + 2 * per_k_head, n_k_heads, per_seq, n_seqs)
+    q, k = (g.view(mixed, (head_k, n_k_heads, per_seq, n_seqs), mixed.nb[1:]) for _ in range(2))
+    v, z = (g.view(mixed, (per_k_head, n_k_heads, per_seq, n_seqs), mixed.nb[1:]) for _ in range(2))
+    z = g.cont(z)
+    q, k = (g.cont(t, head_k * n_k_heads, per_seq, n_seqs) for t in (q, k))
+    v = g.cont(v, head_v * n_v_heads, per_seq, n_seqs)
+    return g.concat(g.concat(q, k, 0), v, 0), z
 
 
 def _projections_qwen35(b: GraphBuilder, il: int, cur: Tensor, n_v_heads: int) -> tuple[Tensor, Tensor]:
@@ -47,19 +72,28 @@ def _gate(b: GraphBuilder, il: int, alpha: Tensor, n_v_heads: int) -> Tensor:
     return g.reshape(gate, 1, n_v_heads, b.n_tokens // b.n_seqs, b.n_seqs)
 
 
-def _delta_net_layer(b: GraphBuilder, il: int, cur: Tensor, repeat_heads: bool, projections: Projections) -> Tensor:
-    """`build_layer_attn_linear`: the QKV and Z projections, beta and the decay (`projections`), the causal
-    convolution over the stored conv state (`build_conv_state`), the L2-normed Q and K (repeated to the value heads
-    where `repeat_heads`), the gated delta net over the stored state (`build_recurrent_attn`), the gated RMS norm
-    and the output projection."""
+@dataclass(frozen=True)
+class _Variant:
+    """Where Qwen3-Next's and Qwen3.5's graphs differ."""
+
+    n_pos: int  # positions per token (`n_pos_per_embd`)
+    repeat_heads: bool  # Q and K repeated to the value heads before the delta net
+    qkvz: Callable[[GraphBuilder, int, Tensor], tuple[Tensor, Tensor]]
+    projections: Callable[[GraphBuilder, int, Tensor, int], tuple[Tensor, Tensor]]  # beta and the decay
+    split: Callable[[Tensor, int, int, int], tuple[Tensor, Tensor]]  # the attention's Q and output gate
+
+
+def _delta_net_layer(b: GraphBuilder, il: int, cur: Tensor, variant: _Variant) -> Tensor:
+    """`build_layer_attn_linear`: the QKV and Z projections, beta and the decay, the causal convolution over the
+    stored conv state (`build_conv_state`), the L2-normed Q and K (repeated to the value heads where the variant
+    does), the gated delta net over the stored state (`build_recurrent_attn`), the gated RMS norm and the output
+    projection."""
     hp = b.hp
     per_seq, n_seqs = b.n_tokens // b.n_seqs, b.n_seqs
     head_k, n_k_heads, n_v_heads = hp.ssm_d_state, hp.ssm_n_group, hp.ssm_dt_rank
     head_v = hp.ssm_d_inner // n_v_heads
-    qkv = b.mm(b.w("attn_qkv.weight", il), cur)
-    qkv = g.reshape(qkv, qkv.ne[0], per_seq, n_seqs)
-    z = b.mm(b.w("attn_gate.weight", il), cur)
-    beta, gate = projections(b, il, cur, n_v_heads)
+    qkv, z = variant.qkvz(b, il, cur)
+    beta, gate = variant.projections(b, il, cur, n_v_heads)
     conv_states, ssm_states = b.rs_state(il, "r"), b.rs_state(il, "s")
     channels = hp.ssm_d_inner + 2 * n_k_heads * head_k
     d_conv = hp.ssm_d_conv
@@ -75,7 +109,7 @@ def _delta_net_layer(b: GraphBuilder, il: int, cur: Tensor, repeat_heads: bool, 
     k = g.view(mixed, (head_k, n_k_heads, per_seq, n_seqs), (size * head_k, row, row * per_seq))
     v = g.view(mixed, (head_v, n_v_heads, per_seq, n_seqs), (size * head_v, row, row * per_seq))
     q, k = _l2_norm(q), _l2_norm(k)
-    if repeat_heads and n_k_heads != n_v_heads:
+    if variant.repeat_heads and n_k_heads != n_v_heads:
         ratio, rows = n_v_heads // n_k_heads, per_seq * n_seqs
         q, k = (g.reshape(g.repeat(g.reshape(t, head_k, 1, n_k_heads, rows), head_k, ratio, n_k_heads, rows),
                           head_k, n_v_heads, per_seq, n_seqs) for t in (q, k))  # fmt: skip
@@ -97,7 +131,8 @@ def _l2_norm(t: Tensor) -> Tensor:
     return g.scale(g.rms_norm(t))
 
 
-def _gated_attention(b: GraphBuilder, il: int, cur: Tensor, pos: Tensor, split: Callable) -> Tensor:
+def _gated_attention(b: GraphBuilder, il: int, cur: Tensor, pos: Tensor,
+                     split: Callable[[Tensor, int, int, int], tuple[Tensor, Tensor]]) -> Tensor:  # fmt: skip
     """`build_layer_attn`: one projection holding each head's query and its output gate (split apart by `split`),
     per-head RMS norms on Q and K, rope, attention, the sigmoid gate, the output projection."""
     hp = b.hp
@@ -140,21 +175,21 @@ def _ffn(b: GraphBuilder, il: int, cur: Tensor) -> Tensor:
     return g.add(moe, shared)
 
 
-def _hybrid(b: GraphBuilder, n_pos: int, repeat_heads: bool, projections: Projections, split: Callable) -> Graph:
+def _hybrid(b: GraphBuilder, variant: _Variant) -> Graph:
     """The main graph (not the MTP one): pre-norm linear or full attention, a post-attention norm before the FFN,
     residuals; the output rows picked after the final norm, whose whole output is kept for the MTP head."""
     hp = b.hp
     inp = b.inp_embd(b.w("token_embd.weight"))
     b.rs_inp()
     b.attn_inp_kv()
-    pos = g.graph_input(I32, (b.n_tokens * n_pos,), "inp_pos")
+    pos = g.graph_input(I32, (b.n_tokens * variant.n_pos,), "inp_pos")
     out_ids = b.inp_out_ids()
     for il in b.each_layer():
         cur = b.expand(b.norm(inp, b.w("attn_norm.weight", il)))
         if hp.is_recurrent[il]:
-            cur = _delta_net_layer(b, il, cur, repeat_heads, projections)
+            cur = _delta_net_layer(b, il, cur, variant)
         else:
-            cur = _gated_attention(b, il, cur, pos, split)
+            cur = _gated_attention(b, il, cur, pos, variant.split)
         residual = g.add(cur, inp)
         cur = _ffn(b, il, b.norm(residual, b.w("post_attention_norm.weight", il)))
         inp = g.add(cur, residual)
@@ -163,12 +198,17 @@ def _hybrid(b: GraphBuilder, n_pos: int, repeat_heads: bool, projections: Projec
     return b.finish(embd, b.mm(b.output_weight(), embd), hidden=hidden)
 
 
+_QWEN3NEXT = _Variant(1, True, _qkvz_qwen3next, _projections_qwen3next, _split_qwen3next)
+_QWEN35 = _Variant(MROPE_SECTIONS, False, _qkvz_qwen35, _projections_qwen35, _split_qwen35)
+
+
 def qwen3next(b: GraphBuilder) -> Graph:
-    """`llama_model_qwen3next::graph`: plain rope; Q and K repeated to the value heads before the delta net."""
-    return _hybrid(b, 1, True, _projections_qwen3next, _split_qwen3next)
+    """`llama_model_qwen3next::graph`: plain rope; Q and K repeated to the value heads before the delta net; the
+    legacy fused `ssm_in` too."""
+    return _hybrid(b, _QWEN3NEXT)
 
 
 def qwen35(b: GraphBuilder) -> Graph:
     """`llama_model_qwen35::graph` and `qwen35moe`: interleaved M-RoPE; the fused delta net broadcasts the key
     heads itself."""
-    return _hybrid(b, MROPE_SECTIONS, False, _projections_qwen35, _split_qwen35)
+    return _hybrid(b, _QWEN35)
