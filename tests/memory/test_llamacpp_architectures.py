@@ -72,3 +72,19 @@ def test_each_entry_reads_its_own_switches(tmp_path):
         dense = LlamaCppArchitecture(ARCHITECTURES["qwen3"].graph).read_hparams(m, "qwen3moe")
     assert isinstance(moe, LlamaCppHParams) and moe.n_ff_exp > 0 and dense.n_ff_exp == 0
     assert (moe.n_expert, moe.n_head_kv) == (dense.n_expert, dense.n_head_kv)
+
+
+def test_recurrent_layers_without_their_array_come_from_the_interval(tmp_path):
+    """Without `attention.recurrent_layers` llama.cpp marks every layer but each `full_attention_interval`-th, never
+    the NextN block: the converter's array over again. An interval of 0 (llama.cpp divides by it) is refused."""
+    with weightkit.open(MODELS.write_model("qwen3_5-default", tmp_path)) as m:
+        listed = read_hparams(m).is_recurrent
+    metadata, tensors = MODELS.MODELS["qwen3_5-default"]()
+    del metadata["qwen35.attention.recurrent_layers"]
+    MODELS.write_skeleton(tmp_path / "interval.gguf", metadata, tensors)
+    with weightkit.open(tmp_path / "interval.gguf") as m:
+        assert read_hparams(m).is_recurrent == listed and listed.count(False) == 9
+    metadata["qwen35.full_attention_interval"] = MODELS.Value(0, MODELS.U32)
+    MODELS.write_skeleton(tmp_path / "zero.gguf", metadata, tensors)
+    with weightkit.open(tmp_path / "zero.gguf") as m, pytest.raises(FormatError, match=r"full_attention_interval is 0"):
+        read_hparams(m)
