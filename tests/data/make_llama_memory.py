@@ -59,6 +59,7 @@ RECURRENT = [  # recurrent state only: a row per sequence, whatever the context;
     {"n_ctx": 8192, "n_seq_max": 2, "n_ubatch": 128, "embeddings": True},
     {"n_ctx": 65536, "n_seq_max": 4, "n_batch": 2048, "n_ubatch": 2048},
 ]
+HYBRID = COMMON + RECURRENT[6:]  # a KV cache and a recurrent state: both refusals, and ubatch 128 and 2048
 GRIDS = {
     "llama-3.1-8b": COMMON + LONG,
     "llama-3.1-70b": COMMON[:4] + LONG[:1],
@@ -82,6 +83,13 @@ GRIDS = {
     "gemma4-48-layers": COMMON + SWA[:2] + LONG[:1] + [SWA_ON],
     "gemma3n-default": COMMON + SWA[:2] + [SWA_ON],  # COMMON's 32768 is its trained length
     "gemma3n-30-layers": COMMON + SWA[:2] + [SWA_ON],
+    "qwen3_5-default": HYBRID,
+    "qwen3_5-64-layers": COMMON[:6] + RECURRENT[7:],
+    "qwen3_5_moe-default": HYBRID,
+    "qwen3_5_moe-60-layers": COMMON[:6] + RECURRENT[7:],
+    "qwen3_next-default": HYBRID,
+    "qwen3_next-24-layers": COMMON[:6] + RECURRENT[6:7],
+    "qwen3_next-24-layers-ssm-in": [COMMON[0], COMMON[4]],
 }
 
 

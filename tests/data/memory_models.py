@@ -525,8 +525,36 @@ def converted(path: Path) -> Callable[[], tuple[dict, Tensors]]:
 MODELS.update({path.stem: converted(path) for path in sorted((Path(__file__).parent / "skeletons").glob("*.json"))})
 
 
+def qkvz_fused(make: Callable[[], tuple[dict, Tensors]]) -> Callable[[], tuple[dict, Tensors]]:
+    """A Qwen3-Next model as older conversions wrote it: each linear-attention layer's Q, K, V and Z projections
+    in one `ssm_in` matrix (llama.cpp still loads them, by another graph)."""
+
+    def legacy():
+        metadata, tensors = make()
+        out = []
+        for name, shape, kind in tensors:
+            if name.endswith(".attn_gate.weight"):
+                continue
+            if name.endswith(".attn_qkv.weight"):
+                gate = next(s for n, s, _ in tensors if n == name.replace("attn_qkv", "attn_gate"))
+                name, shape = name.replace("attn_qkv", "ssm_in"), (shape[0] + gate[0], shape[1])
+            out.append((name, shape, kind))
+        return metadata, out
+
+    return legacy
+
+
+MODELS["qwen3_next-24-layers-ssm-in"] = qkvz_fused(MODELS["qwen3_next-24-layers"])
+
+
 #: shapes for the speed benchmark only (not recorded): the issue's 128 layers and 262k vocabulary
 BENCHMARK = {"llama-128-layers-262k-vocab": llama(128, 8192, 28672, 64, 8, 262144, 131072)}
+
+
+def architecture(name: str) -> str:
+    """The GGUF architecture of the model `name` (a plain string, or a typed Value in a converted skeleton)."""
+    arch = MODELS[name]()[0]["general.architecture"]
+    return arch.value if isinstance(arch, Value) else arch
 
 
 def write_model(name: str, folder: Path) -> Path:

@@ -24,7 +24,7 @@ RECORD = json.loads((DATA / "llama_memory.json").read_text())
 _spec = importlib.util.spec_from_file_location("memory_models", DATA / "memory_models.py")
 MODELS = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(MODELS)
-SKELETONS = {name: make()[0]["general.architecture"] for name, make in MODELS.MODELS.items()}
+SKELETONS = {name: MODELS.architecture(name) for name in MODELS.MODELS}
 
 
 @pytest.mark.parametrize("name", sorted(ARCHITECTURES))
@@ -94,3 +94,17 @@ def test_gemma4_refuses_what_llama_cpp_refuses_and_what_is_not_modelled(tmp_path
         ctx = make_context(hp, ContextParams(n_ctx=4096))
         with pytest.raises(UnsupportedError, match="gemma4 with experts"):
             compute_buffer(hp, ctx, make_memory(hp, ctx), m.tensors)
+def test_recurrent_layers_without_their_array_come_from_the_interval(tmp_path):
+    """Without `attention.recurrent_layers` llama.cpp marks every layer but each `full_attention_interval`-th, never
+    the NextN block: the converter's array over again. An interval of 0 (llama.cpp divides by it) is refused."""
+    with weightkit.open(MODELS.write_model("qwen3_5-default", tmp_path)) as m:
+        listed = read_hparams(m).is_recurrent
+    metadata, tensors = MODELS.MODELS["qwen3_5-default"]()
+    del metadata["qwen35.attention.recurrent_layers"]
+    MODELS.write_skeleton(tmp_path / "interval.gguf", metadata, tensors)
+    with weightkit.open(tmp_path / "interval.gguf") as m:
+        assert read_hparams(m).is_recurrent == listed and listed.count(False) == 9
+    metadata["qwen35.full_attention_interval"] = MODELS.Value(0, MODELS.U32)
+    MODELS.write_skeleton(tmp_path / "zero.gguf", metadata, tensors)
+    with weightkit.open(tmp_path / "zero.gguf") as m, pytest.raises(FormatError, match=r"full_attention_interval is 0"):
+        read_hparams(m)

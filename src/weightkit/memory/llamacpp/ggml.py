@@ -316,6 +316,13 @@ def ssm_scan(s: Tensor, x: Tensor, dt: Tensor, a: Tensor, b: Tensor, c: Tensor, 
     return _new(F32, (n,), "SSM_SCAN", s, x, dt, a, b, c, ids)
 
 
+def gated_delta_net(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, state: Tensor) -> Tensor:
+    """`ggml_gated_delta_net` with one state snapshot: the outputs (a row per token) and the last states (S_v rows
+    per sequence) in one matrix."""
+    s_v, heads, n_tokens, n_seqs = v.ne
+    return _new(F32, (s_v * heads, n_tokens * n_seqs + s_v * n_seqs), "GATED_DELTA_NET", q, k, v, g, beta, state)
+
+
 def rwkv_wkv6(k: Tensor, v: Tensor, r: Tensor, tf: Tensor, td: Tensor, state: Tensor) -> Tensor:
     """`ggml_rwkv_wkv6`: the outputs (a row per token) and the new states (S rows per sequence) in one matrix."""
     return _new(F32, (k.ne[0] * k.ne[1], k.ne[2] + k.ne[0] * state.ne[1]), "RWKV_WKV6", k, v, r, tf, td, state)

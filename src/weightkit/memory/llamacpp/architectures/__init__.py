@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from ....errors import FormatError, UnsupportedError
 from ....model import ModelFile
 from ..hparams import LlamaCppHParams
-from . import bert, decoder, deepseek, gemma, gpt_oss, granite, mamba, phi, rwkv
+from . import bert, decoder, deepseek, gemma, gpt_oss, granite, mamba, phi, qwen_next, rwkv
 from .entry import LlamaCppArchitecture, SlidingWindow
 
 ARCHITECTURES: Mapping[str, LlamaCppArchitecture] = {
@@ -60,6 +60,9 @@ ARCHITECTURES: Mapping[str, LlamaCppArchitecture] = {
         },
         flag_defaults={"rope": 1.0},  # granite hybrids rope unless rope.scaling.finetuned says false
     ),
+    "qwen3next": LlamaCppArchitecture(qwen_next.qwen3next, recurrent="interval", experts=True, gated_q=True),
+    "qwen35": LlamaCppArchitecture(qwen_next.qwen35, recurrent="interval", gated_q=True),
+    "qwen35moe": LlamaCppArchitecture(qwen_next.qwen35, recurrent="interval", experts=True, gated_q=True),
     "mamba": LlamaCppArchitecture(mamba.mamba, recurrent="all", flags={"ssm_dt_b_c_rms": "ssm.dt_b_c_rms"}),
     "mamba2": LlamaCppArchitecture(mamba.mamba2, recurrent="all"),
     "rwkv6": LlamaCppArchitecture(

@@ -18,7 +18,9 @@ from ..graph_builder import GraphBuilder
 from ..hparams import SWA_STANDARD, LlamaCppHParams
 
 MAX_LAYERS = 512  # LLAMA_MAX_LAYERS
-RECURRENT = ("all", "no_kv_heads")  # every layer (Mamba, RWKV), or those with no KV heads (hybrids)
+#: which layers are recurrent: every one (Mamba, RWKV), those with no KV heads (hybrids), or those
+#: `attention.recurrent_layers` marks, else all but every `full_attention_interval`-th (gated delta-net hybrids)
+RECURRENT = ("all", "no_kv_heads", "interval")
 
 
 class _Keys:
@@ -95,6 +97,7 @@ class LlamaCppArchitecture:
     kv_layers: int | None = None  # only this many first layers have a KV cache, the rest reuse one (gemma3n: 20)
     shared_kv: bool = False  # attention.shared_kv_layers last layers reuse an earlier one's KV cache (gemma4)
     per_layer_input: bool = False  # per-layer embedding inputs of embedding_length_per_layer_input (gemma4)
+    gated_q: bool = False  # the attention layers' Q projection carries an output gate as wide (attn_q doubled)
     causal: bool = True
     tied_output: bool = True  # without output.weight the token embeddings serve as the output matrix
     flags: Mapping[str, str] = field(default_factory=dict)  # flag name -> metadata key (a float)
@@ -107,7 +110,7 @@ class LlamaCppArchitecture:
         values = _common_hparams(keys)
         values.update(self._own_hparams(keys, values["n_layer_all"], values["n_layer_nextn"], values["n_head_kv"]))
         hp = LlamaCppHParams(**values)
-        _check_shapes(keys, hp, model.tensors)
+        _check_shapes(keys, hp, model.tensors, 2 if self.gated_q else 1)
         return hp
 
     def _own_hparams(self, keys: _Keys, n_layer_all: int, n_nextn: int, n_head_kv: tuple[int, ...]) -> dict[str, Any]:
@@ -145,10 +148,12 @@ class LlamaCppArchitecture:
             for name, key in (("ssm_d_conv", "ssm.conv_kernel"), ("ssm_d_inner", "ssm.inner_size"),
                               ("ssm_d_state", "ssm.state_size"), ("ssm_dt_rank", "ssm.time_step_rank"),
                               ("ssm_n_group", "ssm.group_count")):  # fmt: skip
-                values[name] = keys.number(key, required=name != "ssm_n_group")
+                values[name] = keys.number(key, required=name != "ssm_n_group" or self.recurrent == "interval")
         if self.recurrent == "no_kv_heads":
             n_layer = n_layer_all - n_nextn
             values["is_recurrent"] = tuple(il < n_layer and n_head_kv[il] == 0 for il in range(n_layer_all))
+        if self.recurrent == "interval":
+            values["is_recurrent"] = _recurrent_layers(keys, n_layer_all, n_layer_all - n_nextn)
         return values
 
 
@@ -188,9 +193,10 @@ def _common_hparams(keys: _Keys) -> dict[str, Any]:
     )
 
 
-def _check_shapes(keys: _Keys, hp: LlamaCppHParams, tensors: Mapping[str, Any]) -> None:
+def _check_shapes(keys: _Keys, hp: LlamaCppHParams, tensors: Mapping[str, Any], q_factor: int) -> None:
     """llama.cpp refuses a model whose tensors have other shapes than its metadata makes (`check_tensor_dims`);
-    these are the ones the memory rests on: the token embeddings and each attention layer's Q, K and V."""
+    these are the ones the memory rests on: the token embeddings and each attention layer's Q (`q_factor` times
+    the heads: a gate beside the queries), K and V."""
     expected = {"token_embd.weight": ((hp.n_vocab, hp.n_embd), ("tokenizer.ggml.tokens", "embedding_length"))}
     for il in range(hp.n_layer):
         if hp.is_recurrent[il] or hp.is_mla:
@@ -200,7 +206,7 @@ def _check_shapes(keys: _Keys, hp: LlamaCppHParams, tensors: Mapping[str, Any]) 
             ("attention.head_count_kv",),
             ("attention.value_length",),
         )
-        expected[f"blk.{il}.attn_q.weight"] = ((hp.n_head[il] * hp.head_k(il), hp.n_embd), q)
+        expected[f"blk.{il}.attn_q.weight"] = ((q_factor * hp.n_head[il] * hp.head_k(il), hp.n_embd), q)
         expected[f"blk.{il}.attn_k.weight"] = ((hp.n_embd_k_gqa(il), hp.n_embd), (*k, q[1]))
         expected[f"blk.{il}.attn_v.weight"] = ((hp.n_embd_v_gqa(il), hp.n_embd), (*k, *v))
     for name, (shape, source) in expected.items():
@@ -211,6 +217,17 @@ def _check_shapes(keys: _Keys, hp: LlamaCppHParams, tensors: Mapping[str, Any]) 
                 f"{list(shape)}"
                 " (llama.cpp refuses the model: wrong shape)"
             )
+
+
+def _recurrent_layers(keys: _Keys, n_layer_all: int, n_layer: int) -> tuple[bool, ...]:
+    """The gated delta-net hybrids' recurrent layers: `attention.recurrent_layers` (one flag per block), else every
+    layer but each `full_attention_interval`-th (4 by default); NextN blocks never."""
+    if keys.name("attention.recurrent_layers") in keys.metadata:
+        return tuple(bool(v) for v in keys.per_layer("attention.recurrent_layers", n_layer_all, ()))
+    interval = keys.number("full_attention_interval", 4)
+    if interval == 0:
+        raise keys.error(f"{keys.name('full_attention_interval')} is 0; llama.cpp divides by it")
+    return tuple(il < n_layer and (il + 1) % interval != 0 for il in range(n_layer_all))
 
 
 def _wkv(keys: _Keys) -> dict[str, int]:
