@@ -47,6 +47,7 @@ SWA = [
     {"n_ctx": 16384, "swa_full": False, "n_seq_max": 4, "kv_unified": True, "n_outputs_max": 4},
     {"n_ctx": 16384, "swa_full": False, "n_seq_max": 2, "flash_attn": "off"},
 ]
+FLASH_ON = [{"n_ctx": 8192, "flash_attn": "on", "n_batch": 128, "n_ubatch": 128}]  # forced on, the smallest ubatch
 EMBEDDING = [
     {"n_ctx": 512, "n_batch": 512, "n_ubatch": 512, "embeddings": True},
     {"n_ctx": 512, "n_batch": 512, "n_ubatch": 512, "embeddings": True, "flash_attn": "off", "n_seq_max": 8},
@@ -77,6 +78,9 @@ GRIDS = {
     "mamba-2.8b": RECURRENT,
     "rwkv6-finch-1.6b": RECURRENT,
     "rwkv7-goose-1.5b": RECURRENT,
+    # heads of 42 and 53 (the transformers defaults): a q4_0 K cache without flash attention aborts llama.cpp
+    "glm4_moe-default": [*COMMON[:6], *COMMON[7:], *LONG[:1], *FLASH_ON],
+    "glm4_moe-92-layers": [*COMMON[:6], *COMMON[7:], *LONG[:1], *FLASH_ON],
 }
 
 

@@ -10,8 +10,14 @@ from collections.abc import Mapping
 from ....errors import FormatError, UnsupportedError
 from ....model import ModelFile
 from ..hparams import LlamaCppHParams
-from . import bert, decoder, deepseek, gemma, gpt_oss, granite, mamba, phi, rwkv
+from . import bert, decoder, deepseek, gemma, glm, gpt_oss, granite, mamba, phi, rwkv
 from .entry import LlamaCppArchitecture, SlidingWindow
+
+_ROUTING = {  # how experts are chosen and weighted, where the architecture reads it from the file
+    "expert_gating_func": "expert_gating_func",
+    "expert_weights_norm": "expert_weights_norm",
+    "expert_weights_scale": "expert_weights_scale",
+}
 
 ARCHITECTURES: Mapping[str, LlamaCppArchitecture] = {
     "llama": LlamaCppArchitecture(decoder.llama, experts=True),
@@ -32,12 +38,9 @@ ARCHITECTURES: Mapping[str, LlamaCppArchitecture] = {
         deepseek.deepseek2,
         experts=True,
         mla=True,
-        flags={
-            "expert_gating_func": "expert_gating_func",
-            "expert_weights_norm": "expert_weights_norm",
-            "expert_weights_scale": "expert_weights_scale",
-        },
+        flags=_ROUTING,
     ),
+    "glm4moe": LlamaCppArchitecture(glm.glm4moe, experts=True, flags=_ROUTING),
     "granitehybrid": LlamaCppArchitecture(
         granite.granite_hybrid,
         recurrent="no_kv_heads",

@@ -7,7 +7,8 @@ from ..ggml import Graph
 from ..graph_builder import GraphBuilder
 from .decoder import logits, output_rows
 
-_GATING = {0: "softmax", 1: "softmax", 2: "sigmoid", 3: "softmax_weight"}
+SIGMOID = 2
+GATING = {0: "softmax", 1: "softmax", SIGMOID: "sigmoid", 3: "softmax_weight"}  # `expert_gating_func` -> moe_ffn's
 
 
 def deepseek2(b: GraphBuilder) -> Graph:
@@ -19,7 +20,7 @@ def deepseek2(b: GraphBuilder) -> Graph:
     head_v = hp.head_v_mla if hp.is_mla else hp.head_v_full
     nope = head_k - rope
     inp, pos, out_ids = b.decoder_inputs()
-    gating = _GATING[int(hp.flags.get("expert_gating_func", 0))]
+    gating = GATING[int(hp.flags.get("expert_gating_func", 0))]
     for il in b.each_layer():
         cur = b.norm(inp, b.w("attn_norm.weight", il))
         if (wq := b.w("attn_q.weight", il)) is not None:
