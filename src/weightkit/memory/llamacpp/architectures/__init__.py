@@ -9,8 +9,8 @@ from collections.abc import Mapping
 
 from ....errors import FormatError, UnsupportedError
 from ....model import ModelFile
-from ..hparams import LlamaCppHParams
-from . import bert, decoder, deepseek, gemma, glm, gpt_oss, granite, mamba, phi, rwkv
+from ..hparams import SWA_CHUNKED, LlamaCppHParams
+from . import bert, decoder, deepseek, gemma, glm, gpt_oss, granite, llama4, mamba, phi, rwkv
 from .entry import LlamaCppArchitecture, SlidingWindow
 
 _ROUTING = {  # how experts are chosen and weighted, where the architecture reads it from the file
@@ -41,6 +41,12 @@ ARCHITECTURES: Mapping[str, LlamaCppArchitecture] = {
         flags=_ROUTING,
     ),
     "glm4moe": LlamaCppArchitecture(glm.glm4moe, experts=True, flags=_ROUTING),
+    "llama4": LlamaCppArchitecture(
+        llama4.llama4,
+        swa=SlidingWindow(4, type=SWA_CHUNKED, default_window=8192, fixed_window=True),
+        experts=True,
+        required=("interleave_moe_layer_step",),
+    ),
     "granitehybrid": LlamaCppArchitecture(
         granite.granite_hybrid,
         recurrent="no_kv_heads",
