@@ -83,6 +83,8 @@ GRIDS = {
     "glm4_moe-92-layers": [*COMMON[:6], *COMMON[7:], *LONG[:1], *FLASH_ON],
     "llama4-default": COMMON[:8] + SWA + LONG[:1] + FLASH_ON,  # chunked attention: an SWA cache of 8192
     "llama4-interleaved": COMMON[:8] + SWA + LONG[:1] + FLASH_ON,
+    "mistral3-default": COMMON + LONG[:1] + FLASH_ON,
+    "mistral3-26-layers": COMMON + LONG[:1] + FLASH_ON,
 }
 
 

@@ -21,6 +21,7 @@ _ROUTING = {  # how experts are chosen and weighted, where the architecture read
 
 ARCHITECTURES: Mapping[str, LlamaCppArchitecture] = {
     "llama": LlamaCppArchitecture(decoder.llama, experts=True),
+    "mistral3": LlamaCppArchitecture(decoder.mistral3, flags={"attn_temperature_scale": "attention.temperature_scale"}),
     "qwen2": LlamaCppArchitecture(decoder.qwen2),
     "qwen3": LlamaCppArchitecture(decoder.qwen3),
     "qwen3moe": LlamaCppArchitecture(decoder.qwen3, experts=True),
