@@ -85,6 +85,8 @@ GRIDS = {
     "llama4-interleaved": COMMON[:8] + SWA + LONG[:1] + FLASH_ON,
     "mistral3-default": COMMON + LONG[:1] + FLASH_ON,
     "mistral3-26-layers": COMMON + LONG[:1] + FLASH_ON,
+    # MLA: K and V of different types refused; the trained 1M context with flash attention
+    "mistral4-default": COMMON + LONG[:1] + FLASH_ON + [{"n_ctx": 1048576, "flash_attn": "on"}],
 }
 
 

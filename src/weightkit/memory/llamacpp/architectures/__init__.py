@@ -19,6 +19,13 @@ _ROUTING = {  # how experts are chosen and weighted, where the architecture read
     "expert_weights_scale": "expert_weights_scale",
 }
 
+_DEEPSEEK2 = LlamaCppArchitecture(
+    deepseek.deepseek2,
+    experts=True,
+    mla=True,
+    flags={**_ROUTING, "attn_temperature_scale": "attention.temperature_scale"},
+)
+
 ARCHITECTURES: Mapping[str, LlamaCppArchitecture] = {
     "llama": LlamaCppArchitecture(decoder.llama, experts=True),
     "mistral3": LlamaCppArchitecture(decoder.mistral3, flags={"attn_temperature_scale": "attention.temperature_scale"}),
@@ -35,12 +42,8 @@ ARCHITECTURES: Mapping[str, LlamaCppArchitecture] = {
     ),
     "gpt-oss": LlamaCppArchitecture(gpt_oss.gpt_oss, swa=SlidingWindow(2, window_required=True), experts=True),
     "phi3": LlamaCppArchitecture(phi.phi3),
-    "deepseek2": LlamaCppArchitecture(
-        deepseek.deepseek2,
-        experts=True,
-        mla=True,
-        flags=_ROUTING,
-    ),
+    "deepseek2": _DEEPSEEK2,
+    "mistral4": _DEEPSEEK2,  # llama.cpp's mistral4 is deepseek2's loader and graph
     "glm4moe": LlamaCppArchitecture(glm.glm4moe, experts=True, flags=_ROUTING),
     "llama4": LlamaCppArchitecture(
         llama4.llama4,
