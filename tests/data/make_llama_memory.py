@@ -87,6 +87,8 @@ GRIDS = {
     "mistral3-26-layers": COMMON + LONG[:1] + FLASH_ON,
     # MLA: K and V of different types refused; the trained 1M context with flash attention
     "mistral4-default": COMMON + LONG[:1] + FLASH_ON + [{"n_ctx": 1048576, "flash_attn": "on"}],
+    "mistral3-26-layers-temperature": COMMON[:4],
+    "mistral4-default-temperature": COMMON[:4],
 }
 
 
