@@ -552,6 +552,12 @@ MODELS.update({
 BENCHMARK = {"llama-128-layers-262k-vocab": llama(128, 8192, 28672, 64, 8, 262144, 131072)}
 
 
+def architecture(name: str) -> str:
+    """The GGUF architecture of the model `name` (a plain string or, from a skeleton, a typed `Value`)."""
+    value = MODELS[name]()[0]["general.architecture"]
+    return value.value if isinstance(value, Value) else value
+
+
 def write_model(name: str, folder: Path) -> Path:
     """The skeleton GGUF of `name` (in MODELS or BENCHMARK) in `folder` (written once)."""
     path = folder / f"{name}.gguf"

@@ -24,7 +24,7 @@ RECORD = json.loads((DATA / "llama_memory.json").read_text())
 _spec = importlib.util.spec_from_file_location("memory_models", DATA / "memory_models.py")
 MODELS = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(MODELS)
-SKELETONS = {name: make()[0]["general.architecture"] for name, make in MODELS.MODELS.items()}
+SKELETONS = {name: MODELS.architecture(name) for name in MODELS.MODELS}
 
 
 @pytest.mark.parametrize("name", sorted(ARCHITECTURES))
