@@ -48,6 +48,7 @@ SWA = [
     {"n_ctx": 16384, "swa_full": False, "n_seq_max": 2, "flash_attn": "off"},
 ]
 SWA_ON = {"n_ctx": 12000, "n_ubatch": 128, "flash_attn": "on", "swa_full": False}  # flash attention asked for
+FLASH_ON = [{"n_ctx": 8192, "flash_attn": "on", "n_batch": 128, "n_ubatch": 128}]  # forced on, the smallest ubatch
 EMBEDDING = [
     {"n_ctx": 512, "n_batch": 512, "n_ubatch": 512, "embeddings": True},
     {"n_ctx": 512, "n_batch": 512, "n_ubatch": 512, "embeddings": True, "flash_attn": "off", "n_seq_max": 8},
@@ -90,6 +91,17 @@ GRIDS = {
     "qwen3_next-default": HYBRID,
     "qwen3_next-24-layers": COMMON[:6] + RECURRENT[6:7],
     "qwen3_next-24-layers-ssm-in": [COMMON[0], COMMON[4]],
+    # heads of 42 and 53 (the transformers defaults): a q4_0 K cache without flash attention aborts llama.cpp
+    "glm4_moe-default": [*COMMON[:6], *COMMON[7:], *LONG[:1], *FLASH_ON],
+    "glm4_moe-92-layers": [*COMMON[:6], *COMMON[7:], *LONG[:1], *FLASH_ON],
+    "llama4-default": COMMON[:8] + SWA + LONG[:1] + FLASH_ON,  # chunked attention: an SWA cache of 8192
+    "llama4-interleaved": COMMON[:8] + SWA + LONG[:1] + FLASH_ON,
+    "mistral3-default": COMMON + LONG[:1] + FLASH_ON,
+    "mistral3-26-layers": COMMON + LONG[:1] + FLASH_ON,
+    # MLA: K and V of different types refused; the trained 1M context with flash attention
+    "mistral4-default": COMMON + LONG[:1] + FLASH_ON + [{"n_ctx": 1048576, "flash_attn": "on"}],
+    "mistral3-26-layers-temperature": COMMON[:4],
+    "mistral4-default-temperature": COMMON[:4],
 }
 
 

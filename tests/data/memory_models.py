@@ -545,6 +545,29 @@ def qkvz_fused(make: Callable[[], tuple[dict, Tensors]]) -> Callable[[], tuple[d
 
 
 MODELS["qwen3_next-24-layers-ssm-in"] = qkvz_fused(MODELS["qwen3_next-24-layers"])
+def with_keys(base: str, keys: dict) -> Callable[[], tuple[dict, Tensors]]:
+    """The model `base` with metadata keys its transformers default configuration leaves out but real checkpoints
+    carry."""
+
+    def make():
+        metadata, tensors = MODELS[base]()
+        return {**metadata, **keys}, tensors
+
+    return make
+
+
+MODELS.update({
+    # Ministral 3 3B: llama 4's attention temperature (llama_4_scaling_beta) over yarn's original context
+    "mistral3-26-layers-temperature": with_keys("mistral3-26-layers", {
+        "mistral3.attention.temperature_scale": Value(0.1, F32V),
+        "mistral3.rope.scaling.original_context_length": Value(16384, U32),
+    }),
+    # the same scaling in the deepseek2 graph (Mistral Large 3)
+    "mistral4-default-temperature": with_keys("mistral4-default", {
+        "mistral4.attention.temperature_scale": Value(0.1, F32V),
+        "mistral4.attention.temperature_length": Value(8192, U32),
+    }),
+})  # fmt: skip
 
 
 #: shapes for the speed benchmark only (not recorded): the issue's 128 layers and 262k vocabulary

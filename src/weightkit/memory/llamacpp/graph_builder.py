@@ -101,6 +101,10 @@ class GraphBuilder:
     def inp_pos(self) -> Tensor:
         return g.graph_input(I32, (self.n_tokens,), "inp_pos")
 
+    def inp_attn_scale(self) -> Tensor:
+        """`build_inp_attn_scale`: a query scale per token (Llama 4's attention temperature)."""
+        return g.graph_input(F32, (1, 1, self.n_tokens), "inp_attn_scale")
+
     def inp_out_ids(self) -> Tensor:
         return g.graph_input(I32, (self.n_outputs,), "out_ids")
 
@@ -393,8 +397,11 @@ class GraphBuilder:
 
     def moe_ffn(self, cur: Tensor, il: int, n_expert: int, n_used: int, *, gating: str = "softmax",
                 norm_w: bool = True, w_scale: float = 0.0, exp_probs_b: Tensor | None = None,
-                biases: bool = False) -> Tensor:  # fmt: skip
-        """`build_moe_ffn`: route each token to its top experts, run them, and sum their weighted outputs."""
+                biases: bool = False, weights_first: bool = False) -> Tensor:  # fmt: skip
+        """`build_moe_ffn`: route each token to its top experts, run them, and sum their weighted outputs.
+        `weights_first` (Llama 4): the experts are chosen by the raw logits, and each token's input is weighted
+        before its experts run instead of their outputs after. Experts with one fused gate-and-up matrix
+        (`ffn_gate_up_exps`) run it once and split the result."""
         n_embd, n_tokens = cur.ne[0], cur.ne[1]
         logits = self.mm(self.w("ffn_gate_inp.weight", il), cur)
         if biases and (b := self.w("ffn_gate_inp.bias", il)) is not None:
@@ -406,6 +413,8 @@ class GraphBuilder:
         else:  # softmax_weight: the weights are soft-maxed after the choice
             probs = logits
         selection = g.add(probs, exp_probs_b) if exp_probs_b is not None else probs
+        if weights_first:
+            selection = logits
         selected = g.argsort_top_k(selection, n_used)
         probs = g.reshape(probs, 1, n_expert, n_tokens)
         weights = g.get_rows(probs, selected)
@@ -419,18 +428,26 @@ class GraphBuilder:
             weights = g.scale(weights)
         self.expand(weights)
         cur = g.reshape(cur, n_embd, 1, n_tokens)
-        up = g.mul_mat_id(self.w("ffn_up_exps.weight", il), cur, selected)
-        if biases and (b := self.w("ffn_up_exps.bias", il)) is not None:
-            up = g.add_id(up, b, selected)
-        gate_w = self.w("ffn_gate_exps.weight", il)
-        gated = g.mul_mat_id(gate_w, cur, selected) if gate_w is not None else up
-        if biases and (b := self.w("ffn_gate_exps.bias", il)) is not None:
-            gated = g.add_id(gated, b, selected)
-        hidden = g.glu_split(gated, up) if gate_w is not None else g.unary(gated, "silu")
+        if weights_first:
+            cur = g.mul(g.repeat(cur, n_embd, n_used, n_tokens, 1), weights)
+        if (gate_up := self.w("ffn_gate_up_exps.weight", il)) is not None:
+            fused = g.mul_mat_id(gate_up, cur, selected)
+            n_ff = fused.ne[0] // 2
+            gated, up = (g.view(fused, (n_ff, *fused.ne[1:3]), fused.nb[1:3]) for _ in range(2))
+        else:
+            up = g.mul_mat_id(self.w("ffn_up_exps.weight", il), cur, selected)
+            if biases and (b := self.w("ffn_up_exps.bias", il)) is not None:
+                up = g.add_id(up, b, selected)
+            gate_w = self.w("ffn_gate_exps.weight", il)
+            gated = g.mul_mat_id(gate_w, cur, selected) if gate_w is not None else up
+            if biases and (b := self.w("ffn_gate_exps.bias", il)) is not None:
+                gated = g.add_id(gated, b, selected)
+        hidden = g.glu_split(gated, up) if gated is not up else g.unary(gated, "silu")
         experts = g.mul_mat_id(self.w("ffn_down_exps.weight", il), hidden, selected)
         if biases and (b := self.w("ffn_down_exps.bias", il)) is not None:
             experts = g.add_id(experts, b, selected)
-        experts = g.mul(experts, weights)
+        if not weights_first:
+            experts = g.mul(experts, weights)
         self.expand(experts)
         views = [self.expand(g.view(experts, (n_embd, n_tokens), (experts.nb[2],))) for _ in range(n_used)]
         out = views[0]

@@ -9,12 +9,26 @@ from collections.abc import Mapping
 
 from ....errors import FormatError, UnsupportedError
 from ....model import ModelFile
-from ..hparams import LlamaCppHParams
-from . import bert, decoder, deepseek, gemma, gpt_oss, granite, mamba, phi, qwen_next, rwkv
+from ..hparams import SWA_CHUNKED, LlamaCppHParams
+from . import bert, decoder, deepseek, gemma, glm, gpt_oss, granite, llama4, mamba, phi, qwen_next, rwkv
 from .entry import LlamaCppArchitecture, SlidingWindow
+
+_ROUTING = {  # how experts are chosen and weighted, where the architecture reads it from the file
+    "expert_gating_func": "expert_gating_func",
+    "expert_weights_norm": "expert_weights_norm",
+    "expert_weights_scale": "expert_weights_scale",
+}
+
+_DEEPSEEK2 = LlamaCppArchitecture(
+    deepseek.deepseek2,
+    experts=True,
+    mla=True,
+    flags={**_ROUTING, "attn_temperature_scale": "attention.temperature_scale"},
+)
 
 ARCHITECTURES: Mapping[str, LlamaCppArchitecture] = {
     "llama": LlamaCppArchitecture(decoder.llama, experts=True),
+    "mistral3": LlamaCppArchitecture(decoder.mistral3, flags={"attn_temperature_scale": "attention.temperature_scale"}),
     "qwen2": LlamaCppArchitecture(decoder.qwen2),
     "qwen3": LlamaCppArchitecture(decoder.qwen3),
     "qwen3moe": LlamaCppArchitecture(decoder.qwen3, experts=True),
@@ -38,15 +52,14 @@ ARCHITECTURES: Mapping[str, LlamaCppArchitecture] = {
     ),
     "gpt-oss": LlamaCppArchitecture(gpt_oss.gpt_oss, swa=SlidingWindow(2, window_required=True), experts=True),
     "phi3": LlamaCppArchitecture(phi.phi3),
-    "deepseek2": LlamaCppArchitecture(
-        deepseek.deepseek2,
+    "deepseek2": _DEEPSEEK2,
+    "mistral4": _DEEPSEEK2,  # llama.cpp's mistral4 is deepseek2's loader and graph
+    "glm4moe": LlamaCppArchitecture(glm.glm4moe, experts=True, flags=_ROUTING),
+    "llama4": LlamaCppArchitecture(
+        llama4.llama4,
+        swa=SlidingWindow(4, type=SWA_CHUNKED, default_window=8192, fixed_window=True),
         experts=True,
-        mla=True,
-        flags={
-            "expert_gating_func": "expert_gating_func",
-            "expert_weights_norm": "expert_weights_norm",
-            "expert_weights_scale": "expert_weights_scale",
-        },
+        required=("interleave_moe_layer_step",),
     ),
     "granitehybrid": LlamaCppArchitecture(
         granite.granite_hybrid,

@@ -1,5 +1,5 @@
 """The standard decoder block and its pieces (`output_rows`, `attention`, `logits`), as llama.cpp's llama-style
-graphs build them, and the architectures that are that block alone: llama, qwen2, qwen3 (and qwen3moe).
+graphs build them, and the architectures that are that block alone: llama, mistral3, qwen2, qwen3 (and qwen3moe).
 
 Here and in every graph of this package only what changes the allocation is kept: which nodes exist, their
 shapes and order. Scalars (rope frequencies, attention scales) and weights never reach the allocator, so a
@@ -21,8 +21,10 @@ def output_rows(b: GraphBuilder, il: int, out_ids: Tensor, *tensors: Tensor) -> 
 
 
 def attention(b: GraphBuilder, il: int, cur: Tensor, pos: Tensor, *, qk_norm: bool = False,
-               scale_q: bool = False, bias_out: bool = True, sinks: bool = False) -> Tensor:  # fmt: skip
-    """Q, K, V projections (optionally RMS-normed per head), rope, and `build_attn`."""
+               scale_q: bool = False, bias_out: bool = True, sinks: bool = False,
+               q_scales: Tensor | None = None) -> Tensor:  # fmt: skip
+    """Q, K, V projections (optionally RMS-normed per head), rope, and `build_attn`; `q_scales`: each token's
+    query scale (the attention temperature input) multiplies the roped queries."""
     hp = b.hp
     q, k, v = b.qkv(il, cur, hp.head_k(il), hp.n_head[il], hp.n_head_kv[il])
     if qk_norm:
@@ -32,6 +34,8 @@ def attention(b: GraphBuilder, il: int, cur: Tensor, pos: Tensor, *, qk_norm: bo
         q, k = g.rope(q, pos), g.rope(k, pos)
     if scale_q:
         q = g.scale(q)
+    if q_scales is not None:
+        q = g.mul(q, q_scales)
     wo_b = b.w("attn_output.bias", il) if bias_out else None
     return b.attn(il, q, k, v, b.w("attn_output.weight", il), wo_b, b.w("attn_sinks.weight", il) if sinks else None)
 
@@ -43,12 +47,16 @@ def logits(b: GraphBuilder, embd: Tensor, *, bias: bool = False) -> Graph:
     return b.finish(embd, logits)
 
 
-def standard_decoder(b: GraphBuilder, *, qk_norm: bool, ffn_biases: bool, output_bias: bool) -> Graph:
-    """The llama-style block: pre-norm attention, pre-norm feed-forward (or experts), residuals."""
+def standard_decoder(b: GraphBuilder, *, qk_norm: bool, ffn_biases: bool, output_bias: bool,
+                     temperature: bool = False) -> Graph:  # fmt: skip
+    """The llama-style block: pre-norm attention, pre-norm feed-forward (or experts), residuals; `temperature`:
+    the queries scaled per token (`build_inp_attn_scale`)."""
     hp = b.hp
     inp, pos, out_ids = b.decoder_inputs()
+    q_scales = b.inp_attn_scale() if temperature else None
     for il in b.each_layer():
-        cur = attention(b, il, b.norm(inp, b.w("attn_norm.weight", il)), pos, qk_norm=qk_norm)
+        cur = b.norm(inp, b.w("attn_norm.weight", il))
+        cur = attention(b, il, cur, pos, qk_norm=qk_norm, q_scales=q_scales)
         cur, residual = output_rows(b, il, out_ids, cur, inp)
         ffn_inp = g.add(cur, residual)
         cur = b.norm(ffn_inp, b.w("ffn_norm.weight", il))
@@ -63,6 +71,13 @@ def standard_decoder(b: GraphBuilder, *, qk_norm: bool, ffn_biases: bool, output
 def llama(b: GraphBuilder) -> Graph:
     """`llama_model_llama::graph`: Llama 2/3, Mistral, and Mixtral-style experts."""
     return standard_decoder(b, qk_norm=False, ffn_biases=True, output_bias=False)
+
+
+def mistral3(b: GraphBuilder) -> Graph:
+    """`llama_model_mistral3::graph` (Ministral 3, Mistral Small 3.x): llama's, with the queries scaled by the
+    attention temperature where the file sets one (`attention.temperature_scale`)."""
+    temperature = bool(b.hp.flags.get("attn_temperature_scale"))
+    return standard_decoder(b, qk_norm=False, ffn_biases=True, output_bias=False, temperature=temperature)
 
 
 def qwen2(b: GraphBuilder) -> Graph:

@@ -78,6 +78,7 @@ class SlidingWindow:
     dense_first: bool = False
     type: str = SWA_STANDARD
     default_window: int | None = None  # gemma2's 4096; None: the key decides (absent or 0: no SWA)
+    fixed_window: bool = False  # llama4: the window is default_window whatever the key says, unless it says 0
     window_required: bool = False
     pattern_required: bool = False  # the per-layer array must be there (gemma4's `get_arr`)
 
@@ -256,6 +257,8 @@ def _swa(keys: _Keys, swa: SlidingWindow, n_layer_all: int, n_layer: int) -> dic
     if window is None:
         if swa.window_required:
             raise keys.error(f"{keys.name('attention.sliding_window')} is missing")
+        window = swa.default_window
+    elif window and swa.fixed_window:
         window = swa.default_window
     if not window:
         return {}
