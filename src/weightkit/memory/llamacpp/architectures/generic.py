@@ -11,7 +11,7 @@ figures are derived rather than reproduced.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ....errors import FormatError, UnsupportedError
 from ....model import ModelFile
@@ -45,7 +45,7 @@ class GenericArchitecture(LlamaCppArchitecture):
     """An architecture llama.cpp knows without an exact entry: its switches are read from the model's own
     metadata (experts, latent attention, sliding windows by the architecture's pattern, recurrent layers)."""
 
-    known: KnownArchitecture = KnownArchitecture()
+    known: KnownArchitecture = field(default_factory=KnownArchitecture)
 
     def read_hparams(self, model: ModelFile, arch: str) -> LlamaCppHParams:
         metadata = model.metadata
