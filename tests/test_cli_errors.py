@@ -137,7 +137,7 @@ CASES = [
     (["quantize", "{no_arch}", "{out}", "-t", "Q4_K_M"], BAD_FILE, "block_count"),
     (["estimate", "{no_arch}"], BAD_FILE, "general.architecture"),
     (["estimate", "{no_arch}", "--engine", "ollama"], BAD_FILE, "general.architecture"),
-    (["estimate", "{unknown_arch}"], BAD_FILE, "no llama.cpp memory model for the architecture 'rwkv9'"),
+    (["estimate", "{unknown_arch}"], BAD_FILE, "llama.cpp does not know the architecture 'rwkv9'"),
     (["estimate", "{random}"], BAD_FILE, "not a recognised model"),
     (["estimate", "nosuchmodel:latest"], BAD_FILE, "nosuchmodel"),
     # remote models: network and server failures, malformed files named by their URL

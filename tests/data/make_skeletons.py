@@ -58,6 +58,22 @@ SKELETONS: dict[str, tuple[str, dict]] = {
     "mistral4-default": ("mistral3", {"model_type": "mistral4"}),  # released as Mistral 3's multimodal class
     "gemma3n-default": ("gemma3n", {}),
     "gemma3n-30-layers": ("gemma3n", {"num_hidden_layers": 30, "num_kv_shared_layers": 10}),
+    # architectures without an exact entry, for the generic estimate's check (test_llamacpp_generic.py)
+    "smollm3-default": ("smollm3", {}),
+    "olmo2-default": ("olmo2", {}),
+    "granite-default": ("granite", {}),
+    "exaone4-default": ("exaone4", {}),
+    "exaone4-64-layers": (
+        "exaone4",
+        {
+            "num_hidden_layers": 64,
+            "hidden_size": 5120,
+            "intermediate_size": 27392,
+            "num_attention_heads": 40,
+            "num_key_value_heads": 8,
+        },
+    ),
+    "olmo3-default": ("olmo3", {}),  # llama.cpp's olmo2 with sliding-window layers
 }
 
 _DTYPE_BYTES = {"F32": 4, "BF16": 2, "F16": 2, "I64": 8, "I32": 4, "BOOL": 1, "U8": 1, "F8_E4M3": 1}

@@ -545,6 +545,8 @@ def qkvz_fused(make: Callable[[], tuple[dict, Tensors]]) -> Callable[[], tuple[d
 
 
 MODELS["qwen3_next-24-layers-ssm-in"] = qkvz_fused(MODELS["qwen3_next-24-layers"])
+
+
 def with_keys(base: str, keys: dict) -> Callable[[], tuple[dict, Tensors]]:
     """The model `base` with metadata keys its transformers default configuration leaves out but real checkpoints
     carry."""

@@ -14,6 +14,7 @@ from .. import open as open_model
 from ..errors import ArgumentError, WeightkitError
 from ..memory import GPU, LlamaCppEstimate, LlamaCppSettings, SystemMemory, estimate
 from ..memory.llamacpp import fit
+from ..memory.llamacpp.architectures.generic import COMPUTE, KV_CACHE, STATE
 from .options import Flag, InsecureOption, RemoteOption, check_insecure, comma_list, command_app, takes_flags
 from .render import console, human_bytes, print_json, remote_json, remote_note
 
@@ -127,6 +128,7 @@ LLAMA_FLAGS = (
     Flag("fit_ctx", int, ("--fit-ctx", "-fitc"), "The least context --fit may choose (4096)."),
 )  # fmt: skip
 ENGINES = ("llama.cpp", "ollama")
+APPROXIMATE = " ~"  # marks a figure the generic estimate derived rather than reproduced
 FLASH_ATTN = ("on", "off", "auto")
 
 ModelArgument = Annotated[
@@ -258,7 +260,8 @@ def _llamacpp_json(est: LlamaCppEstimate, host_free: int | None) -> dict:
         if free is not None:
             doc |= {"free": free, "fits": d.total <= free}
         devices.append(doc)
-    return {"engine": "llama.cpp", "settings": settings, "devices": devices, "fits": est.fits,
+    return {"engine": "llama.cpp", "architecture": est.hparams.arch, "settings": settings, "devices": devices,
+            "fits": est.fits, "approximate": est.approximate, "guessed": dict(est.guessed),
             "warnings": list(est.warnings), "notes": list(est.notes)}  # fmt: skip
 
 
@@ -272,7 +275,7 @@ def _llamacpp_table(name: str, est: LlamaCppEstimate, host_free: int | None) -> 
         cells = f"{c.n_seq_max} sequences of {c.n_ctx_seq}"
     layers = f"{est.placement.offloaded}/{est.hparams.n_layer_all + 1} layers on GPUs"
     title = (f"{name}: llama.cpp, ctx {c.n_ctx} ({cells}), ubatch {c.n_ubatch}, flash attention "
-             f"{'on' if c.flash_attn else 'off'}, {layers}")  # fmt: skip
+             f"{'on' if c.flash_attn else 'off'}, {layers}{', APPROXIMATE' if est.approximate else ''}")  # fmt: skip
     table = Table(title=title, title_justify="left")
     recurrent = any(d.recurrent for d in est.devices)
     columns = ["device", "model", "context" if recurrent else "KV cache", "compute", "output", "total"]
@@ -282,17 +285,23 @@ def _llamacpp_table(name: str, est: LlamaCppEstimate, host_free: int | None) -> 
     columns += ["free", "fits"] if has_free else []
     for column in columns:
         table.add_column(column, justify="left" if column == "device" else "right")
+    guessed = est.guessed
+
+    def mark(*figures: str) -> str:
+        return APPROXIMATE if any(f in guessed for f in figures) else ""
+
     for d in est.devices:
         free = d.free if d.name != "CPU" else host_free
-        row = [d.name, human_bytes(d.weights), human_bytes(d.kv)]
+        row = [d.name, human_bytes(d.weights), human_bytes(d.kv) + mark(KV_CACHE, STATE)]
         if recurrent:
-            row.append(human_bytes(d.recurrent))
-        row += [human_bytes(d.compute) + ("" if d.exact else " *"), human_bytes(d.output), human_bytes(d.total)]
+            row.append(human_bytes(d.recurrent) + mark(STATE))
+        compute = mark(COMPUTE) or ("" if d.exact else " *")
+        row += [human_bytes(d.compute) + compute, human_bytes(d.output), human_bytes(d.total) + mark(*guessed)]
         if has_free:
             fits = "" if free is None else "yes" if d.total <= free else "NO"
             row += ["" if free is None else human_bytes(free), fits]
         table.add_row(*row)
-    if not all(d.exact for d in est.devices):
+    if not all(d.exact for d in est.devices) and COMPUTE not in guessed:
         table.caption = "* derived: llama.cpp's scheduler and allocator, without the GPU backend's graph optimization"
     return table
 

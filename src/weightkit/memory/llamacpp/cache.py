@@ -10,12 +10,7 @@ from dataclasses import dataclass
 from .context import Context, pad
 from .ggml import F32, row_size
 from .hparams import SWA_NONE, LlamaCppHParams
-
-#: architectures whose models have no KV cache at all (encoders)
-NO_MEMORY = frozenset({
-    "bert", "jina-bert-v2", "jina-bert-v3", "nomic-bert", "nomic-bert-moe", "neo-bert", "eurobert",
-    "wavtokenizer-dec", "modern-bert", "gemma-embedding", "dream", "llada", "llada-moe", "rnd1",
-})  # fmt: skip
+from .known_architectures import NO_MEMORY
 
 
 @dataclass(frozen=True)

@@ -1,14 +1,16 @@
 """The whole llama.cpp estimate for one model: each device's weights, KV cache, recurrent state, compute buffer
-and output buffer, as llama-server started with `LlamaCppSettings` would allocate them on these GPUs."""
+and output buffer, as llama-server started with `LlamaCppSettings` would allocate them on these GPUs. For an
+architecture without an exact entry it is the generic estimate, and says which figures it guessed."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ...model import ModelFile
 from ..devices import GPU
-from .architectures import read_hparams
+from .architectures import ARCHITECTURES, read_hparams
+from .architectures.generic import COMPUTE, KV_CACHE, STATE, guesses
 from .cache import Memory, make_memory, output_bytes
 from .compute import compute_buffer, compute_buffers
 from .context import Context, make_context
@@ -22,7 +24,8 @@ class DeviceMemory:
     """What one device holds, in bytes. `kv` is the whole context memory (attention KV cache and recurrent
     state); `recurrent` is the recurrent state alone. `exact` tells whether the compute buffer is llama.cpp's
     allocation reproduced (the CPU alone, or GPUs whose backend neither reorders the graph nor takes over ops:
-    checked against llama.cpp) or derived through a backend whose own graph optimization is not modelled."""
+    checked against llama.cpp) or derived: through a backend whose own graph optimization is not modelled, or
+    by the generic estimate's nearest graph family."""
 
     name: str
     weights: int
@@ -52,6 +55,13 @@ class LlamaCppEstimate:
     memory: Memory
     devices: tuple[DeviceMemory, ...]
     notes: tuple[str, ...] = field(default=())
+    guessed: Mapping[str, str] = field(default_factory=dict)  # figure ("compute", "kv", "recurrent") -> why
+
+    @property
+    def approximate(self) -> bool:
+        """Whether this is the generic estimate (an architecture without an exact entry): the weights and their
+        placement are exact, the figures in `guessed` derived rather than llama.cpp's own."""
+        return bool(self.guessed)
 
     @property
     def fits(self) -> bool | None:
@@ -87,6 +97,7 @@ def estimate(model: ModelFile, settings: LlamaCppSettings | None = None, gpus: S
     allocating plans (what llama.cpp's fit measures) instead of those a real context allocates."""
     settings = settings or LlamaCppSettings()
     hp = read_hparams(model)
+    guessed = {} if hp.arch in ARCHITECTURES else guesses(hp, model)
     requested = settings.context_params()
     ctx = make_context(hp, requested)
     overrides = settings.overrides(device_names(gpus))
@@ -94,7 +105,7 @@ def estimate(model: ModelFile, settings: LlamaCppSettings | None = None, gpus: S
                              main_gpu=settings.main_gpu, tensor_split=settings.tensor_split,
                              overrides=overrides)  # fmt: skip
     memory = make_memory(hp, ctx)
-    notes = _notes(hp, settings, ctx, placement)
+    notes = _notes(hp, settings, ctx, placement, guessed)
     n_devices = len(gpus) + 1
     weights = weights_per_device(hp, model.tensors, placement)
     kv, recurrent = [0] * n_devices, [0] * n_devices
@@ -119,7 +130,7 @@ def estimate(model: ModelFile, settings: LlamaCppSettings | None = None, gpus: S
         reserved = compute_buffer(hp, ctx, memory, model.tensors)
         compute = [0] * (n_devices - 1) + [reserved.prompt if planned else reserved.bytes]
     names = device_names(gpus)
-    exact = all(buffer_of(gpus[d]).exact for d in used)
+    exact = COMPUTE not in guessed and all(buffer_of(gpus[d]).exact for d in used)
     devices = [
         DeviceMemory(names[i], weights.get(i, 0), kv[i] + recurrent[i], recurrent[i], compute[i], 0, gpu.free, exact)
         for i, gpu in enumerate(gpus)
@@ -127,15 +138,21 @@ def estimate(model: ModelFile, settings: LlamaCppSettings | None = None, gpus: S
     output = output_bytes(hp, ctx, requested.n_seq_max)
     devices.append(DeviceMemory("CPU", weights.get(-1, 0), kv[-1] + recurrent[-1], recurrent[-1], compute[-1],
                                 output, exact=exact))  # fmt: skip
-    return LlamaCppEstimate(settings, hp, ctx, placement, memory, tuple(devices), tuple(notes))
+    return LlamaCppEstimate(settings, hp, ctx, placement, memory, tuple(devices), tuple(notes), guessed)
 
 
 def _kv_device(settings: LlamaCppSettings, placement: Placement, il: int) -> int:
     return -1 if settings.no_kv_offload else placement.device_of(il)
 
 
-def _notes(hp: LlamaCppHParams, settings: LlamaCppSettings, ctx: Context, placement: Placement) -> list[str]:
+def _notes(hp: LlamaCppHParams, settings: LlamaCppSettings, ctx: Context, placement: Placement,
+           guessed: Mapping[str, str]) -> list[str]:  # fmt: skip
     notes = []
+    if guessed:
+        figures = {COMPUTE: "compute buffer", KV_CACHE: "KV cache", STATE: "recurrent state"}
+        derived = ", ".join(name for figure, name in figures.items() if figure in guessed)
+        notes.append(f"approximate (~): no exact llama.cpp memory model of {hp.arch}; the weights and their placement "
+                     f"are exact, the {derived} derived (the generic estimate)")  # fmt: skip
     if settings.ctx_size == 0:
         notes.append(
             f"context {ctx.n_ctx}: the model's trained length, llama-server's default (its --fit, on by default, "
@@ -149,7 +166,7 @@ def _notes(hp: LlamaCppHParams, settings: LlamaCppSettings, ctx: Context, placem
         notes.append("--flash-attn auto resolves to on (every device here runs flash attention for these layers)")
     if settings.split_mode == "row" and placement.gpus:
         notes.append("--split-mode row: weights are counted on their layer's GPU, not spread row by row")
-    if placement.gpus and not all(buffer_of(g).exact for g in placement.gpus):
+    if placement.gpus and not all(buffer_of(g).exact for g in placement.gpus) and COMPUTE not in guessed:
         notes.append(
             "compute buffers with these GPUs: llama.cpp's graph, scheduler and allocator reproduced, "
             "but not the GPU backend's own graph optimization (derived, marked *)"

@@ -1,6 +1,7 @@
 """Every architecture the llama.cpp engine knows, one entry each in `ARCHITECTURES`: the function that builds its
-graph (in the module of its family) and what of its hyperparameters llama.cpp reads. An architecture without an
-entry is not guessed at: `architecture` and `read_hparams` refuse it, naming the ones known.
+graph (in the module of its family) and what of its hyperparameters llama.cpp reads. Another architecture
+llama.cpp knows gets the generic entry (`generic`, its estimate marked approximate); `architecture` and
+`read_hparams` refuse one llama.cpp does not know.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from collections.abc import Mapping
 from ....errors import FormatError, UnsupportedError
 from ....model import ModelFile
 from ..hparams import SWA_CHUNKED, LlamaCppHParams
-from . import bert, decoder, deepseek, gemma, glm, gpt_oss, granite, llama4, mamba, phi, qwen_next, rwkv
+from . import bert, decoder, deepseek, gemma, generic, glm, gpt_oss, granite, llama4, mamba, phi, qwen_next, rwkv
 from .entry import LlamaCppArchitecture, SlidingWindow
 
 _ROUTING = {  # how experts are chosen and weighted, where the architecture reads it from the file
@@ -100,17 +101,17 @@ ARCHITECTURES: Mapping[str, LlamaCppArchitecture] = {
 
 
 def architecture(name: str) -> LlamaCppArchitecture:
-    """The entry for the GGUF architecture `name`; an UnsupportedError for one the engine does not know."""
-    entry = ARCHITECTURES.get(name)
+    """The entry for the GGUF architecture `name`: its exact one, else the generic one for an architecture
+    llama.cpp knows; an UnsupportedError for one llama.cpp does not know."""
+    entry = ARCHITECTURES.get(name) or generic.architecture(name)
     if entry is None:
-        known = ", ".join(sorted(ARCHITECTURES))
-        raise UnsupportedError(f"no llama.cpp memory model for the architecture {name!r} yet (known: {known})")
+        raise UnsupportedError(f"llama.cpp does not know the architecture {name!r}: it refuses to load the model")
     return entry
 
 
 def read_hparams(model: ModelFile) -> LlamaCppHParams:
     """The hyperparameters llama.cpp loads for `model`; a FormatError names a missing or malformed key, an
-    UnsupportedError an architecture the engine does not know."""
+    UnsupportedError an architecture llama.cpp does not know."""
     arch = model.metadata.get("general.architecture")
     if not isinstance(arch, str):
         raise FormatError(getattr(model, "path", None), None, "general.architecture is missing or not a string")

@@ -10,7 +10,7 @@ from ..graph_builder import GraphBuilder
 from .decoder import logits, output_rows
 
 
-def _mamba_layer(b: GraphBuilder, il: int, cur: Tensor) -> Tensor:
+def mamba_layer(b: GraphBuilder, il: int, cur: Tensor) -> Tensor:
     """`llm_build_mamba_base::build_mamba_layer` (Mamba-1): the input projection split into x and z, the causal
     convolution over the stored conv state, x projected to dt, B and C (RMS-normed where the model says so), the
     selective scan over the stored SSM state (one state per channel and per state dimension), the gate."""
@@ -113,7 +113,7 @@ def _mamba(b: GraphBuilder, layer: Callable[[GraphBuilder, int, Tensor], Tensor]
 
 def mamba(b: GraphBuilder) -> Graph:
     """`llama_model_mamba::graph` for Mamba-1."""
-    return _mamba(b, _mamba_layer)
+    return _mamba(b, mamba_layer)
 
 
 def mamba2(b: GraphBuilder) -> Graph:
