@@ -158,6 +158,17 @@ def estimate_projector(model: ModelFile, gpus: Sequence[GPU] = (), *, offload: b
                              ", ".join(warmups), fa)  # fmt: skip
 
 
+def fit_margins(margins: int | Sequence[int], projector: ProjectorEstimate, n_gpus: int) -> int | list[int]:
+    """llama-server's fit targets with the projector counted (server-context.cpp): what `mtmd_get_memory_usage`
+    reports is added to the target of its device's index among ggml's devices, the GPUs first and the CPU after
+    them; fit reads the GPUs' targets (the first one for the host when there is no GPU)."""
+    listed = [margins] * max(n_gpus, 1) if isinstance(margins, int) else list(margins)
+    index = projector.device if projector.device >= 0 else n_gpus
+    if index < len(listed):
+        listed[index] += projector.fit_bytes
+    return listed
+
+
 # ---------------------------------------------------------------------------------------------- clip's graphs
 
 
