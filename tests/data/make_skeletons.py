@@ -75,6 +75,29 @@ SKELETONS: dict[str, tuple[str, dict]] = {
     ),
     "olmo3-default": ("olmo3", {}),  # llama.cpp's olmo2 with sliding-window layers
 }
+# projector files (`--mmproj`): name -> (transformers model type, overrides of its vision configuration), converted
+# as `convert_hf_to_gguf.py --mmproj` converts them (F16); the image processor's defaults stand in for the
+# checkpoint's preprocessor_config.json
+MMPROJ_SKELETONS: dict[str, tuple[str, dict]] = {
+    # Gemma 3 4B-27B's SigLIP (transformers' default vision configuration is SigLIP base, not Gemma 3's)
+    "mmproj-gemma3": (
+        "gemma3",
+        {
+            "hidden_size": 1152,
+            "intermediate_size": 4304,
+            "num_hidden_layers": 27,
+            "num_attention_heads": 16,
+            "image_size": 896,
+            "patch_size": 14,
+        },
+    ),
+    # Qwen3-VL 8B's (the default's output width is not its text model's)
+    "mmproj-qwen3_vl": ("qwen3_vl", {"out_hidden_size": 4096}),
+    # Qwen2.5-VL 72B's (the default's width is its output's, and its output is not its text model's)
+    "mmproj-qwen2_5_vl": ("qwen2_5_vl", {"hidden_size": 1280, "out_hidden_size": 8192}),
+}
+# tensor name prefixes transformers 5 saves differently from the released checkpoints: saved -> released
+RELEASED_PREFIXES = {"gemma3": {"vision_tower.": "vision_tower.vision_model."}}
 
 _DTYPE_BYTES = {"F32": 4, "BF16": 2, "F16": 2, "I64": 8, "I32": 4, "BOOL": 1, "U8": 1, "F8_E4M3": 1}
 _SAFETENSORS_DTYPES = {"float32": "F32", "bfloat16": "BF16", "float16": "F16", "int64": "I64", "int32": "I32",
@@ -161,9 +184,9 @@ def _text_config(config):
     return config.get_text_config() if hasattr(config, "get_text_config") else config
 
 
-def save_checkpoint(model_type: str, overrides: dict, folder: Path) -> int:
+def save_checkpoint(model_type: str, overrides: dict, folder: Path, *, vision: bool = False) -> int:
     """A transformers 5 checkpoint of `model_type` in `folder`, its tensor data a hole; returns the vocabulary
-    size."""
+    size. `vision`: the overrides are the vision configuration's, and the image processor's defaults are saved."""
     import torch
     import transformers
     import transformers.modeling_utils
@@ -172,11 +195,17 @@ def save_checkpoint(model_type: str, overrides: dict, folder: Path) -> int:
     default = transformers.AutoConfig.for_model(model_type)
     nested = _text_config(default) is not default
     # built again from the overrides, so what the config derives from them (its layer types) follows
-    config = transformers.AutoConfig.for_model(model_type, **({"text_config": overrides} if nested else overrides))
+    if vision:
+        vision_config = default.vision_config.to_dict() | overrides
+        config = transformers.AutoConfig.for_model(model_type, vision_config=vision_config)
+        _image_processor(model_type).save_pretrained(folder)
+    else:
+        config = transformers.AutoConfig.for_model(model_type, **({"text_config": overrides} if nested else overrides))
     text = _text_config(config)
+    configured = config.vision_config if vision else text
     for key, value in overrides.items():
-        if getattr(text, key, None) != value:
-            raise SystemExit(f"{model_type}'s text configuration did not take {key}={value!r}")
+        if getattr(configured, key, None) != value:
+            raise SystemExit(f"{model_type}'s configuration did not take {key}={value!r}")
     if model_type in TEXT_ONLY:
         config, model_type = text, text.model_type
     class_name = (modeling_auto.MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES.get(model_type)
@@ -189,11 +218,36 @@ def save_checkpoint(model_type: str, overrides: dict, folder: Path) -> int:
         _add_mtp(folder, text)
     if model_type == "gemma3n_text":
         _add_shared_kv_projections(folder, text)
+    if vision and model_type in RELEASED_PREFIXES:
+        _rename(folder, RELEASED_PREFIXES[model_type])
     return int(text.vocab_size)
 
 
-def convert(folder: Path, name: str, n_vocab: int, llama_cpp: Path) -> dict:
-    """What the reference converter writes for the checkpoint in `folder`, as the record's JSON."""
+def _rename(folder: Path, prefixes: dict[str, str]) -> None:
+    """The checkpoint's tensors under the names the released checkpoints give them (`prefixes`: saved ->
+    released)."""
+    entries = {}
+    for name, entry in _read_entries(folder).items():
+        old = next((p for p in prefixes if name.startswith(p)), None)
+        entries[prefixes[old] + name.removeprefix(old) if old else name] = entry
+    for part in folder.glob("model*.safetensors"):
+        part.unlink()
+    (folder / "model.safetensors.index.json").unlink(missing_ok=True)
+    _write_hole(folder / "model.safetensors", entries, {"format": "pt"})
+
+
+def _image_processor(model_type: str):
+    """The model type's image processor with its defaults (what a checkpoint's preprocessor_config.json holds)."""
+    import transformers
+    from transformers.models.auto import image_processing_auto
+
+    names = image_processing_auto.IMAGE_PROCESSOR_MAPPING_NAMES[model_type]  # backend -> class name
+    return getattr(transformers, names["pil"])()
+
+
+def convert(folder: Path, name: str, n_vocab: int, llama_cpp: Path, *, mmproj: bool = False) -> dict:
+    """What the reference converter writes for the checkpoint in `folder`, as the record's JSON (`mmproj`: its
+    projector file, F16, as `--mmproj` writes it)."""
     sys.path[:0] = [str(llama_cpp / "gguf-py"), str(llama_cpp)]
     import gguf
     import torch
@@ -203,11 +257,11 @@ def convert(folder: Path, name: str, n_vocab: int, llama_cpp: Path) -> dict:
     # some converters read the vocabulary's size from tokenizer.json themselves
     Tokenizer(models.BPE({f"<t{i}>": i for i in range(n_vocab)}, [])).save(str(folder / "tokenizer.json"))
     hparams = ModelBase.load_hparams(folder, False)
-    hf_class = get_model_architecture(hparams, ModelType.TEXT)
+    model_type = ModelType.MMPROJ if mmproj else ModelType.TEXT
+    hf_class = get_model_architecture(hparams, model_type)
+    file_type = gguf.LlamaFileType.MOSTLY_F16 if mmproj else gguf.LlamaFileType.MOSTLY_Q8_0
     with torch.inference_mode():
-        model = get_model_class(hf_class)(
-            folder, gguf.LlamaFileType.MOSTLY_Q8_0, folder / "model.gguf", model_name=name
-        )
+        model = get_model_class(hf_class, mmproj=mmproj)(folder, file_type, folder / "model.gguf", model_name=name)
         model = getattr(model, "impl", model)  # Mistral3Model converts through the class of its text model
         writer = model.gguf_writer
 
@@ -233,18 +287,19 @@ def convert(folder: Path, name: str, n_vocab: int, llama_cpp: Path) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--llama-cpp", type=Path, required=True, help="llama.cpp's source (the sdist's vendor/)")
-    parser.add_argument("names", nargs="*", help=f"of {', '.join(SKELETONS)}; all without")
+    parser.add_argument("names", nargs="*", help=f"of {', '.join([*SKELETONS, *MMPROJ_SKELETONS])}; all without")
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)
     import transformers
 
     OUT.mkdir(exist_ok=True)
-    for name in args.names or list(SKELETONS):
-        model_type, overrides = SKELETONS[name]
+    for name in args.names or [*SKELETONS, *MMPROJ_SKELETONS]:
+        mmproj = name in MMPROJ_SKELETONS
+        model_type, overrides = (MMPROJ_SKELETONS if mmproj else SKELETONS)[name]
         with tempfile.TemporaryDirectory() as tmp:
-            n_vocab = save_checkpoint(model_type, overrides, Path(tmp))
+            n_vocab = save_checkpoint(model_type, overrides, Path(tmp), vision=mmproj)
             record = {"model_type": model_type, "overrides": overrides, "transformers": transformers.__version__,
-                      **convert(Path(tmp), name, n_vocab, args.llama_cpp.resolve())}  # fmt: skip
+                      **convert(Path(tmp), name, n_vocab, args.llama_cpp.resolve(), mmproj=mmproj)}  # fmt: skip
         (OUT / f"{name}.json").write_text(json.dumps(record, separators=(",", ":")) + "\n")
         print(name, record["metadata"]["general.architecture"][1], len(record["tensors"]), "tensors", flush=True)
 

@@ -522,7 +522,10 @@ def converted(path: Path) -> Callable[[], tuple[dict, Tensors]]:
     return make
 
 
-MODELS.update({path.stem: converted(path) for path in sorted((Path(__file__).parent / "skeletons").glob("*.json"))})
+_RECORDED = sorted((Path(__file__).parent / "skeletons").glob("*.json"))
+MODELS.update({path.stem: converted(path) for path in _RECORDED if not path.stem.startswith("mmproj-")})
+#: vision projectors (`--mmproj` files), recorded by make_skeletons.py as its converter writes them
+PROJECTORS = {path.stem: converted(path) for path in _RECORDED if path.stem.startswith("mmproj-")}
 
 
 def qkvz_fused(make: Callable[[], tuple[dict, Tensors]]) -> Callable[[], tuple[dict, Tensors]]:
@@ -577,16 +580,15 @@ BENCHMARK = {"llama-128-layers-262k-vocab": llama(128, 8192, 28672, 64, 8, 26214
 
 
 def architecture(name: str) -> str:
-    """The GGUF architecture of the model `name` (a plain string, or a typed Value in a converted skeleton)."""
-    arch = MODELS[name]()[0]["general.architecture"]
-    return arch.value if isinstance(arch, Value) else arch
+    """The GGUF architecture of the model `name`."""
+    return MODELS[name]()[0]["general.architecture"]
 
 
 def write_model(name: str, folder: Path) -> Path:
-    """The skeleton GGUF of `name` (in MODELS or BENCHMARK) in `folder` (written once)."""
+    """The skeleton GGUF of `name` (in MODELS, PROJECTORS or BENCHMARK) in `folder` (written once)."""
     path = folder / f"{name}.gguf"
     if not path.exists():
-        write_skeleton(path, *{**MODELS, **BENCHMARK}[name]())
+        write_skeleton(path, *{**MODELS, **PROJECTORS, **BENCHMARK}[name]())
     return path
 
 

@@ -12,8 +12,8 @@ from rich.table import Table
 
 from .. import open as open_model
 from ..errors import ArgumentError, WeightkitError
-from ..memory import GPU, LlamaCppEstimate, LlamaCppSettings, SystemMemory, estimate
-from ..memory.llamacpp import fit
+from ..memory import GPU, LlamaCppEstimate, LlamaCppSettings, SystemMemory
+from ..memory.llamacpp import ProjectorEstimate, estimate, estimate_projector, fit
 from ..memory.llamacpp.architectures.generic import COMPUTE, KV_CACHE, STATE
 from .options import Flag, InsecureOption, RemoteOption, check_insecure, comma_list, command_app, takes_flags
 from .render import console, human_bytes, print_json, remote_json, remote_note
@@ -162,6 +162,12 @@ GpuOption = Annotated[
     typer.Option("--gpu", help="A GPU's free memory: 24GiB, CUDA:24GiB, Metal:64GiB. Repeat, or a comma list."),
 ]
 RamOption = Annotated[str | None, typer.Option("--ram", help="Free system memory, e.g. 64GiB (checked if given).")]
+MmprojOption = Annotated[
+    str | None, typer.Option("--mmproj", "-mm", help="A vision or audio projector loaded beside the model (llama.cpp).")
+]
+MmprojOffloadOption = Annotated[
+    bool, typer.Option("--no-mmproj-offload", help="Keep the projector in system memory (llama.cpp).")
+]
 
 
 @app.command("estimate")
@@ -178,6 +184,8 @@ def estimate_command(
     llama_flags: dict[str, Any] | None = None,
     gpu: GpuOption = None,
     ram: RamOption = None,
+    mmproj: MmprojOption = None,
+    no_mmproj_offload: MmprojOffloadOption = False,
     remote: RemoteOption = False,
     insecure: InsecureOption = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
@@ -190,6 +198,8 @@ def estimate_command(
     if engine == "ollama" and llama:
         spelling = next(flag.spelling for flag in LLAMA_FLAGS if flag.name in llama)
         raise ArgumentError(f"{spelling} applies to --engine llama.cpp, not ollama")
+    if engine == "ollama" and (mmproj or no_mmproj_offload):
+        raise ArgumentError("--mmproj applies to --engine llama.cpp, not ollama")
     if flash_attn not in (None, *FLASH_ATTN):
         raise ArgumentError(f"--flash-attn {flash_attn!r}: on, off or auto")
     fitting = parse_fit_options(llama.pop("fit_target", None), llama.pop("fit_ctx", None))
@@ -205,13 +215,15 @@ def estimate_command(
     free = None if ram is None else parse_size(ram, "--ram")
     run_estimate(model, engine=engine, contexts=parse_contexts(ctx), gpus=gpus, ram=free, llama=settings,
                  ollama=ollama, fit_options=fitting, remote=remote, insecure=insecure, as_json=as_json,
-                 console=console)  # fmt: skip
+                 console=console, mmproj=mmproj, mmproj_offload=not no_mmproj_offload)  # fmt: skip
 
 
 def run_estimate(path: str, *, engine: str, contexts: list[int | None], gpus: list[GPU], ram: int | None,
                  llama: dict, ollama: dict, fit_options: dict | None = None, remote: bool = False,
-                 insecure: bool = False, as_json: bool, console: Console) -> None:  # fmt: skip
-    """The estimate per context; with `fit_options` (a dict, maybe empty), llama-server's --fit first."""
+                 insecure: bool = False, as_json: bool, console: Console, mmproj: str | None = None,
+                 mmproj_offload: bool = True) -> None:  # fmt: skip
+    """The estimate per context; with `fit_options` (a dict, maybe empty), llama-server's --fit first; with
+    `mmproj`, that projector loaded beside the model (on the first GPU unless not `mmproj_offload`)."""
     if engine == "ollama":
         from .estimate_ollama import run_ollama
 
@@ -223,10 +235,13 @@ def run_estimate(path: str, *, engine: str, contexts: list[int | None], gpus: li
     with open_model(path, remote=remote, insecure=insecure) as model:
         if model.format != "gguf":
             raise WeightkitError(f"{path}: llama.cpp loads GGUF models; this is {model.format}")
+        projectors = [_projector(mmproj, settings, gpus, mmproj_offload, remote, insecure) for settings in requests]
         if fit_options is not None:
-            results = [fit(model, settings, gpus, host_memory=ram, **fit_options) for settings in requests]
+            results = [fit(model, settings, gpus, host_memory=ram, projector=projector, **fit_options)
+                       for settings, projector in zip(requests, projectors, strict=True)]  # fmt: skip
         else:
-            results = [estimate(model, settings, gpus) for settings in requests]
+            results = [estimate(model, settings, gpus, projector=projector)
+                       for settings, projector in zip(requests, projectors, strict=True)]  # fmt: skip
     if as_json:
         remote_doc = remote_json(model)
         docs = [_llamacpp_json(e, ram) | ({"remote": remote_doc} if remote_doc else {}) for e in results]
@@ -243,6 +258,26 @@ def run_estimate(path: str, *, engine: str, contexts: list[int | None], gpus: li
         console.print(f"[dim]{note}[/dim]")
 
 
+def _projector(path: str | None, settings: LlamaCppSettings, gpus: list[GPU], offload: bool, remote: bool,
+               insecure: bool) -> ProjectorEstimate | None:  # fmt: skip
+    """The `--mmproj` file's estimate beside these settings (flash attention as the model's)."""
+    if path is None:
+        return None
+    with open_model(path, remote=remote, insecure=insecure) as projector:
+        if projector.format != "gguf":
+            raise WeightkitError(f"{path}: a projector (--mmproj) is a GGUF file; this is {projector.format}")
+        return estimate_projector(projector, gpus, offload=offload, flash_attn=settings.flash_attn)
+
+
+def _projector_json(est: LlamaCppEstimate) -> dict | None:
+    p = est.projector
+    if p is None:
+        return None
+    return {"types": list(p.projector_types), "device": est.devices[p.device].name, "weights": p.weights,
+            "compute": p.compute, "total": p.total, "compute_exact": p.compute_exact, "warmup": p.warmup,
+            "flash_attn": p.flash_attn, "fit_bytes": p.fit_bytes}  # fmt: skip
+
+
 def _llamacpp_json(est: LlamaCppEstimate, host_free: int | None) -> dict:
     s, c = est.settings, est.context
     settings = {
@@ -256,13 +291,18 @@ def _llamacpp_json(est: LlamaCppEstimate, host_free: int | None) -> dict:
     for d in est.devices:
         doc = {"name": d.name, "weights": d.weights, "kv": d.kv, "recurrent": d.recurrent, "compute": d.compute,
                "output": d.output, "total": d.total, "compute_exact": d.exact}  # fmt: skip
+        if est.projector is not None:
+            doc["projector"] = d.projector
         free = d.free if d.name != "CPU" else host_free
         if free is not None:
             doc |= {"free": free, "fits": d.total <= free}
         devices.append(doc)
-    return {"engine": "llama.cpp", "architecture": est.hparams.arch, "settings": settings, "devices": devices,
-            "fits": est.fits, "approximate": est.approximate, "guessed": dict(est.guessed),
-            "warnings": list(est.warnings), "notes": list(est.notes)}  # fmt: skip
+    doc = {"engine": "llama.cpp", "architecture": est.hparams.arch, "settings": settings, "devices": devices,
+           "fits": est.fits, "approximate": est.approximate, "guessed": dict(est.guessed),
+           "warnings": list(est.warnings), "notes": list(est.notes)}  # fmt: skip
+    if est.projector is not None:
+        doc["projector"] = _projector_json(est)
+    return doc
 
 
 def _llamacpp_table(name: str, est: LlamaCppEstimate, host_free: int | None) -> Table:
@@ -301,8 +341,22 @@ def _llamacpp_table(name: str, est: LlamaCppEstimate, host_free: int | None) -> 
             fits = "" if free is None else "yes" if d.total <= free else "NO"
             row += ["" if free is None else human_bytes(free), fits]
         table.add_row(*row)
+    captions = []
     if not all(d.exact for d in est.devices) and COMPUTE not in guessed:
-        table.caption = "* derived: llama.cpp's scheduler and allocator, without the GPU backend's graph optimization"
+        captions.append("* derived: llama.cpp's scheduler and allocator, without the GPU backend's graph optimization")
+    if (p := est.projector) is not None:
+        row = [f"+ mmproj on {est.devices[p.device].name}", human_bytes(p.weights), ""]
+        if recurrent:
+            row.append("")
+        row += [human_bytes(p.compute) + ("" if p.compute_exact else " **"), "", human_bytes(p.total)]
+        table.add_row(*row, *(["", ""] if has_free else []))
+        captions.append(f"the projector ({', '.join(p.projector_types)}, warmup {p.warmup}) is counted in its "
+                        "device's total")  # fmt: skip
+        if not p.compute_exact:
+            captions.append("** derived: clip's standard ViT encoder over the warmup input, without this projector "
+                            "type's own head (or on a GPU whose backend optimizes graphs itself)")  # fmt: skip
+    if captions:
+        table.caption = "\n".join(captions)
     return table
 
 

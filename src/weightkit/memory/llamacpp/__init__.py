@@ -8,8 +8,9 @@ from .context import ContextParams, ContextRefused, make_context
 from .engine import DeviceMemory, LlamaCppEstimate, estimate
 from .fitting import fit
 from .placement import place_layers
+from .projector import ProjectorEstimate, estimate_projector
 from .settings import LlamaCppSettings
 
 __all__ = ["ARCHITECTURES", "ContextParams", "ContextRefused", "DeviceMemory", "LlamaCppEstimate",
-           "LlamaCppSettings", "compute_buffer", "estimate", "fit", "make_context", "make_memory", "place_layers",
-           "read_hparams"]  # fmt: skip
+           "LlamaCppSettings", "ProjectorEstimate", "compute_buffer", "estimate", "estimate_projector", "fit",
+           "make_context", "make_memory", "place_layers", "read_hparams"]  # fmt: skip

@@ -5,7 +5,7 @@ architecture without an exact entry it is the generic estimate, and says which f
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ...model import ModelFile
 from ..devices import GPU
@@ -16,6 +16,7 @@ from .compute import compute_buffer, compute_buffers
 from .context import Context, make_context
 from .hparams import LlamaCppHParams
 from .placement import Placement, buffer_of, place_layers, weights_per_device
+from .projector import ProjectorEstimate
 from .settings import LlamaCppSettings
 
 
@@ -25,7 +26,8 @@ class DeviceMemory:
     state); `recurrent` is the recurrent state alone. `exact` tells whether the compute buffer is llama.cpp's
     allocation reproduced (the CPU alone, or GPUs whose backend neither reorders the graph nor takes over ops:
     checked against llama.cpp) or derived: through a backend whose own graph optimization is not modelled, or
-    by the generic estimate's nearest graph family."""
+    by the generic estimate's nearest graph family. `projector`: the `--mmproj` projector's weights and compute
+    buffer where they live (in `total`)."""
 
     name: str
     weights: int
@@ -35,10 +37,11 @@ class DeviceMemory:
     output: int
     free: int | None = None
     exact: bool = True
+    projector: int = 0
 
     @property
     def total(self) -> int:
-        return self.weights + self.kv + self.compute + self.output
+        return self.weights + self.kv + self.compute + self.output + self.projector
 
     @property
     def fits(self) -> bool | None:
@@ -55,6 +58,7 @@ class LlamaCppEstimate:
     memory: Memory
     devices: tuple[DeviceMemory, ...]
     notes: tuple[str, ...] = field(default=())
+    projector: ProjectorEstimate | None = None
     guessed: Mapping[str, str] = field(default_factory=dict)  # figure ("compute", "kv", "recurrent") -> why
 
     @property
@@ -91,10 +95,11 @@ def device_names(gpus: Sequence[GPU]) -> list[str]:
 
 
 def estimate(model: ModelFile, settings: LlamaCppSettings | None = None, gpus: Sequence[GPU] = (), *,
-             planned: bool = False) -> LlamaCppEstimate:  # fmt: skip
+             planned: bool = False, projector: ProjectorEstimate | None = None) -> LlamaCppEstimate:  # fmt: skip
     """Memory per device as llama.cpp allocates it for `model` with `settings` on `gpus` (the CPU alone if
     none), from metadata and tensor infos only. `planned`: the compute buffers a context made without
-    allocating plans (what llama.cpp's fit measures) instead of those a real context allocates."""
+    allocating plans (what llama.cpp's fit measures) instead of those a real context allocates. `projector`
+    (`projector.estimate_projector`): a `--mmproj` file loaded beside it, added to its device."""
     settings = settings or LlamaCppSettings()
     hp = read_hparams(model)
     guessed = {} if hp.arch in ARCHITECTURES else guesses(hp, model)
@@ -138,7 +143,10 @@ def estimate(model: ModelFile, settings: LlamaCppSettings | None = None, gpus: S
     output = output_bytes(hp, ctx, requested.n_seq_max)
     devices.append(DeviceMemory("CPU", weights.get(-1, 0), kv[-1] + recurrent[-1], recurrent[-1], compute[-1],
                                 output, exact=exact))  # fmt: skip
-    return LlamaCppEstimate(settings, hp, ctx, placement, memory, tuple(devices), tuple(notes), guessed)
+    if projector is not None:
+        at = projector.device if projector.device >= 0 else len(devices) - 1
+        devices[at] = replace(devices[at], projector=projector.total)
+    return LlamaCppEstimate(settings, hp, ctx, placement, memory, tuple(devices), tuple(notes), projector, guessed)
 
 
 def _kv_device(settings: LlamaCppSettings, placement: Placement, il: int) -> int:

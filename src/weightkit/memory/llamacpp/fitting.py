@@ -28,6 +28,7 @@ from ...errors import ArgumentError
 from ...model import ModelFile
 from ..devices import GPU
 from .engine import LlamaCppEstimate, device_names, estimate
+from .projector import ProjectorEstimate, fit_margins
 from .settings import LlamaCppSettings
 
 GIB = 1 << 30
@@ -98,12 +99,16 @@ def fit(
     host_memory: int | None = None,
     margins: int | Sequence[int] = MARGIN,
     min_context: int = MIN_CONTEXT,
+    projector: ProjectorEstimate | None = None,
 ) -> LlamaCppEstimate:
     """The estimate for the settings llama-server's fit would start with; its notes say what fit changed.
-    Without GPUs, `host_memory` (total system memory) is what the model must fit in."""
+    Without GPUs, `host_memory` (total system memory) is what the model must fit in. A `projector` (`--mmproj`)
+    is kept free on its device as llama-server keeps it: added to that device's margin."""
+    if projector is not None:
+        margins = fit_margins(margins, projector, len(gpus))
     fitted, notes = fit_settings(model, settings, gpus, host_memory=host_memory, margins=margins,
                                  min_context=min_context)  # fmt: skip
-    est = estimate(model, fitted, gpus)
+    est = estimate(model, fitted, gpus, projector=projector)
     return replace(est, notes=(*notes, *est.notes))
 
 

@@ -1,0 +1,334 @@
+"""A vision or audio projector (`--mmproj`) as llama-server loads it through libmtmd (`tools/mtmd/clip.cpp`): one
+clip context per encoder the file holds, each with its weights in one buffer on the first GPU (the CPU with
+`--no-mmproj-offload`, or without GPUs) and the compute buffer its warmup graph reserves (the default image
+size, or 3000 mel frames of audio), under a scheduler over that device and the CPU.
+
+The weights are exact: every tensor, as ggml allocates a context's tensors in one buffer (each rounded up to the
+buffer's alignment; CUDA's padding of quantized rows). The compute buffer is exact where clip's graph is
+reproduced node for node (`GRAPHS`: Gemma 3's SigLIP), laid out by ggml's allocator as on the CPU. Other
+projector types get a derived figure: clip's standard ViT encoder (`build_vit`, with the file's own layer
+tensors) over the warmup image's patches (or the audio's frames after a stride-2 convolution), without the type's
+own merger or projection head; that is marked derived, as are compute buffers on GPUs whose backend reorders
+graphs of its own.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from ...errors import FormatError
+from ...model import ModelFile
+from ..devices import GPU
+from . import ggml as g
+from .alloc import buffer_size
+from .placement import buffer_of
+
+#: clip's projector type names (`PROJECTOR_TYPE_NAMES`, clip-impl.h)
+PROJECTOR_TYPES = frozenset({
+    "mlp", "ldp", "ldpv2", "resampler", "adapter", "qwen2vl_merger", "qwen2.5vl_merger", "qwen3vl_merger", "ling3vl",
+    "step3vl", "gemma3", "gemma3nv", "gemma3na", "gemma4v", "gemma4a", "gemma4uv", "gemma4ua", "phi4", "idefics3",
+    "pixtral", "ultravox", "internvl", "llama4", "qwen2a", "qwen3a", "glma", "qwen2.5o", "voxtral", "meralion",
+    "musicflamingo", "lfm2", "kimivl", "paddleocr", "lightonocr", "cogvlm", "janus_pro", "dots_ocr", "dots3note_v",
+    "dots3note_a", "deepseekocr", "deepseekocr2", "deepseek4v", "lfm2a", "glm4v", "glm5v", "youtuvl", "yasa2",
+    "kimik25", "nemotron_v2_vl", "exaone4_5", "hunyuanvl", "minicpmv4_6", "granite_speech", "mimovl", "minimax_m3",
+    "granite4_vision", "mimo_audio", "parakeet", "qwen3tts_spkenc", "qwen3tts_gen", "pockettts_spkenc",
+    "pockettts_gen", "muse-glimmer",
+})  # fmt: skip
+#: the warmup image's token count where clip sets one (`set_warmup_n_tokens`): side = sqrt(n) * patch * n_merge
+WARMUP_TOKENS = {
+    "qwen2vl_merger": 46 * 46, "qwen2.5vl_merger": 46 * 46, "qwen3vl_merger": 46 * 46, "ling3vl": 46 * 46,
+    "glm4v": 46 * 46, "kimivl": 256, "paddleocr": 28 * 28, "youtuvl": 46 * 46, "mimovl": 46 * 46,
+    "exaone4_5": 46 * 46, "hunyuanvl": 46 * 46,
+}  # fmt: skip
+#: `n_merge` where clip sets a default before reading `clip.vision.spatial_merge_size` or the scale factor
+N_MERGE_DEFAULT = {"gemma3": 4, "qwen2vl_merger": 2, "qwen2.5vl_merger": 2, "qwen3vl_merger": 2, "ling3vl": 2}
+WARMUP_AUDIO_FRAMES = 3000  # clip_hparams::warmup_audio_size
+
+
+@dataclass(frozen=True)
+class ClipHParams:
+    """What clip's `load_hparams` reads that the warmup graph depends on, for one encoder."""
+
+    projector_type: str
+    modality: str  # "vision" or "audio"
+    n_embd: int
+    n_head: int
+    n_layer: int
+    image_size: int
+    patch_size: int
+    n_merge: int
+    warmup_image_size: int
+    n_mel_bins: int = 0
+
+
+@dataclass(frozen=True)
+class ProjectorEstimate:
+    """A projector file's memory as llama-server loads it. `device` is the GPU's index, -1 the CPU. `weights`
+    is the buffer ggml allocates; `counted` is clip's own sum of its tensors' sizes, which is what llama-server's
+    fit adds to the device's margin (with the compute buffer). `compute_exact`: the warmup graph reproduced node
+    for node and laid out as that device's allocator does (else derived)."""
+
+    projector_types: tuple[str, ...]
+    device: int
+    weights: int
+    counted: int
+    compute: int
+    compute_exact: bool
+    warmup: str
+    flash_attn: bool
+
+    @property
+    def total(self) -> int:
+        return self.weights + self.compute
+
+    @property
+    def fit_bytes(self) -> int:
+        """What `mtmd_get_memory_usage` reports for the device, which llama-server adds to its fit target."""
+        return self.counted + self.compute
+
+
+def read_clip_hparams(model: ModelFile) -> list[ClipHParams]:
+    """Each encoder of a projector file (vision, then audio), as clip reads it; a file that is not a projector or
+    whose projector type clip does not know is a `FormatError`."""
+    md, path = model.metadata, getattr(model, "path", None)
+    if md.get("general.architecture") != "clip":
+        raise FormatError(path, None, f"not a projector file (--mmproj): general.architecture is "
+                                      f"{md.get('general.architecture')!r}, not 'clip'")  # fmt: skip
+    encoders = [m for m in ("vision", "audio") if md.get(f"clip.has_{m}_encoder")]
+    if not encoders:
+        raise FormatError(path, None, "a projector file without a vision or audio encoder (clip.has_vision_encoder)")
+    found = []
+    for modality in encoders:
+        proj = md.get("clip.projector_type") or md.get(f"clip.{modality}.projector_type")
+        if proj not in PROJECTOR_TYPES:
+            raise FormatError(path, None, f"clip.projector_type: unknown projector type {proj!r} (libmtmd knows "
+                                          f"{', '.join(sorted(PROJECTOR_TYPES))})")  # fmt: skip
+        if proj == "qwen2.5o":  # the legacy name of Qwen2.5-Omni's two encoders
+            proj = "qwen2.5vl_merger" if modality == "vision" else "qwen2a"
+
+        def number(key: str, default: int | None = None, *, modality: str = modality) -> int:
+            value = md.get(f"clip.{modality}.{key}", default)
+            if value is None:
+                raise FormatError(path, None, f"clip.{modality}.{key}: missing (clip requires it)")
+            return int(value)
+
+        if modality == "vision":
+            image_size, patch_size = int(md.get("clip.vision.image_size", 0)), int(md.get("clip.vision.patch_size", 0))
+            n_merge = number("spatial_merge_size", number("projector.scale_factor", N_MERGE_DEFAULT.get(proj, 0)))
+            warmup = image_size
+            if proj in WARMUP_TOKENS:
+                warmup = math.isqrt(WARMUP_TOKENS[proj]) * patch_size * max(n_merge, 1)
+            extra = {"image_size": image_size, "patch_size": patch_size, "n_merge": n_merge,
+                     "warmup_image_size": warmup}  # fmt: skip
+        else:
+            extra = {"image_size": 0, "patch_size": 1, "n_merge": 0, "warmup_image_size": 0,
+                     "n_mel_bins": number("num_mel_bins")}  # fmt: skip
+        found.append(ClipHParams(proj, modality, number("embedding_length"), number("attention.head_count"),
+                                 number("block_count"), **extra))  # fmt: skip
+    return found
+
+
+def estimate_projector(model: ModelFile, gpus: Sequence[GPU] = (), *, offload: bool = True,
+                       flash_attn: str = "auto") -> ProjectorEstimate:  # fmt: skip
+    """The projector in `model` as llama-server loads it beside a model on `gpus` (`offload`: not
+    `--no-mmproj-offload`; `flash_attn`: llama-server's `-fa`, which mtmd follows)."""
+    encoders = read_clip_hparams(model)
+    device = 0 if offload and gpus else -1
+    buffer = buffer_of(gpus[device] if device >= 0 else None)
+    tensors = model.tensors
+    weights = counted = 0
+    for info in tensors.values():
+        ne0 = info.shape[-1] if info.shape else 1
+        weights += buffer.alloc_size(int(info.dtype), ne0, info.nbytes)
+        counted += info.nbytes
+    # flash attention `auto`: clip tries it and keeps it where the backend runs the op (the CPU and the GPU
+    # backends here all do)
+    fa = flash_attn != "off"
+    compute, exact, warmups = 0, buffer.exact, []
+    for hp in encoders:
+        build = GRAPHS.get(hp.projector_type)
+        exact = exact and build is not None
+        graph = (build or _derived_graph)(_Builder(hp, tensors, fa))
+        compute += buffer_size(graph, buffer.alignment)
+        side = hp.warmup_image_size
+        warmups.append(f"{side}x{side} image" if hp.modality == "vision" else f"{WARMUP_AUDIO_FRAMES} audio frames")
+    return ProjectorEstimate(tuple(hp.projector_type for hp in encoders), device, weights, counted, compute, exact,
+                             ", ".join(warmups), fa)  # fmt: skip
+
+
+def fit_margins(margins: int | Sequence[int], projector: ProjectorEstimate, n_gpus: int) -> int | list[int]:
+    """llama-server's fit targets with the projector counted (server-context.cpp): what `mtmd_get_memory_usage`
+    reports is added to the target of its device's index among ggml's devices, the GPUs first and the CPU after
+    them; fit reads the GPUs' targets (the first one for the host when there is no GPU)."""
+    listed = [margins] * max(n_gpus, 1) if isinstance(margins, int) else list(margins)
+    index = projector.device if projector.device >= 0 else n_gpus
+    if index < len(listed):
+        listed[index] += projector.fit_bytes
+    return listed
+
+
+# ---------------------------------------------------------------------------------------------- clip's graphs
+
+
+class _Builder:
+    """`clip_graph`: the warmup image's shapes, the file's weights, the graph being built."""
+
+    def __init__(self, hp: ClipHParams, tensors: Mapping, flash_attn: bool) -> None:
+        self.hp, self.tensors, self.flash_attn = hp, tensors, flash_attn
+        self.graph = g.Graph()
+        self.prefix = "v" if hp.modality == "vision" else "a"
+        if hp.modality == "vision":
+            side = hp.warmup_image_size
+            self.nx = self.ny = side
+            self.n_patches_x = self.n_patches_y = side // hp.patch_size
+        else:
+            self.nx, self.ny = WARMUP_AUDIO_FRAMES, hp.n_mel_bins
+            self.n_patches_x, self.n_patches_y = WARMUP_AUDIO_FRAMES // 2, 1
+        self.n_patches = self.n_patches_x * self.n_patches_y
+        self.d_head = hp.n_embd // hp.n_head if hp.n_head else 0
+
+    def weight(self, name: str) -> g.Tensor | None:
+        """The file's tensor `name` (a leaf with memory of its own), or None where the file lacks it."""
+        info = self.tensors.get(name)
+        if info is None:
+            return None
+        return g.external(int(info.dtype), tuple(reversed(info.shape)) or (1,), name, weight=True)
+
+    def layer(self, il: int, name: str) -> g.Tensor | None:
+        return self.weight(f"{self.prefix}.blk.{il}.{name}")
+
+    def inp(self) -> g.Tensor:
+        """`build_inp`: the raw image through the patch convolution, one row per patch, plus the patch bias."""
+        raw = g.graph_input(g.F32, (self.nx, self.ny, 3, 1), "inp_raw")
+        patch = self.weight("v.patch_embd.weight")
+        cur = g.conv_2d(patch, raw, self.hp.patch_size, self.hp.patch_size)
+        cur = g.cont(g.transpose(g.reshape(cur, self.n_patches, self.hp.n_embd, 1)))
+        bias = self.weight("v.patch_embd.bias")
+        return g.add(cur, bias) if bias is not None else cur
+
+    def norm(self, cur: g.Tensor, w: g.Tensor | None, b: g.Tensor | None, rms: bool = False) -> g.Tensor:
+        """`build_norm`."""
+        cur = g.rms_norm(cur) if rms else g.norm(cur)
+        if w is not None:
+            cur = g.mul(cur, w)
+        if b is not None:
+            cur = g.add(cur, b)
+        return cur
+
+    def attn(self, wo: g.Tensor | None, wo_b: g.Tensor | None, q: g.Tensor, k: g.Tensor, v: g.Tensor) -> g.Tensor:
+        """`build_attn` without a mask: Q, K and V ordered into the graph first, then flash attention (K and V
+        cast to F16) or soft_max(K Q) V."""
+        for t in (q, k, v):
+            self.graph.expand(t)
+        q, k = g.permute(q, 0, 2, 1, 3), g.permute(k, 0, 2, 1, 3)
+        if self.flash_attn:
+            v = g.permute(v, 0, 2, 1, 3)
+            k, v = g.cast(k, g.F16), g.cast(v, g.F16)
+            cur = g.flash_attn_ext(q, k, v, None)
+            cur = g.reshape(cur, cur.ne[0] * cur.ne[1], cur.ne[2] * cur.ne[3])
+        else:
+            v = g.cont(g.permute(v, 1, 2, 0, 3))
+            kq = g.soft_max(g.mul_mat(k, q))
+            cur = g.permute(g.mul_mat(v, kq), 0, 2, 1, 3)
+            cur = g.cont(cur, cur.ne[0] * cur.ne[1], cur.ne[2] * cur.ne[3])
+        if wo is not None:
+            cur = g.mul_mat(wo, cur)
+        if wo_b is not None:
+            cur = g.add(cur, wo_b)
+        return cur
+
+    def ffn(self, cur: g.Tensor, up, up_b, gate, gate_b, down, down_b) -> g.Tensor:
+        """`build_ffn` (a plain activation, or a gated one with `gate`)."""
+        tmp = g.mul_mat(up, cur) if up is not None else cur
+        if up_b is not None:
+            tmp = g.add(tmp, up_b)
+        if gate is not None:
+            cur = g.mul_mat(gate, cur)
+            if gate_b is not None:
+                cur = g.add(cur, gate_b)
+            cur = g.glu_split(cur, tmp)
+        else:
+            cur = g.unary(tmp, "GELU")
+        if down is not None:
+            cur = g.mul_mat(down, cur)
+        if down_b is not None:
+            cur = g.add(cur, down_b)
+        return cur
+
+    def vit(self, inp: g.Tensor, n_pos: int, learned_pos_embd: g.Tensor | None) -> g.Tensor:
+        """`build_vit` with layer norms, separate or fused Q/K/V and a plain or gated FFN."""
+        hp, n_embd, d_head = self.hp, self.hp.n_embd, self.d_head
+        p = self.prefix
+        if learned_pos_embd is not None:
+            inp = g.add(inp, learned_pos_embd)
+        inp_l = g.reshape(inp, n_embd, n_pos)
+        pre_w = self.weight(f"{p}.pre_ln.weight")
+        if pre_w is not None:
+            inp_l = self.norm(inp_l, pre_w, self.weight(f"{p}.pre_ln.bias"))
+        for il in range(hp.n_layer):
+            w = self._layer_weights(il)
+            cur = self.norm(inp_l, w["ln1.weight"], w["ln1.bias"])
+            if w["attn_qkv.weight"] is not None:
+                cur = g.mul_mat(w["attn_qkv.weight"], cur)
+                if w["attn_qkv.bias"] is not None:
+                    cur = g.add(cur, w["attn_qkv.bias"])
+                row = g.row_size(cur.type, d_head)
+                q, k, v = (g.view(cur, (d_head, hp.n_head, n_pos, 1), (row, cur.nb[1], cur.nb[1] * n_pos))
+                           for _ in range(3))  # fmt: skip
+            else:
+                q, k, v = (self._proj(cur, w[f"attn_{x}.weight"], w[f"attn_{x}.bias"]) for x in "qkv")
+                q, k, v = (g.reshape(t, d_head, hp.n_head, n_pos, 1) for t in (q, k, v))
+            cur = self.attn(w["attn_out.weight"], w["attn_out.bias"], q, k, v)
+            cur = g.add(cur, inp_l)
+            inp_l = cur
+            cur = self.norm(cur, w["ln2.weight"], w["ln2.bias"])
+            cur = self.ffn(cur, w["ffn_up.weight"], w["ffn_up.bias"], w["ffn_gate.weight"], w["ffn_gate.bias"],
+                           w["ffn_down.weight"], w["ffn_down.bias"])  # fmt: skip
+            inp_l = g.add(inp_l, cur)
+        post_w = self.weight(f"{p}.post_ln.weight")
+        if post_w is not None:
+            inp_l = self.norm(inp_l, post_w, self.weight(f"{p}.post_ln.bias"))
+        return g.reshape(inp_l, n_embd, inp_l.ne[1], 1)
+
+    def _proj(self, cur: g.Tensor, w: g.Tensor | None, b: g.Tensor | None) -> g.Tensor:
+        cur = g.mul_mat(w, cur) if w is not None else cur
+        return g.add(cur, b) if b is not None else cur
+
+    def _layer_weights(self, il: int) -> dict[str, g.Tensor | None]:
+        names = ("ln1", "ln2", "attn_qkv", "attn_q", "attn_k", "attn_v", "attn_out", "ffn_up", "ffn_gate", "ffn_down")
+        return {f"{n}.{kind}": self.layer(il, f"{n}.{kind}") for n in names for kind in ("weight", "bias")}
+
+
+def _gemma3(b: _Builder) -> g.Graph:
+    """`clip_graph_siglip::build` for Gemma 3: the ViT, a 2-D average pool by `n_merge`, an RMS norm and the
+    projection (its matrix transposed into the compute buffer)."""
+    hp = b.hp
+    cur = b.vit(b.inp(), b.n_patches, b.weight("v.position_embd.weight"))
+    side = b.n_patches_x
+    cur = g.cont(g.transpose(cur), side, side, hp.n_embd, 1)
+    cur = g.pool_2d(cur, hp.n_merge, hp.n_merge)
+    cur = g.reshape(cur, cur.ne[0] * cur.ne[0], hp.n_embd, 1)
+    cur = g.cont(g.transpose(cur))
+    cur = g.mul(g.rms_norm(cur), b.weight("mm.soft_emb_norm.weight"))
+    cur = g.mul_mat(g.cont(g.transpose(b.weight("mm.input_projection.weight"))), cur)
+    b.graph.expand(cur)
+    return b.graph
+
+
+def _derived_graph(b: _Builder) -> g.Graph:
+    """Clip's standard ViT encoder over the warmup input's tokens, without the type's own head (derived)."""
+    if b.hp.modality == "vision" and b.weight("v.patch_embd.weight") is not None:
+        inp = b.inp()
+    else:
+        inp = g.graph_input(g.F32, (b.hp.n_embd, b.n_patches, 1), "inp")
+    if all(b.layer(0, name) is None for name in ("ln1.weight", "attn_qkv.weight", "attn_q.weight")):
+        b.graph.expand(inp)  # no standard layers to build: the input alone
+        return b.graph
+    b.graph.expand(b.vit(inp, b.n_patches, None))
+    return b.graph
+
+
+#: projector type -> its warmup graph, reproduced node for node
+GRAPHS: dict[str, Callable[[_Builder], g.Graph]] = {"gemma3": _gemma3}
