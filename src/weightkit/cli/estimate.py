@@ -344,20 +344,26 @@ def _llamacpp_table(name: str, est: LlamaCppEstimate, host_free: int | None) -> 
     captions = []
     if not all(d.exact for d in est.devices) and COMPUTE not in guessed:
         captions.append("* derived: llama.cpp's scheduler and allocator, without the GPU backend's graph optimization")
-    if (p := est.projector) is not None:
-        row = [f"+ mmproj on {est.devices[p.device].name}", human_bytes(p.weights), ""]
-        if recurrent:
-            row.append("")
-        row += [human_bytes(p.compute) + ("" if p.compute_exact else " **"), "", human_bytes(p.total)]
-        table.add_row(*row, *(["", ""] if has_free else []))
-        captions.append(f"the projector ({', '.join(p.projector_types)}, warmup {p.warmup}) is counted in its "
-                        "device's total")  # fmt: skip
-        if not p.compute_exact:
-            captions.append("** derived: clip's standard ViT encoder over the warmup input, without this projector "
-                            "type's own head (or on a GPU whose backend optimizes graphs itself)")  # fmt: skip
+    if est.projector is not None:
+        captions += _projector_row(table, est, recurrent, has_free)
     if captions:
         table.caption = "\n".join(captions)
     return table
+
+
+def _projector_row(table: Table, est: LlamaCppEstimate, recurrent: bool, has_free: bool) -> list[str]:
+    """The `--mmproj` projector's row under the devices; returns the captions it needs."""
+    p = est.projector
+    row = [f"+ mmproj on {est.devices[p.device].name}", human_bytes(p.weights), ""]
+    if recurrent:
+        row.append("")
+    row += [human_bytes(p.compute) + ("" if p.compute_exact else " **"), "", human_bytes(p.total)]
+    table.add_row(*row, *(["", ""] if has_free else []))
+    captions = [f"the projector ({', '.join(p.projector_types)}, warmup {p.warmup}) is counted in its device's total"]
+    if not p.compute_exact:
+        captions.append("** derived: clip's standard ViT encoder over the warmup input, without this projector "
+                        "type's own head (or on a GPU whose backend optimizes graphs itself)")  # fmt: skip
+    return captions
 
 
 def _fit_summary(results: list[LlamaCppEstimate], host_free: int | None, console: Console) -> None:
