@@ -1,6 +1,7 @@
 """The llama.cpp engine against llama.cpp itself: what libllama (llama-cpp-python 0.3.36) allocated for skeleton
-GGUFs with the real shapes of 17 popular models and for the real Gemma 3 270M file, over a grid of context
-settings (tests/data/llama_memory.json, recorded by tests/data/make_llama_memory.py). KV cache, recurrent state
+GGUFs with the real shapes of popular models (written out by hand, or recorded from llama.cpp's converter by
+tests/data/make_skeletons.py) and for the real Gemma 3 270M file, over a grid of context settings
+(tests/data/llama_memory.json, recorded by tests/data/make_llama_memory.py). KV cache, recurrent state
 and compute buffer byte for byte; the output buffer and the no_alloc compute line to the two decimals of MiB
 llama.cpp logs them with; the same refusals with llama.cpp's reasons."""
 
