@@ -316,7 +316,7 @@ def _llamacpp_table(name: str, est: LlamaCppEstimate, host_free: int | None) -> 
     layers = f"{est.placement.offloaded}/{est.hparams.n_layer_all + 1} layers on GPUs"
     title = (f"{name}: llama.cpp, ctx {c.n_ctx} ({cells}), ubatch {c.n_ubatch}, flash attention "
              f"{'on' if c.flash_attn else 'off'}, {layers}{', APPROXIMATE' if est.approximate else ''}")  # fmt: skip
-    table = Table(title=title, title_justify="left")
+    table = Table(title=title, title_justify="left", caption_justify="left")
     recurrent = any(d.recurrent for d in est.devices)
     columns = ["device", "model", "context" if recurrent else "KV cache", "compute", "output", "total"]
     if recurrent:
