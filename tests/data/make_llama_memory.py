@@ -82,6 +82,8 @@ GRIDS = {
     "rwkv7-goose-1.5b": RECURRENT,
     "gemma4-default": COMMON + SWA[:2] + LONG[:1] + [SWA_ON],
     "gemma4-48-layers": COMMON + SWA[:2] + LONG[:1] + [SWA_ON],
+    # experts beside the dense FFN, K for V in the full-attention layers; trained on 262144 tokens
+    "gemma4-26b-a4b": COMMON + SWA[1:2] + LONG[:1] + [SWA_ON, {"n_ctx": 262144, "flash_attn": "on"}],
     "gemma3n-default": COMMON + SWA[:2] + [SWA_ON],  # COMMON's 32768 is its trained length
     "gemma3n-30-layers": COMMON + SWA[:2] + [SWA_ON],
     "qwen3_5-default": HYBRID,

@@ -43,6 +43,29 @@ TEXT_ONLY = {"gemma3n"}
 SKELETONS: dict[str, tuple[str, dict]] = {
     "gemma4-default": ("gemma4", {}),
     "gemma4-48-layers": ("gemma4", {"num_hidden_layers": 48, "hidden_size": 3840, "intermediate_size": 15360}),
+    # Gemma 4 26B-A4B: its released config.json (google/gemma-4-26B-A4B-it, as public configs quote it; llama.cpp's
+    # test-backend-ops names its 16 query and 2 KV heads of 512 in the full-attention layers, and its OpenVINO backend
+    # the experts' 704 columns); transformers' defaults already have its 30 layers (5:1 sliding), head sizes 256
+    # and 512 (global_head_dim), vocabulary and tied output
+    "gemma4-26b-a4b": (
+        "gemma4",
+        {
+            "hidden_size": 2816,
+            "intermediate_size": 2112,  # the dense FFN beside the experts (llama.cpp's "shared expert")
+            "num_attention_heads": 16,
+            "num_key_value_heads": 8,
+            "num_global_key_value_heads": 2,
+            "sliding_window": 1024,
+            "max_position_embeddings": 262144,
+            "final_logit_softcapping": 30.0,
+            "hidden_size_per_layer_input": 0,  # no per-layer embeddings
+            "attention_k_eq_v": True,  # full-attention layers use K as V: no v_proj
+            "enable_moe_block": True,
+            "num_experts": 128,
+            "top_k_experts": 8,
+            "moe_intermediate_size": 704,
+        },
+    ),
     "qwen3_5-default": ("qwen3_5", {}),
     "qwen3_5-64-layers": ("qwen3_5", {"num_hidden_layers": 64, "hidden_size": 5120, "intermediate_size": 17408}),
     "qwen3_5_moe-default": ("qwen3_5_moe", {}),
@@ -96,6 +119,9 @@ MMPROJ_SKELETONS: dict[str, tuple[str, dict]] = {
     # Qwen2.5-VL 72B's (the default's width is its output's, and its output is not its text model's)
     "mmproj-qwen2_5_vl": ("qwen2_5_vl", {"hidden_size": 1280, "out_hidden_size": 8192}),
 }
+# overrides a configuration consumes into others, so it has no attribute of their name (Gemma 4's full-attention
+# KV heads go into `per_layer_config`; the converter reads them from there)
+CONSUMED = {"num_global_key_value_heads"}
 # tensor name prefixes transformers 5 saves differently from the released checkpoints: saved -> released
 RELEASED_PREFIXES = {"gemma3": {"vision_tower.": "vision_tower.vision_model."}}
 
@@ -203,8 +229,9 @@ def save_checkpoint(model_type: str, overrides: dict, folder: Path, *, vision: b
         config = transformers.AutoConfig.for_model(model_type, **({"text_config": overrides} if nested else overrides))
     text = _text_config(config)
     configured = config.vision_config if vision else text
+    taken = configured.to_dict()  # Gemma 4's per-layer attributes are not plain attributes
     for key, value in overrides.items():
-        if getattr(configured, key, None) != value:
+        if key not in CONSUMED and taken.get(key) != value:
             raise SystemExit(f"{model_type}'s configuration did not take {key}={value!r}")
     if model_type in TEXT_ONLY:
         config, model_type = text, text.model_type

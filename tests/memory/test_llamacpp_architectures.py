@@ -74,26 +74,21 @@ def test_each_entry_reads_its_own_switches(tmp_path):
     assert (moe.n_expert, moe.n_head_kv) == (dense.n_expert, dense.n_head_kv)
 
 
-def test_gemma4_refuses_what_llama_cpp_refuses_and_what_is_not_modelled(tmp_path):
-    """Without its sliding-window pattern llama.cpp refuses a gemma4 file; experts (26B-A4B) are not modelled yet,
-    which is said rather than guessed."""
-    from weightkit.memory.llamacpp.cache import make_memory
-    from weightkit.memory.llamacpp.compute import compute_buffer
-    from weightkit.memory.llamacpp.context import ContextParams, make_context
+def test_gemma4_refuses_what_llama_cpp_refuses_and_models_its_experts(tmp_path):
+    """Without its sliding-window pattern llama.cpp refuses a gemma4 file; one with experts (26B-A4B) is estimated
+    exactly, as any other (its numbers: test_llamacpp.py)."""
+    from weightkit.memory.llamacpp import LlamaCppSettings, estimate
 
     metadata, tensors = MODELS.MODELS["gemma4-default"]()
     MODELS.write_skeleton(tmp_path / "nopattern.gguf", {k: v for k, v in metadata.items() if "window_pattern" not in k},
                           tensors)  # fmt: skip
     with weightkit.open(tmp_path / "nopattern.gguf") as m, pytest.raises(FormatError, match="sliding_window_pattern"):
         read_hparams(m)
-    MODELS.write_skeleton(
-        tmp_path / "moe.gguf", metadata, [*tensors, ("blk.0.ffn_gate_inp.weight", (128, 2304), "F32")]
-    )
-    with weightkit.open(tmp_path / "moe.gguf") as m:
+    with weightkit.open(MODELS.write_model("gemma4-26b-a4b", tmp_path)) as m:
         hp = read_hparams(m)
-        ctx = make_context(hp, ContextParams(n_ctx=4096))
-        with pytest.raises(UnsupportedError, match="gemma4 with experts"):
-            compute_buffer(hp, ctx, make_memory(hp, ctx), m.tensors)
+        est = estimate(m, LlamaCppSettings(ctx_size=4096))
+    assert (hp.n_expert, hp.n_expert_used, hp.n_ff_exp) == (128, 8, 704)
+    assert not est.approximate
 
 
 def test_recurrent_layers_without_their_array_come_from_the_interval(tmp_path):

@@ -395,15 +395,28 @@ class GraphBuilder:
             cur = g.add(cur, bias)
         return cur
 
+    def mm_id(self, name: str, il: int, cur: Tensor, ids: Tensor) -> Tensor:
+        """`build_lora_mm_id` over the experts' matrix `name` (`ffn_down_exps`, ...): each token through its chosen
+        experts, times each expert's scale where the file has one (`<name>.scale`, which llama.cpp loads for every
+        architecture)."""
+        res = g.mul_mat_id(self.w(f"{name}.weight", il), cur, ids)
+        if f"blk.{il}.{name}.scale" in self.tensors:
+            scale = self.w(f"{name}.scale", il)
+            scale = g.repeat(g.reshape(scale, 1, scale.ne[0], 1), 1, scale.ne[0], cur.ne[2], 1)
+            res = g.mul(res, g.get_rows(scale, ids))
+        return res
+
     def moe_ffn(self, cur: Tensor, il: int, n_expert: int, n_used: int, *, gating: str = "softmax",
                 norm_w: bool = True, w_scale: float = 0.0, exp_probs_b: Tensor | None = None,
-                biases: bool = False, weights_first: bool = False) -> Tensor:  # fmt: skip
+                biases: bool = False, weights_first: bool = False, logits: Tensor | None = None) -> Tensor:  # fmt: skip
         """`build_moe_ffn`: route each token to its top experts, run them, and sum their weighted outputs.
         `weights_first` (Llama 4): the experts are chosen by the raw logits, and each token's input is weighted
         before its experts run instead of their outputs after. Experts with one fused gate-and-up matrix
-        (`ffn_gate_up_exps`) run it once and split the result."""
+        (`ffn_gate_up_exps`) run it once and split the result. `logits`: the router's, where the architecture
+        computes them itself (`probs_in`, Gemma 4)."""
         n_embd, n_tokens = cur.ne[0], cur.ne[1]
-        logits = self.mm(self.w("ffn_gate_inp.weight", il), cur)
+        if logits is None:
+            logits = self.mm(self.w("ffn_gate_inp.weight", il), cur)
         if biases and (b := self.w("ffn_gate_inp.bias", il)) is not None:
             logits = g.add(logits, b)
         if gating == "softmax":
@@ -435,15 +448,15 @@ class GraphBuilder:
             n_ff = fused.ne[0] // 2
             gated, up = (g.view(fused, (n_ff, *fused.ne[1:3]), fused.nb[1:3]) for _ in range(2))
         else:
-            up = g.mul_mat_id(self.w("ffn_up_exps.weight", il), cur, selected)
+            up = self.mm_id("ffn_up_exps", il, cur, selected)
             if biases and (b := self.w("ffn_up_exps.bias", il)) is not None:
                 up = g.add_id(up, b, selected)
             gate_w = self.w("ffn_gate_exps.weight", il)
-            gated = g.mul_mat_id(gate_w, cur, selected) if gate_w is not None else up
+            gated = self.mm_id("ffn_gate_exps", il, cur, selected) if gate_w is not None else up
             if biases and (b := self.w("ffn_gate_exps.bias", il)) is not None:
                 gated = g.add_id(gated, b, selected)
         hidden = g.glu_split(gated, up) if gated is not up else g.unary(gated, "silu")
-        experts = g.mul_mat_id(self.w("ffn_down_exps.weight", il), hidden, selected)
+        experts = self.mm_id("ffn_down_exps", il, hidden, selected)
         if biases and (b := self.w("ffn_down_exps.bias", il)) is not None:
             experts = g.add_id(experts, b, selected)
         if not weights_first:

@@ -45,6 +45,7 @@ ARCHITECTURES: Mapping[str, LlamaCppArchitecture] = {
     "gemma4": LlamaCppArchitecture(
         gemma.gemma4,
         swa=SlidingWindow(0, window_required=True, pattern_required=True),
+        experts=True,  # 26B-A4B's, beside the dense FFN
         shared_kv=True,
         per_layer_input=True,
         required=("attention.key_length_swa", "attention.value_length_swa"),

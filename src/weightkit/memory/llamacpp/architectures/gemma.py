@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from ....errors import UnsupportedError
 from .. import ggml as g
 from ..ggml import I32, Graph, Tensor
 from ..graph_builder import GraphBuilder
@@ -78,10 +77,23 @@ def _per_layer_embedding(b: GraphBuilder, il: int, cur: Tensor, per_layer: Tenso
     return b.norm(cur, b.w("post_norm.weight", il))
 
 
+def _ffn_with_experts(b: GraphBuilder, il: int, attn_out: Tensor) -> Tensor:
+    """Gemma 4's FFN with experts (26B-A4B): the dense FFN (llama.cpp's shared expert) and the experts side by side,
+    each normed before and after, summed; the router's logits from the RMS-normed, scaled layer input."""
+    hp = b.hp
+    dense = b.ffn(b.norm(attn_out, b.w("ffn_norm.weight", il)), il, biases=False)
+    dense = b.norm(dense, b.w("post_ffw_norm_1.weight", il))
+    cur = b.norm(attn_out, b.w("pre_ffw_norm_2.weight", il))
+    router = g.mul(g.scale(g.rms_norm(attn_out)), b.w("ffn_gate_inp.scale", il))
+    logits = b.mm(b.w("ffn_gate_inp.weight", il), router)
+    experts = b.moe_ffn(cur, il, hp.n_expert, hp.n_expert_used, logits=logits)
+    return g.add(dense, b.norm(experts, b.w("post_ffw_norm_2.weight", il)))
+
+
 def gemma4(b: GraphBuilder) -> Graph:
     """`llama_model_gemma4::graph`: Gemma 3's block with V RMS-normed too, the last layers reading earlier layers'
-    KV caches, per-layer embedding inputs and a per-layer output scale. The experts llama.cpp runs beside the dense
-    FFN (26B-A4B) are refused: no model of that shape has been checked."""
+    KV caches (and, where a layer has no V projection, its K standing for V), per-layer embedding inputs, a
+    per-layer output scale, and experts beside the dense FFN where a layer has a router."""
     hp = b.hp
     inp = g.scale(b.inp_embd(b.w("token_embd.weight")))
     pos = b.inp_pos()
@@ -108,11 +120,10 @@ def gemma4(b: GraphBuilder) -> Graph:
             k = g.rope(b.norm(k, b.w("attn_k_norm.weight", il)), pos)
         cur = b.attn(il, q, k, v, b.w("attn_output.weight", il), None)
         attn_out = g.add(b.norm(cur, b.w("post_attention_norm.weight", il)), inp)
-        if b.tensors.get(f"blk.{il}.ffn_gate_inp.weight") is not None:
-            raise UnsupportedError(
-                f"gemma4 with experts (layer {il} has ffn_gate_inp): its graph is not modelled yet, only dense Gemma 4"
-            )
-        cur = b.ffn(b.norm(attn_out, b.w("ffn_norm.weight", il)), il, biases=False)
+        if f"blk.{il}.ffn_gate_inp.weight" in b.tensors:
+            cur = _ffn_with_experts(b, il, attn_out)
+        else:
+            cur = b.ffn(b.norm(attn_out, b.w("ffn_norm.weight", il)), il, biases=False)
         cur = g.add(b.norm(cur, b.w("post_ffw_norm.weight", il), il=-1), attn_out)
         if per_layer is not None:
             cur = g.add(cur, _per_layer_embedding(b, il, cur, per_layer))
