@@ -94,6 +94,7 @@ class LlamaCppArchitecture:
     mla: bool = False
     recurrent: str | None = None  # one of RECURRENT, or None: no layer is
     wkv: bool = False  # RWKV: the state is sized by wkv.head_size and token_shift_count, not by the ssm keys
+    shortconv: bool = False  # LFM2: the state is a short convolution's (shortconv.l_cache), not the ssm keys'
     required: tuple[str, ...] = ()  # keys llama.cpp insists on that shape only weights (LoRA ranks, ...)
     kv_layers: int | None = None  # only this many first layers have a KV cache, the rest reuse one (gemma3n: 20)
     shared_kv: bool = False  # attention.shared_kv_layers last layers reuse an earlier one's KV cache (gemma4)
@@ -145,6 +146,8 @@ class LlamaCppArchitecture:
             keys.number(key, required=True)
         if self.wkv:
             values.update(_wkv(keys))
+        elif self.shortconv:
+            values["n_shortconv_l_cache"] = keys.number("shortconv.l_cache", required=True)
         elif self.recurrent is not None:
             for name, key in (("ssm_d_conv", "ssm.conv_kernel"), ("ssm_d_inner", "ssm.inner_size"),
                               ("ssm_d_state", "ssm.state_size"), ("ssm_dt_rank", "ssm.time_step_rank"),
