@@ -103,9 +103,9 @@ GRIDS = {
     "mistral4-default": COMMON + LONG[:1] + FLASH_ON + [{"n_ctx": 1048576, "flash_attn": "on"}],
     "mistral3-26-layers-temperature": COMMON[:4],
     "mistral4-default-temperature": COMMON[:4],
-    "lfm2-1.2b": HYBRID + [LFM2_TRAINED],
+    "lfm2-1.2b": [*HYBRID, LFM2_TRAINED],
     "lfm2-350m": COMMON[:6] + RECURRENT[6:],
-    "lfm2moe-8b-a1b": HYBRID + [LFM2_TRAINED],
+    "lfm2moe-8b-a1b": [*HYBRID, LFM2_TRAINED],
 }
 
 # architectures without an exact entry, for the generic estimate's check (tests/memory/test_llamacpp_generic.py):

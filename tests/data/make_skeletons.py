@@ -62,10 +62,20 @@ SKELETONS: dict[str, tuple[str, dict]] = {
     "gemma3n-30-layers": ("gemma3n", {"num_hidden_layers": 30, "num_kv_shared_layers": 10}),
     # LFM2 1.2B and 350M: short-convolution layers but for attention at 2, 5, 8, 10, 12 and 14 (the default attends
     # in every layer); the FFN width the converter derives from block_ff_dim (12288 -> 8192, 6656 -> 4608)
-    "lfm2-1.2b": ("lfm2", {"hidden_size": 2048, "intermediate_size": 12288, "num_hidden_layers": 16,
-                           "layer_types": _LFM2_LAYERS}),
-    "lfm2-350m": ("lfm2", {"hidden_size": 1024, "intermediate_size": 6656, "num_hidden_layers": 16,
-                           "num_attention_heads": 16, "layer_types": _LFM2_LAYERS}),
+    "lfm2-1.2b": (
+        "lfm2",
+        {"hidden_size": 2048, "intermediate_size": 12288, "num_hidden_layers": 16, "layer_types": _LFM2_LAYERS},
+    ),
+    "lfm2-350m": (
+        "lfm2",
+        {
+            "hidden_size": 1024,
+            "intermediate_size": 6656,
+            "num_hidden_layers": 16,
+            "num_attention_heads": 16,
+            "layer_types": _LFM2_LAYERS,
+        },
+    ),
     # LFM2-8B-A1B (the default names no layer types): 24 layers, attention at 2, 6, 10, 14, 18 and 21
     "lfm2moe-8b-a1b": ("lfm2_moe", {"num_hidden_layers": 24, "layer_types": _LFM2_MOE_LAYERS}),
     # architectures without an exact entry, for the generic estimate's check (test_llamacpp_generic.py)
