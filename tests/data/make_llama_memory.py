@@ -106,6 +106,8 @@ GRIDS = {
     "lfm2-1.2b": [*HYBRID, LFM2_TRAINED],
     "lfm2-350m": COMMON[:6] + RECURRENT[6:],
     "lfm2moe-8b-a1b": [*HYBRID, LFM2_TRAINED],
+    "falcon_h1-0.5b": HYBRID,  # COMMON's 16384 is its trained length
+    "falcon_h1-7b": [*COMMON[:6], *RECURRENT[6:], *LONG[:1], {"n_ctx": 262144, "flash_attn": "on"}],
 }
 
 # architectures without an exact entry, for the generic estimate's check (tests/memory/test_llamacpp_generic.py):

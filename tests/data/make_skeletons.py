@@ -78,6 +78,42 @@ SKELETONS: dict[str, tuple[str, dict]] = {
     ),
     # LFM2-8B-A1B (the default names no layer types): 24 layers, attention at 2, 6, 10, 14, 18 and 21
     "lfm2moe-8b-a1b": ("lfm2_moe", {"num_hidden_layers": 24, "layer_types": _LFM2_MOE_LAYERS}),
+    # Falcon-H1 0.5B and 7B (transformers' table of the family: depth, width, attention and Mamba heads, head sizes,
+    # state; attention and a Mamba-2 mixer side by side in every layer)
+    "falcon_h1-0.5b": (
+        "falcon_h1",
+        {
+            "hidden_size": 1024,
+            "intermediate_size": 2048,
+            "num_hidden_layers": 36,
+            "num_attention_heads": 8,
+            "num_key_value_heads": 2,
+            "head_dim": 64,
+            "mamba_n_heads": 24,
+            "mamba_d_head": 64,
+            "mamba_d_ssm": 1536,
+            "mamba_d_state": 128,
+            "vocab_size": 32784,
+            "max_position_embeddings": 16384,
+        },
+    ),
+    "falcon_h1-7b": (
+        "falcon_h1",
+        {
+            "hidden_size": 3072,
+            "intermediate_size": 12288,
+            "num_hidden_layers": 44,
+            "num_attention_heads": 12,
+            "num_key_value_heads": 2,
+            "head_dim": 128,
+            "mamba_n_heads": 24,
+            "mamba_d_head": 128,
+            "mamba_d_ssm": 3072,
+            "mamba_d_state": 256,
+            "vocab_size": 130048,
+            "max_position_embeddings": 262144,
+        },
+    ),
     # architectures without an exact entry, for the generic estimate's check (test_llamacpp_generic.py)
     "smollm3-default": ("smollm3", {}),
     "olmo2-default": ("olmo2", {}),

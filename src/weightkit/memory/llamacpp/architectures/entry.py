@@ -19,8 +19,10 @@ from ..hparams import SWA_STANDARD, LlamaCppHParams
 
 MAX_LAYERS = 512  # LLAMA_MAX_LAYERS
 #: which layers are recurrent: every one (Mamba, RWKV), those with no KV heads (hybrids), or those
-#: `attention.recurrent_layers` marks, else all but every `full_attention_interval`-th (gated delta-net hybrids)
-RECURRENT = ("all", "no_kv_heads", "interval")
+#: `attention.recurrent_layers` marks, else all but every `full_attention_interval`-th (gated delta-net hybrids);
+#: every one with attention beside it in every layer too (Falcon-H1's parallel mixers); those with neither KV heads nor
+#: an FFN, the layers with KV heads and no FFN attending (Nemotron-H's Mamba-2, attention and FFN layers)
+RECURRENT = ("all", "no_kv_heads", "interval", "parallel", "no_kv_heads_or_ffn")
 
 
 class _Keys:
@@ -156,6 +158,16 @@ class LlamaCppArchitecture:
         if self.recurrent == "no_kv_heads":
             n_layer = n_layer_all - n_nextn
             values["is_recurrent"] = tuple(il < n_layer and n_head_kv[il] == 0 for il in range(n_layer_all))
+        if self.recurrent == "parallel":
+            values["is_recurrent"] = values["is_attention"] = (True,) * n_layer_all
+        if self.recurrent == "no_kv_heads_or_ffn":
+            n_layer, n_ff = (
+                n_layer_all - n_nextn,
+                keys.per_layer("feed_forward_length", n_layer_all, (0,) * n_layer_all),
+            )
+            recurrent = tuple(il < n_layer and n_head_kv[il] == 0 and n_ff[il] == 0 for il in range(n_layer_all))
+            values["is_recurrent"] = recurrent
+            values["is_attention"] = tuple(not r and f == 0 for r, f in zip(recurrent, n_ff, strict=True))
         if self.recurrent == "interval":
             values["is_recurrent"] = _recurrent_layers(keys, n_layer_all, n_layer_all - n_nextn)
         return values
