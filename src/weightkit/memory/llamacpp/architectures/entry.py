@@ -20,9 +20,8 @@ from ..hparams import SWA_STANDARD, LlamaCppHParams
 MAX_LAYERS = 512  # LLAMA_MAX_LAYERS
 #: which layers are recurrent: every one (Mamba, RWKV), those with no KV heads (hybrids), or those
 #: `attention.recurrent_layers` marks, else all but every `full_attention_interval`-th (gated delta-net hybrids);
-#: every one with attention beside it in every layer too (Falcon-H1's parallel mixers); those with neither KV heads nor
-#: an FFN, the layers with KV heads and no FFN attending (Nemotron-H's Mamba-2, attention and FFN layers)
-RECURRENT = ("all", "no_kv_heads", "interval", "parallel", "no_kv_heads_or_ffn")
+#: or every one with attention beside it in every layer too (Falcon-H1's parallel mixers)
+RECURRENT = ("all", "no_kv_heads", "interval", "parallel")
 
 
 class _Keys:
