@@ -60,6 +60,7 @@ RECURRENT = [  # recurrent state only: a row per sequence, whatever the context;
     {"n_ctx": 8192, "n_seq_max": 2, "n_ubatch": 128, "embeddings": True},
     {"n_ctx": 65536, "n_seq_max": 4, "n_batch": 2048, "n_ubatch": 2048},
 ]
+LFM2_TRAINED = {"n_ctx": 128000, "flash_attn": "off"}  # LFM2's trained context, the larger cache without FA
 HYBRID = COMMON + RECURRENT[6:]  # a KV cache and a recurrent state: both refusals, and ubatch 128 and 2048
 GRIDS = {
     "llama-3.1-8b": COMMON + LONG,
@@ -104,6 +105,11 @@ GRIDS = {
     "mistral4-default": COMMON + LONG[:1] + FLASH_ON + [{"n_ctx": 1048576, "flash_attn": "on"}],
     "mistral3-26-layers-temperature": COMMON[:4],
     "mistral4-default-temperature": COMMON[:4],
+    "lfm2-1.2b": [*HYBRID, LFM2_TRAINED],
+    "lfm2-350m": COMMON[:6] + RECURRENT[6:],
+    "lfm2moe-8b-a1b": [*HYBRID, LFM2_TRAINED],
+    "falcon_h1-0.5b": HYBRID,  # COMMON's 16384 is its trained length
+    "falcon_h1-7b": [*COMMON[:6], *RECURRENT[6:], *LONG[:1], {"n_ctx": 262144, "flash_attn": "on"}],
 }
 
 # architectures without an exact entry, for the generic estimate's check (tests/memory/test_llamacpp_generic.py):

@@ -38,6 +38,8 @@ MTP = {"qwen3_5", "qwen3_5_moe", "qwen3_next"}  # whose released checkpoints car
 # saved from the text model's class: Gemma 3n's vision tower is timm's, which needs a torchvision built for this
 # torch; the language model and its names are the same, and the converter leaves the towers out of the text GGUF
 TEXT_ONLY = {"gemma3n"}
+_LFM2_LAYERS = ["full_attention" if il in (2, 5, 8, 10, 12, 14) else "conv" for il in range(16)]
+_LFM2_MOE_LAYERS = ["full_attention" if il in (2, 6, 10, 14, 18, 21) else "conv" for il in range(24)]
 # name -> (transformers model type, overrides of its default text configuration); the first entry of a family is
 # the default configuration itself
 SKELETONS: dict[str, tuple[str, dict]] = {
@@ -81,6 +83,60 @@ SKELETONS: dict[str, tuple[str, dict]] = {
     "mistral4-default": ("mistral3", {"model_type": "mistral4"}),  # released as Mistral 3's multimodal class
     "gemma3n-default": ("gemma3n", {}),
     "gemma3n-30-layers": ("gemma3n", {"num_hidden_layers": 30, "num_kv_shared_layers": 10}),
+    # LFM2 1.2B and 350M: short-convolution layers but for attention at 2, 5, 8, 10, 12 and 14 (the default attends
+    # in every layer); the FFN width the converter derives from block_ff_dim (12288 -> 8192, 6656 -> 4608)
+    "lfm2-1.2b": (
+        "lfm2",
+        {"hidden_size": 2048, "intermediate_size": 12288, "num_hidden_layers": 16, "layer_types": _LFM2_LAYERS},
+    ),
+    "lfm2-350m": (
+        "lfm2",
+        {
+            "hidden_size": 1024,
+            "intermediate_size": 6656,
+            "num_hidden_layers": 16,
+            "num_attention_heads": 16,
+            "layer_types": _LFM2_LAYERS,
+        },
+    ),
+    # LFM2-8B-A1B (the default names no layer types): 24 layers, attention at 2, 6, 10, 14, 18 and 21
+    "lfm2moe-8b-a1b": ("lfm2_moe", {"num_hidden_layers": 24, "layer_types": _LFM2_MOE_LAYERS}),
+    # Falcon-H1 0.5B and 7B (transformers' table of the family: depth, width, attention and Mamba heads, head sizes,
+    # state; attention and a Mamba-2 mixer side by side in every layer)
+    "falcon_h1-0.5b": (
+        "falcon_h1",
+        {
+            "hidden_size": 1024,
+            "intermediate_size": 2048,
+            "num_hidden_layers": 36,
+            "num_attention_heads": 8,
+            "num_key_value_heads": 2,
+            "head_dim": 64,
+            "mamba_n_heads": 24,
+            "mamba_d_head": 64,
+            "mamba_d_ssm": 1536,
+            "mamba_d_state": 128,
+            "vocab_size": 32784,
+            "max_position_embeddings": 16384,
+        },
+    ),
+    "falcon_h1-7b": (
+        "falcon_h1",
+        {
+            "hidden_size": 3072,
+            "intermediate_size": 12288,
+            "num_hidden_layers": 44,
+            "num_attention_heads": 12,
+            "num_key_value_heads": 2,
+            "head_dim": 128,
+            "mamba_n_heads": 24,
+            "mamba_d_head": 128,
+            "mamba_d_ssm": 3072,
+            "mamba_d_state": 256,
+            "vocab_size": 130048,
+            "max_position_embeddings": 262144,
+        },
+    ),
     # architectures without an exact entry, for the generic estimate's check (test_llamacpp_generic.py)
     "smollm3-default": ("smollm3", {}),
     "olmo2-default": ("olmo2", {}),

@@ -87,8 +87,9 @@ def make_memory(hp: LlamaCppHParams, ctx: Context) -> Memory:
     if recurrent_layers:
         rows = max(1, ctx.n_seq_max)
         recurrent = RecurrentState(recurrent_layers, rows, hp.n_embd_r, hp.n_embd_s)
-    attention = [il for il in layers if not hp.is_recurrent[il] and hp.has_kv(il)]
-    if len(recurrent_layers) == hp.n_layer and all(hp.is_recurrent):
+    attends = hp.is_attention or tuple(not r for r in hp.is_recurrent)
+    attention = [il for il in layers if attends[il] and hp.has_kv(il)]
+    if not any(hp.is_attention) and len(recurrent_layers) == hp.n_layer and all(hp.is_recurrent):
         return Memory((), recurrent)
     if hp.swa_type == SWA_NONE:
         return Memory((_cache(hp, ctx, "", ctx.n_ctx_seq, attention),), recurrent)

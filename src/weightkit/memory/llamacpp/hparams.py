@@ -38,6 +38,9 @@ class LlamaCppHParams:
     n_swa: int = 0
     is_swa: tuple[bool, ...] = ()
     is_recurrent: tuple[bool, ...] = ()
+    # the layers with a KV cache where that is not every layer but the recurrent ones (`create_memory`'s filter_attn;
+    # Falcon-H1's: all of them, beside their Mamba-2 mixer)
+    is_attention: tuple[bool, ...] = ()
     n_layer_kv_from_start: int = -1  # >= 0: only the first this many layers have a KV cache (Gemma 3n, Gemma 4)
     n_embd_per_layer: int = 0  # Gemma 4's per-layer embedding inputs
     n_expert: int = 0
@@ -56,6 +59,7 @@ class LlamaCppHParams:
     ssm_dt_rank: int = 0
     ssm_n_group: int = 0
     wkv_head_size: int = 0  # RWKV
+    n_shortconv_l_cache: int = 0  # LFM2's short convolution: its kernel length (the state keeps one less)
     token_shift_count: int = 2
     tied_output: bool = True
     flags: Mapping[str, Any] = field(default_factory=dict)  # architecture switches the graphs read
@@ -106,10 +110,12 @@ class LlamaCppHParams:
 
     @property
     def n_embd_r(self) -> int:
-        """Per-sequence rolling state of a recurrent layer (`llama_hparams::n_embd_r`): RWKV's token shifts, or
-        Mamba's convolution state."""
+        """Per-sequence rolling state of a recurrent layer (`llama_hparams::n_embd_r`): RWKV's token shifts, LFM2's
+        short convolution's last inputs, or Mamba's convolution state."""
         if self.wkv_head_size:
             return self.token_shift_count * self.n_embd
+        if self.n_shortconv_l_cache:
+            return self.n_embd * (self.n_shortconv_l_cache - 1)
         conv = self.ssm_d_conv - 1 if self.ssm_d_conv > 0 else 0
         return conv * (self.ssm_d_inner + 2 * self.ssm_n_group * self.ssm_d_state)
 

@@ -11,7 +11,23 @@ from collections.abc import Mapping
 from ....errors import FormatError, UnsupportedError
 from ....model import ModelFile
 from ..hparams import SWA_CHUNKED, LlamaCppHParams
-from . import bert, decoder, deepseek, gemma, generic, glm, gpt_oss, granite, llama4, mamba, phi, qwen_next, rwkv
+from . import (
+    bert,
+    decoder,
+    deepseek,
+    falcon_h1,
+    gemma,
+    generic,
+    glm,
+    gpt_oss,
+    granite,
+    lfm2,
+    llama4,
+    mamba,
+    phi,
+    qwen_next,
+    rwkv,
+)
 from .entry import LlamaCppArchitecture, SlidingWindow
 
 _ROUTING = {  # how experts are chosen and weighted, where the architecture reads it from the file
@@ -98,6 +114,9 @@ ARCHITECTURES: Mapping[str, LlamaCppArchitecture] = {
         ),
     ),
     "bert": LlamaCppArchitecture(bert.bert, causal=False, tied_output=False),
+    "lfm2": LlamaCppArchitecture(lfm2.lfm2, recurrent="no_kv_heads", shortconv=True),
+    "lfm2moe": LlamaCppArchitecture(lfm2.lfm2, recurrent="no_kv_heads", shortconv=True, experts=True, flags=_ROUTING),
+    "falcon-h1": LlamaCppArchitecture(falcon_h1.falcon_h1, recurrent="parallel"),
 }
 
 

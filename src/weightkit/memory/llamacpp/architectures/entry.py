@@ -19,8 +19,9 @@ from ..hparams import SWA_STANDARD, LlamaCppHParams
 
 MAX_LAYERS = 512  # LLAMA_MAX_LAYERS
 #: which layers are recurrent: every one (Mamba, RWKV), those with no KV heads (hybrids), or those
-#: `attention.recurrent_layers` marks, else all but every `full_attention_interval`-th (gated delta-net hybrids)
-RECURRENT = ("all", "no_kv_heads", "interval")
+#: `attention.recurrent_layers` marks, else all but every `full_attention_interval`-th (gated delta-net hybrids);
+#: or every one with attention beside it in every layer too (Falcon-H1's parallel mixers)
+RECURRENT = ("all", "no_kv_heads", "interval", "parallel")
 
 
 class _Keys:
@@ -94,6 +95,7 @@ class LlamaCppArchitecture:
     mla: bool = False
     recurrent: str | None = None  # one of RECURRENT, or None: no layer is
     wkv: bool = False  # RWKV: the state is sized by wkv.head_size and token_shift_count, not by the ssm keys
+    shortconv: bool = False  # LFM2: the state is a short convolution's (shortconv.l_cache), not the ssm keys'
     required: tuple[str, ...] = ()  # keys llama.cpp insists on that shape only weights (LoRA ranks, ...)
     kv_layers: int | None = None  # only this many first layers have a KV cache, the rest reuse one (gemma3n: 20)
     shared_kv: bool = False  # attention.shared_kv_layers last layers reuse an earlier one's KV cache (gemma4)
@@ -145,6 +147,8 @@ class LlamaCppArchitecture:
             keys.number(key, required=True)
         if self.wkv:
             values.update(_wkv(keys))
+        elif self.shortconv:
+            values["n_shortconv_l_cache"] = keys.number("shortconv.l_cache", required=True)
         elif self.recurrent is not None:
             for name, key in (("ssm_d_conv", "ssm.conv_kernel"), ("ssm_d_inner", "ssm.inner_size"),
                               ("ssm_d_state", "ssm.state_size"), ("ssm_dt_rank", "ssm.time_step_rank"),
@@ -153,6 +157,16 @@ class LlamaCppArchitecture:
         if self.recurrent == "no_kv_heads":
             n_layer = n_layer_all - n_nextn
             values["is_recurrent"] = tuple(il < n_layer and n_head_kv[il] == 0 for il in range(n_layer_all))
+        if self.recurrent == "parallel":
+            values["is_recurrent"] = values["is_attention"] = (True,) * n_layer_all
+        if self.recurrent == "no_kv_heads_or_ffn":
+            n_layer, n_ff = (
+                n_layer_all - n_nextn,
+                keys.per_layer("feed_forward_length", n_layer_all, (0,) * n_layer_all),
+            )
+            recurrent = tuple(il < n_layer and n_head_kv[il] == 0 and n_ff[il] == 0 for il in range(n_layer_all))
+            values["is_recurrent"] = recurrent
+            values["is_attention"] = tuple(not r and f == 0 for r, f in zip(recurrent, n_ff, strict=True))
         if self.recurrent == "interval":
             values["is_recurrent"] = _recurrent_layers(keys, n_layer_all, n_layer_all - n_nextn)
         return values
