@@ -40,6 +40,8 @@ MTP = {"qwen3_5", "qwen3_5_moe", "qwen3_next"}  # whose released checkpoints car
 TEXT_ONLY = {"gemma3n"}
 # name -> (transformers model type, overrides of its default text configuration); the first entry of a family is
 # the default configuration itself
+_QWEN3_VL_ROPE = {"rope_type": "default", "rope_theta": 5000000.0, "mrope_section": [24, 20, 20],
+                  "mrope_interleaved": True}  # fmt: skip
 SKELETONS: dict[str, tuple[str, dict]] = {
     "gemma4-default": ("gemma4", {}),
     "gemma4-48-layers": ("gemma4", {"num_hidden_layers": 48, "hidden_size": 3840, "intermediate_size": 15360}),
@@ -58,6 +60,23 @@ SKELETONS: dict[str, tuple[str, dict]] = {
     "mistral4-default": ("mistral3", {"model_type": "mistral4"}),  # released as Mistral 3's multimodal class
     "gemma3n-default": ("gemma3n", {}),
     "gemma3n-30-layers": ("gemma3n", {"num_hidden_layers": 30, "num_kv_shared_layers": 10}),
+    # Qwen3-VL's language models (the defaults mirror no release, and lack the M-RoPE sections llama.cpp requires)
+    "qwen3_vl-8b": ("qwen3_vl", {"num_hidden_layers": 36, "intermediate_size": 12288, "num_key_value_heads": 8,
+                                 "max_position_embeddings": 262144, "rope_parameters": _QWEN3_VL_ROPE}),
+    "qwen3_vl-4b": ("qwen3_vl", {"num_hidden_layers": 36, "hidden_size": 2560, "intermediate_size": 9728,
+                                 "num_key_value_heads": 8, "max_position_embeddings": 262144,
+                                 "rope_parameters": _QWEN3_VL_ROPE}),
+    "qwen3_vl_moe-30b-a3b": ("qwen3_vl_moe", {"num_hidden_layers": 48, "num_attention_heads": 32, "head_dim": 128,
+                                              "num_key_value_heads": 4, "intermediate_size": 6144,
+                                              "moe_intermediate_size": 768, "num_local_experts": 128,
+                                              "num_experts_per_tok": 8, "max_position_embeddings": 262144,
+                                              "rope_parameters": _QWEN3_VL_ROPE, "tie_word_embeddings": False}),
+    "qwen3_vl_moe-235b-a22b": ("qwen3_vl_moe", {"num_hidden_layers": 94, "hidden_size": 4096,
+                                                "num_attention_heads": 64, "num_key_value_heads": 4, "head_dim": 128,
+                                                "intermediate_size": 12288, "moe_intermediate_size": 1536,
+                                                "num_local_experts": 128, "num_experts_per_tok": 8,
+                                                "max_position_embeddings": 262144,
+                                                "rope_parameters": _QWEN3_VL_ROPE, "tie_word_embeddings": False}),
     # architectures without an exact entry, for the generic estimate's check (test_llamacpp_generic.py)
     "smollm3-default": ("smollm3", {}),
     "olmo2-default": ("olmo2", {}),
@@ -98,6 +117,9 @@ MMPROJ_SKELETONS: dict[str, tuple[str, dict]] = {
 }
 # tensor name prefixes transformers 5 saves differently from the released checkpoints: saved -> released
 RELEASED_PREFIXES = {"gemma3": {"vision_tower.": "vision_tower.vision_model."}}
+# packed expert tensors transformers 5 saves as (experts, out, in) where the released checkpoints hold (experts, in,
+# out), the layout the reference converter reads: model type -> name suffixes
+RELEASED_TRANSPOSED = {"qwen3_vl_moe": ("mlp.experts.gate_up_proj", "mlp.experts.down_proj")}
 
 _DTYPE_BYTES = {"F32": 4, "BF16": 2, "F16": 2, "I64": 8, "I32": 4, "BOOL": 1, "U8": 1, "F8_E4M3": 1}
 _SAFETENSORS_DTYPES = {"float32": "F32", "bfloat16": "BF16", "float16": "F16", "int64": "I64", "int32": "I32",
@@ -220,6 +242,8 @@ def save_checkpoint(model_type: str, overrides: dict, folder: Path, *, vision: b
         _add_shared_kv_projections(folder, text)
     if vision and model_type in RELEASED_PREFIXES:
         _rename(folder, RELEASED_PREFIXES[model_type])
+    if model_type in RELEASED_TRANSPOSED:
+        _transpose(folder, RELEASED_TRANSPOSED[model_type])
     return int(text.vocab_size)
 
 
@@ -230,6 +254,17 @@ def _rename(folder: Path, prefixes: dict[str, str]) -> None:
     for name, entry in _read_entries(folder).items():
         old = next((p for p in prefixes if name.startswith(p)), None)
         entries[prefixes[old] + name.removeprefix(old) if old else name] = entry
+    for part in folder.glob("model*.safetensors"):
+        part.unlink()
+    (folder / "model.safetensors.index.json").unlink(missing_ok=True)
+    _write_hole(folder / "model.safetensors", entries, {"format": "pt"})
+
+
+def _transpose(folder: Path, suffixes: tuple[str, ...]) -> None:
+    """The checkpoint's tensors ending in `suffixes` with their last two dimensions swapped."""
+    entries = {}
+    for name, (dtype, shape) in _read_entries(folder).items():
+        entries[name] = (dtype, [*shape[:-2], shape[-1], shape[-2]] if name.endswith(suffixes) else shape)
     for part in folder.glob("model*.safetensors"):
         part.unlink()
     (folder / "model.safetensors.index.json").unlink(missing_ok=True)

@@ -33,6 +33,9 @@ ARCHITECTURES: Mapping[str, LlamaCppArchitecture] = {
     "qwen2": LlamaCppArchitecture(decoder.qwen2),
     "qwen3": LlamaCppArchitecture(decoder.qwen3),
     "qwen3moe": LlamaCppArchitecture(decoder.qwen3, experts=True),
+    "qwen2vl": LlamaCppArchitecture(decoder.qwen2vl, mrope=True),
+    "qwen3vl": LlamaCppArchitecture(decoder.qwen3, mrope=True, deepstack=True),
+    "qwen3vlmoe": LlamaCppArchitecture(decoder.qwen3, mrope=True, deepstack=True, experts=True),
     "gemma2": LlamaCppArchitecture(
         gemma.gemma2,
         swa=SlidingWindow(2, default_window=4096),
