@@ -108,6 +108,10 @@ GRIDS = {
     "qwen3_vl-4b": COMMON[:6] + FLASH_ON,
     "qwen3_vl_moe-30b-a3b": COMMON + LONG[:1] + [LONG_FA],
     "qwen3_vl_moe-235b-a22b": COMMON[:6] + FLASH_ON,
+    "qwen2_vl-72b": COMMON + FLASH_ON,  # trained on 32768, COMMON's longest
+    "qwen2_vl-7b": COMMON[:6] + FLASH_ON,
+    "phimoe-default": COMMON + LONG,
+    "minimax_m2-default": COMMON + LONG[:1] + [{"n_ctx": 196608, "flash_attn": "on"}],
 }
 
 # architectures without an exact entry, for the generic estimate's check (tests/memory/test_llamacpp_generic.py):

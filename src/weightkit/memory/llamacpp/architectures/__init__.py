@@ -11,7 +11,22 @@ from collections.abc import Mapping
 from ....errors import FormatError, UnsupportedError
 from ....model import ModelFile
 from ..hparams import SWA_CHUNKED, LlamaCppHParams
-from . import bert, decoder, deepseek, gemma, generic, glm, gpt_oss, granite, llama4, mamba, phi, qwen_next, rwkv
+from . import (
+    bert,
+    decoder,
+    deepseek,
+    gemma,
+    generic,
+    glm,
+    gpt_oss,
+    granite,
+    llama4,
+    mamba,
+    minimax,
+    phi,
+    qwen_next,
+    rwkv,
+)
 from .entry import LlamaCppArchitecture, SlidingWindow
 
 _ROUTING = {  # how experts are chosen and weighted, where the architecture reads it from the file
@@ -56,6 +71,10 @@ ARCHITECTURES: Mapping[str, LlamaCppArchitecture] = {
     ),
     "gpt-oss": LlamaCppArchitecture(gpt_oss.gpt_oss, swa=SlidingWindow(2, window_required=True), experts=True),
     "phi3": LlamaCppArchitecture(phi.phi3),
+    "phimoe": LlamaCppArchitecture(phi.phi3, experts=True),  # llama.cpp's phimoe runs phi3's graph
+    "minimax-m2": LlamaCppArchitecture(
+        minimax.minimax_m2, experts=True, flags={"expert_gating_func": "expert_gating_func"}
+    ),
     "deepseek2": _DEEPSEEK2,
     "mistral4": _DEEPSEEK2,  # llama.cpp's mistral4 is deepseek2's loader and graph
     "glm4moe": LlamaCppArchitecture(glm.glm4moe, experts=True, flags=_ROUTING),
