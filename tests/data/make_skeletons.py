@@ -12,7 +12,9 @@ For each entry of `SKELETONS`:
    what its GGUF writer would write, before it writes, is the record.
 
 Where released checkpoints hold tensors that transformers 5 does not save (Qwen's MTP layer, Gemma 3n's K and V
-projections in layers that share a cache), the checkpoint gets them as the released ones have them.
+projections in layers that share a cache), the checkpoint gets them as the released ones have them; where
+transformers 5 packs experts otherwise than the releases (Qwen3-VL-MoE transposed, Phi-3.5-MoE and MiniMax-M2 one
+tensor per expert), the tensors are laid out as released, the layout the converter reads.
 
 Needs transformers 5 (with its tokenizers), torch and llama-cpp-python 0.3.36's sdist, unpacked:
 
