@@ -42,6 +42,7 @@ COMMON = [
     {"n_ctx": 2048, "n_batch": 300, "n_ubatch": 300, "n_seq_max": 2},
 ]
 LONG = [{"n_ctx": 131072, "n_ubatch": 2048, "n_batch": 2048}, {"n_ctx": 131072, "flash_attn": "off"}]
+LONG_FA = {"n_ctx": 262144, "flash_attn": "on"}  # a trained length past 131072, with flash attention
 SWA = [
     {"n_ctx": 16384, "swa_full": False},
     {"n_ctx": 16384, "swa_full": False, "n_seq_max": 4, "kv_unified": True, "n_outputs_max": 4},
@@ -110,6 +111,15 @@ GRIDS = {
     "lfm2moe-8b-a1b": [*HYBRID, LFM2_TRAINED],
     "falcon_h1-0.5b": HYBRID,  # COMMON's 16384 is its trained length
     "falcon_h1-7b": [*COMMON[:6], *RECURRENT[6:], *LONG[:1], {"n_ctx": 262144, "flash_attn": "on"}],
+    # trained on 262144: 131072, and the whole length with flash attention
+    "qwen3_vl-8b": COMMON + LONG[:1] + [LONG_FA],
+    "qwen3_vl-4b": COMMON[:6] + FLASH_ON,
+    "qwen3_vl_moe-30b-a3b": COMMON + LONG[:1] + [LONG_FA],
+    "qwen3_vl_moe-235b-a22b": COMMON[:6] + FLASH_ON,
+    "qwen2_vl-72b": COMMON + FLASH_ON,  # trained on 32768, COMMON's longest
+    "qwen2_vl-7b": COMMON[:6] + FLASH_ON,
+    "phimoe-default": COMMON + LONG,
+    "minimax_m2-default": COMMON + LONG[:1] + [{"n_ctx": 196608, "flash_attn": "on"}],
 }
 
 # architectures without an exact entry, for the generic estimate's check (tests/memory/test_llamacpp_generic.py):

@@ -12,7 +12,9 @@ For each entry of `SKELETONS`:
    what its GGUF writer would write, before it writes, is the record.
 
 Where released checkpoints hold tensors that transformers 5 does not save (Qwen's MTP layer, Gemma 3n's K and V
-projections in layers that share a cache), the checkpoint gets them as the released ones have them.
+projections in layers that share a cache), the checkpoint gets them as the released ones have them; where
+transformers 5 packs experts otherwise than the releases (Qwen3-VL-MoE transposed, Phi-3.5-MoE and MiniMax-M2 one
+tensor per expert), the tensors are laid out as released, the layout the converter reads.
 
 Needs transformers 5 (with its tokenizers), torch and llama-cpp-python 0.3.36's sdist, unpacked:
 
@@ -42,6 +44,9 @@ _LFM2_LAYERS = ["full_attention" if il in (2, 5, 8, 10, 12, 14) else "conv" for 
 _LFM2_MOE_LAYERS = ["full_attention" if il in (2, 6, 10, 14, 18, 21) else "conv" for il in range(24)]
 # name -> (transformers model type, overrides of its default text configuration); the first entry of a family is
 # the default configuration itself
+_QWEN3_VL_ROPE = {"rope_type": "default", "rope_theta": 5000000.0, "mrope_section": [24, 20, 20],
+                  "mrope_interleaved": True}  # fmt: skip
+_QWEN2_VL_ROPE = {"rope_type": "default", "rope_theta": 1000000.0, "mrope_section": [16, 24, 24]}
 SKELETONS: dict[str, tuple[str, dict]] = {
     "gemma4-default": ("gemma4", {}),
     "gemma4-48-layers": ("gemma4", {"num_hidden_layers": 48, "hidden_size": 3840, "intermediate_size": 15360}),
@@ -137,6 +142,93 @@ SKELETONS: dict[str, tuple[str, dict]] = {
             "max_position_embeddings": 262144,
         },
     ),
+    # Qwen3-VL's language models (the defaults mirror no release, and lack the M-RoPE sections llama.cpp requires)
+    "qwen3_vl-8b": (
+        "qwen3_vl",
+        {
+            "num_hidden_layers": 36,
+            "intermediate_size": 12288,
+            "num_key_value_heads": 8,
+            "max_position_embeddings": 262144,
+            "rope_parameters": _QWEN3_VL_ROPE,
+        },
+    ),
+    "qwen3_vl-4b": (
+        "qwen3_vl",
+        {
+            "num_hidden_layers": 36,
+            "hidden_size": 2560,
+            "intermediate_size": 9728,
+            "num_key_value_heads": 8,
+            "max_position_embeddings": 262144,
+            "rope_parameters": _QWEN3_VL_ROPE,
+        },
+    ),
+    "qwen3_vl_moe-30b-a3b": (
+        "qwen3_vl_moe",
+        {
+            "num_hidden_layers": 48,
+            "num_attention_heads": 32,
+            "head_dim": 128,
+            "num_key_value_heads": 4,
+            "intermediate_size": 6144,
+            "moe_intermediate_size": 768,
+            "num_local_experts": 128,
+            "num_experts_per_tok": 8,
+            "max_position_embeddings": 262144,
+            "rope_parameters": _QWEN3_VL_ROPE,
+            "tie_word_embeddings": False,
+        },
+    ),
+    "qwen3_vl_moe-235b-a22b": (
+        "qwen3_vl_moe",
+        {
+            "num_hidden_layers": 94,
+            "hidden_size": 4096,
+            "num_attention_heads": 64,
+            "num_key_value_heads": 4,
+            "head_dim": 128,
+            "intermediate_size": 12288,
+            "moe_intermediate_size": 1536,
+            "num_local_experts": 128,
+            "num_experts_per_tok": 8,
+            "max_position_embeddings": 262144,
+            "rope_parameters": _QWEN3_VL_ROPE,
+            "tie_word_embeddings": False,
+        },
+    ),
+    # Qwen2-VL 72B (the default) and 7B, with their M-RoPE sections
+    "qwen2_vl-72b": ("qwen2_vl", {"rope_parameters": _QWEN2_VL_ROPE}),
+    "qwen2_vl-7b": (
+        "qwen2_vl",
+        {
+            "num_hidden_layers": 28,
+            "hidden_size": 3584,
+            "intermediate_size": 18944,
+            "num_attention_heads": 28,
+            "num_key_value_heads": 4,
+            "rope_parameters": _QWEN2_VL_ROPE,
+        },
+    ),
+    # Phi-3.5-MoE, with its long-context rope factors and biases
+    "phimoe-default": (
+        "phimoe",
+        {
+            "attention_bias": True,
+            "lm_head_bias": True,
+            "rope_parameters": {
+                "rope_type": "longrope",
+                "rope_theta": 10000.0,
+                "long_factor": [1.0] * 64,
+                "short_factor": [1.0] * 64,
+                "original_max_position_embeddings": 4096,
+                "long_mscale": 1.243,
+                "short_mscale": 1.1902,
+            },
+        },
+    ),
+    # MiniMax-M2 (230B-A10B): its rotary dimensions and sigmoid routing as its config.json names them
+    "minimax_m2-default": ("minimax_m2", {"rotary_dim": 64, "scoring_func": "sigmoid"}),
     # architectures without an exact entry, for the generic estimate's check (test_llamacpp_generic.py)
     "smollm3-default": ("smollm3", {}),
     "olmo2-default": ("olmo2", {}),
@@ -180,6 +272,21 @@ MMPROJ_SKELETONS: dict[str, tuple[str, dict]] = {
 CONSUMED = {"num_global_key_value_heads"}
 # tensor name prefixes transformers 5 saves differently from the released checkpoints: saved -> released
 RELEASED_PREFIXES = {"gemma3": {"vision_tower.": "vision_tower.vision_model."}}
+# packed expert tensors transformers 5 saves as (experts, out, in) where the released checkpoints hold (experts, in,
+# out), the layout the reference converter reads: model type -> name suffixes
+RELEASED_TRANSPOSED = {"qwen3_vl_moe": ("mlp.experts.gate_up_proj", "mlp.experts.down_proj")}
+# Mixtral-style releases, which hold each expert's w1 (gate), w3 (up) and w2 (down) apart under
+# `block_sparse_moe.`: model type -> (the released checkpoints' class, transformers 5 names in a layer -> released)
+RELEASED_EXPERTS = {
+    "phimoe": ("PhiMoEForCausalLM", {"mlp.router.weight": "block_sparse_moe.gate.weight"}),
+    "minimax_m2": (
+        "MiniMaxM2ForCausalLM",
+        {
+            "mlp.gate.weight": "block_sparse_moe.gate.weight",
+            "mlp.e_score_correction_bias": "block_sparse_moe.e_score_correction_bias",
+        },
+    ),
+}
 
 _DTYPE_BYTES = {"F32": 4, "BF16": 2, "F16": 2, "I64": 8, "I32": 4, "BOOL": 1, "U8": 1, "F8_E4M3": 1}
 _SAFETENSORS_DTYPES = {"float32": "F32", "bfloat16": "BF16", "float16": "F16", "int64": "I64", "int32": "I32",
@@ -303,6 +410,10 @@ def save_checkpoint(model_type: str, overrides: dict, folder: Path, *, vision: b
         _add_shared_kv_projections(folder, text)
     if vision and model_type in RELEASED_PREFIXES:
         _rename(folder, RELEASED_PREFIXES[model_type])
+    if model_type in RELEASED_TRANSPOSED:
+        _transpose(folder, RELEASED_TRANSPOSED[model_type])
+    if model_type in RELEASED_EXPERTS:
+        _unpack_experts(folder, *RELEASED_EXPERTS[model_type])
     return int(text.vocab_size)
 
 
@@ -317,6 +428,43 @@ def _rename(folder: Path, prefixes: dict[str, str]) -> None:
         part.unlink()
     (folder / "model.safetensors.index.json").unlink(missing_ok=True)
     _write_hole(folder / "model.safetensors", entries, {"format": "pt"})
+
+
+def _transpose(folder: Path, suffixes: tuple[str, ...]) -> None:
+    """The checkpoint's tensors ending in `suffixes` with their last two dimensions swapped."""
+    entries = {}
+    for name, (dtype, shape) in _read_entries(folder).items():
+        entries[name] = (dtype, [*shape[:-2], shape[-1], shape[-2]] if name.endswith(suffixes) else shape)
+    for part in folder.glob("model*.safetensors"):
+        part.unlink()
+    (folder / "model.safetensors.index.json").unlink(missing_ok=True)
+    _write_hole(folder / "model.safetensors", entries, {"format": "pt"})
+
+
+def _unpack_experts(folder: Path, hf_class: str, renames: dict[str, str]) -> None:
+    """The checkpoint as a Mixtral-style release holds it: packed experts (`mlp.experts.gate_up_proj`, experts x
+    2 ff x hidden; `down_proj`, experts x hidden x ff) one tensor per expert and projection, `renames` applied, and
+    config.json naming the released class."""
+    entries = {}
+    for name, (dtype, shape) in _read_entries(folder).items():
+        layer, _, rest = name.rpartition("mlp.experts.")
+        if rest in ("gate_up_proj", "down_proj"):
+            n_expert, rows, cols = shape
+            parts = (
+                {"w1": [rows // 2, cols], "w3": [rows // 2, cols]} if rest == "gate_up_proj" else {"w2": [rows, cols]}
+            )
+            for e in range(n_expert):
+                for w, part in parts.items():
+                    entries[f"{layer}block_sparse_moe.experts.{e}.{w}.weight"] = (dtype, part)
+            continue
+        old = next((o for o in renames if name.endswith(o)), None)
+        entries[name.removesuffix(old) + renames[old] if old else name] = (dtype, shape)
+    for part in folder.glob("model*.safetensors"):
+        part.unlink()
+    (folder / "model.safetensors.index.json").unlink(missing_ok=True)
+    _write_hole(folder / "model.safetensors", entries, {"format": "pt"})
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "architectures": [hf_class]}))
 
 
 def _image_processor(model_type: str):

@@ -32,6 +32,7 @@ class GraphBuilder:
         self.n_stream = 1 if ctx.kv_unified else n_seqs
         self.graph = g.Graph()
         self.outputs: list[Tensor] = []
+        self.t_inp_embd: Tensor | None = None  # the input embedding before any scaling (`res->t_inp_embd`)
         self._weights: dict[str, Tensor] = {}
         self.absent: list[str] = []  # the tensors asked for that the model has none of, in order
         self._cache_tensors: dict[tuple[int, str], Tensor] = {}
@@ -88,18 +89,26 @@ class GraphBuilder:
 
     def inp_embd(self, tok_embd: Tensor) -> Tensor:
         """`build_inp_embd`: token rows, with the vector-embeddings input beside them (both in the graph), scaled
-        where the model says so (`f_embedding_scale`)."""
+        where the model says so (`f_embedding_scale`). With deepstack layers the input is wider (`n_embd_inp`) and
+        the model's embedding its first `n_embd` rows (`t_inp_embd`)."""
+        n_embd, n_embd_inp = self.hp.n_embd, self.hp.n_embd_inp
         tokens = g.graph_input(I32, (self.n_tokens,), "inp_tokens")
-        embd = g.graph_input(F32, (self.hp.n_embd, self.n_tokens), "inp_embd")
+        embd = g.graph_input(F32, (n_embd_inp, self.n_tokens), "inp_embd")
         cur = g.get_rows(tok_embd, tokens)
+        if n_embd_inp != n_embd:
+            cur = g.pad(cur, n_embd_inp - n_embd)
         self.expand(cur)
         self.expand(embd)  # ggml_build_forward_select keeps both branches
+        if n_embd_inp != n_embd:
+            cur = g.view(cur, (n_embd, self.n_tokens), (cur.nb[1],))
+        self.t_inp_embd = cur
         if self.hp.flags.get("embedding_scale"):
             cur = g.scale(cur)
         return self.expand(cur)
 
     def inp_pos(self) -> Tensor:
-        return g.graph_input(I32, (self.n_tokens,), "inp_pos")
+        """`build_inp_pos`: a position per token, or four with M-RoPE."""
+        return g.graph_input(I32, (self.n_tokens * self.hp.n_pos_per_embd,), "inp_pos")
 
     def inp_attn_scale(self) -> Tensor:
         """`build_inp_attn_scale`: a query scale per token (Llama 4's attention temperature)."""

@@ -43,6 +43,8 @@ class LlamaCppHParams:
     is_attention: tuple[bool, ...] = ()
     n_layer_kv_from_start: int = -1  # >= 0: only the first this many layers have a KV cache (Gemma 3n, Gemma 4)
     n_embd_per_layer: int = 0  # Gemma 4's per-layer embedding inputs
+    n_pos_per_embd: int = 1  # positions per token: 4 with M-RoPE (`n_pos_per_embd`)
+    n_deepstack_layers: int = 0  # Qwen3-VL: the first layers add a slice of a wider input embedding
     n_expert: int = 0
     n_expert_used: int = 0
     n_ff_exp: int = 0
@@ -72,6 +74,11 @@ class LlamaCppHParams:
     @property
     def n_embd_out(self) -> int:
         return self.n_embd_out_impl or self.n_embd
+
+    @property
+    def n_embd_inp(self) -> int:
+        """The input embedding's width (`n_embd_inp`): the model's, and one more for each deepstack layer."""
+        return self.n_embd * (1 + self.n_deepstack_layers)
 
     @property
     def is_mla(self) -> bool:

@@ -24,6 +24,7 @@ from . import (
     lfm2,
     llama4,
     mamba,
+    minimax,
     phi,
     qwen_next,
     rwkv,
@@ -49,6 +50,9 @@ ARCHITECTURES: Mapping[str, LlamaCppArchitecture] = {
     "qwen2": LlamaCppArchitecture(decoder.qwen2),
     "qwen3": LlamaCppArchitecture(decoder.qwen3),
     "qwen3moe": LlamaCppArchitecture(decoder.qwen3, experts=True),
+    "qwen2vl": LlamaCppArchitecture(decoder.qwen2vl, mrope=True),
+    "qwen3vl": LlamaCppArchitecture(decoder.qwen3, mrope=True, deepstack=True),
+    "qwen3vlmoe": LlamaCppArchitecture(decoder.qwen3, mrope=True, deepstack=True, experts=True),
     "gemma2": LlamaCppArchitecture(
         gemma.gemma2,
         swa=SlidingWindow(2, default_window=4096),
@@ -70,6 +74,10 @@ ARCHITECTURES: Mapping[str, LlamaCppArchitecture] = {
     ),
     "gpt-oss": LlamaCppArchitecture(gpt_oss.gpt_oss, swa=SlidingWindow(2, window_required=True), experts=True),
     "phi3": LlamaCppArchitecture(phi.phi3),
+    "phimoe": LlamaCppArchitecture(phi.phi3, experts=True),  # llama.cpp's phimoe runs phi3's graph
+    "minimax-m2": LlamaCppArchitecture(
+        minimax.minimax_m2, experts=True, flags={"expert_gating_func": "expert_gating_func"}
+    ),
     "deepseek2": _DEEPSEEK2,
     "mistral4": _DEEPSEEK2,  # llama.cpp's mistral4 is deepseek2's loader and graph
     "glm4moe": LlamaCppArchitecture(glm.glm4moe, experts=True, flags=_ROUTING),

@@ -1,5 +1,7 @@
 """The standard decoder block and its pieces (`output_rows`, `attention`, `logits`), as llama.cpp's llama-style
-graphs build them, and the architectures that are that block alone: llama, mistral3, qwen2, qwen3 (and qwen3moe).
+graphs build them, and the architectures that are that block alone: llama, mistral3, qwen2, qwen3 (and qwen3moe),
+and the language models of Qwen's vision-language families, qwen2vl, qwen3vl and qwen3vlmoe (M-RoPE's four positions
+per token are the builder's; Qwen3-VL's deepstack inputs the block's).
 
 Here and in every graph of this package only what changes the allocation is kept: which nodes exist, their
 shapes and order. Scalars (rope frequencies, attention scales) and weights never reach the allocator, so a
@@ -50,7 +52,8 @@ def logits(b: GraphBuilder, embd: Tensor, *, bias: bool = False) -> Graph:
 def standard_decoder(b: GraphBuilder, *, qk_norm: bool, ffn_biases: bool, output_bias: bool,
                      temperature: bool = False) -> Graph:  # fmt: skip
     """The llama-style block: pre-norm attention, pre-norm feed-forward (or experts), residuals; `temperature`:
-    the queries scaled per token (`build_inp_attn_scale`)."""
+    the queries scaled per token (`build_inp_attn_scale`); deepstack layers (`n_deepstack_layers`) add their slice
+    of the input embedding."""
     hp = b.hp
     inp, pos, out_ids = b.decoder_inputs()
     q_scales = b.inp_attn_scale() if temperature else None
@@ -65,6 +68,9 @@ def standard_decoder(b: GraphBuilder, *, qk_norm: bool, ffn_biases: bool, output
         else:
             cur = b.moe_ffn(cur, il, hp.n_expert, hp.n_expert_used)
         inp = g.add(cur, ffn_inp)
+        if il < hp.n_deepstack_layers:  # Qwen3-VL: the layer's slice of the wider input embedding added
+            embd = b.t_inp_embd
+            inp = g.add(inp, g.view(embd, (hp.n_embd, b.n_tokens), (embd.nb[1],)))
     return logits(b, b.norm(inp, b.w("output_norm.weight")), bias=output_bias)
 
 
@@ -84,6 +90,12 @@ def qwen2(b: GraphBuilder) -> Graph:
     return standard_decoder(b, qk_norm=False, ffn_biases=False, output_bias=True)
 
 
+def qwen2vl(b: GraphBuilder) -> Graph:
+    """`llama_model_qwen2vl::graph`: qwen2's block with M-RoPE; an output bias, where a file has one, unused."""
+    return standard_decoder(b, qk_norm=False, ffn_biases=False, output_bias=False)
+
+
 def qwen3(b: GraphBuilder) -> Graph:
-    """`llama_model_qwen3::graph` and `qwen3moe`: per-head RMS norms on Q and K."""
+    """`llama_model_qwen3::graph` and `qwen3moe`, and `qwen3vl` and `qwen3vlmoe` (with M-RoPE and deepstack
+    inputs): per-head RMS norms on Q and K."""
     return standard_decoder(b, qk_norm=True, ffn_biases=False, output_bias=False)

@@ -101,6 +101,8 @@ class LlamaCppArchitecture:
     shared_kv: bool = False  # attention.shared_kv_layers last layers reuse an earlier one's KV cache (gemma4)
     per_layer_input: bool = False  # per-layer embedding inputs of embedding_length_per_layer_input (gemma4)
     gated_q: bool = False  # the attention layers' Q projection carries an output gate as wide (attn_q doubled)
+    mrope: bool = False  # M-RoPE: four positions per token, by the sections llama.cpp requires
+    deepstack: bool = False  # reads n_deepstack_layers (Qwen3-VL's wider input embedding)
     causal: bool = True
     tied_output: bool = True  # without output.weight the token embeddings serve as the output matrix
     flags: Mapping[str, str] = field(default_factory=dict)  # flag name -> metadata key (a float)
@@ -145,6 +147,12 @@ class LlamaCppArchitecture:
             values["head_v_mla"] = keys.number("attention.value_length_mla")
         for key in self.required:
             keys.number(key, required=True)
+        if self.mrope:
+            if keys.array("rope.dimension_sections") is None:
+                raise keys.error(f"{keys.name('rope.dimension_sections')} is missing: llama.cpp needs it for M-RoPE")
+            values["n_pos_per_embd"] = 4  # GGML_MROPE_SECTIONS
+        if self.deepstack:
+            values["n_deepstack_layers"] = keys.number("n_deepstack_layers")
         if self.wkv:
             values.update(_wkv(keys))
         elif self.shortconv:
