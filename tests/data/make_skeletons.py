@@ -137,6 +137,24 @@ SKELETONS: dict[str, tuple[str, dict]] = {
             "max_position_embeddings": 262144,
         },
     ),
+    # EmbeddingGemma (google/embeddinggemma-300m's config.json: 24 layers of 768, 3 heads and 1 KV head of 256, FFN
+    # 1152, a 512-token window (before transformers halves it for bidirectional attention), 2048 tokens, vocabulary
+    # 262144), saved as its Gemma3TextModel; sentence-transformers' mean pooling beside it (see EMBEDDING_MODELS)
+    "embeddinggemma-300m": (
+        "gemma3_text",
+        {
+            "hidden_size": 768,
+            "intermediate_size": 1152,
+            "num_hidden_layers": 24,
+            "num_attention_heads": 3,
+            "num_key_value_heads": 1,
+            "head_dim": 256,
+            "sliding_window": 512,
+            "use_bidirectional_attention": True,
+            "max_position_embeddings": 2048,
+            "vocab_size": 262144,
+        },
+    ),
     # architectures without an exact entry, for the generic estimate's check (test_llamacpp_generic.py)
     "smollm3-default": ("smollm3", {}),
     "olmo2-default": ("olmo2", {}),
@@ -175,6 +193,9 @@ MMPROJ_SKELETONS: dict[str, tuple[str, dict]] = {
     # Qwen2.5-VL 72B's (the default's width is its output's, and its output is not its text model's)
     "mmproj-qwen2_5_vl": ("qwen2_5_vl", {"hidden_size": 1280, "out_hidden_size": 8192}),
 }
+# embedding models: name -> (the class its checkpoint is saved from, sentence-transformers' pooling mode), the
+# pooling written as a released sentence-transformers folder has it (modules.json and 1_Pooling/config.json)
+EMBEDDING_MODELS = {"embeddinggemma-300m": ("Gemma3TextModel", "mean")}
 # overrides a configuration consumes into others, so it has no attribute of their name (Gemma 4's full-attention
 # KV heads go into `per_layer_config`; the converter reads them from there)
 CONSUMED = {"num_global_key_value_heads"}
@@ -266,9 +287,11 @@ def _text_config(config):
     return config.get_text_config() if hasattr(config, "get_text_config") else config
 
 
-def save_checkpoint(model_type: str, overrides: dict, folder: Path, *, vision: bool = False) -> int:
+def save_checkpoint(model_type: str, overrides: dict, folder: Path, *, vision: bool = False,
+                    embedding: tuple[str, str] | None = None) -> int:  # fmt: skip
     """A transformers 5 checkpoint of `model_type` in `folder`, its tensor data a hole; returns the vocabulary
-    size. `vision`: the overrides are the vision configuration's, and the image processor's defaults are saved."""
+    size. `vision`: the overrides are the vision configuration's, and the image processor's defaults are saved.
+    `embedding`: the model class an embedding model is saved from and its pooling mode."""
     import torch
     import transformers
     import transformers.modeling_utils
@@ -293,6 +316,9 @@ def save_checkpoint(model_type: str, overrides: dict, folder: Path, *, vision: b
         config, model_type = text, text.model_type
     class_name = (modeling_auto.MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES.get(model_type)
                   or modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[model_type])  # fmt: skip
+    if embedding:
+        class_name = embedding[0]
+        _write_pooling(folder, embedding[1])
     with torch.device("meta"):
         model = getattr(transformers, class_name)(config)
     transformers.modeling_utils.safe_save_file = _save_as_hole
@@ -304,6 +330,16 @@ def save_checkpoint(model_type: str, overrides: dict, folder: Path, *, vision: b
     if vision and model_type in RELEASED_PREFIXES:
         _rename(folder, RELEASED_PREFIXES[model_type])
     return int(text.vocab_size)
+
+
+def _write_pooling(folder: Path, mode: str) -> None:
+    """sentence-transformers' modules.json and pooling configuration, from which the converter takes the pooling."""
+    kinds = "sentence_transformers.models."
+    modules = [{"idx": 0, "name": "0", "path": "", "type": kinds + "Transformer"},
+               {"idx": 1, "name": "1", "path": "1_Pooling", "type": kinds + "Pooling"}]  # fmt: skip
+    (folder / "modules.json").write_text(json.dumps(modules))
+    (folder / "1_Pooling").mkdir()
+    (folder / "1_Pooling" / "config.json").write_text(json.dumps({f"pooling_mode_{mode}_tokens": True}))
 
 
 def _rename(folder: Path, prefixes: dict[str, str]) -> None:
@@ -380,7 +416,8 @@ def main() -> None:
         mmproj = name in MMPROJ_SKELETONS
         model_type, overrides = (MMPROJ_SKELETONS if mmproj else SKELETONS)[name]
         with tempfile.TemporaryDirectory() as tmp:
-            n_vocab = save_checkpoint(model_type, overrides, Path(tmp), vision=mmproj)
+            n_vocab = save_checkpoint(model_type, overrides, Path(tmp), vision=mmproj,
+                                      embedding=EMBEDDING_MODELS.get(name))  # fmt: skip
             record = {"model_type": model_type, "overrides": overrides, "transformers": transformers.__version__,
                       **convert(Path(tmp), name, n_vocab, args.llama_cpp.resolve(), mmproj=mmproj)}  # fmt: skip
         (OUT / f"{name}.json").write_text(json.dumps(record, separators=(",", ":")) + "\n")

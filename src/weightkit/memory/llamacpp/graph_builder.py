@@ -14,7 +14,7 @@ from . import ggml as g
 from .cache import KVCache, Memory
 from .context import POOLING_CLS, POOLING_LAST, POOLING_MEAN, Context
 from .ggml import F16, F32, I32, I64, Tensor
-from .hparams import LlamaCppHParams
+from .hparams import SWA_NONE, LlamaCppHParams
 from .placement import Placement, tensor_device
 
 
@@ -289,10 +289,14 @@ class GraphBuilder:
         vc = g.view(kc, (v.ne[0], kc.ne[1], kc.ne[2], kc.ne[3]), kc.nb[1:])
         return self.mm(wo, self.attn_mha(q, kc, vc, inputs["mask"], None, v_mla))
 
-    def attn_inp_no_cache(self) -> Tensor:
-        """`build_attn_inp_no_cache`: the mask of a batch attending to itself (encoders)."""
+    def attn_inp_no_cache(self) -> tuple[Tensor, Tensor | None]:
+        """`build_attn_inp_no_cache`: the mask of a batch attending to itself (encoders), and a second one for the
+        sliding-window layers where the model has them (None where not)."""
         mask_type = F16 if self.ctx.flash_attn else F32
-        return g.graph_input(mask_type, (self.n_tokens, self.n_tokens, 1, 1), "self_kq_mask")
+        shape = (self.n_tokens, self.n_tokens, 1, 1)
+        mask = g.graph_input(mask_type, shape, "self_kq_mask")
+        swa = g.graph_input(mask_type, shape, "self_kq_mask_swa") if self.hp.swa_type != SWA_NONE else None
+        return mask, swa
 
     def _cpy_k(self, cache: KVCache, il: int, k: Tensor, idxs: Tensor) -> Tensor:
         dst = self._cache_tensor(cache, il, "k")

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-SWA_NONE, SWA_STANDARD, SWA_CHUNKED = "none", "standard", "chunked"
+SWA_NONE, SWA_STANDARD, SWA_CHUNKED, SWA_SYMMETRIC = "none", "standard", "chunked", "symmetric"
 
 
 @dataclass(frozen=True)
