@@ -123,6 +123,8 @@ GRIDS = {
     "lfm2-350m": COMMON[:6] + RECURRENT[6:],
     "lfm2moe-8b-a1b": [*HYBRID, LFM2_TRAINED],
     "falcon_h1-0.5b": HYBRID,  # COMMON's 16384 is its trained length
+    # attention in 4 of 56 layers; the converter writes a trained context of 2**20 for the hybrids
+    "nemotron_h-nano-9b-v2": [*HYBRID, *LONG[:1], {"n_ctx": 1048576, "flash_attn": "on"}],
     # embedding models without a cache; their trained context as one batch
     "nomic-embed-text-v1.5": [*EMBEDDING, *EMBEDDING_MORE, embedding_batch(2048)],
     "jina-embeddings-v3": [*EMBEDDING, *EMBEDDING_MORE, embedding_batch(8192)],

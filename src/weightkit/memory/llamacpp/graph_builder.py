@@ -372,10 +372,11 @@ class GraphBuilder:
             cur = g.cont(cur, cur.ne[0] * cur.ne[1], cur.ne[2] * cur.ne[3])
         return self.expand(cur)
 
-    def ffn(self, cur: Tensor, il: int, *, biases: bool = True, suffix: str = "") -> Tensor:
+    def ffn(self, cur: Tensor, il: int, *, biases: bool = True, suffix: str = "", relu_sqr: bool = False) -> Tensor:
         """`build_ffn` over the layer's ffn_up / ffn_gate / ffn_down (`suffix` "_shexp": the shared expert):
-        with a gate, the gated unit (`ggml_swiglu_split` / `ggml_geglu_split`); without, the activation alone.
-        `biases`: whether the architecture passes the layer's biases in."""
+        with a gate, the gated unit (`ggml_swiglu_split` / `ggml_geglu_split`); without, the activation alone
+        (`relu_sqr`: a ReLU then its square, two nodes). `biases`: whether the architecture passes the layer's
+        biases in."""
 
         def weight(name: str, kind: str = "weight") -> Tensor | None:
             if kind == "bias" and not biases:
@@ -391,6 +392,8 @@ class GraphBuilder:
             if (bias := weight("gate", "bias")) is not None:
                 cur = g.add(cur, bias)
             cur = g.glu_split(cur, tmp)
+        elif relu_sqr:
+            cur = g.sqr(g.unary(tmp, "relu"))
         else:
             cur = g.unary(tmp, "gelu")
         if down is not None:

@@ -24,6 +24,7 @@ from . import (
     lfm2,
     llama4,
     mamba,
+    nemotron_h,
     phi,
     qwen_next,
     rwkv,
@@ -124,6 +125,7 @@ ARCHITECTURES: Mapping[str, LlamaCppArchitecture] = {
     "lfm2": LlamaCppArchitecture(lfm2.lfm2, recurrent="no_kv_heads", shortconv=True),
     "lfm2moe": LlamaCppArchitecture(lfm2.lfm2, recurrent="no_kv_heads", shortconv=True, experts=True, flags=_ROUTING),
     "falcon-h1": LlamaCppArchitecture(falcon_h1.falcon_h1, recurrent="parallel"),
+    "nemotron_h": LlamaCppArchitecture(nemotron_h.nemotron_h, recurrent="no_kv_heads_or_ffn"),
 }
 
 
