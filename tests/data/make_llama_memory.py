@@ -55,6 +55,20 @@ EMBEDDING = [
     {"n_ctx": 512, "n_batch": 512, "n_ubatch": 512, "embeddings": True, "flash_attn": "off", "n_seq_max": 8},
     {"n_ctx": 256, "n_batch": 256, "n_ubatch": 128, "embeddings": True},
 ]
+EMBEDDING_MORE = [  # no cache, so the context matters only through the batch
+    {"n_ctx": 1000, "n_batch": 1000, "n_ubatch": 1000, "embeddings": True, "flash_attn": "on"},
+    {"n_ctx": 4096, "n_seq_max": 4, "kv_unified": True, "embeddings": True},  # fewer outputs abort the pooling
+    {"n_ctx": 2048, "n_batch": 1024, "n_ubatch": 1024, "type_k": "q8_0", "type_v": "q8_0", "embeddings": True},
+    {"n_ctx": 512, "type_v": "q4_0", "flash_attn": "off", "embeddings": True},
+    {"n_ctx": 4096},  # no embeddings asked for
+]
+
+
+def embedding_batch(n_ctx: int) -> dict:
+    """An embedding model's whole context as one batch."""
+    return {"n_ctx": n_ctx, "n_batch": n_ctx, "n_ubatch": n_ctx, "embeddings": True}
+
+
 RECURRENT = [  # recurrent state only: a row per sequence, whatever the context; cache types and flash attention moot
     *COMMON[:5],
     COMMON[8],
@@ -110,6 +124,12 @@ GRIDS = {
     "lfm2-350m": COMMON[:6] + RECURRENT[6:],
     "lfm2moe-8b-a1b": [*HYBRID, LFM2_TRAINED],
     "falcon_h1-0.5b": HYBRID,  # COMMON's 16384 is its trained length
+    # attention in 4 of 56 layers; the converter writes a trained context of 2**20 for the hybrids
+    "nemotron_h-nano-9b-v2": [*HYBRID, *LONG[:1], {"n_ctx": 1048576, "flash_attn": "on"}],
+    # embedding models without a cache; their trained context as one batch
+    "nomic-embed-text-v1.5": [*EMBEDDING, *EMBEDDING_MORE, embedding_batch(2048)],
+    "jina-embeddings-v3": [*EMBEDDING, *EMBEDDING_MORE, embedding_batch(8192)],
+    "embeddinggemma-300m": [*EMBEDDING, *EMBEDDING_MORE, embedding_batch(2048)],
     "falcon_h1-7b": [*COMMON[:6], *RECURRENT[6:], *LONG[:1], {"n_ctx": 262144, "flash_attn": "on"}],
     # trained on 262144: 131072, and the whole length with flash attention
     "qwen3_vl-8b": COMMON + LONG[:1] + [LONG_FA],

@@ -42,6 +42,13 @@ MTP = {"qwen3_5", "qwen3_5_moe", "qwen3_next"}  # whose released checkpoints car
 TEXT_ONLY = {"gemma3n"}
 _LFM2_LAYERS = ["full_attention" if il in (2, 5, 8, 10, 12, 14) else "conv" for il in range(16)]
 _LFM2_MOE_LAYERS = ["full_attention" if il in (2, 6, 10, 14, 18, 21) else "conv" for il in range(24)]
+# Nemotron-H's layer pattern as its released configs write it (M: Mamba-2, *: attention, -: FFN, E: experts)
+_NEMOTRON_H_TYPES = {"M": "linear_attention", "*": "full_attention", "-": "mlp", "E": "moe"}
+_NEMOTRON_NANO_9B_V2 = "M-M-M-MM-M-M-M*-M-M-M*-M-M-M-M*-M-M-M-M*-M-MM-M-M-M-M-M-"
+_NEMOTRON_H_MOE_KEYS = ("n_routed_experts", "n_shared_experts", "moe_intermediate_size",
+                        "moe_shared_expert_intermediate_size", "moe_latent_size", "moe_shared_expert_overlap",
+                        "num_experts_per_tok", "routed_scaling_factor", "n_group", "topk_group", "norm_topk_prob",
+                        "output_router_logits", "num_nextn_predict_layers", "mtp_layers_block_type")  # fmt: skip
 # name -> (transformers model type, overrides of its default text configuration); the first entry of a family is
 # the default configuration itself
 _QWEN3_VL_ROPE = {"rope_type": "default", "rope_theta": 5000000.0, "mrope_section": [24, 20, 20],
@@ -229,6 +236,45 @@ SKELETONS: dict[str, tuple[str, dict]] = {
     ),
     # MiniMax-M2 (230B-A10B): its rotary dimensions and sigmoid routing as its config.json names them
     "minimax_m2-default": ("minimax_m2", {"rotary_dim": 64, "scoring_func": "sigmoid"}),
+    # EmbeddingGemma (google/embeddinggemma-300m's config.json: 24 layers of 768, 3 heads and 1 KV head of 256, FFN
+    # 1152, a 512-token window (before transformers halves it for bidirectional attention), 2048 tokens, vocabulary
+    # 262144), saved as its Gemma3TextModel; sentence-transformers' mean pooling beside it (see EMBEDDING_MODELS)
+    "embeddinggemma-300m": (
+        "gemma3_text",
+        {
+            "hidden_size": 768,
+            "intermediate_size": 1152,
+            "num_hidden_layers": 24,
+            "num_attention_heads": 3,
+            "num_key_value_heads": 1,
+            "head_dim": 256,
+            "sliding_window": 512,
+            "use_bidirectional_attention": True,
+            "max_position_embeddings": 2048,
+            "vocab_size": 262144,
+        },
+    ),
+    # NVIDIA-Nemotron-Nano-9B-v2 (its config.json: 56 layers of 4480, Mamba-2 with 128 heads of 80 in 8 groups and a
+    # state of 128, attention at 4 layers with 40 heads and 8 KV heads of 128, squared-ReLU FFNs of 15680); converted
+    # from its own config.json, which has no MoE keys (see RELEASED_CONFIGS)
+    "nemotron_h-nano-9b-v2": (
+        "nemotron_h",
+        {
+            "hidden_size": 4480,
+            "intermediate_size": 15680,
+            "layers_block_type": [_NEMOTRON_H_TYPES[c] for c in _NEMOTRON_NANO_9B_V2],
+            "num_attention_heads": 40,
+            "num_key_value_heads": 8,
+            "head_dim": 128,
+            "mamba_num_heads": 128,
+            "mamba_head_dim": 80,
+            "ssm_state_size": 128,
+            "n_groups": 8,
+            "conv_kernel": 4,
+            "vocab_size": 131072,
+            "max_position_embeddings": 131072,
+        },
+    ),
     # architectures without an exact entry, for the generic estimate's check (test_llamacpp_generic.py)
     "smollm3-default": ("smollm3", {}),
     "olmo2-default": ("olmo2", {}),
@@ -267,6 +313,18 @@ MMPROJ_SKELETONS: dict[str, tuple[str, dict]] = {
     # Qwen2.5-VL 72B's (the default's width is its output's, and its output is not its text model's)
     "mmproj-qwen2_5_vl": ("qwen2_5_vl", {"hidden_size": 1280, "out_hidden_size": 8192}),
 }
+# config.json as a released checkpoint has it, where transformers 5 writes another: name -> (keys it lacks, keys it
+# has); the converter is handed that file itself, as it reads it without a transformers that knows the type (with
+# one, the defaults transformers adds, such as Nemotron-H's MoE keys, would make the dense 9B an MoE model)
+RELEASED_CONFIGS = {
+    "nemotron_h-nano-9b-v2": (
+        ("layers_block_type", *_NEMOTRON_H_MOE_KEYS),
+        {"hybrid_override_pattern": _NEMOTRON_NANO_9B_V2, "num_hidden_layers": len(_NEMOTRON_NANO_9B_V2)},
+    ),
+}
+# embedding models: name -> (the class its checkpoint is saved from, sentence-transformers' pooling mode), the
+# pooling written as a released sentence-transformers folder has it (modules.json and 1_Pooling/config.json)
+EMBEDDING_MODELS = {"embeddinggemma-300m": ("Gemma3TextModel", "mean")}
 # overrides a configuration consumes into others, so it has no attribute of their name (Gemma 4's full-attention
 # KV heads go into `per_layer_config`; the converter reads them from there)
 CONSUMED = {"num_global_key_value_heads"}
@@ -373,9 +431,11 @@ def _text_config(config):
     return config.get_text_config() if hasattr(config, "get_text_config") else config
 
 
-def save_checkpoint(model_type: str, overrides: dict, folder: Path, *, vision: bool = False) -> int:
+def save_checkpoint(model_type: str, overrides: dict, folder: Path, *, vision: bool = False,
+                    embedding: tuple[str, str] | None = None) -> int:  # fmt: skip
     """A transformers 5 checkpoint of `model_type` in `folder`, its tensor data a hole; returns the vocabulary
-    size. `vision`: the overrides are the vision configuration's, and the image processor's defaults are saved."""
+    size. `vision`: the overrides are the vision configuration's, and the image processor's defaults are saved.
+    `embedding`: the model class an embedding model is saved from and its pooling mode."""
     import torch
     import transformers
     import transformers.modeling_utils
@@ -400,6 +460,9 @@ def save_checkpoint(model_type: str, overrides: dict, folder: Path, *, vision: b
         config, model_type = text, text.model_type
     class_name = (modeling_auto.MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES.get(model_type)
                   or modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[model_type])  # fmt: skip
+    if embedding:
+        class_name = embedding[0]
+        _write_pooling(folder, embedding[1])
     with torch.device("meta"):
         model = getattr(transformers, class_name)(config)
     transformers.modeling_utils.safe_save_file = _save_as_hole
@@ -415,6 +478,16 @@ def save_checkpoint(model_type: str, overrides: dict, folder: Path, *, vision: b
     if model_type in RELEASED_EXPERTS:
         _unpack_experts(folder, *RELEASED_EXPERTS[model_type])
     return int(text.vocab_size)
+
+
+def _write_pooling(folder: Path, mode: str) -> None:
+    """sentence-transformers' modules.json and pooling configuration, from which the converter takes the pooling."""
+    kinds = "sentence_transformers.models."
+    modules = [{"idx": 0, "name": "0", "path": "", "type": kinds + "Transformer"},
+               {"idx": 1, "name": "1", "path": "1_Pooling", "type": kinds + "Pooling"}]  # fmt: skip
+    (folder / "modules.json").write_text(json.dumps(modules))
+    (folder / "1_Pooling").mkdir()
+    (folder / "1_Pooling" / "config.json").write_text(json.dumps({f"pooling_mode_{mode}_tokens": True}))
 
 
 def _rename(folder: Path, prefixes: dict[str, str]) -> None:
@@ -476,6 +549,14 @@ def _image_processor(model_type: str):
     return getattr(transformers, names["pil"])()
 
 
+def _release_config(folder: Path, dropped: tuple[str, ...], kept: dict) -> dict:
+    """config.json rewritten as the released checkpoint's (`dropped` keys out, `kept` in); returns it."""
+    config = json.loads((folder / "config.json").read_text())
+    config = {k: v for k, v in config.items() if k not in dropped} | kept
+    (folder / "config.json").write_text(json.dumps(config, indent=2))
+    return config
+
+
 def convert(folder: Path, name: str, n_vocab: int, llama_cpp: Path, *, mmproj: bool = False) -> dict:
     """What the reference converter writes for the checkpoint in `folder`, as the record's JSON (`mmproj`: its
     projector file, F16, as `--mmproj` writes it)."""
@@ -492,7 +573,9 @@ def convert(folder: Path, name: str, n_vocab: int, llama_cpp: Path, *, mmproj: b
     hf_class = get_model_architecture(hparams, model_type)
     file_type = gguf.LlamaFileType.MOSTLY_F16 if mmproj else gguf.LlamaFileType.MOSTLY_Q8_0
     with torch.inference_mode():
-        model = get_model_class(hf_class, mmproj=mmproj)(folder, file_type, folder / "model.gguf", model_name=name)
+        raw = {"hparams": _release_config(folder, *RELEASED_CONFIGS[name])} if name in RELEASED_CONFIGS else {}
+        model_class = get_model_class(hf_class, mmproj=mmproj)
+        model = model_class(folder, file_type, folder / "model.gguf", model_name=name, **raw)
         model = getattr(model, "impl", model)  # Mistral3Model converts through the class of its text model
         writer = model.gguf_writer
 
@@ -528,7 +611,8 @@ def main() -> None:
         mmproj = name in MMPROJ_SKELETONS
         model_type, overrides = (MMPROJ_SKELETONS if mmproj else SKELETONS)[name]
         with tempfile.TemporaryDirectory() as tmp:
-            n_vocab = save_checkpoint(model_type, overrides, Path(tmp), vision=mmproj)
+            n_vocab = save_checkpoint(model_type, overrides, Path(tmp), vision=mmproj,
+                                      embedding=EMBEDDING_MODELS.get(name))  # fmt: skip
             record = {"model_type": model_type, "overrides": overrides, "transformers": transformers.__version__,
                       **convert(Path(tmp), name, n_vocab, args.llama_cpp.resolve(), mmproj=mmproj)}  # fmt: skip
         (OUT / f"{name}.json").write_text(json.dumps(record, separators=(",", ":")) + "\n")

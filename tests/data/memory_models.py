@@ -258,6 +258,40 @@ def minilm():
     return make
 
 
+def bert_rope(arch: str, n_layer: int, n_embd: int, n_ff: int, n_head: int, n_vocab: int, n_ctx: int,
+              n_types: int, rope_base: float, eps: float, *, gated: bool):  # fmt: skip
+    """A BERT with rotary positions as llama.cpp's converter writes it (F16 matrices, mean pooling): nomic-bert
+    (`gated`: a SwiGLU FFN, no biases but the norms') or jina-bert-v3 (biases, a GELU FFN; its LoRA adapters go to
+    files of their own). The fused QKV projection, no position embeddings."""
+
+    def make():
+        metadata = _base(arch, n_vocab, block_count=n_layer, context_length=n_ctx, embedding_length=n_embd,
+                         feed_forward_length=n_ff, attention__head_count=n_head, attention__layer_norm_epsilon=eps,
+                         attention__causal=False, pooling_type=1, rope__freq_base=rope_base)  # fmt: skip
+        metadata["tokenizer.ggml.token_type_count"] = Value(n_types, U32)
+        tensors: Tensors = [
+            ("token_embd.weight", (n_vocab, n_embd), "F16"), ("token_types.weight", (n_types, n_embd), "F32"),
+            ("token_embd_norm.weight", (n_embd,), "F32"), ("token_embd_norm.bias", (n_embd,), "F32"),
+        ]  # fmt: skip
+        for il in range(n_layer):
+            p = f"blk.{il}."
+            tensors += [
+                (p + "attn_qkv.weight", (3 * n_embd, n_embd), "F16"),
+                (p + "attn_output.weight", (n_embd, n_embd), "F16"),
+                (p + "attn_output_norm.weight", (n_embd,), "F32"), (p + "attn_output_norm.bias", (n_embd,), "F32"),
+                (p + "ffn_up.weight", (n_ff, n_embd), "F16"), (p + "ffn_down.weight", (n_embd, n_ff), "F16"),
+                (p + "layer_output_norm.weight", (n_embd,), "F32"), (p + "layer_output_norm.bias", (n_embd,), "F32"),
+            ]  # fmt: skip
+            if gated:
+                tensors.append((p + "ffn_gate.weight", (n_ff, n_embd), "F16"))
+            else:
+                tensors += [(p + "attn_qkv.bias", (3 * n_embd,), "F32"), (p + "attn_output.bias", (n_embd,), "F32"),
+                            (p + "ffn_up.bias", (n_ff,), "F32"), (p + "ffn_down.bias", (n_embd,), "F32")]  # fmt: skip
+        return metadata, tensors
+
+    return make
+
+
 def _mamba2_layer(il: int, n_embd: int, d_inner: int, d_state: int, n_group: int, n_head: int) -> Tensors:
     p = f"blk.{il}."
     channels = d_inner + 2 * n_group * d_state
@@ -493,6 +527,12 @@ MODELS: dict[str, Callable[[], tuple[dict, Tensors]]] = {
     "phi-4": phi3(40, 5120, 17920, 40, 10, 100352, 16384),
     "deepseek-v2-lite": deepseek2_lite(),
     "all-minilm-l6-v2": minilm(),
+    # nomic-embed-text-v1.5 (nomic-ai's config.json: 12 layers of 768, 12 heads, FFN 3072, 30528 tokens, 2 token
+    # types, rotary base 1000; the converter sets its trained 2048 positions)
+    "nomic-embed-text-v1.5": bert_rope("nomic-bert", 12, 768, 3072, 12, 30528, 2048, 2, 1000.0, 1e-12, gated=True),
+    # jina-embeddings-v3 (jinaai's config.json: XLM-RoBERTa of 24 layers of 1024, 16 heads, FFN 4096, 250002 tokens, 1
+    # token type, rotary base 20000; 8194 positions less the 2 before the first)
+    "jina-embeddings-v3": bert_rope("jina-bert-v3", 24, 1024, 4096, 16, 250002, 8192, 1, 20000.0, 1e-5, gated=False),
     "mamba2-2.7b": mamba2_27b(),
     "granite-4.0-h-tiny": granite_4_hybrid(),
     "mamba-2.8b": mamba_28b(),

@@ -14,7 +14,7 @@ from . import ggml as g
 from .cache import KVCache, Memory
 from .context import POOLING_CLS, POOLING_LAST, POOLING_MEAN, Context
 from .ggml import F16, F32, I32, I64, Tensor
-from .hparams import LlamaCppHParams
+from .hparams import SWA_NONE, LlamaCppHParams
 from .placement import Placement, tensor_device
 
 
@@ -298,10 +298,14 @@ class GraphBuilder:
         vc = g.view(kc, (v.ne[0], kc.ne[1], kc.ne[2], kc.ne[3]), kc.nb[1:])
         return self.mm(wo, self.attn_mha(q, kc, vc, inputs["mask"], None, v_mla))
 
-    def attn_inp_no_cache(self) -> Tensor:
-        """`build_attn_inp_no_cache`: the mask of a batch attending to itself (encoders)."""
+    def attn_inp_no_cache(self) -> tuple[Tensor, Tensor | None]:
+        """`build_attn_inp_no_cache`: the mask of a batch attending to itself (encoders), and a second one for the
+        sliding-window layers where the model has them (None where not)."""
         mask_type = F16 if self.ctx.flash_attn else F32
-        return g.graph_input(mask_type, (self.n_tokens, self.n_tokens, 1, 1), "self_kq_mask")
+        shape = (self.n_tokens, self.n_tokens, 1, 1)
+        mask = g.graph_input(mask_type, shape, "self_kq_mask")
+        swa = g.graph_input(mask_type, shape, "self_kq_mask_swa") if self.hp.swa_type != SWA_NONE else None
+        return mask, swa
 
     def _cpy_k(self, cache: KVCache, il: int, k: Tensor, idxs: Tensor) -> Tensor:
         dst = self._cache_tensor(cache, il, "k")
@@ -377,10 +381,11 @@ class GraphBuilder:
             cur = g.cont(cur, cur.ne[0] * cur.ne[1], cur.ne[2] * cur.ne[3])
         return self.expand(cur)
 
-    def ffn(self, cur: Tensor, il: int, *, biases: bool = True, suffix: str = "") -> Tensor:
+    def ffn(self, cur: Tensor, il: int, *, biases: bool = True, suffix: str = "", relu_sqr: bool = False) -> Tensor:
         """`build_ffn` over the layer's ffn_up / ffn_gate / ffn_down (`suffix` "_shexp": the shared expert):
-        with a gate, the gated unit (`ggml_swiglu_split` / `ggml_geglu_split`); without, the activation alone.
-        `biases`: whether the architecture passes the layer's biases in."""
+        with a gate, the gated unit (`ggml_swiglu_split` / `ggml_geglu_split`); without, the activation alone
+        (`relu_sqr`: a ReLU then its square, two nodes). `biases`: whether the architecture passes the layer's
+        biases in."""
 
         def weight(name: str, kind: str = "weight") -> Tensor | None:
             if kind == "bias" and not biases:
@@ -396,6 +401,8 @@ class GraphBuilder:
             if (bias := weight("gate", "bias")) is not None:
                 cur = g.add(cur, bias)
             cur = g.glu_split(cur, tmp)
+        elif relu_sqr:
+            cur = g.sqr(g.unary(tmp, "relu"))
         else:
             cur = g.unary(tmp, "gelu")
         if down is not None:

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-SWA_NONE, SWA_STANDARD, SWA_CHUNKED = "none", "standard", "chunked"
+SWA_NONE, SWA_STANDARD, SWA_CHUNKED, SWA_SYMMETRIC = "none", "standard", "chunked", "symmetric"
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ class LlamaCppHParams:
     is_swa: tuple[bool, ...] = ()
     is_recurrent: tuple[bool, ...] = ()
     # the layers with a KV cache where that is not every layer but the recurrent ones (`create_memory`'s filter_attn;
-    # Falcon-H1's: all of them, beside their Mamba-2 mixer)
+    # Falcon-H1's: all of them, beside their Mamba-2 mixer; Nemotron-H's: the attention layers, not the FFN ones)
     is_attention: tuple[bool, ...] = ()
     n_layer_kv_from_start: int = -1  # >= 0: only the first this many layers have a KV cache (Gemma 3n, Gemma 4)
     n_embd_per_layer: int = 0  # Gemma 4's per-layer embedding inputs

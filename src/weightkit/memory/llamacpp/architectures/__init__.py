@@ -10,7 +10,7 @@ from collections.abc import Mapping
 
 from ....errors import FormatError, UnsupportedError
 from ....model import ModelFile
-from ..hparams import SWA_CHUNKED, LlamaCppHParams
+from ..hparams import SWA_CHUNKED, SWA_SYMMETRIC, LlamaCppHParams
 from . import (
     bert,
     decoder,
@@ -25,6 +25,7 @@ from . import (
     llama4,
     mamba,
     minimax,
+    nemotron_h,
     phi,
     qwen_next,
     rwkv,
@@ -122,9 +123,17 @@ ARCHITECTURES: Mapping[str, LlamaCppArchitecture] = {
         ),
     ),
     "bert": LlamaCppArchitecture(bert.bert, causal=False, tied_output=False),
+    "nomic-bert": LlamaCppArchitecture(bert.bert_rope, causal=False, tied_output=False),
+    "jina-bert-v3": LlamaCppArchitecture(bert.bert_rope, causal=False, tied_output=False),
+    "gemma-embedding": LlamaCppArchitecture(
+        gemma.gemma_embedding,
+        swa=SlidingWindow(6, type=SWA_SYMMETRIC, window_required=True),
+        causal=False,  # the converter writes no attention.causal; llama.cpp sets it false for this architecture
+    ),
     "lfm2": LlamaCppArchitecture(lfm2.lfm2, recurrent="no_kv_heads", shortconv=True),
     "lfm2moe": LlamaCppArchitecture(lfm2.lfm2, recurrent="no_kv_heads", shortconv=True, experts=True, flags=_ROUTING),
     "falcon-h1": LlamaCppArchitecture(falcon_h1.falcon_h1, recurrent="parallel"),
+    "nemotron_h": LlamaCppArchitecture(nemotron_h.nemotron_h, recurrent="no_kv_heads_or_ffn"),
 }
 
 

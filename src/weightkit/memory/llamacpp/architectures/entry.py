@@ -20,8 +20,9 @@ from ..hparams import SWA_STANDARD, LlamaCppHParams
 MAX_LAYERS = 512  # LLAMA_MAX_LAYERS
 #: which layers are recurrent: every one (Mamba, RWKV), those with no KV heads (hybrids), or those
 #: `attention.recurrent_layers` marks, else all but every `full_attention_interval`-th (gated delta-net hybrids);
-#: or every one with attention beside it in every layer too (Falcon-H1's parallel mixers)
-RECURRENT = ("all", "no_kv_heads", "interval", "parallel")
+#: or every one with attention beside it in every layer too (Falcon-H1's parallel mixers); or those with neither KV
+#: heads nor an FFN, the layers with no FFN and KV heads attending (Nemotron-H's Mamba-2, attention and FFN layers)
+RECURRENT = ("all", "no_kv_heads", "interval", "parallel", "no_kv_heads_or_ffn")
 
 
 class _Keys:
@@ -161,7 +162,9 @@ class LlamaCppArchitecture:
             for name, key in (("ssm_d_conv", "ssm.conv_kernel"), ("ssm_d_inner", "ssm.inner_size"),
                               ("ssm_d_state", "ssm.state_size"), ("ssm_dt_rank", "ssm.time_step_rank"),
                               ("ssm_n_group", "ssm.group_count")):  # fmt: skip
-                values[name] = keys.number(key, required=name != "ssm_n_group" or self.recurrent == "interval")
+                values[name] = keys.number(
+                    key, required=name != "ssm_n_group" or self.recurrent in ("interval", "no_kv_heads_or_ffn")
+                )
         if self.recurrent == "no_kv_heads":
             n_layer = n_layer_all - n_nextn
             values["is_recurrent"] = tuple(il < n_layer and n_head_kv[il] == 0 for il in range(n_layer_all))

@@ -1,4 +1,4 @@
-"""The Gemma family's graphs: Gemma 2, Gemma 3, Gemma 3n and Gemma 4."""
+"""The Gemma family's graphs: Gemma 2, Gemma 3, EmbeddingGemma, Gemma 3n and Gemma 4."""
 
 from __future__ import annotations
 
@@ -36,6 +36,29 @@ def gemma2(b: GraphBuilder) -> Graph:
 def gemma3(b: GraphBuilder) -> Graph:
     """`llama_model_gemma3::graph`: Gemma 2's, with per-head Q/K norms."""
     return _gemma(b, qk_norm=True)
+
+
+def gemma_embedding(b: GraphBuilder) -> Graph:
+    """`llama_model_gemma_embedding::graph` (EmbeddingGemma): Gemma 3's block over the batch alone (no cache, not
+    causal, the sliding-window layers under their own mask), the normed hidden state the embedding, no logits."""
+    hp = b.hp
+    inp = g.scale(b.inp_embd(b.w("token_embd.weight")))
+    pos = b.inp_pos()
+    mask, mask_swa = b.attn_inp_no_cache()
+    out_ids = b.inp_out_ids()
+    for il in b.each_layer():
+        cur = b.norm(inp, b.w("attn_norm.weight", il))
+        q, k, v = b.qkv(il, cur, hp.head_k(il), hp.n_head[il], hp.n_head_kv[il])
+        q = g.scale(g.rope(b.norm(q, b.w("attn_q_norm.weight", il)), pos))
+        k = g.rope(b.norm(k, b.w("attn_k_norm.weight", il)), pos)
+        for t in (q, k, v):
+            b.expand(t)
+        cur = b.mm(b.w("attn_output.weight", il), b.attn_mha(q, k, v, mask_swa if hp.is_swa[il] else mask))
+        cur, inp = output_rows(b, il, out_ids, cur, inp)
+        sa_out = g.add(b.norm(cur, b.w("post_attention_norm.weight", il)), inp)
+        cur = b.ffn(b.norm(sa_out, b.w("ffn_norm.weight", il)), il, biases=False)
+        inp = g.add(b.norm(cur, b.w("post_ffw_norm.weight", il), il=-1), sa_out)
+    return b.finish(b.norm(inp, b.w("output_norm.weight"), il=-1), None)
 
 
 def _slice(x: Tensor, i: int) -> Tensor:

@@ -144,14 +144,14 @@ def _decoder(b: GraphBuilder) -> Graph:
         inp = b.norm(inp, b.w("token_embd_norm.weight"), b.w("token_embd_norm.bias"))
     if b.memory.recurrent is not None:
         b.rs_inp()
-    mask = b.attn_inp_no_cache() if memory == NONE else None
+    masks = b.attn_inp_no_cache() if memory == NONE else None
     if b.memory.caches:
         b.attn_inp_kv()
     out_ids = b.inp_out_ids()
     scaled = bool(hp.flags.get("residual_scale"))
     for il in b.each_layer():
         cur = _maybe_norm(b, inp, "attn_norm", il)
-        cur = _mixer(b, il, cur, pos, mask)
+        cur = _mixer(b, il, cur, pos, masks)
         cur = _maybe_norm(b, cur, "attn_post_norm", il)
         cur, residual = output_rows(b, il, out_ids, cur, inp)
         if scaled:
@@ -181,7 +181,7 @@ def _maybe_norm(b: GraphBuilder, cur: Tensor, name: str, il: int | None) -> Tens
     return b.norm(cur, b.w(f"{name}.weight", il), bias, rms=bias is None, il=il)
 
 
-def _mixer(b: GraphBuilder, il: int, cur: Tensor, pos: Tensor, mask: Tensor | None) -> Tensor:
+def _mixer(b: GraphBuilder, il: int, cur: Tensor, pos: Tensor, masks: tuple[Tensor, Tensor | None] | None) -> Tensor:
     hp = b.hp
     if hp.is_recurrent[il]:
         if _has(b, "ssm_x.weight", il):
@@ -197,9 +197,10 @@ def _mixer(b: GraphBuilder, il: int, cur: Tensor, pos: Tensor, mask: Tensor | No
     q, k = g.rope(q, pos), g.rope(k, pos)
     wo = b.w("attn_output.weight", il)
     wo_b = b.w("attn_output.bias", il) if _has(b, "attn_output.bias", il) else None
-    if mask is not None or b.memory.cache_of(il) is None:
-        if mask is None:  # a layer without cache in a model with one: attends to the batch alone
-            mask = b.attn_inp_no_cache()
+    if masks is not None or b.memory.cache_of(il) is None:
+        if masks is None:  # a layer without cache in a model with one: attends to the batch alone
+            masks = b.attn_inp_no_cache()
+        mask = masks[1] if hp.is_swa[il] and masks[1] is not None else masks[0]
         for t in (q, k, v):
             b.expand(t)
         out = b.attn_mha(q, k, v, mask)
