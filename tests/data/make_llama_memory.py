@@ -140,6 +140,10 @@ GRIDS = {
     "qwen2_vl-7b": COMMON[:6] + FLASH_ON,
     "phimoe-default": COMMON + LONG,
     "minimax_m2-default": COMMON + LONG[:1] + [{"n_ctx": 196608, "flash_attn": "on"}],
+    # the converter writes Hunyuan's 256k context (its NTK-alpha rope): 131072, and the whole with flash attention
+    "hunyuan_v1_moe-a13b": COMMON + LONG[:1] + [LONG_FA] + FLASH_ON,
+    "hunyuan_v1_dense-7b": COMMON + LONG[:1] + [LONG_FA] + FLASH_ON,
+    "hunyuan_v1_dense-4b": COMMON[:6] + FLASH_ON,
 }
 
 # architectures without an exact entry, for the generic estimate's check (tests/memory/test_llamacpp_generic.py):

@@ -14,7 +14,9 @@ For each entry of `SKELETONS`:
 Where released checkpoints hold tensors that transformers 5 does not save (Qwen's MTP layer, Gemma 3n's K and V
 projections in layers that share a cache), the checkpoint gets them as the released ones have them; where
 transformers 5 packs experts otherwise than the releases (Qwen3-VL-MoE transposed, Phi-3.5-MoE and MiniMax-M2 one
-tensor per expert), the tensors are laid out as released, the layout the converter reads.
+tensor per expert), the tensors are laid out as released, the layout the converter reads; where the released
+config.json says more than transformers 5 writes (Hunyuan's per-layer MoE lists and NTK-alpha rope), it is written
+as released.
 
 Needs transformers 5 (with its tokenizers), torch and llama-cpp-python 0.3.36's sdist, unpacked:
 
@@ -275,6 +277,45 @@ SKELETONS: dict[str, tuple[str, dict]] = {
             "max_position_embeddings": 131072,
         },
     ),
+    # Hunyuan-A13B (80B-A13B): 64 experts, 8 chosen, one shared expert as wide, the tied output
+    "hunyuan_v1_moe-a13b": (
+        "hunyuan_v1_moe",
+        {
+            "intermediate_size": 3072,
+            "num_key_value_heads": 8,
+            "head_dim": 128,
+            "num_experts": 64,
+            "moe_topk": 8,
+            "vocab_size": 128167,
+            "tie_word_embeddings": True,
+            "max_position_embeddings": 32768,
+        },
+    ),
+    # Hunyuan-7B and Hunyuan-4B (the dense family of 2025; 4B's 32 heads of 128 are wider than its embedding)
+    "hunyuan_v1_dense-7b": (
+        "hunyuan_v1_dense",
+        {
+            "intermediate_size": 14336,
+            "num_key_value_heads": 8,
+            "head_dim": 128,
+            "vocab_size": 128167,
+            "tie_word_embeddings": True,
+            "max_position_embeddings": 32768,
+        },
+    ),
+    "hunyuan_v1_dense-4b": (
+        "hunyuan_v1_dense",
+        {
+            "hidden_size": 3072,
+            "num_hidden_layers": 36,
+            "intermediate_size": 8192,
+            "num_key_value_heads": 8,
+            "head_dim": 128,
+            "vocab_size": 120818,
+            "tie_word_embeddings": True,
+            "max_position_embeddings": 262144,
+        },
+    ),
     # architectures without an exact entry, for the generic estimate's check (test_llamacpp_generic.py)
     "smollm3-default": ("smollm3", {}),
     "olmo2-default": ("olmo2", {}),
@@ -345,6 +386,22 @@ RELEASED_EXPERTS = {
         },
     ),
 }
+
+
+def _hunyuan_config(config: dict) -> dict:
+    """Hunyuan's released config.json: the NTK-alpha rope as `rope_scaling` (the converter checks it and takes the
+    256k context from it) and, with experts, the per-layer lists transformers 5 folds into one value."""
+    released = {key: value for key, value in config.items() if key != "rope_parameters"}
+    released |= {"rope_theta": 10000.0, "rope_scaling": {"alpha": 1000.0, "factor": 1.0, "type": "dynamic"}}
+    if config.get("num_experts", 1) > 1:
+        n_layer = config["num_hidden_layers"]
+        released |= {"moe_intermediate_size": [config["intermediate_size"]] * n_layer,
+                     "moe_topk": [config["moe_topk"]] * n_layer, "num_shared_expert": [1] * n_layer}  # fmt: skip
+    return released
+
+
+# config.json as the released checkpoints write it, from the one transformers 5 saves: model type -> the rewrite
+RELEASED_REWRITES = {"hunyuan_v1_moe": _hunyuan_config, "hunyuan_v1_dense": _hunyuan_config}
 
 _DTYPE_BYTES = {"F32": 4, "BF16": 2, "F16": 2, "I64": 8, "I32": 4, "BOOL": 1, "U8": 1, "F8_E4M3": 1}
 _SAFETENSORS_DTYPES = {"float32": "F32", "bfloat16": "BF16", "float16": "F16", "int64": "I64", "int32": "I32",
@@ -477,6 +534,9 @@ def save_checkpoint(model_type: str, overrides: dict, folder: Path, *, vision: b
         _transpose(folder, RELEASED_TRANSPOSED[model_type])
     if model_type in RELEASED_EXPERTS:
         _unpack_experts(folder, *RELEASED_EXPERTS[model_type])
+    if model_type in RELEASED_REWRITES:
+        saved = json.loads((folder / "config.json").read_text())
+        (folder / "config.json").write_text(json.dumps(RELEASED_REWRITES[model_type](saved)))
     return int(text.vocab_size)
 
 

@@ -21,6 +21,7 @@ from . import (
     glm,
     gpt_oss,
     granite,
+    hunyuan,
     lfm2,
     llama4,
     mamba,
@@ -134,6 +135,8 @@ ARCHITECTURES: Mapping[str, LlamaCppArchitecture] = {
     "lfm2moe": LlamaCppArchitecture(lfm2.lfm2, recurrent="no_kv_heads", shortconv=True, experts=True, flags=_ROUTING),
     "falcon-h1": LlamaCppArchitecture(falcon_h1.falcon_h1, recurrent="parallel"),
     "nemotron_h": LlamaCppArchitecture(nemotron_h.nemotron_h, recurrent="no_kv_heads_or_ffn"),
+    "hunyuan-moe": LlamaCppArchitecture(hunyuan.hunyuan_moe, experts=True, required=("expert_feed_forward_length",)),
+    "hunyuan-dense": LlamaCppArchitecture(hunyuan.hunyuan_dense),
 }
 
 
