@@ -11,7 +11,22 @@ from collections.abc import Mapping
 from ....errors import FormatError, UnsupportedError
 from ....model import ModelFile
 from ..hparams import SWA_CHUNKED, LlamaCppHParams
-from . import bert, decoder, deepseek, gemma, generic, glm, gpt_oss, granite, llama4, mamba, phi, qwen_next, rwkv
+from . import (
+    bert,
+    cohere,
+    decoder,
+    deepseek,
+    gemma,
+    generic,
+    glm,
+    gpt_oss,
+    granite,
+    llama4,
+    mamba,
+    phi,
+    qwen_next,
+    rwkv,
+)
 from .entry import LlamaCppArchitecture, SlidingWindow
 
 _ROUTING = {  # how experts are chosen and weighted, where the architecture reads it from the file
@@ -19,6 +34,21 @@ _ROUTING = {  # how experts are chosen and weighted, where the architecture read
     "expert_weights_norm": "expert_weights_norm",
     "expert_weights_scale": "expert_weights_scale",
 }
+
+_GRANITE = LlamaCppArchitecture(
+    granite.granite,
+    experts=True,
+    required=("logit_scale",),
+    required_values=("logit_scale",),
+    flags={
+        "embedding_scale": "embedding_scale",
+        "residual_scale": "residual_scale",
+        "logit_scale": "logit_scale",
+        "rope": "rope.scaling.finetuned",
+    },
+    flag_defaults={"rope": 1.0},  # granite ropes unless rope.scaling.finetuned says false
+)
+_XIELU = tuple(f"xielu.{name}" for name in ("alpha_n", "alpha_p", "beta", "eps"))  # apertus' activation, per layer
 
 _DEEPSEEK2 = LlamaCppArchitecture(
     deepseek.deepseek2,
@@ -97,6 +127,23 @@ ARCHITECTURES: Mapping[str, LlamaCppArchitecture] = {
         ),
     ),
     "bert": LlamaCppArchitecture(bert.bert, causal=False, tied_output=False),
+    "smollm3": LlamaCppArchitecture(decoder.smollm3),
+    "olmo2": LlamaCppArchitecture(decoder.olmo2, swa=SlidingWindow(4), tied_output=False),
+    "granite": _GRANITE,
+    "granitemoe": _GRANITE,  # llama.cpp's granitemoe is granite's graph
+    "exaone4": LlamaCppArchitecture(decoder.exaone4, swa=SlidingWindow(4, default_window=4096, only_n_layer=64)),
+    "seed_oss": LlamaCppArchitecture(decoder.seed_oss, tied_output=False),
+    "apertus": LlamaCppArchitecture(decoder.apertus, tied_output=False, required=_XIELU, required_values=_XIELU),
+    "glm4": LlamaCppArchitecture(decoder.glm4),
+    "ernie4_5": LlamaCppArchitecture(decoder.ernie4_5),
+    "ernie4_5-moe": LlamaCppArchitecture(decoder.ernie4_5, experts=True, required=("interleave_moe_layer_step",)),
+    "cohere2": LlamaCppArchitecture(
+        cohere.cohere2,
+        swa=SlidingWindow(4, window_required=True),
+        required=("logit_scale",),
+        required_values=("logit_scale",),
+        flags={"logit_scale": "logit_scale"},
+    ),
 }
 
 
