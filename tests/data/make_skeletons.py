@@ -76,7 +76,6 @@ SKELETONS: dict[str, tuple[str, dict]] = {
     # architectures without an exact entry, for the generic estimate's check (test_llamacpp_generic.py)
     "olmoe-default": ("olmoe", {}),  # OLMoE 1B-7B
     "arcee-default": ("arcee", {}),  # AFM 4.5B
-    "exaone_moe-default": ("exaone_moe", {}),
     # Granite 3.3 8B's shapes (the default is a 32-layer one with full attention heads)
     "granite-40-layers": (
         "granite",

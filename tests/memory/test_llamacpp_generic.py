@@ -1,6 +1,6 @@
 """The generic estimate, for an architecture llama.cpp knows without an exact entry: the table of llama.cpp's
 architectures against what its source says (tests/data/llama_archs.json, recorded by make_llama_archs.py); the
-estimate against what libllama allocated for skeletons of real olmoe, arcee and exaone-moe shapes
+estimate against what libllama allocated for skeletons of real olmoe and arcee shapes
 (tests/data/llama_memory_generic.json, by make_llama_memory.py): KV cache, output buffer and refusals exact, the
 compute buffer within `COMPUTE_TOLERANCE`; its marking as approximate in the library, the table and `--json`;
 clear errors for what it cannot read."""
