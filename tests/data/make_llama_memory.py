@@ -144,18 +144,32 @@ GRIDS = {
     "hunyuan_v1_moe-a13b": COMMON + LONG[:1] + [LONG_FA] + FLASH_ON,
     "hunyuan_v1_dense-7b": COMMON + LONG[:1] + [LONG_FA] + FLASH_ON,
     "hunyuan_v1_dense-4b": COMMON[:6] + FLASH_ON,
+    "smollm3-default": COMMON + LONG[:1] + FLASH_ON,  # COMMON's 32768 is its trained length
+    "olmo2-default": COMMON + FLASH_ON,  # COMMON's 2048 is its trained length
+    "olmo3-default": COMMON + SWA[:2] + [SWA_ON],
+    "granite-default": COMMON + FLASH_ON,
+    "granite-40-layers": COMMON[:6] + LONG[:1] + FLASH_ON,
+    "granitemoe-3b-a800m": COMMON + LONG[:1] + FLASH_ON,
+    "exaone4-default": COMMON + FLASH_ON,
+    "exaone4-64-layers": COMMON + SWA[:2] + [SWA_ON],  # slides: EXAONE 4's 64 layers
+    "seed_oss-default": COMMON + LONG[:1] + FLASH_ON + [{"n_ctx": 524288, "flash_attn": "on"}],
+    "apertus-8b": COMMON + FLASH_ON + [{"n_ctx": 65536, "n_batch": 2048, "n_ubatch": 2048}],
+    "apertus-70b": [*COMMON[:6], {"n_ctx": 65536, "n_batch": 2048, "n_ubatch": 2048}],
+    "glm4-default": COMMON + LONG[:1] + FLASH_ON,
+    "glm4-61-layers": COMMON[:6] + LONG[:1],
+    "ernie4_5-default": COMMON + LONG[:1] + FLASH_ON,
+    "ernie4_5_moe-default": COMMON + LONG[:1] + FLASH_ON,
+    "ernie4_5_moe-54-layers": COMMON[:6] + LONG[:1],
+    "cohere2-32-layers": COMMON + SWA[:2] + [SWA_ON] + LONG[:1],
+    "cohere2-64-layers": COMMON[:6] + SWA[:2] + LONG[:1],
 }
 
 # architectures without an exact entry, for the generic estimate's check (tests/memory/test_llamacpp_generic.py):
 # a record of their own, which the exactness test does not read
 GENERIC_OUT = HERE / "llama_memory_generic.json"
 GENERIC_GRIDS = {
-    "smollm3-default": COMMON,
-    "olmo2-default": COMMON[:6],
-    "olmo3-default": COMMON[:6] + SWA,
-    "granite-default": COMMON[:6],
-    "exaone4-default": COMMON[:6],
-    "exaone4-64-layers": COMMON[:6] + SWA,
+    "olmoe-default": COMMON[:6],
+    "arcee-default": COMMON[:6],
 }
 
 

@@ -316,7 +316,6 @@ SKELETONS: dict[str, tuple[str, dict]] = {
             "max_position_embeddings": 262144,
         },
     ),
-    # architectures without an exact entry, for the generic estimate's check (test_llamacpp_generic.py)
     "smollm3-default": ("smollm3", {}),
     "olmo2-default": ("olmo2", {}),
     "granite-default": ("granite", {}),
@@ -332,6 +331,100 @@ SKELETONS: dict[str, tuple[str, dict]] = {
         },
     ),
     "olmo3-default": ("olmo3", {}),  # llama.cpp's olmo2 with sliding-window layers
+    # architectures without an exact entry, for the generic estimate's check (test_llamacpp_generic.py)
+    "olmoe-default": ("olmoe", {}),  # OLMoE 1B-7B
+    "arcee-default": ("arcee", {}),  # AFM 4.5B
+    # Granite 3.3 8B's shapes (the default is a 32-layer one with full attention heads)
+    "granite-40-layers": (
+        "granite",
+        {
+            "num_hidden_layers": 40,
+            "intermediate_size": 12800,
+            "num_key_value_heads": 8,
+            "vocab_size": 49159,
+            "max_position_embeddings": 131072,
+        },
+    ),
+    # Granite 3.1 3B-A800M (the default is a llama-7B-shaped one)
+    "granitemoe-3b-a800m": (
+        "granitemoe",
+        {
+            "hidden_size": 1536,
+            "intermediate_size": 512,
+            "num_attention_heads": 24,
+            "num_key_value_heads": 8,
+            "num_local_experts": 40,
+            "num_experts_per_tok": 8,
+            "vocab_size": 49155,
+            "max_position_embeddings": 131072,
+        },
+    ),
+    "seed_oss-default": ("seed_oss", {}),  # Seed-OSS 36B
+    # Apertus 8B's and 70B's shapes
+    "apertus-8b": ("apertus", {"intermediate_size": 21504, "num_key_value_heads": 8}),
+    "apertus-70b": (
+        "apertus",
+        {
+            "num_hidden_layers": 80,
+            "hidden_size": 8192,
+            "intermediate_size": 43008,
+            "num_attention_heads": 64,
+            "num_key_value_heads": 8,
+        },
+    ),
+    "glm4-default": ("glm4", {}),  # GLM-4 9B 0414
+    # GLM-4 32B 0414
+    "glm4-61-layers": (
+        "glm4",
+        {
+            "num_hidden_layers": 61,
+            "hidden_size": 6144,
+            "intermediate_size": 23040,
+            "num_attention_heads": 48,
+            "num_key_value_heads": 2,
+        },
+    ),
+    "ernie4_5-default": ("ernie4_5", {}),  # ERNIE 4.5 0.3B
+    "ernie4_5_moe-default": ("ernie4_5_moe", {}),  # ERNIE 4.5 21B-A3B
+    # ERNIE 4.5 300B-A47B: three dense layers first, no shared experts
+    "ernie4_5_moe-54-layers": (
+        "ernie4_5_moe",
+        {
+            "num_hidden_layers": 54,
+            "hidden_size": 8192,
+            "intermediate_size": 28672,
+            "num_attention_heads": 64,
+            "num_key_value_heads": 8,
+            "moe_k": 8,
+            "moe_intermediate_size": 3584,
+            "moe_layer_start_index": 3,
+            "moe_num_shared_experts": 0,
+        },
+    ),
+    # Command R7B and Command A (111B); their config.json has the `rotary_pct` the converter reads, which
+    # transformers 5's configuration no longer writes
+    "cohere2-32-layers": (
+        "cohere2",
+        {
+            "num_hidden_layers": 32,
+            "hidden_size": 4096,
+            "intermediate_size": 14336,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 8,
+            "rotary_pct": 1.0,
+        },
+    ),
+    "cohere2-64-layers": (
+        "cohere2",
+        {
+            "num_hidden_layers": 64,
+            "hidden_size": 12288,
+            "intermediate_size": 36864,
+            "num_attention_heads": 96,
+            "num_key_value_heads": 8,
+            "rotary_pct": 1.0,
+        },
+    ),
 }
 # projector files (`--mmproj`): name -> (transformers model type, overrides of its vision configuration), converted
 # as `convert_hf_to_gguf.py --mmproj` converts them (F16); the image processor's defaults stand in for the

@@ -1,9 +1,9 @@
 """The generic estimate, for an architecture llama.cpp knows without an exact entry: the table of llama.cpp's
 architectures against what its source says (tests/data/llama_archs.json, recorded by make_llama_archs.py); the
-estimate against what libllama allocated for skeletons of real smollm3, olmo2 (OLMo 2 and 3), granite and exaone4
-shapes (tests/data/llama_memory_generic.json, by make_llama_memory.py): KV cache, output buffer and refusals
-exact, the compute buffer within `COMPUTE_TOLERANCE`; its marking as approximate in the library, the table and
-`--json`; clear errors for what it cannot read."""
+estimate against what libllama allocated for skeletons of real olmoe and arcee shapes
+(tests/data/llama_memory_generic.json, by make_llama_memory.py): KV cache, output buffer and refusals exact, the
+compute buffer within `COMPUTE_TOLERANCE`; its marking as approximate in the library, the table and `--json`;
+clear errors for what it cannot read."""
 
 from __future__ import annotations
 
@@ -139,14 +139,14 @@ def test_the_generic_estimate_against_llama_cpp(model_path, name):
 
 
 def test_the_estimate_says_it_is_approximate_and_what_it_guessed(model_path):
-    with weightkit.open(model_path("olmo3-default")) as m:
+    with weightkit.open(model_path("olmoe-default")) as m:
         est = estimate(m, LlamaCppSettings(ctx_size=8192), [GPU("0", "CUDA", 4 << 30)])
         weights = sum(info.nbytes for info in m.tensors.values())
     assert est.approximate and set(est.guessed) == {COMPUTE}
-    assert any(n.startswith("approximate (~): no exact llama.cpp memory model of olmo2") for n in est.notes)
+    assert any(n.startswith("approximate (~): no exact llama.cpp memory model of olmoe") for n in est.notes)
     assert not any(d.exact for d in est.devices)  # the compute buffers are derived
     assert sum(d.weights for d in est.devices) >= weights  # every tensor placed (CUDA pads rows)
-    with weightkit.open(model_path("exaone4-default")) as m:
+    with weightkit.open(model_path("arcee-default")) as m:
         fitted = fit(m, LlamaCppSettings(), [GPU("0", "CUDA", 8 << 30)])
     assert fitted.approximate and fitted.fits
     assert any(n.startswith("approximate (~)") for n in fitted.notes)
@@ -160,15 +160,15 @@ def test_an_exact_architecture_is_not_approximate(model_path):
 
 
 def test_the_cli_marks_it_in_the_table_and_in_json(model_path):
-    path = str(model_path("granite-default"))
+    path = str(model_path("arcee-default"))
     runner = CliRunner()
     table = runner.invoke(app, ["estimate", path, "-c", "4096", "--gpu", "8GiB"], env={"COLUMNS": "200"})
     assert table.exit_code == 0, table.output
     assert "APPROXIMATE" in table.output and " ~ " in table.output
-    assert "note: approximate (~): no exact llama.cpp memory model of granite" in table.output
+    assert "note: approximate (~): no exact llama.cpp memory model of arcee" in table.output
     doc = json.loads(runner.invoke(app, ["estimate", path, "-c", "4096", "--json"]).output)
     assert doc["approximate"] is True and list(doc["guessed"]) == [COMPUTE]
-    assert doc["architecture"] == "granite" and doc["devices"][-1]["compute_exact"] is False
+    assert doc["architecture"] == "arcee" and doc["devices"][-1]["compute_exact"] is False
     fitted = runner.invoke(app, ["estimate", path, "--fit", "--gpu", "6GiB"], env={"COLUMNS": "200"})
     assert fitted.exit_code == 0 and "APPROXIMATE" in fitted.output and "note: --fit" in fitted.output
     exact = json.loads(runner.invoke(app, ["estimate", str(MODELS.write_model("qwen3-8b", Path(path).parent)),
@@ -213,18 +213,18 @@ def test_another_known_architecture_takes_the_generic_estimate(tmp_path):
 @pytest.mark.parametrize(
     ("edit", "error", "message"),
     [
-        (lambda md, t: ({k: v for k, v in md.items() if k != "smollm3.attention.head_count"}, t), FormatError,
-         "smollm3.attention.head_count and smollm3.attention.key_length make it"),
-        (lambda md, t: (md | {"smollm3.attention.head_count_kv": "four"}, t), FormatError,
-         "smollm3.attention.head_count_kv is 'four', not a count"),
+        (lambda md, t: ({k: v for k, v in md.items() if k != "arcee.attention.head_count"}, t), FormatError,
+         "arcee.attention.head_count and arcee.attention.key_length make it"),
+        (lambda md, t: (md | {"arcee.attention.head_count_kv": "four"}, t), FormatError,
+         "arcee.attention.head_count_kv is 'four', not a count"),
         (lambda md, t: (md, [x for x in t if x[0] != "token_embd.weight"]), UnsupportedError,
-         "cannot build a graph for this smollm3 model: it has no tensor 'token_embd.weight'"),
+         "cannot build a graph for this arcee model: it has no tensor 'token_embd.weight'"),
         (lambda md, t: (md, [x for x in t if x[0] != "blk.0.attn_k.weight"]), UnsupportedError,
          "it has no tensor 'blk.0.attn_k.weight'"),
     ],
 )  # fmt: skip
 def test_what_the_generic_path_cannot_read_is_a_clear_error(tmp_path, edit, error, message):
-    with weightkit.open(_variant(tmp_path, "smollm3-default", edit)) as m, pytest.raises(error, match=message):
+    with weightkit.open(_variant(tmp_path, "arcee-default", edit)) as m, pytest.raises(error, match=message):
         estimate(m, LlamaCppSettings(ctx_size=4096))
 
 

@@ -22,6 +22,7 @@ chunk, which is what this simulates.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Mapping, Sequence
 
 from .ggml import INPUT, OUTPUT, Graph, Tensor
@@ -111,7 +112,9 @@ def buffer_sizes(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: Sequ
 
     `snapshot_at` maps node indices to lists that receive the allocator's state just before that node: its free
     blocks and tops, and where each live tensor is, named by identity when it was placed before the first
-    snapshot (inputs, kept throughout) and anonymous otherwise (carried from one layer to the next)."""
+    snapshot (inputs, kept throughout) and otherwise by how far ahead its next reader is, if before the next
+    snapshot (carried from one layer to the next: two such tensors of one size that trade places from one
+    repetition to the next are told apart)."""
     allocators = [_Blocks(align) for align, _ in buffers]
     sizes = [size for _, size in buffers]
     offset: dict[int, tuple[int, int, int]] = {}  # id -> (buffer, offset, size) of tensors placed and still owned
@@ -150,9 +153,10 @@ def buffer_sizes(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: Sequ
             buffer, at, size = offset.pop(id(t))
             allocators[buffer].release(at, size)
 
+    uses: dict[int, list[int]] = {}  # id -> the indices of the nodes that read it, in order
     for leaf in leafs:
         place(leaf)
-    for node in nodes:
+    for index, node in enumerate(nodes):
         if node.view_src is not None and node.op != "NONE":
             views[id(node.view_src)] = views.get(id(node.view_src), 0) + 1
         if node.flags & INPUT:
@@ -160,12 +164,17 @@ def buffer_sizes(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: Sequ
         for s in node.src:
             if s is not None:
                 children[id(s)] = children.get(id(s), 0) + 1
+                uses.setdefault(id(s), []).append(index)
                 if s.flags & INPUT:
                     place(s)
     for index, node in enumerate(nodes):
         position = index
         if snapshot_at and index in snapshot_at:
-            live = tuple(sorted((*where, key if key in early else 0) for key, where in offset.items()))
+            horizon = min((at for at in snapshot_at if at > index), default=len(nodes))
+            live = tuple(sorted(
+                (*where, key, 0) if key in early else (*where, 0, _next_use(uses.get(key, []), index, horizon))
+                for key, where in offset.items()
+            ))  # fmt: skip
             free_lists = tuple(tuple(map(tuple, blocks.free)) for blocks in allocators)
             snapshot_at[index].append((free_lists, tuple(blocks.top for blocks in allocators), live))
         place(node)
@@ -186,3 +195,10 @@ def buffer_sizes(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: Sequ
             elif pkey in offset:
                 free(parent)
     return [blocks.top for blocks in allocators]
+
+
+def _next_use(readers: list[int], index: int, horizon: int) -> int:
+    """How many nodes after `index` the next of `readers` (node indices, in order) comes, if before `horizon` (the
+    next snapshot); else -1."""
+    at = bisect.bisect_left(readers, index)
+    return readers[at] - index if at < len(readers) and readers[at] < horizon else -1

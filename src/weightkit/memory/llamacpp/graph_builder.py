@@ -214,14 +214,20 @@ class GraphBuilder:
         """`build_lora_mm` without adapters."""
         return g.mul_mat(weight, cur)
 
-    def qkv(self, il: int, cur: Tensor, head_dim: int, n_head: int, n_head_kv: int) -> tuple[Tensor, Tensor, Tensor]:
-        """`build_qkv`: separate Q, K, V projections (biases where the file has them), or one fused matrix."""
+    def qkv(self, il: int, cur: Tensor, head_dim: int, n_head: int, n_head_kv: int,
+            reshape: bool = True) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
+        """`build_qkv`: separate Q, K, V projections (biases where the file has them), or one fused matrix;
+        `reshape` False: each a matrix of whole rows (`build_qkv(..., false)`), not split into heads."""
         wqkv = self.w("attn_qkv.weight", il)
         if wqkv is not None:
             qkv = self.mm(wqkv, cur)
             bias = self.w("attn_qkv.bias", il)
             if bias is not None:
                 qkv = g.add(qkv, bias)
+            if not reshape:
+                widths = (head_dim * n_head, head_dim * n_head_kv, head_dim * n_head_kv)
+                q, k, v = (g.cont(g.view(qkv, (n, self.n_tokens), (qkv.nb[1],))) for n in widths)
+                return q, k, v
             size = g.row_size(qkv.type, 1)
             q = g.view(qkv, (head_dim, n_head, self.n_tokens), (size * head_dim, qkv.nb[1]))
             k = g.view(qkv, (head_dim, n_head_kv, self.n_tokens), (size * head_dim, qkv.nb[1]))
@@ -235,6 +241,8 @@ class GraphBuilder:
                 t = g.add(t, bias)
             out.append(t)
         q, k, v = out
+        if not reshape:
+            return q, k, v
         return (g.reshape(q, head_dim, n_head, self.n_tokens), g.reshape(k, head_dim, n_head_kv, self.n_tokens),
                 g.reshape(v, head_dim, n_head_kv, self.n_tokens))  # fmt: skip
 
@@ -381,11 +389,11 @@ class GraphBuilder:
             cur = g.cont(cur, cur.ne[0] * cur.ne[1], cur.ne[2] * cur.ne[3])
         return self.expand(cur)
 
-    def ffn(self, cur: Tensor, il: int, *, biases: bool = True, suffix: str = "", relu_sqr: bool = False) -> Tensor:
+    def ffn(self, cur: Tensor, il: int, *, biases: bool = True, suffix: str = "", act: str = "gelu") -> Tensor:
         """`build_ffn` over the layer's ffn_up / ffn_gate / ffn_down (`suffix` "_shexp": the shared expert):
-        with a gate, the gated unit (`ggml_swiglu_split` / `ggml_geglu_split`); without, the activation alone
-        (`relu_sqr`: a ReLU then its square, two nodes). `biases`: whether the architecture passes the layer's
-        biases in."""
+        with a gate, the gated unit (`ggml_swiglu_split` / `ggml_geglu_split`); without, the activation `act`
+        alone ("swiglu": the gated unit over the two halves of the up projection, `LLM_FFN_SWIGLU`; "relu_sqr": a
+        ReLU then its square, two nodes). `biases`: whether the architecture passes the layer's biases in."""
 
         def weight(name: str, kind: str = "weight") -> Tensor | None:
             if kind == "bias" and not biases:
@@ -401,10 +409,10 @@ class GraphBuilder:
             if (bias := weight("gate", "bias")) is not None:
                 cur = g.add(cur, bias)
             cur = g.glu_split(cur, tmp)
-        elif relu_sqr:
+        elif act == "relu_sqr":
             cur = g.sqr(g.unary(tmp, "relu"))
         else:
-            cur = g.unary(tmp, "gelu")
+            cur = g.glu(tmp) if act == "swiglu" else g.unary(tmp, act)
         if down is not None:
             cur = self.mm(down, cur)
         if (bias := weight("down", "bias")) is not None:

@@ -13,6 +13,7 @@ from ....model import ModelFile
 from ..hparams import SWA_CHUNKED, SWA_SYMMETRIC, LlamaCppHParams
 from . import (
     bert,
+    cohere,
     decoder,
     deepseek,
     falcon_h1,
@@ -38,6 +39,21 @@ _ROUTING = {  # how experts are chosen and weighted, where the architecture read
     "expert_weights_norm": "expert_weights_norm",
     "expert_weights_scale": "expert_weights_scale",
 }
+
+_GRANITE = LlamaCppArchitecture(
+    granite.granite,
+    experts=True,
+    required=("logit_scale",),
+    required_values=("logit_scale",),
+    flags={
+        "embedding_scale": "embedding_scale",
+        "residual_scale": "residual_scale",
+        "logit_scale": "logit_scale",
+        "rope": "rope.scaling.finetuned",
+    },
+    flag_defaults={"rope": 1.0},  # granite ropes unless rope.scaling.finetuned says false
+)
+_XIELU = tuple(f"xielu.{name}" for name in ("alpha_n", "alpha_p", "beta", "eps"))  # apertus' activation, per layer
 
 _DEEPSEEK2 = LlamaCppArchitecture(
     deepseek.deepseek2,
@@ -137,6 +153,23 @@ ARCHITECTURES: Mapping[str, LlamaCppArchitecture] = {
     "nemotron_h": LlamaCppArchitecture(nemotron_h.nemotron_h, recurrent="no_kv_heads_or_ffn"),
     "hunyuan-moe": LlamaCppArchitecture(hunyuan.hunyuan_moe, experts=True, required=("expert_feed_forward_length",)),
     "hunyuan-dense": LlamaCppArchitecture(hunyuan.hunyuan_dense),
+    "smollm3": LlamaCppArchitecture(decoder.smollm3),
+    "olmo2": LlamaCppArchitecture(decoder.olmo2, swa=SlidingWindow(4), tied_output=False),
+    "granite": _GRANITE,
+    "granitemoe": _GRANITE,  # llama.cpp's granitemoe is granite's graph
+    "exaone4": LlamaCppArchitecture(decoder.exaone4, swa=SlidingWindow(4, default_window=4096, only_n_layer=64)),
+    "seed_oss": LlamaCppArchitecture(decoder.seed_oss, tied_output=False),
+    "apertus": LlamaCppArchitecture(decoder.apertus, tied_output=False, required=_XIELU, required_values=_XIELU),
+    "glm4": LlamaCppArchitecture(decoder.glm4),
+    "ernie4_5": LlamaCppArchitecture(decoder.ernie4_5),
+    "ernie4_5-moe": LlamaCppArchitecture(decoder.ernie4_5, experts=True, required=("interleave_moe_layer_step",)),
+    "cohere2": LlamaCppArchitecture(
+        cohere.cohere2,
+        swa=SlidingWindow(4, window_required=True),
+        required=("logit_scale",),
+        required_values=("logit_scale",),
+        flags={"logit_scale": "logit_scale"},
+    ),
 }
 
 

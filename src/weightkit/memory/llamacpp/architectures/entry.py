@@ -18,6 +18,7 @@ from ..graph_builder import GraphBuilder
 from ..hparams import SWA_STANDARD, LlamaCppHParams
 
 MAX_LAYERS = 512  # LLAMA_MAX_LAYERS
+UNPREFIXED = ("general.", "tokenizer.", "xielu.")  # keys llama.cpp names without the architecture's prefix
 #: which layers are recurrent: every one (Mamba, RWKV), those with no KV heads (hybrids), or those
 #: `attention.recurrent_layers` marks, else all but every `full_attention_interval`-th (gated delta-net hybrids);
 #: or every one with attention beside it in every layer too (Falcon-H1's parallel mixers); or those with neither KV
@@ -32,16 +33,21 @@ class _Keys:
         self.metadata, self.arch, self.path = model.metadata, arch, getattr(model, "path", None)
 
     def name(self, key: str) -> str:
-        return key if key.startswith(("general.", "tokenizer.")) else f"{self.arch}.{key}"
+        return key if key.startswith(UNPREFIXED) else f"{self.arch}.{key}"
 
     def error(self, reason: str) -> FormatError:
         return FormatError(self.path, None, reason)
+
+    def require(self, key: str) -> None:
+        """A key llama.cpp insists on (`get_key`, `get_key_or_arr` without `required = false`)."""
+        if self.name(key) not in self.metadata:
+            raise self.error(f"{self.name(key)} is missing: llama.cpp needs it to load a {self.arch} model")
 
     def get(self, key: str, default: Any = None, *, required: bool = False) -> Any:
         full = self.name(key)
         if full not in self.metadata:
             if required:
-                raise self.error(f"{full} is missing: llama.cpp needs it to load a {self.arch} model")
+                self.require(key)
             return default
         value = self.metadata[full]
         if isinstance(value, np.ndarray) or (isinstance(value, list) and not isinstance(default, list)):
@@ -83,6 +89,7 @@ class SlidingWindow:
     fixed_window: bool = False  # llama4: the window is default_window whatever the key says, unless it says 0
     window_required: bool = False
     pattern_required: bool = False  # the per-layer array must be there (gemma4's `get_arr`)
+    only_n_layer: int | None = None  # no sliding window unless the model has this many layers (EXAONE 4's 64)
 
 
 @dataclass(frozen=True)
@@ -98,6 +105,7 @@ class LlamaCppArchitecture:
     wkv: bool = False  # RWKV: the state is sized by wkv.head_size and token_shift_count, not by the ssm keys
     shortconv: bool = False  # LFM2: the state is a short convolution's (shortconv.l_cache), not the ssm keys'
     required: tuple[str, ...] = ()  # keys llama.cpp insists on that shape only weights (LoRA ranks, ...)
+    required_values: tuple[str, ...] = ()  # those of `required` that are not counts (floats, per-layer arrays)
     kv_layers: int | None = None  # only this many first layers have a KV cache, the rest reuse one (gemma3n: 20)
     shared_kv: bool = False  # attention.shared_kv_layers last layers reuse an earlier one's KV cache (gemma4)
     per_layer_input: bool = False  # per-layer embedding inputs of embedding_length_per_layer_input (gemma4)
@@ -128,7 +136,7 @@ class LlamaCppArchitecture:
             is_recurrent=(self.recurrent == "all",) * n_layer_all,
             flags={name: float(keys.get(key, self.flag_defaults.get(name, 0.0))) for name, key in self.flags.items()},
         )
-        if self.swa is not None:
+        if self.swa is not None and self.swa.only_n_layer in (None, n_layer_all - n_nextn):
             values.update(_swa(keys, self.swa, n_layer_all, n_layer_all - n_nextn))
         if self.kv_layers is not None:
             values["n_layer_kv_from_start"] = self.kv_layers
@@ -147,7 +155,10 @@ class LlamaCppArchitecture:
             values["head_k_mla"] = keys.number("attention.key_length_mla")
             values["head_v_mla"] = keys.number("attention.value_length_mla")
         for key in self.required:
-            keys.number(key, required=True)
+            if key in self.required_values:
+                keys.require(key)
+            else:
+                keys.number(key, required=True)
         if self.mrope:
             if keys.array("rope.dimension_sections") is None:
                 raise keys.error(f"{keys.name('rope.dimension_sections')} is missing: llama.cpp needs it for M-RoPE")

@@ -1,12 +1,25 @@
-"""Granite 4.0-H's graph (granitehybrid): Mamba-2 and attention layers."""
+"""Granite's graphs: granite and granitemoe (the standard decoder with Granite's scales), and Granite 4.0-H's
+(granitehybrid): Mamba-2 and attention layers."""
 
 from __future__ import annotations
 
 from .. import ggml as g
 from ..ggml import Graph
 from ..graph_builder import GraphBuilder
-from .decoder import output_rows
+from ..hparams import LlamaCppHParams
+from .decoder import Block, output_rows, standard_decoder
 from .mamba import mamba2_layer
+
+
+def _ropes(hp: LlamaCppHParams, il: int) -> bool:
+    return bool(hp.flags.get("rope", 1.0))  # `rope.scaling.finetuned` switches rope off when false
+
+
+def granite(b: GraphBuilder) -> Graph:
+    """`llama_model_granite::graph` (and granitemoe's): llama's block with the embeddings, each residual branch
+    and the logits scaled where the file says so, rope unless switched off, experts beside a shared expert where
+    the model has one."""
+    return standard_decoder(b, qk_norm=False, ffn_biases=True, output_bias=False, block=Block(rope=_ropes))
 
 
 def granite_hybrid(b: GraphBuilder) -> Graph:

@@ -25,7 +25,7 @@ def nemotron_h(b: GraphBuilder) -> Graph:
             q, k, v = b.qkv(il, cur, hp.head_k(il), hp.n_head[il], hp.n_head_kv[il])
             cur = b.attn(il, q, k, v, b.w("attn_output.weight", il), b.w("attn_output.bias", il))
         else:
-            cur = b.ffn(cur, il, relu_sqr=True)
+            cur = b.ffn(cur, il, act="relu_sqr")
         inp = g.add(cur, inp)
     hidden = b.norm(inp, b.w("output_norm.weight"), il=-1)
     embd = g.get_rows(hidden, out_ids)
