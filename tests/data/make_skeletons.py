@@ -447,15 +447,6 @@ MMPROJ_SKELETONS: dict[str, tuple[str, dict]] = {
     # Qwen2.5-VL 72B's (the default's width is its output's, and its output is not its text model's)
     "mmproj-qwen2_5_vl": ("qwen2_5_vl", {"hidden_size": 1280, "out_hidden_size": 8192}),
 }
-# config.json as a released checkpoint has it, where transformers 5 writes another: name -> (keys it lacks, keys it
-# has); the converter is handed that file itself, as it reads it without a transformers that knows the type (with
-# one, the defaults transformers adds, such as Nemotron-H's MoE keys, would make the dense 9B an MoE model)
-RELEASED_CONFIGS = {
-    "nemotron_h-nano-9b-v2": (
-        ("layers_block_type", *_NEMOTRON_H_MOE_KEYS),
-        {"hybrid_override_pattern": _NEMOTRON_NANO_9B_V2, "num_hidden_layers": len(_NEMOTRON_NANO_9B_V2)},
-    ),
-}
 # embedding models: name -> (the class its checkpoint is saved from, sentence-transformers' pooling mode), the
 # pooling written as a released sentence-transformers folder has it (modules.json and 1_Pooling/config.json)
 EMBEDDING_MODELS = {"embeddinggemma-300m": ("Gemma3TextModel", "mean")}
@@ -493,8 +484,22 @@ def _hunyuan_config(config: dict) -> dict:
     return released
 
 
-# config.json as the released checkpoints write it, from the one transformers 5 saves: model type -> the rewrite
-RELEASED_REWRITES = {"hunyuan_v1_moe": _hunyuan_config, "hunyuan_v1_dense": _hunyuan_config}
+def _nemotron_h_config(config: dict) -> dict:
+    """Nemotron-H's released config.json: the layer pattern as a string, and no MoE keys for a dense model."""
+    kinds = {kind: c for c, kind in _NEMOTRON_H_TYPES.items()}
+    pattern = "".join(kinds[kind] for kind in config["layers_block_type"])
+    released = {k: v for k, v in config.items() if k not in ("layers_block_type", *_NEMOTRON_H_MOE_KEYS)}
+    return released | {"hybrid_override_pattern": pattern, "num_hidden_layers": len(pattern)}
+
+
+# config.json as the released checkpoints write it, from the one transformers 5 saves: model type -> (the rewrite,
+# whether the converter is handed that file itself: it reads it so without a transformers that knows the type, and
+# with one the defaults transformers adds, such as Nemotron-H's MoE keys, would make the dense 9B an MoE model)
+RELEASED_CONFIGS = {
+    "hunyuan_v1_moe": (_hunyuan_config, False),
+    "hunyuan_v1_dense": (_hunyuan_config, False),
+    "nemotron_h": (_nemotron_h_config, True),
+}
 
 _DTYPE_BYTES = {"F32": 4, "BF16": 2, "F16": 2, "I64": 8, "I32": 4, "BOOL": 1, "U8": 1, "F8_E4M3": 1}
 _SAFETENSORS_DTYPES = {"float32": "F32", "bfloat16": "BF16", "float16": "F16", "int64": "I64", "int32": "I32",
@@ -627,9 +632,9 @@ def save_checkpoint(model_type: str, overrides: dict, folder: Path, *, vision: b
         _transpose(folder, RELEASED_TRANSPOSED[model_type])
     if model_type in RELEASED_EXPERTS:
         _unpack_experts(folder, *RELEASED_EXPERTS[model_type])
-    if model_type in RELEASED_REWRITES:
+    if model_type in RELEASED_CONFIGS:
         saved = json.loads((folder / "config.json").read_text())
-        (folder / "config.json").write_text(json.dumps(RELEASED_REWRITES[model_type](saved)))
+        (folder / "config.json").write_text(json.dumps(RELEASED_CONFIGS[model_type][0](saved), indent=2))
     return int(text.vocab_size)
 
 
@@ -702,17 +707,10 @@ def _image_processor(model_type: str):
     return getattr(transformers, names["pil"])()
 
 
-def _release_config(folder: Path, dropped: tuple[str, ...], kept: dict) -> dict:
-    """config.json rewritten as the released checkpoint's (`dropped` keys out, `kept` in); returns it."""
-    config = json.loads((folder / "config.json").read_text())
-    config = {k: v for k, v in config.items() if k not in dropped} | kept
-    (folder / "config.json").write_text(json.dumps(config, indent=2))
-    return config
-
-
-def convert(folder: Path, name: str, n_vocab: int, llama_cpp: Path, *, mmproj: bool = False) -> dict:
+def convert(folder: Path, name: str, n_vocab: int, llama_cpp: Path, *, mmproj: bool = False,
+            handed: bool = False) -> dict:  # fmt: skip
     """What the reference converter writes for the checkpoint in `folder`, as the record's JSON (`mmproj`: its
-    projector file, F16, as `--mmproj` writes it)."""
+    projector file, F16, as `--mmproj` writes it; `handed`: the converter given config.json as it is)."""
     sys.path[:0] = [str(llama_cpp / "gguf-py"), str(llama_cpp)]
     import gguf
     import torch
@@ -726,7 +724,7 @@ def convert(folder: Path, name: str, n_vocab: int, llama_cpp: Path, *, mmproj: b
     hf_class = get_model_architecture(hparams, model_type)
     file_type = gguf.LlamaFileType.MOSTLY_F16 if mmproj else gguf.LlamaFileType.MOSTLY_Q8_0
     with torch.inference_mode():
-        raw = {"hparams": _release_config(folder, *RELEASED_CONFIGS[name])} if name in RELEASED_CONFIGS else {}
+        raw = {"hparams": json.loads((folder / "config.json").read_text())} if handed else {}
         model_class = get_model_class(hf_class, mmproj=mmproj)
         model = model_class(folder, file_type, folder / "model.gguf", model_name=name, **raw)
         model = getattr(model, "impl", model)  # Mistral3Model converts through the class of its text model
@@ -766,8 +764,10 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             n_vocab = save_checkpoint(model_type, overrides, Path(tmp), vision=mmproj,
                                       embedding=EMBEDDING_MODELS.get(name))  # fmt: skip
+            handed = RELEASED_CONFIGS.get(model_type, (None, False))[1]
+            converted = convert(Path(tmp), name, n_vocab, args.llama_cpp.resolve(), mmproj=mmproj, handed=handed)
             record = {"model_type": model_type, "overrides": overrides, "transformers": transformers.__version__,
-                      **convert(Path(tmp), name, n_vocab, args.llama_cpp.resolve(), mmproj=mmproj)}  # fmt: skip
+                      **converted}  # fmt: skip
         (OUT / f"{name}.json").write_text(json.dumps(record, separators=(",", ":")) + "\n")
         print(name, record["metadata"]["general.architecture"][1], len(record["tensors"]), "tensors", flush=True)
 
