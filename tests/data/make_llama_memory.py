@@ -126,6 +126,9 @@ GRIDS = {
     "falcon_h1-0.5b": HYBRID,  # COMMON's 16384 is its trained length
     # attention in 4 of 56 layers; the converter writes a trained context of 2**20 for the hybrids
     "nemotron_h-nano-9b-v2": [*HYBRID, *LONG[:1], {"n_ctx": 1048576, "flash_attn": "on"}],
+    # Nemotron 3: experts in the FFN layers (Super's in a latent space, and its NextN block loaded without a cache)
+    "nemotron_h-3-nano-30b-a3b": [*HYBRID, *LONG[:1], {"n_ctx": 1048576, "flash_attn": "on"}],
+    "nemotron_h-3-super-120b-a12b": [*COMMON[:6], *RECURRENT[6:], {"n_ctx": 1048576, "flash_attn": "on"}],
     # embedding models without a cache; their trained context as one batch
     "nomic-embed-text-v1.5": [*EMBEDDING, *EMBEDDING_MORE, embedding_batch(2048)],
     "jina-embeddings-v3": [*EMBEDDING, *EMBEDDING_MORE, embedding_batch(8192)],

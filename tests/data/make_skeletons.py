@@ -47,6 +47,8 @@ _LFM2_MOE_LAYERS = ["full_attention" if il in (2, 6, 10, 14, 18, 21) else "conv"
 # Nemotron-H's layer pattern as its released configs write it (M: Mamba-2, *: attention, -: FFN, E: experts)
 _NEMOTRON_H_TYPES = {"M": "linear_attention", "*": "full_attention", "-": "mlp", "E": "moe"}
 _NEMOTRON_NANO_9B_V2 = "M-M-M-MM-M-M-M*-M-M-M*-M-M-M-M*-M-M-M-M*-M-MM-M-M-M-M-M-"
+_NEMOTRON_3_NANO_30B_A3B = "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME"
+_NEMOTRON_3_SUPER_120B_A12B = "MEMEMEM*EMEMEMEM*EMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEM*EMEMEMEME"
 _NEMOTRON_H_MOE_KEYS = ("n_routed_experts", "n_shared_experts", "moe_intermediate_size",
                         "moe_shared_expert_intermediate_size", "moe_latent_size", "moe_shared_expert_overlap",
                         "num_experts_per_tok", "routed_scaling_factor", "n_group", "topk_group", "norm_topk_prob",
@@ -277,6 +279,59 @@ SKELETONS: dict[str, tuple[str, dict]] = {
             "max_position_embeddings": 131072,
         },
     ),
+    # NVIDIA-Nemotron-3-Nano-30B-A3B (its config.json: 52 layers of 2688, 23 Mamba-2 with 64 heads of 64, 6 attention
+    # with 32 heads and 2 KV heads of 128, 23 MoE layers of 128 squared-ReLU experts of 1856, 6 chosen by biased
+    # sigmoid, scaled by 2.5, and a shared expert of 3712); the converter writes nemotron_h_moe
+    "nemotron_h-3-nano-30b-a3b": (
+        "nemotron_h",
+        {
+            "hidden_size": 2688,
+            "intermediate_size": 1856,
+            "layers_block_type": [_NEMOTRON_H_TYPES[c] for c in _NEMOTRON_3_NANO_30B_A3B],
+            "num_attention_heads": 32,
+            "num_key_value_heads": 2,
+            "head_dim": 128,
+            "mamba_num_heads": 64,
+            "mamba_head_dim": 64,
+            "ssm_state_size": 128,
+            "n_groups": 8,
+            "conv_kernel": 4,
+            "n_routed_experts": 128,
+            "num_experts_per_tok": 6,
+            "moe_intermediate_size": 1856,
+            "moe_shared_expert_intermediate_size": 3712,
+            "routed_scaling_factor": 2.5,
+            "vocab_size": 131072,
+            "max_position_embeddings": 262144,
+        },
+    ),
+    # NVIDIA-Nemotron-3-Super-120B-A12B (88 layers of 4096: 40 Mamba-2 with 128 heads of 64, 8 attention, 40 MoE
+    # layers of 512 experts of 2688 in a latent space of 1024, 22 chosen, scaled by 5, a shared expert of 5376, and
+    # one MTP block, attention then experts, as its checkpoint carries it: see _add_nemotron_h_mtp)
+    "nemotron_h-3-super-120b-a12b": (
+        "nemotron_h",
+        {
+            "hidden_size": 4096,
+            "layers_block_type": [_NEMOTRON_H_TYPES[c] for c in _NEMOTRON_3_SUPER_120B_A12B],
+            "num_attention_heads": 32,
+            "num_key_value_heads": 2,
+            "head_dim": 128,
+            "mamba_num_heads": 128,
+            "mamba_head_dim": 64,
+            "ssm_state_size": 128,
+            "n_groups": 8,
+            "conv_kernel": 4,
+            "n_routed_experts": 512,
+            "num_experts_per_tok": 22,
+            "moe_intermediate_size": 2688,
+            "moe_shared_expert_intermediate_size": 5376,
+            "moe_latent_size": 1024,
+            "routed_scaling_factor": 5.0,
+            "num_nextn_predict_layers": 1,
+            "vocab_size": 131072,
+            "max_position_embeddings": 262144,
+        },
+    ),
     # Hunyuan-A13B (80B-A13B): 64 experts, 8 chosen, one shared expert as wide, the tied output
     "hunyuan_v1_moe-a13b": (
         "hunyuan_v1_moe",
@@ -485,10 +540,14 @@ def _hunyuan_config(config: dict) -> dict:
 
 
 def _nemotron_h_config(config: dict) -> dict:
-    """Nemotron-H's released config.json: the layer pattern as a string, and no MoE keys for a dense model."""
+    """Nemotron-H's released config.json: the layer patterns as strings, no MoE keys for a dense model, and an MoE
+    model's MTP block and latent size only where it has them."""
     kinds = {kind: c for c, kind in _NEMOTRON_H_TYPES.items()}
     pattern = "".join(kinds[kind] for kind in config["layers_block_type"])
-    released = {k: v for k, v in config.items() if k not in ("layers_block_type", *_NEMOTRON_H_MOE_KEYS)}
+    dropped = ("layers_block_type", "mtp_layers_block_type", *(() if "E" in pattern else _NEMOTRON_H_MOE_KEYS))
+    released = {k: v for k, v in config.items() if k not in dropped and v is not None}
+    if released.get("num_nextn_predict_layers"):
+        released["mtp_hybrid_override_pattern"] = "".join(kinds[kind] for kind in config["mtp_layers_block_type"])
     return released | {"hybrid_override_pattern": pattern, "num_hidden_layers": len(pattern)}
 
 
@@ -582,6 +641,22 @@ def _add_mtp(folder: Path, text) -> None:
     _add_part(folder, mtp, "model-mtp.safetensors")
 
 
+def _add_nemotron_h_mtp(folder: Path, text) -> None:
+    """Nemotron-H MoE's MTP block as its checkpoints carry it beside what transformers models: `mtp.layers.0`, the
+    input fusion (`enorm`, `hnorm`, `eh_proj`) and an attention layer; `mtp.layers.1`, an MoE layer and the head's
+    `final_layernorm`; each layer shaped as the model's last of its kind."""
+    entries = _read_entries(folder)
+    dtype, h = entries["backbone.embeddings.weight"][0], text.hidden_size
+    mtp = {}
+    for il, kind in enumerate(text.mtp_layers_block_type):
+        last = max(i for i, k in enumerate(text.layers_block_type) if k == kind)
+        layer = f"backbone.layers.{last}."
+        mtp |= {f"mtp.layers.{il}." + n.removeprefix(layer): e for n, e in entries.items() if n.startswith(layer)}
+    mtp |= {f"mtp.layers.0.{norm}.weight": (dtype, [h]) for norm in ("enorm", "hnorm")}
+    mtp |= {"mtp.layers.0.eh_proj.weight": (dtype, [h, 2 * h]), "mtp.layers.1.final_layernorm.weight": (dtype, [h])}
+    _add_part(folder, mtp, "model-mtp.safetensors")
+
+
 def _text_config(config):
     return config.get_text_config() if hasattr(config, "get_text_config") else config
 
@@ -624,6 +699,8 @@ def save_checkpoint(model_type: str, overrides: dict, folder: Path, *, vision: b
     model.save_pretrained(folder, max_shard_size="100TB")
     if model_type in MTP:
         _add_mtp(folder, text)
+    if model_type == "nemotron_h" and text.num_nextn_predict_layers:
+        _add_nemotron_h_mtp(folder, text)
     if model_type == "gemma3n_text":
         _add_shared_kv_projections(folder, text)
     if vision and model_type in RELEASED_PREFIXES:

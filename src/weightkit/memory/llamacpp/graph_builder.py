@@ -432,12 +432,13 @@ class GraphBuilder:
 
     def moe_ffn(self, cur: Tensor, il: int, n_expert: int, n_used: int, *, gating: str = "softmax",
                 norm_w: bool = True, w_scale: float = 0.0, exp_probs_b: Tensor | None = None,
-                biases: bool = False, weights_first: bool = False, logits: Tensor | None = None) -> Tensor:  # fmt: skip
+                biases: bool = False, weights_first: bool = False, logits: Tensor | None = None,
+                act: str = "silu") -> Tensor:  # fmt: skip
         """`build_moe_ffn`: route each token to its top experts, run them, and sum their weighted outputs.
         `weights_first` (Llama 4): the experts are chosen by the raw logits, and each token's input is weighted
         before its experts run instead of their outputs after. Experts with one fused gate-and-up matrix
         (`ffn_gate_up_exps`) run it once and split the result. `logits`: the router's, where the architecture
-        computes them itself (`probs_in`, Gemma 4)."""
+        computes them itself (`probs_in`, Gemma 4). `act`: gateless experts' activation, "silu" or "relu_sqr"."""
         n_embd, n_tokens = cur.ne[0], cur.ne[1]
         if logits is None:
             logits = self.mm(self.w("ffn_gate_inp.weight", il), cur)
@@ -479,7 +480,10 @@ class GraphBuilder:
             gated = self.mm_id("ffn_gate_exps", il, cur, selected) if gate_w is not None else up
             if biases and (b := self.w("ffn_gate_exps.bias", il)) is not None:
                 gated = g.add_id(gated, b, selected)
-        hidden = g.glu_split(gated, up) if gated is not up else g.unary(gated, "silu")
+        if gated is not up:
+            hidden = g.glu_split(gated, up)
+        else:
+            hidden = g.sqr(g.unary(gated, "relu")) if act == "relu_sqr" else g.unary(gated, "silu")
         experts = self.mm_id("ffn_down_exps", il, hidden, selected)
         if biases and (b := self.w("ffn_down_exps.bias", il)) is not None:
             experts = g.add_id(experts, b, selected)

@@ -151,6 +151,12 @@ ARCHITECTURES: Mapping[str, LlamaCppArchitecture] = {
     "lfm2moe": LlamaCppArchitecture(lfm2.lfm2, recurrent="no_kv_heads", shortconv=True, experts=True, flags=_ROUTING),
     "falcon-h1": LlamaCppArchitecture(falcon_h1.falcon_h1, recurrent="parallel"),
     "nemotron_h": LlamaCppArchitecture(nemotron_h.nemotron_h, recurrent="no_kv_heads_or_ffn"),
+    "nemotron_h_moe": LlamaCppArchitecture(
+        nemotron_h.nemotron_h,
+        recurrent="no_kv_heads_or_ffn",
+        experts=True,
+        flags={"expert_weights_norm": "expert_weights_norm", "expert_weights_scale": "expert_weights_scale"},
+    ),
     "hunyuan-moe": LlamaCppArchitecture(hunyuan.hunyuan_moe, experts=True, required=("expert_feed_forward_length",)),
     "hunyuan-dense": LlamaCppArchitecture(hunyuan.hunyuan_dense),
     "smollm3": LlamaCppArchitecture(decoder.smollm3),
