@@ -129,6 +129,16 @@ GRIDS = {
     # Nemotron 3: experts in the FFN layers (Super's in a latent space, and its NextN block loaded without a cache)
     "nemotron_h-3-nano-30b-a3b": [*HYBRID, *LONG[:1], {"n_ctx": 1048576, "flash_attn": "on"}],
     "nemotron_h-3-super-120b-a12b": [*COMMON[:6], *RECURRENT[6:], {"n_ctx": 1048576, "flash_attn": "on"}],
+    # KDA and MLA without rope (a K-only cache in 7 of 27 layers; its V length of 72 refuses every quantized cache);
+    # 3 sequences in a ubatch of 1024 abort llama.cpp's KDA graph, so 2; the converter writes its trained 1M context
+    "kimi_linear-48b-a3b": [
+        *COMMON[:4],
+        {"n_ctx": 16384, "n_seq_max": 2, "flash_attn": "off", "n_batch": 1024, "n_ubatch": 1024},
+        *COMMON[5:],
+        *RECURRENT[6:],
+        *LONG[:1],
+        {"n_ctx": 1048576, "flash_attn": "on"},
+    ],
     # embedding models without a cache; their trained context as one batch
     "nomic-embed-text-v1.5": [*EMBEDDING, *EMBEDDING_MORE, embedding_batch(2048)],
     "jina-embeddings-v3": [*EMBEDDING, *EMBEDDING_MORE, embedding_batch(8192)],
@@ -176,6 +186,11 @@ GENERIC_GRIDS = {
 }
 
 
+# recurrent state tensors a graph renames (its `cb` on the memory's own tensor), so they are not named cache_r/s_l<il>
+# in the reserved graph: name -> r (conv) or s (SSM) state
+RENAMED_STATES = {"conv_states_all": "r"}  # kimi-linear
+
+
 def params(case: dict) -> dict:
     """llama_context_params fields for a case (the engine's ContextParams spelling)."""
     p = dict(case)
@@ -196,6 +211,8 @@ def measure(oracle: llama_oracle.LlamaOracle, path: Path, case: dict) -> dict:
         batch = ctx.reserve_batch()
         graph = ctx.graph(*batch)
         caches = {k: sum(t.nbytes for t in graph.leafs if t.name.startswith(f"cache_{k}_")) for k in "kvrs"}
+        for name, k in RENAMED_STATES.items():
+            caches[k] += sum(t.nbytes for t in graph.leafs if t.name.startswith(f"{name}-"))
         compute = ctx.compute_bytes(*batch)
         return {
             "kv": caches["k"] + caches["v"],

@@ -53,6 +53,7 @@ _NEMOTRON_H_MOE_KEYS = ("n_routed_experts", "n_shared_experts", "moe_intermediat
                         "moe_shared_expert_intermediate_size", "moe_latent_size", "moe_shared_expert_overlap",
                         "num_experts_per_tok", "routed_scaling_factor", "n_group", "topk_group", "norm_topk_prob",
                         "output_router_logits", "num_nextn_predict_layers", "mtp_layers_block_type")  # fmt: skip
+_KIMI_LINEAR_FULL = (3, 7, 11, 15, 19, 23, 26)  # Kimi-Linear-48B-A3B's MLA layers, counted from 0
 # name -> (transformers model type, overrides of its default text configuration); the first entry of a family is
 # the default configuration itself
 _QWEN3_VL_ROPE = {"rope_type": "default", "rope_theta": 5000000.0, "mrope_section": [24, 20, 20],
@@ -332,6 +333,12 @@ SKELETONS: dict[str, tuple[str, dict]] = {
             "max_position_embeddings": 262144,
         },
     ),
+    # Kimi-Linear-48B-A3B: transformers' default is its shape but for the layer order; its config.json puts full
+    # (MLA) attention at layers 4, 8, ..., 24 and 27 (counted from 1), KDA in the rest (see RELEASED_CONFIGS)
+    "kimi_linear-48b-a3b": (
+        "kimi_linear",
+        {"layer_types": ["full_attention" if il in _KIMI_LINEAR_FULL else "linear_attention" for il in range(27)]},
+    ),
     # Hunyuan-A13B (80B-A13B): 64 experts, 8 chosen, one shared expert as wide, the tied output
     "hunyuan_v1_moe-a13b": (
         "hunyuan_v1_moe",
@@ -551,6 +558,21 @@ def _nemotron_h_config(config: dict) -> dict:
     return released | {"hybrid_override_pattern": pattern, "num_hidden_layers": len(pattern)}
 
 
+def _kimi_linear_config(config: dict) -> dict:
+    """Kimi-Linear's released config.json: the layer order and the KDA shape in `linear_attn_config` (layers
+    counted from 1), the dense lead as `first_k_dense_replace`, the router's sigmoid, and its head_dim of 72."""
+    kinds = config["layer_types"]
+    linear = {"kda_layers": [il + 1 for il, kind in enumerate(kinds) if kind == "linear_attention"],
+              "full_attn_layers": [il + 1 for il, kind in enumerate(kinds) if kind == "full_attention"],
+              "num_heads": config["linear_num_heads"], "head_dim": config["linear_head_dim"],
+              "short_conv_kernel_size": config["linear_conv_kernel_dim"]}  # fmt: skip
+    dense_lead = next((il for il, kind in enumerate(config["mlp_layer_types"]) if kind != "dense"), len(kinds))
+    dropped = ("layer_types", "mlp_layer_types", "linear_num_heads", "linear_head_dim", "linear_conv_kernel_dim")
+    released = {k: v for k, v in config.items() if k not in dropped}
+    return released | {"linear_attn_config": linear, "first_k_dense_replace": dense_lead, "head_dim": 72,
+                       "moe_router_activation_func": "sigmoid", "moe_layer_freq": 1, "mla_use_nope": True}  # fmt: skip
+
+
 # config.json as the released checkpoints write it, from the one transformers 5 saves: model type -> (the rewrite,
 # whether the converter is handed that file itself: it reads it so without a transformers that knows the type, and
 # with one the defaults transformers adds, such as Nemotron-H's MoE keys, would make the dense 9B an MoE model)
@@ -558,6 +580,7 @@ RELEASED_CONFIGS = {
     "hunyuan_v1_moe": (_hunyuan_config, False),
     "hunyuan_v1_dense": (_hunyuan_config, False),
     "nemotron_h": (_nemotron_h_config, True),
+    "kimi_linear": (_kimi_linear_config, True),
 }
 
 _DTYPE_BYTES = {"F32": 4, "BF16": 2, "F16": 2, "I64": 8, "I32": 4, "BOOL": 1, "U8": 1, "F8_E4M3": 1}
@@ -709,6 +732,9 @@ def save_checkpoint(model_type: str, overrides: dict, folder: Path, *, vision: b
         _transpose(folder, RELEASED_TRANSPOSED[model_type])
     if model_type in RELEASED_EXPERTS:
         _unpack_experts(folder, *RELEASED_EXPERTS[model_type])
+    if model_type == "kimi_linear":  # its dense lead's FFN is `mlp.`, which transformers 5 saves as the experts'
+        dense = [il for il, kind in enumerate(text.mlp_layer_types) if kind == "dense"]
+        _rename(folder, {f"model.layers.{il}.block_sparse_moe.": f"model.layers.{il}.mlp." for il in dense})
     if model_type in RELEASED_CONFIGS:
         saved = json.loads((folder / "config.json").read_text())
         (folder / "config.json").write_text(json.dumps(RELEASED_CONFIGS[model_type][0](saved), indent=2))

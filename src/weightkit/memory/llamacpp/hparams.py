@@ -62,6 +62,7 @@ class LlamaCppHParams:
     ssm_n_group: int = 0
     wkv_head_size: int = 0  # RWKV
     n_shortconv_l_cache: int = 0  # LFM2's short convolution: its kernel length (the state keeps one less)
+    n_embd_head_kda: int = 0  # Kimi's KDA (delta attention) head size: Q, K and V convolved, a state matrix per head
     token_shift_count: int = 2
     tied_output: bool = True
     flags: Mapping[str, Any] = field(default_factory=dict)  # architecture switches the graphs read
@@ -118,17 +119,22 @@ class LlamaCppHParams:
     @property
     def n_embd_r(self) -> int:
         """Per-sequence rolling state of a recurrent layer (`llama_hparams::n_embd_r`): RWKV's token shifts, LFM2's
-        short convolution's last inputs, or Mamba's convolution state."""
+        short convolution's last inputs, KDA's three convolutions' (Q, K, V), or Mamba's convolution state."""
         if self.wkv_head_size:
             return self.token_shift_count * self.n_embd
         if self.n_shortconv_l_cache:
             return self.n_embd * (self.n_shortconv_l_cache - 1)
+        if self.n_embd_head_kda:
+            return 3 * (self.ssm_d_conv - 1 if self.ssm_d_conv > 0 else 3) * self.n_head[0] * self.n_embd_head_kda
         conv = self.ssm_d_conv - 1 if self.ssm_d_conv > 0 else 0
         return conv * (self.ssm_d_inner + 2 * self.ssm_n_group * self.ssm_d_state)
 
     @property
     def n_embd_s(self) -> int:
-        """Per-sequence state of a recurrent layer (`n_embd_s`): RWKV's WKV state, or Mamba's SSM state."""
+        """Per-sequence state of a recurrent layer (`n_embd_s`): RWKV's WKV state, KDA's state matrix per head, or
+        Mamba's SSM state."""
         if self.wkv_head_size:
             return self.n_embd * self.wkv_head_size
+        if self.n_embd_head_kda:
+            return self.n_embd_head_kda * self.n_embd_head_kda * self.n_head[0]
         return self.ssm_d_state * self.ssm_d_inner

@@ -104,6 +104,7 @@ class LlamaCppArchitecture:
     recurrent: str | None = None  # one of RECURRENT, or None: no layer is
     wkv: bool = False  # RWKV: the state is sized by wkv.head_size and token_shift_count, not by the ssm keys
     shortconv: bool = False  # LFM2: the state is a short convolution's (shortconv.l_cache), not the ssm keys'
+    kda: bool = False  # Kimi's KDA: the state is sized by kda.head_dim and ssm.conv_kernel, not the other ssm keys
     required: tuple[str, ...] = ()  # keys llama.cpp insists on that shape only weights (LoRA ranks, ...)
     required_values: tuple[str, ...] = ()  # those of `required` that are not counts (floats, per-layer arrays)
     kv_layers: int | None = None  # only this many first layers have a KV cache, the rest reuse one (gemma3n: 20)
@@ -169,6 +170,9 @@ class LlamaCppArchitecture:
             values.update(_wkv(keys))
         elif self.shortconv:
             values["n_shortconv_l_cache"] = keys.number("shortconv.l_cache", required=True)
+        elif self.kda:
+            values["n_embd_head_kda"] = keys.number("kda.head_dim", required=True)
+            values["ssm_d_conv"] = keys.number("ssm.conv_kernel", required=True)
         elif self.recurrent is not None:
             for name, key in (("ssm_d_conv", "ssm.conv_kernel"), ("ssm_d_inner", "ssm.inner_size"),
                               ("ssm_d_state", "ssm.state_size"), ("ssm_dt_rank", "ssm.time_step_rank"),
