@@ -62,6 +62,8 @@ _DEEPSEEK2 = LlamaCppArchitecture(
     flags={**_ROUTING, "attn_temperature_scale": "attention.temperature_scale"},
 )
 
+_DSA = LlamaCppArchitecture(deepseek.deepseek32, experts=True, mla=True, dsa=True, flags=_ROUTING)
+
 ARCHITECTURES: Mapping[str, LlamaCppArchitecture] = {
     "llama": LlamaCppArchitecture(decoder.llama, experts=True),
     "mistral3": LlamaCppArchitecture(decoder.mistral3, flags={"attn_temperature_scale": "attention.temperature_scale"}),
@@ -99,6 +101,7 @@ ARCHITECTURES: Mapping[str, LlamaCppArchitecture] = {
     "deepseek2": _DEEPSEEK2,
     "mistral4": _DEEPSEEK2,  # llama.cpp's mistral4 is deepseek2's loader and graph
     "glm4moe": LlamaCppArchitecture(glm.glm4moe, experts=True, flags=_ROUTING),
+    "deepseek32": _DSA,
     "llama4": LlamaCppArchitecture(
         llama4.llama4,
         swa=SlidingWindow(4, type=SWA_CHUNKED, default_window=8192, fixed_window=True),
