@@ -95,6 +95,18 @@ SKELETONS: dict[str, tuple[str, dict]] = {
     # and no smaller one is released: the same blocks cut to 12 layers and 64 experts
     "deepseek_v32-default": ("deepseek_v32", {}),
     "deepseek_v32-12-layers-64-experts": ("deepseek_v32", {"num_hidden_layers": 12, "n_routed_experts": 64}),
+    # GLM-5 (744B-A40B: 78 layers, the first 3 dense, 256 experts, an indexer in every layer; its one MTP layer
+    # declared, not carried, as for GLM-4.5), and GLM-5.2's indexers: full in layers 0, 1 and every fourth from 2,
+    # the others reusing the last full one's choice, with its 2**20-token context
+    "glm_moe_dsa-default": ("glm_moe_dsa", {"num_nextn_predict_layers": 1}),
+    "glm_moe_dsa-shared-indexers": (
+        "glm_moe_dsa",
+        {
+            "num_nextn_predict_layers": 1,
+            "max_position_embeddings": 1048576,
+            "indexer_types": ["full", "full", *(["full", "shared", "shared", "shared"] * 19)],
+        },
+    ),
     "llama4-default": ("llama4", {}),
     "llama4-interleaved": ("llama4", {"num_local_experts": 128, "interleave_moe_layer_step": 2}),
     "mistral3-default": ("mistral3", {}),

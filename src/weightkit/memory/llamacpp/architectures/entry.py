@@ -101,7 +101,9 @@ class LlamaCppArchitecture:
     swa: SlidingWindow | None = None
     experts: bool = False  # reads expert_feed_forward_length and friends
     mla: bool = False
-    dsa: bool = False  # DeepSeek sparse attention: reads the indexer's keys (see `_dsa`)
+    # DeepSeek sparse attention (an indexer cache beside MLA's), its indexers in every layer ("every") or as GLM-DSA
+    # marks them ("glm": `attention.indexer.types`, else every layer, or GLM-5.2's pattern past 2**20 tokens)
+    dsa: str | None = None
     recurrent: str | None = None  # one of RECURRENT, or None: no layer is
     wkv: bool = False  # RWKV: the state is sized by wkv.head_size and token_shift_count, not by the ssm keys
     shortconv: bool = False  # LFM2: the state is a short convolution's (shortconv.l_cache), not the ssm keys'
@@ -155,8 +157,8 @@ class LlamaCppArchitecture:
             values["n_lora_kv"] = keys.number("attention.kv_lora_rank", required=True)
             values["head_k_mla"] = keys.number("attention.key_length_mla")
             values["head_v_mla"] = keys.number("attention.value_length_mla")
-        if self.dsa:
-            values.update(_dsa(keys, n_layer_all, n_layer_all - n_nextn))
+        if self.dsa is not None:
+            values.update(_dsa(keys, self.dsa, n_layer_all, n_layer_all - n_nextn))
         for key in self.required:
             if key in self.required_values:
                 keys.require(key)
@@ -272,22 +274,24 @@ def _recurrent_layers(keys: _Keys, n_layer_all: int, n_layer: int) -> tuple[bool
     return tuple(il < n_layer and (il + 1) % interval != 0 for il in range(n_layer_all))
 
 
+#: how the sparse-attention indexers are laid out over the layers (`LlamaCppArchitecture.dsa`)
+DSA = ("every", "glm")
 #: GLM-5.2's indexers without `attention.indexer.types`: full in layers 0, 1 and every fourth from 2 to 74, the others
 #: reusing the last full one's choice (llama.cpp's GLM_5_2_DEFAULT_INDEXER_TYPES)
 _GLM_5_2_INDEXERS = (True, True, *((il % 4 == 2) for il in range(2, 78)), *(False,) * (MAX_LAYERS - 78))
 
 
-def _dsa(keys: _Keys, n_layer_all: int, n_layer: int) -> dict[str, Any]:
+def _dsa(keys: _Keys, indexers: str, n_layer_all: int, n_layer: int) -> dict[str, Any]:
     """The lightning indexer's heads, head size and top k, which llama.cpp requires; which layers index for
-    themselves: GLM-DSA's `attention.indexer.types`, else every layer (GLM-5.2, trained on 2**20 tokens, its
-    default pattern)."""
+    themselves (`indexers`: "every" layer, or "glm": `attention.indexer.types`, else every layer, but GLM-5.2's
+    pattern for a model trained on 2**20 tokens)."""
     values = {
         "indexer_n_head": keys.number("attention.indexer.head_count", required=True),
         "indexer_head_size": keys.number("attention.indexer.key_length", required=True),
         "indexer_top_k": keys.number("attention.indexer.top_k", required=True),
     }
     full = (True,) * n_layer_all
-    if keys.arch == "glm-dsa":
+    if indexers == "glm":
         if keys.number("context_length") >= 1048576:  # GLM 5 and 5.1 (shorter) index in every layer
             full = _GLM_5_2_INDEXERS[:n_layer_all]
         types = keys.per_layer("attention.indexer.types", n_layer, ())
