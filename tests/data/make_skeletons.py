@@ -15,8 +15,8 @@ Where released checkpoints hold tensors that transformers 5 does not save (Qwen'
 projections in layers that share a cache), the checkpoint gets them as the released ones have them; where
 transformers 5 packs experts otherwise than the releases (Qwen3-VL-MoE transposed, Phi-3.5-MoE and MiniMax-M2 one
 tensor per expert), the tensors are laid out as released, the layout the converter reads; where the released
-config.json says more than transformers 5 writes (Hunyuan's per-layer MoE lists and NTK-alpha rope), it is written
-as released.
+config.json says more than transformers 5 writes (Hunyuan's per-layer MoE lists and NTK-alpha rope, DeepSeek-V3.2's
+routing function and MTP layer), it is written as released.
 
 Needs transformers 5 (with its tokenizers), torch and llama-cpp-python 0.3.36's sdist, unpacked:
 
