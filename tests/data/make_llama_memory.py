@@ -175,6 +175,23 @@ GRIDS = {
     "ernie4_5_moe-54-layers": COMMON[:6] + LONG[:1],
     "cohere2-32-layers": COMMON + SWA[:2] + [SWA_ON] + LONG[:1],
     "cohere2-64-layers": COMMON[:6] + SWA[:2] + LONG[:1],
+    # DSA: an indexer cache beside the MLA one, of the K cache's type; trained on 163840 tokens
+    "deepseek_v32-default": COMMON + LONG[:1] + [{"n_ctx": 163840, "flash_attn": "on"}, *FLASH_ON],
+    # a quantized cache: the indexer's too
+    "deepseek_v32-12-layers-64-experts": [
+        *COMMON,
+        *LONG[1:],
+        *FLASH_ON,
+        {"n_ctx": 8192, "type_k": "q4_0", "type_v": "q4_0"},
+    ],
+    "glm_moe_dsa-default": COMMON + LONG[:1] + [{"n_ctx": 202752, "flash_attn": "on"}, *FLASH_ON],
+    # an indexer in every fourth layer; trained on 2**20 tokens
+    "glm_moe_dsa-shared-indexers": [
+        *COMMON[:6],
+        {"n_ctx": 1048576, "flash_attn": "on"},
+        *FLASH_ON,
+        {"n_ctx": 8192, "type_k": "q4_0", "type_v": "q4_0"},
+    ],
 }
 
 # architectures without an exact entry, for the generic estimate's check (tests/memory/test_llamacpp_generic.py):

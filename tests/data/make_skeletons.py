@@ -15,8 +15,8 @@ Where released checkpoints hold tensors that transformers 5 does not save (Qwen'
 projections in layers that share a cache), the checkpoint gets them as the released ones have them; where
 transformers 5 packs experts otherwise than the releases (Qwen3-VL-MoE transposed, Phi-3.5-MoE and MiniMax-M2 one
 tensor per expert), the tensors are laid out as released, the layout the converter reads; where the released
-config.json says more than transformers 5 writes (Hunyuan's per-layer MoE lists and NTK-alpha rope), it is written
-as released.
+config.json says more than transformers 5 writes (Hunyuan's per-layer MoE lists and NTK-alpha rope, DeepSeek-V3.2's
+routing function and MTP layer), it is written as released.
 
 Needs transformers 5 (with its tokenizers), torch and llama-cpp-python 0.3.36's sdist, unpacked:
 
@@ -39,6 +39,7 @@ HERE = Path(__file__).resolve().parent
 OUT = HERE / "skeletons"
 
 MTP = {"qwen3_5", "qwen3_5_moe", "qwen3_next"}  # whose released checkpoints carry an MTP layer (see _add_mtp)
+DEEPSEEK_MTP = {"deepseek_v32"}  # ... DeepSeek's, as one more decoder layer (see _add_deepseek_mtp)
 # saved from the text model's class: Gemma 3n's vision tower is timm's, which needs a torchvision built for this
 # torch; the language model and its names are the same, and the converter leaves the towers out of the text GGUF
 TEXT_ONLY = {"gemma3n"}
@@ -93,6 +94,22 @@ SKELETONS: dict[str, tuple[str, dict]] = {
     "qwen3_next-24-layers": ("qwen3_next", {"num_hidden_layers": 24}),
     "glm4_moe-default": ("glm4_moe", {}),
     "glm4_moe-92-layers": ("glm4_moe", {"num_hidden_layers": 92, "hidden_size": 5120, "n_routed_experts": 160}),
+    # DeepSeek-V3.2 (671B: 61 layers, the first 3 dense, 256 experts; its config.json as released, with the MTP layer),
+    # and no smaller one is released: the same blocks cut to 12 layers and 64 experts
+    "deepseek_v32-default": ("deepseek_v32", {}),
+    "deepseek_v32-12-layers-64-experts": ("deepseek_v32", {"num_hidden_layers": 12, "n_routed_experts": 64}),
+    # GLM-5 (744B-A40B: 78 layers, the first 3 dense, 256 experts, an indexer in every layer; its one MTP layer
+    # declared, not carried, as for GLM-4.5), and GLM-5.2's indexers: full in layers 0, 1 and every fourth from 2,
+    # the others reusing the last full one's choice, with its 2**20-token context
+    "glm_moe_dsa-default": ("glm_moe_dsa", {"num_nextn_predict_layers": 1}),
+    "glm_moe_dsa-shared-indexers": (
+        "glm_moe_dsa",
+        {
+            "num_nextn_predict_layers": 1,
+            "max_position_embeddings": 1048576,
+            "indexer_types": ["full", "full", *(["full", "shared", "shared", "shared"] * 19)],
+        },
+    ),
     "llama4-default": ("llama4", {}),
     "llama4-interleaved": ("llama4", {"num_local_experts": 128, "interleave_moe_layer_step": 2}),
     "mistral3-default": ("mistral3", {}),
@@ -546,6 +563,17 @@ def _hunyuan_config(config: dict) -> dict:
     return released
 
 
+def _deepseek_v32_config(config: dict) -> dict:
+    """DeepSeek-V3.2's released config.json: sigmoid routing (`scoring_func`, which llama.cpp requires as
+    `expert_gating_func`), one MTP layer, YaRN rope to 163840 from 4096."""
+    released = {key: value for key, value in config.items() if key not in ("rope_parameters", "mlp_layer_types",
+                                                                           "layer_types")}  # fmt: skip
+    rope = {"type": "yarn", "factor": 40, "original_max_position_embeddings": 4096, "beta_fast": 32, "beta_slow": 1,
+            "mscale": 1.0, "mscale_all_dim": 1.0}  # fmt: skip
+    return released | {"scoring_func": "sigmoid", "topk_method": "noaux_tc", "num_nextn_predict_layers": 1,
+                       "rope_theta": 10000, "rope_scaling": rope}  # fmt: skip
+
+
 def _nemotron_h_config(config: dict) -> dict:
     """Nemotron-H's released config.json: the layer patterns as strings, no MoE keys for a dense model, and an MoE
     model's MTP block and latent size only where it has them."""
@@ -581,6 +609,7 @@ RELEASED_CONFIGS = {
     "hunyuan_v1_dense": (_hunyuan_config, False),
     "nemotron_h": (_nemotron_h_config, True),
     "kimi_linear": (_kimi_linear_config, True),
+    "deepseek_v32": (_deepseek_v32_config, False),
 }
 
 _DTYPE_BYTES = {"F32": 4, "BF16": 2, "F16": 2, "I64": 8, "I32": 4, "BOOL": 1, "U8": 1, "F8_E4M3": 1}
@@ -680,6 +709,21 @@ def _add_nemotron_h_mtp(folder: Path, text) -> None:
     _add_part(folder, mtp, "model-mtp.safetensors")
 
 
+def _add_deepseek_mtp(folder: Path, text) -> None:
+    """DeepSeek-V3's MTP module as its checkpoints hold it: layer `num_hidden_layers`, a decoder layer shaped as the
+    last one (its indexer too), with its own embeddings, norms, projection and output head."""
+    entries = _read_entries(folder)
+    n, h = text.num_hidden_layers, text.hidden_size
+    last = f"model.layers.{n - 1}."
+    mtp = {f"model.layers.{n}." + k.removeprefix(last): e for k, e in entries.items() if k.startswith(last)}
+    dtype = entries[f"{last}input_layernorm.weight"][0]
+    mtp |= {f"model.layers.{n}.{name}": (dtype, shape) for name, shape in (
+        ("embed_tokens.weight", [text.vocab_size, h]), ("enorm.weight", [h]), ("hnorm.weight", [h]),
+        ("eh_proj.weight", [h, 2 * h]), ("shared_head.norm.weight", [h]),
+        ("shared_head.head.weight", [text.vocab_size, h]))}  # fmt: skip
+    _add_part(folder, mtp, "model-mtp.safetensors")
+
+
 def _text_config(config):
     return config.get_text_config() if hasattr(config, "get_text_config") else config
 
@@ -724,6 +768,8 @@ def save_checkpoint(model_type: str, overrides: dict, folder: Path, *, vision: b
         _add_mtp(folder, text)
     if model_type == "nemotron_h" and text.num_nextn_predict_layers:
         _add_nemotron_h_mtp(folder, text)
+    if model_type in DEEPSEEK_MTP:
+        _add_deepseek_mtp(folder, text)
     if model_type == "gemma3n_text":
         _add_shared_kv_projections(folder, text)
     if vision and model_type in RELEASED_PREFIXES:

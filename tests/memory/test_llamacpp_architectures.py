@@ -16,7 +16,7 @@ import weightkit
 from weightkit.errors import FormatError, UnsupportedError
 from weightkit.memory.llamacpp import architectures, graph_builder, hparams
 from weightkit.memory.llamacpp.architectures import ARCHITECTURES, LlamaCppArchitecture, architecture, read_hparams
-from weightkit.memory.llamacpp.architectures.entry import RECURRENT
+from weightkit.memory.llamacpp.architectures.entry import DSA, RECURRENT
 from weightkit.memory.llamacpp.hparams import LlamaCppHParams
 
 DATA = Path(__file__).parents[1] / "data"
@@ -35,6 +35,7 @@ def test_every_entry_is_complete(name):
     assert list(graph.parameters) == ["b"] and graph.return_annotation == "Graph", graph
     assert entry.graph.__module__.startswith("weightkit.memory.llamacpp.architectures."), entry.graph.__module__
     assert entry.recurrent in (None, *RECURRENT)
+    assert entry.dsa in (None, *DSA) and (entry.dsa is None or entry.mla), "DSA's attention is MLA's"
     assert not entry.wkv or entry.recurrent == "all", "RWKV's state is a recurrent one"
     assert set(entry.flag_defaults) <= set(entry.flags), "a default for a flag the entry does not read"
     assert set(entry.flags) <= _flags_read(), "a flag no graph reads"
@@ -105,3 +106,27 @@ def test_recurrent_layers_without_their_array_come_from_the_interval(tmp_path):
     MODELS.write_skeleton(tmp_path / "zero.gguf", metadata, tensors)
     with weightkit.open(tmp_path / "zero.gguf") as m, pytest.raises(FormatError, match=r"full_attention_interval is 0"):
         read_hparams(m)
+
+
+def test_sparse_attention_indexers_and_what_llama_cpp_requires(tmp_path):
+    """GLM-DSA's layers index as `attention.indexer.types` says, and without it as llama.cpp's defaults say: GLM-5.2's
+    pattern (21 of 78 layers) for a model trained on 2**20 tokens, every layer for a shorter one; the indexer cache
+    holds those layers alone. deepseek32 files without the routing function or the indexer's keys are refused."""
+    from weightkit.memory.llamacpp.cache import make_memory
+    from weightkit.memory.llamacpp.context import ContextParams, make_context
+
+    with weightkit.open(MODELS.write_model("glm_moe_dsa-shared-indexers", tmp_path)) as m:
+        listed = read_hparams(m)
+    lid = make_memory(listed, make_context(listed, ContextParams(n_ctx=4096))).caches[1]
+    assert listed.is_indexer_full[:78].count(True) == 21 == len(lid.layers) and lid.k_rows[0] == 128
+    for name, full in (("glm_moe_dsa-shared-indexers", listed.is_indexer_full), ("glm_moe_dsa-default", (True,) * 79)):
+        metadata, tensors = MODELS.MODELS[name]()
+        del metadata["glm-dsa.attention.indexer.types"]
+        MODELS.write_skeleton(tmp_path / f"{name}-untyped.gguf", metadata, tensors)
+        with weightkit.open(tmp_path / f"{name}-untyped.gguf") as m:
+            assert read_hparams(m).is_indexer_full[:78] == full[:78], name
+    metadata, tensors = MODELS.MODELS["deepseek_v32-12-layers-64-experts"]()
+    for key in ("deepseek32.expert_gating_func", "deepseek32.attention.indexer.top_k"):
+        MODELS.write_skeleton(tmp_path / "missing.gguf", {k: v for k, v in metadata.items() if k != key}, tensors)
+        with weightkit.open(tmp_path / "missing.gguf") as m, pytest.raises(FormatError, match=rf"{key} is missing"):
+            read_hparams(m)

@@ -17,7 +17,7 @@ from .known_architectures import NO_MEMORY
 class KVCache:
     """One `llama_kv_cache`: `cells` per stream, K and V tensors for each of its layers."""
 
-    name: str  # "" (a plain cache), "non-SWA" or "SWA" (the pair of an iSWA cache)
+    name: str  # "" (a plain cache), "non-SWA" or "SWA" (the pair of an iSWA cache), "lid" (DSA's indexer keys)
     cells: int
     n_stream: int
     layers: tuple[int, ...]
@@ -91,6 +91,8 @@ def make_memory(hp: LlamaCppHParams, ctx: Context) -> Memory:
     attention = [il for il in layers if attends[il] and hp.has_kv(il)]
     if not any(hp.is_attention) and len(recurrent_layers) == hp.n_layer and all(hp.is_recurrent):
         return Memory((), recurrent)
+    if hp.is_dsa:
+        return Memory((_cache(hp, ctx, "", ctx.n_ctx_seq, attention), _indexer_cache(hp, ctx, attention)))
     if hp.swa_type == SWA_NONE:
         return Memory((_cache(hp, ctx, "", ctx.n_ctx_seq, attention),), recurrent)
     n_swa_cells = ctx.n_ctx_seq
@@ -112,6 +114,16 @@ def _cache(hp: LlamaCppHParams, ctx: Context, name: str, cells: int, layers: lis
     else:
         v_rows = tuple(hp.n_embd_v_gqa(il) for il in layers)
     return KVCache(name, cells, ctx.n_stream, tuple(layers), k_rows, v_rows, ctx.type_k, ctx.type_v, v_trans)
+
+
+def _indexer_cache(hp: LlamaCppHParams, ctx: Context, attention: list[int]) -> KVCache:
+    """`llama_kv_cache_dsa`'s second cache: one key head of the indexer's size per cell in every layer with an
+    indexer of its own, no V (the model's MLA), the K cache's type."""
+    layers = [il for il in attention if hp.is_indexer_full[il]]
+    k_rows = (hp.indexer_head_size,) * len(layers)
+    v_rows = (0,) * len(layers)
+    return KVCache("lid", ctx.n_ctx_seq, ctx.n_stream, tuple(layers), k_rows, v_rows, ctx.type_k, ctx.type_v,
+                   not ctx.flash_attn)  # fmt: skip
 
 
 def output_bytes(hp: LlamaCppHParams, ctx: Context, requested_seqs: int) -> int:

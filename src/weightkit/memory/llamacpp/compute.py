@@ -91,6 +91,8 @@ def repetition(
     hp: LlamaCppHParams, tensors: Mapping[str, TensorInfo], placement: Placement | None = None
 ) -> Repetition | None:
     """How the layers repeat (their devices too), if they repeat enough for a shortened graph to save anything."""
+    if hp.is_dsa:  # each layer's sparse-attention mask starts from a leaf of its own, placed before any node: the
+        return None  # allocator's state never repeats
     kinds = _layer_kinds(hp, tensors, placement)
     last = hp.n_layer - 1
     best = None

@@ -88,6 +88,12 @@ def graph_input(type: int, ne: Sequence[int], name: str) -> Tensor:
     return t
 
 
+def new_tensor(type: int, ne: Sequence[int]) -> Tensor:
+    """`ggml_new_tensor` left as a leaf, neither input nor weight: the allocator places it with the inputs, before
+    any node, and frees it after its last reader."""
+    return Tensor(type, ne)
+
+
 def _new(type: int, ne: Sequence[int], op: str, *src: Tensor | None) -> Tensor:
     return Tensor(type, ne, op, src)
 
@@ -206,6 +212,11 @@ def scale_inplace(a: Tensor) -> Tensor:
     return view_tensor(a, "SCALE", a)
 
 
+def fill(a: Tensor) -> Tensor:
+    """`ggml_fill`: a's type and shape, every element one constant."""
+    return _dup(a, "FILL", a)
+
+
 def clamp(a: Tensor) -> Tensor:
     return _dup(a, "CLAMP", a)
 
@@ -288,6 +299,11 @@ def argsort_top_k(a: Tensor, k: int) -> Tensor:
 
 def top_k(a: Tensor, k: int) -> Tensor:
     return _new(I32, (k, a.ne[1], a.ne[2], a.ne[3]), "TOP_K", a)
+
+
+def lightning_indexer(q: Tensor, k: Tensor, weights: Tensor, mask: Tensor) -> Tensor:
+    """`ggml_lightning_indexer`: DSA's score of every cached key for every token, F32 [n_kv, n_tokens, 1, ne3]."""
+    return _new(F32, (k.ne[2], q.ne[2], 1, q.ne[3]), "LIGHTNING_INDEXER", q, k, weights, mask)
 
 
 def concat(a: Tensor, b: Tensor, dim: int) -> Tensor:

@@ -125,8 +125,9 @@ class GraphBuilder:
         self.attn_inp_kv()
         return inp, pos, self.inp_out_ids()
 
-    def _mask(self, cache: KVCache) -> Tensor:
-        mask_type = F16 if self.ctx.flash_attn else F32
+    def _mask(self, cache: KVCache, half: bool | None = None) -> Tensor:
+        """The KQ mask over a cache's cells: F16 for flash attention (or where `half` says so), else F32."""
+        mask_type = F16 if (self.ctx.flash_attn if half is None else half) else F32
         shape = (cache.cells, self.n_tokens // self.n_stream, 1, self.n_stream)
         return g.graph_input(mask_type, shape, "attn_inp_kq_mask")
 
@@ -155,6 +156,58 @@ class GraphBuilder:
             inputs = self._attn_inputs[cache.name]
             inputs["k_rot"] = self._rot(cache, self.ctx.type_k, self.hp.head_k_full, True)
             inputs["v_rot"] = self._rot(cache, self.ctx.type_v, self.hp.head_v_full, False)
+
+    def attn_inp_k_dsa(self) -> None:
+        """`build_attn_inp_k_dsa`: the MLA cache's write indices and mask; the indexer cache's, its mask F16 for
+        the fused lightning indexer (`fused_lid`, always on), and its Hadamard rotation, which the indexer always
+        applies (the largest power of two from 64 dividing the indexer's head size)."""
+        mla, lid = self.memory.caches
+        for cache, half in ((mla, None), (lid, True)):
+            self._attn_inputs[cache.name] = {"k_idxs": g.graph_input(I64, (self.n_tokens,), "attn_inp_k_idxs"),
+                                             "mask": self._mask(cache, half)}  # fmt: skip
+        n = 64
+        while self.hp.indexer_head_size % (n * 2) == 0:
+            n *= 2
+        self._attn_inputs[lid.name]["k_rot"] = g.graph_input(F32, (n, n), "attn_inp_k_rot")
+
+    def indexer_rotation(self) -> Tensor:
+        return self._attn_inputs["lid"]["k_rot"]
+
+    def indexer_store(self, il: int, k: Tensor) -> None:
+        """The indexer's key of each token written to its cache."""
+        lid = self.memory.caches[1]
+        self.expand(self._cpy_k(lid, il, k, self._attn_inputs[lid.name]["k_idxs"]))
+
+    def indexer_keys(self, il: int) -> tuple[Tensor, Tensor]:
+        """The indexer cache of a layer as one key head per cell, [head, 1, cells, streams], and its mask."""
+        lid = self.memory.caches[1]
+        k = self._cache_tensor(lid, il, "k")
+        rows, rs = k.ne[0], g.row_size
+        keys = g.view(k, (rows, 1, lid.cells, self.n_stream),
+                      (rs(k.type, rows), rs(k.type, rows), rs(k.type, rows * lid.cells)))  # fmt: skip
+        return keys, self._attn_inputs[lid.name]["mask"]
+
+    def attn_dsa(self, il: int, q: Tensor, k: Tensor, v: Tensor, wo: Tensor, v_mla: Tensor, top_k: Tensor) -> Tensor:
+        """`build_attn` with DSA's input: MLA over a K-only cache, each token attending only to the cells of its
+        `top_k` indices (a copy of the mask filled with -inf, zeros written at those cells, the mask added)."""
+        cache = self.memory.caches[0]
+        inputs = self._attn_inputs[cache.name]
+        for t in (q, v, k):
+            self.expand(t)
+        self.expand(self._cpy_k(cache, il, k, inputs["k_idxs"]))
+        mask = inputs["mask"]
+        masked = g.fill(mask)
+        masked = g.view(masked, (1, mask.ne[0], mask.ne[1], mask.ne[3]), masked.nb[:3])
+        cells = g.view(top_k, (top_k.ne[0], top_k.ne[1], top_k.ne[3], 1),
+                       (top_k.nb[1], top_k.nb[2], top_k.ne[3] * top_k.nb[3]))  # fmt: skip
+        zeros = g.fill(g.new_tensor(F32, (1, *cells.ne[:3])))
+        chosen = g.set_rows(masked, zeros, cells)
+        nb = chosen.nb
+        chosen = g.view(chosen, (chosen.ne[1], chosen.ne[2], 1, chosen.ne[3]), (nb[2], nb[3], nb[3]))
+        chosen = g.add(chosen, mask)
+        kc = self._get_k(cache, il)
+        vc = g.view(kc, (v.ne[0], kc.ne[1], kc.ne[2], kc.ne[3]), kc.nb[1:])
+        return self.mm(wo, self.attn_mha(q, kc, vc, chosen, None, v_mla))
 
     def rs_inp(self) -> None:
         """`build_rs_inp`: which state rows each sequence copies (the whole state reserved: `n_rs` rows)."""
@@ -256,7 +309,7 @@ class GraphBuilder:
     def _cache_tensor(self, cache: KVCache, il: int, kind: str) -> Tensor:
         """Layer `il`'s K or V cache tensor: its own, or the one of the layer it reuses (`hp.kv_layer`)."""
         il = self.hp.kv_layer(il)
-        key = (il, kind)
+        key = (il, kind, cache.name)
         t = self._cache_tensors.get(key)
         if t is None:
             i = cache.layers.index(il)
@@ -453,6 +506,8 @@ class GraphBuilder:
         selection = g.add(probs, exp_probs_b) if exp_probs_b is not None else probs
         if weights_first:
             selection = logits
+        if self.hp.n_expert_groups > 1 and n_tokens > 0:
+            selection = self._expert_groups(selection, n_expert, n_tokens)
         selected = g.argsort_top_k(selection, n_used)
         probs = g.reshape(probs, 1, n_expert, n_tokens)
         weights = g.get_rows(probs, selected)
@@ -495,6 +550,17 @@ class GraphBuilder:
         for view in views[1:]:
             out = self.expand(g.add(out, view))
         return g.cont(out) if n_used == 1 else out
+
+    def _expert_groups(self, selection: Tensor, n_expert: int, n_tokens: int) -> Tensor:
+        """DeepSeek-V3's routing: the experts of the `n_group_used` groups with the best two scores each, the
+        others' scores set to -inf."""
+        n_groups = self.hp.n_expert_groups
+        groups = g.reshape(selection, n_expert // n_groups, n_groups, n_tokens)
+        scores = g.get_rows(g.reshape(groups, 1, *groups.ne[:3]), g.argsort_top_k(groups, 2))
+        scores = g.sum_rows(g.reshape(scores, *scores.ne[1:]))
+        chosen = g.argsort_top_k(g.reshape(scores, scores.ne[1], scores.ne[2]), self.hp.n_group_used)
+        kept = g.set_rows(g.fill(groups), g.get_rows(groups, chosen), chosen)
+        return g.reshape(kept, n_expert, n_tokens)
 
     # ------------------------------------------------------------------------------------------ the end
 

@@ -50,11 +50,18 @@ class LlamaCppHParams:
     n_ff_exp: int = 0
     n_ff_shexp: int = 0
     n_expert_shared: int = 0
+    n_expert_groups: int = 0  # experts chosen within the best `n_group_used` of these groups (DeepSeek-V3's routing)
+    n_group_used: int = 0
     n_layer_dense_lead: int = 0
     n_lora_q: int = 0
     n_lora_kv: int = 0
     head_k_mla: int = 0
     head_v_mla: int = 0
+    # DeepSeek sparse attention (DSA): the lightning indexer's heads, head size and how many cells each token attends
+    indexer_n_head: int = 0
+    indexer_head_size: int = 0
+    indexer_top_k: int = 0
+    is_indexer_full: tuple[bool, ...] = ()  # layers with an indexer of their own (the others reuse the last one's)
     ssm_d_conv: int = 0
     ssm_d_inner: int = 0
     ssm_d_state: int = 0
@@ -84,6 +91,11 @@ class LlamaCppHParams:
     @property
     def is_mla(self) -> bool:
         return self.head_k_mla != 0 and self.head_v_mla != 0
+
+    @property
+    def is_dsa(self) -> bool:
+        """DeepSeek sparse attention: an indexer cache beside the MLA one (`llama_kv_cache_dsa`)."""
+        return self.indexer_head_size > 0
 
     def head_k(self, il: int) -> int:
         return self.head_k_swa if self.is_swa[il] else self.head_k_full

@@ -100,6 +100,12 @@ ARCHITECTURES: Mapping[str, LlamaCppArchitecture] = {
     "deepseek2": _DEEPSEEK2,
     "mistral4": _DEEPSEEK2,  # llama.cpp's mistral4 is deepseek2's loader and graph
     "glm4moe": LlamaCppArchitecture(glm.glm4moe, experts=True, flags=_ROUTING),
+    "deepseek32": LlamaCppArchitecture(
+        deepseek.deepseek32, experts=True, mla=True, dsa="every", required=("expert_gating_func",), flags=_ROUTING
+    ),
+    # llama.cpp's glm-dsa is deepseek32's loader and graph, with GLM-5.2's shared indexers and sigmoid routing unless
+    # the file says otherwise
+    "glm-dsa": LlamaCppArchitecture(deepseek.deepseek32, experts=True, mla=True, dsa="glm", flags=_ROUTING),
     "llama4": LlamaCppArchitecture(
         llama4.llama4,
         swa=SlidingWindow(4, type=SWA_CHUNKED, default_window=8192, fixed_window=True),

@@ -101,6 +101,9 @@ class LlamaCppArchitecture:
     swa: SlidingWindow | None = None
     experts: bool = False  # reads expert_feed_forward_length and friends
     mla: bool = False
+    # DeepSeek sparse attention (an indexer cache beside MLA's), its indexers in every layer ("every") or as GLM-DSA
+    # marks them ("glm": `attention.indexer.types`, else every layer, or GLM-5.2's pattern past 2**20 tokens)
+    dsa: str | None = None
     recurrent: str | None = None  # one of RECURRENT, or None: no layer is
     wkv: bool = False  # RWKV: the state is sized by wkv.head_size and token_shift_count, not by the ssm keys
     shortconv: bool = False  # LFM2: the state is a short convolution's (shortconv.l_cache), not the ssm keys'
@@ -155,6 +158,8 @@ class LlamaCppArchitecture:
             values["n_lora_kv"] = keys.number("attention.kv_lora_rank", required=True)
             values["head_k_mla"] = keys.number("attention.key_length_mla")
             values["head_v_mla"] = keys.number("attention.value_length_mla")
+        if self.dsa is not None:
+            values.update(_dsa(keys, self.dsa, n_layer_all, n_layer_all - n_nextn))
         for key in self.required:
             if key in self.required_values:
                 keys.require(key)
@@ -231,6 +236,8 @@ def _common_hparams(keys: _Keys) -> dict[str, Any]:
         pooling=int(keys.get("pooling_type", -1)),
         n_expert=keys.number("expert_count"),
         n_expert_used=keys.number("expert_used_count"),
+        n_expert_groups=keys.number("expert_group_count"),
+        n_group_used=keys.number("expert_group_used_count"),
     )
 
 
@@ -269,6 +276,32 @@ def _recurrent_layers(keys: _Keys, n_layer_all: int, n_layer: int) -> tuple[bool
     if interval == 0:
         raise keys.error(f"{keys.name('full_attention_interval')} is 0; llama.cpp divides by it")
     return tuple(il < n_layer and (il + 1) % interval != 0 for il in range(n_layer_all))
+
+
+#: how the sparse-attention indexers are laid out over the layers (`LlamaCppArchitecture.dsa`)
+DSA = ("every", "glm")
+#: GLM-5.2's indexers without `attention.indexer.types`: full in layers 0, 1 and every fourth from 2 to 74, the others
+#: reusing the last full one's choice (llama.cpp's GLM_5_2_DEFAULT_INDEXER_TYPES)
+_GLM_5_2_INDEXERS = (True, True, *((il % 4 == 2) for il in range(2, 78)), *(False,) * (MAX_LAYERS - 78))
+
+
+def _dsa(keys: _Keys, indexers: str, n_layer_all: int, n_layer: int) -> dict[str, Any]:
+    """The lightning indexer's heads, head size and top k, which llama.cpp requires; which layers index for
+    themselves (`indexers`: "every" layer, or "glm": `attention.indexer.types`, else every layer, but GLM-5.2's
+    pattern for a model trained on 2**20 tokens)."""
+    values = {
+        "indexer_n_head": keys.number("attention.indexer.head_count", required=True),
+        "indexer_head_size": keys.number("attention.indexer.key_length", required=True),
+        "indexer_top_k": keys.number("attention.indexer.top_k", required=True),
+    }
+    full = (True,) * n_layer_all
+    if indexers == "glm":
+        if keys.number("context_length") >= 1048576:  # GLM 5 and 5.1 (shorter) index in every layer
+            full = _GLM_5_2_INDEXERS[:n_layer_all]
+        types = keys.per_layer("attention.indexer.types", n_layer, ())
+        if types:
+            full = tuple(bool(t) for t in types) + full[n_layer:]
+    return values | {"is_indexer_full": full}
 
 
 def _wkv(keys: _Keys) -> dict[str, int]:
