@@ -339,6 +339,11 @@ def pool_2d(a: Tensor, k: int, s: int) -> Tensor:
     return _new(F32, ((a.ne[0] - k) // s + 1, (a.ne[1] - k) // s + 1, a.ne[2], a.ne[3]), "POOL_2D", a)
 
 
+def interpolate(a: Tensor, *ne: int) -> Tensor:
+    """`ggml_interpolate` (`ggml_upscale_ext`): `a` resampled to the shape `ne`, a new tensor of a's type."""
+    return _new(a.type, ne, "UPSCALE", a)
+
+
 def repeat(a: Tensor, *ne: int) -> Tensor:
     """`ggml_repeat_4d`: `a` tiled to the shape `ne`."""
     return _new(a.type, ne, "REPEAT", a)

@@ -5,11 +5,11 @@ size, or 3000 mel frames of audio), under a scheduler over that device and the C
 
 The weights are exact: every tensor, as ggml allocates a context's tensors in one buffer (each rounded up to the
 buffer's alignment; CUDA's padding of quantized rows). The compute buffer is exact where clip's graph is
-reproduced node for node (`GRAPHS`: Gemma 3's SigLIP), laid out by ggml's allocator as on the CPU. Other
-projector types get a derived figure: clip's standard ViT encoder (`build_vit`, with the file's own layer
-tensors) over the warmup image's patches (or the audio's frames after a stride-2 convolution), without the type's
-own merger or projection head; that is marked derived, as are compute buffers on GPUs whose backend reorders
-graphs of its own.
+reproduced node for node (`GRAPHS`: Gemma 3's SigLIP; Qwen2-VL's, Qwen2.5-VL's and Qwen3-VL's ViTs with their
+mergers), laid out by ggml's allocator as on the CPU. Other projector types get a derived figure: clip's
+standard ViT encoder (`build_vit`, with the file's own layer tensors) over the warmup image's patches (or the
+audio's frames after a stride-2 convolution), without the type's own merger or projection head; that is marked
+derived, as are compute buffers on GPUs whose backend reorders graphs of its own.
 """
 
 from __future__ import annotations
@@ -44,6 +44,8 @@ WARMUP_TOKENS = {
 }  # fmt: skip
 #: `n_merge` where clip sets a default before reading `clip.vision.spatial_merge_size` or the scale factor
 N_MERGE_DEFAULT = {"gemma3": 4, "qwen2vl_merger": 2, "qwen2.5vl_merger": 2, "qwen3vl_merger": 2, "ling3vl": 2}
+#: projector types whose graph reads `clip.vision.n_wa_pattern`: its default (None: required)
+WINDOW_ATTENTION = {"qwen2vl_merger": 0, "qwen2.5vl_merger": None}
 WARMUP_AUDIO_FRAMES = 3000  # clip_hparams::warmup_audio_size
 
 
@@ -61,6 +63,7 @@ class ClipHParams:
     n_merge: int
     warmup_image_size: int
     n_mel_bins: int = 0
+    n_wa_pattern: int = 0  # Qwen2.5-VL's window attention: every n-th layer attends to the whole image
 
 
 @dataclass(frozen=True)
@@ -122,6 +125,8 @@ def read_clip_hparams(model: ModelFile) -> list[ClipHParams]:
                 warmup = math.isqrt(WARMUP_TOKENS[proj]) * patch_size * max(n_merge, 1)
             extra = {"image_size": image_size, "patch_size": patch_size, "n_merge": n_merge,
                      "warmup_image_size": warmup}  # fmt: skip
+            if proj in WINDOW_ATTENTION:
+                extra["n_wa_pattern"] = number("n_wa_pattern", WINDOW_ATTENTION[proj])
         else:
             extra = {"image_size": 0, "patch_size": 1, "n_merge": 0, "warmup_image_size": 0,
                      "n_mel_bins": number("num_mel_bins")}  # fmt: skip
@@ -217,20 +222,21 @@ class _Builder:
             cur = g.add(cur, b)
         return cur
 
-    def attn(self, wo: g.Tensor | None, wo_b: g.Tensor | None, q: g.Tensor, k: g.Tensor, v: g.Tensor) -> g.Tensor:
-        """`build_attn` without a mask: Q, K and V ordered into the graph first, then flash attention (K and V
-        cast to F16) or soft_max(K Q) V."""
+    def attn(self, wo: g.Tensor | None, wo_b: g.Tensor | None, q: g.Tensor, k: g.Tensor, v: g.Tensor,
+             mask: g.Tensor | None = None) -> g.Tensor:  # fmt: skip
+        """`build_attn`: Q, K and V ordered into the graph first, then flash attention (K, V and the mask cast to
+        F16) or soft_max(K Q + mask) V."""
         for t in (q, k, v):
             self.graph.expand(t)
         q, k = g.permute(q, 0, 2, 1, 3), g.permute(k, 0, 2, 1, 3)
         if self.flash_attn:
             v = g.permute(v, 0, 2, 1, 3)
             k, v = g.cast(k, g.F16), g.cast(v, g.F16)
-            cur = g.flash_attn_ext(q, k, v, None)
+            cur = g.flash_attn_ext(q, k, v, g.cast(mask, g.F16) if mask is not None else None)
             cur = g.reshape(cur, cur.ne[0] * cur.ne[1], cur.ne[2] * cur.ne[3])
         else:
             v = g.cont(g.permute(v, 1, 2, 0, 3))
-            kq = g.soft_max(g.mul_mat(k, q))
+            kq = g.soft_max(g.mul_mat(k, q), mask)
             cur = g.permute(g.mul_mat(v, kq), 0, 2, 1, 3)
             cur = g.cont(cur, cur.ne[0] * cur.ne[1], cur.ne[2] * cur.ne[3])
         if wo is not None:
@@ -317,6 +323,127 @@ def _gemma3(b: _Builder) -> g.Graph:
     return b.graph
 
 
+def _merge_order(b: _Builder, cur: g.Tensor) -> g.Tensor:
+    """Qwen-VL's patch order for the 2x2 merge: [n_embd, width, height] rows regrouped so that each merged
+    token's four patches are adjacent, one row per patch."""
+    n_embd, nx, ny = b.hp.n_embd, b.n_patches_x, b.n_patches_y
+    cur = g.reshape(g.cont(cur, n_embd * 2, nx // 2, ny, 1), n_embd * 2, nx // 2, 2, ny // 2)
+    return g.cont(g.permute(cur, 0, 2, 1, 3), n_embd, nx * ny, 1)
+
+
+def _qwen_inp(b: _Builder) -> g.Tensor:
+    """`build_inp_with_temporal_merge` for one still image (both temporal patch convolutions over the same
+    frame, added) in the merge order."""
+    raw = g.graph_input(g.F32, (b.nx, b.ny, 3, 1), "inp_raw")
+    p = b.hp.patch_size
+    cur = g.add(g.conv_2d(b.weight("v.patch_embd.weight"), raw, p, p),
+                g.conv_2d(b.weight("v.patch_embd.weight.1"), raw, p, p))  # fmt: skip
+    return _merge_order(b, g.permute(cur, 1, 2, 0, 3))
+
+
+def _resized_position_embd(b: _Builder) -> g.Tensor:
+    """`resize_position_embeddings`: the learned square grid of position embeddings, interpolated to the
+    image's patch grid where it differs."""
+    pos = b.weight("v.position_embd.weight")
+    n_embd, side = b.hp.n_embd, math.isqrt(pos.ne[1])
+    if (b.n_patches_x, b.n_patches_y) == (side, side):
+        return pos
+    pos = g.permute(g.reshape(pos, n_embd, side, side), 2, 0, 1, 3)
+    pos = g.interpolate(pos, b.n_patches_x, b.n_patches_y, n_embd, 1)
+    return g.cont(g.permute(pos, 1, 2, 0, 3), n_embd, b.n_patches)
+
+
+def _qwen_layer(b: _Builder, il: int, inp_l: g.Tensor, positions: g.Tensor, rms: bool,
+                mask: g.Tensor | None = None) -> g.Tensor:  # fmt: skip
+    """One layer of Qwen-VL's ViT: fused or separate Q/K/V with biases, M-RoPE (vision) on Q and K, attention
+    (over a window where `mask`), the FFN."""
+    hp, d_head, n_pos = b.hp, b.d_head, b.n_patches
+    w = b._layer_weights(il)
+    cur = b.norm(inp_l, w["ln1.weight"], w["ln1.bias"], rms)
+    if w["attn_qkv.weight"] is not None:
+        cur = g.add(g.mul_mat(w["attn_qkv.weight"], cur), w["attn_qkv.bias"])
+        row = g.row_size(cur.type, d_head)
+        q, k, v = (g.view(cur, (d_head, hp.n_head, n_pos), (row, cur.nb[1])) for _ in range(3))
+    else:
+        q, k, v = (g.reshape(g.add(g.mul_mat(w[f"attn_{x}.weight"], cur), w[f"attn_{x}.bias"]), d_head, hp.n_head,
+                             n_pos) for x in "qkv")  # fmt: skip
+    q, k = g.rope(q, positions), g.rope(k, positions)
+    cur = g.add(b.attn(w["attn_out.weight"], w["attn_out.bias"], q, k, v, mask), inp_l)
+    inp_l = cur
+    cur = b.norm(cur, w["ln2.weight"], w["ln2.bias"], rms)
+    cur = b.ffn(cur, w["ffn_up.weight"], w["ffn_up.bias"], w["ffn_gate.weight"], w["ffn_gate.bias"],
+                w["ffn_down.weight"], w["ffn_down.bias"])  # fmt: skip
+    return g.add(inp_l, cur)
+
+
+def _qwen_merger(b: _Builder, cur: g.Tensor, rms: bool) -> g.Tensor:
+    """The post-norm, then each merged token's four patches side by side through the merger MLP."""
+    cur = b.norm(cur, b.weight("v.post_ln.weight"), b.weight("v.post_ln.bias"), rms)
+    cur = g.reshape(cur, b.hp.n_embd * 4, b.n_patches // 4, 1)
+    return b.ffn(cur, b.weight("mm.0.weight"), b.weight("mm.0.bias"), None, None, b.weight("mm.2.weight"),
+                 b.weight("mm.2.bias"))  # fmt: skip
+
+
+def _qwen2vl(b: _Builder) -> g.Graph:
+    """`clip_graph_qwen2vl::build` (Qwen2-VL, Qwen2.5-VL): Qwen2.5-VL's RMS norms and window attention, its
+    patches permuted into window order before the layers (all but every `n_wa_pattern`-th attending within
+    their window by a mask) and the merged tokens permuted back after the merger."""
+    hp, n_pos = b.hp, b.n_patches
+    rms = hp.projector_type == "qwen2.5vl_merger"
+    cur = _qwen_inp(b)
+    positions = g.graph_input(g.I32, (n_pos * 4,), "positions")
+    pre_w = b.weight("v.pre_ln.weight")
+    if pre_w is not None:
+        cur = b.norm(cur, pre_w, b.weight("v.pre_ln.bias"), rms)
+    mask = None
+    if hp.n_wa_pattern > 0:
+        inv_window_idx = g.graph_input(g.I32, (n_pos // 4,), "inv_window_idx")
+        mask = g.graph_input(g.F32, (n_pos, n_pos), "window_mask")
+        if b.flash_attn:
+            mask = g.cast(mask, g.F16)
+        cur = g.get_rows(g.reshape(cur, hp.n_embd * 4, n_pos // 4), inv_window_idx)
+        cur = g.reshape(cur, hp.n_embd, n_pos, 1)
+    for il in range(hp.n_layer):
+        full = hp.n_wa_pattern == 0 or (il + 1) % hp.n_wa_pattern == 0
+        cur = _qwen_layer(b, il, cur, positions, rms, None if full else mask)
+    cur = _qwen_merger(b, cur, rms)
+    if hp.n_wa_pattern > 0:
+        window_idx = g.graph_input(g.I32, (n_pos // 4,), "window_idx")
+        cur = g.get_rows(g.reshape(cur, cur.ne[0], n_pos // 4), window_idx)
+        cur = g.reshape(cur, cur.ne[0], n_pos // 4, 1)
+    b.graph.expand(cur)
+    return b.graph
+
+
+def _qwen3vl(b: _Builder) -> g.Graph:
+    """`clip_graph_qwen3vl::build` (Qwen3-VL): the patch bias, the learned position embeddings resized to the
+    image and put in the merge order, LayerNorms, and the deepstack layers' features (each merged token's four
+    patches through the layer's own norm and MLP) concatenated after the merger's output."""
+    hp, n_pos = b.hp, b.n_patches
+    cur = g.add(_qwen_inp(b), b.weight("v.patch_embd.bias"))
+    cur = g.add(cur, _merge_order(b, _resized_position_embd(b)))
+    positions = g.graph_input(g.I32, (n_pos * 4,), "positions")
+    pre_w = b.weight("v.pre_ln.weight")
+    if pre_w is not None:
+        cur = b.norm(cur, pre_w, b.weight("v.pre_ln.bias"))
+    merge = hp.n_merge * hp.n_merge if hp.n_merge > 0 else 4
+    deepstack = None
+    for il in range(hp.n_layer):
+        cur = _qwen_layer(b, il, cur, positions, False)
+        fc1 = b.weight(f"v.deepstack.{il}.fc1.weight")
+        if fc1 is not None:
+            feat = g.reshape(cur, hp.n_embd * merge, n_pos // merge, 1)
+            feat = b.norm(feat, b.weight(f"v.deepstack.{il}.norm.weight"), b.weight(f"v.deepstack.{il}.norm.bias"))
+            feat = b.ffn(feat, fc1, b.weight(f"v.deepstack.{il}.fc1.bias"), None, None,
+                         b.weight(f"v.deepstack.{il}.fc2.weight"), b.weight(f"v.deepstack.{il}.fc2.bias"))  # fmt: skip
+            deepstack = feat if deepstack is None else g.concat(deepstack, feat, 0)
+    cur = _qwen_merger(b, cur, False)
+    if deepstack is not None:
+        cur = g.concat(cur, deepstack, 0)
+    b.graph.expand(cur)
+    return b.graph
+
+
 def _derived_graph(b: _Builder) -> g.Graph:
     """Clip's standard ViT encoder over the warmup input's tokens, without the type's own head (derived)."""
     if b.hp.modality == "vision" and b.weight("v.patch_embd.weight") is not None:
@@ -331,4 +458,6 @@ def _derived_graph(b: _Builder) -> g.Graph:
 
 
 #: projector type -> its warmup graph, reproduced node for node
-GRAPHS: dict[str, Callable[[_Builder], g.Graph]] = {"gemma3": _gemma3}
+GRAPHS: dict[str, Callable[[_Builder], g.Graph]] = {
+    "gemma3": _gemma3, "qwen2vl_merger": _qwen2vl, "qwen2.5vl_merger": _qwen2vl, "qwen3vl_merger": _qwen3vl,
+}  # fmt: skip
