@@ -525,6 +525,8 @@ MMPROJ_SKELETONS: dict[str, tuple[str, dict]] = {
     "mmproj-qwen3_vl": ("qwen3_vl", {"out_hidden_size": 4096}),
     # Qwen2.5-VL 72B's (the default's width is its output's, and its output is not its text model's)
     "mmproj-qwen2_5_vl": ("qwen2_5_vl", {"hidden_size": 1280, "out_hidden_size": 8192}),
+    # Qwen2-VL 7B's (the default)
+    "mmproj-qwen2_vl": ("qwen2_vl", {}),
 }
 # embedding models: name -> (the class its checkpoint is saved from, sentence-transformers' pooling mode), the
 # pooling written as a released sentence-transformers folder has it (modules.json and 1_Pooling/config.json)
