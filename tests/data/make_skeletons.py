@@ -527,6 +527,8 @@ MMPROJ_SKELETONS: dict[str, tuple[str, dict]] = {
     "mmproj-qwen2_5_vl": ("qwen2_5_vl", {"hidden_size": 1280, "out_hidden_size": 8192}),
     # Qwen2-VL 7B's (the default)
     "mmproj-qwen2_vl": ("qwen2_vl", {}),
+    # Gemma 4's vision encoder as transformers' Gemma4VisionConfig defaults it (768 wide, 16 layers, no clip bounds)
+    "mmproj-gemma4": ("gemma4", {}),
 }
 # embedding models: name -> (the class its checkpoint is saved from, sentence-transformers' pooling mode), the
 # pooling written as a released sentence-transformers folder has it (modules.json and 1_Pooling/config.json)
@@ -744,7 +746,8 @@ def save_checkpoint(model_type: str, overrides: dict, folder: Path, *, vision: b
     nested = _text_config(default) is not default
     # built again from the overrides, so what the config derives from them (its layer types) follows
     if vision:
-        vision_config = default.vision_config.to_dict() | overrides
+        # Gemma 4's default configuration has no vision part: its vision configuration's own defaults then
+        vision_config = (default.vision_config.to_dict() if default.vision_config else {}) | overrides
         config = transformers.AutoConfig.for_model(model_type, vision_config=vision_config)
         _image_processor(model_type).save_pretrained(folder)
     else:

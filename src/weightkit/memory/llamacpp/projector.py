@@ -5,11 +5,12 @@ size, or 3000 mel frames of audio), under a scheduler over that device and the C
 
 The weights are exact: every tensor, as ggml allocates a context's tensors in one buffer (each rounded up to the
 buffer's alignment; CUDA's padding of quantized rows). The compute buffer is exact where clip's graph is
-reproduced node for node (`GRAPHS`: Gemma 3's SigLIP; Qwen2-VL's, Qwen2.5-VL's and Qwen3-VL's ViTs with their
-mergers), laid out by ggml's allocator as on the CPU. Other projector types get a derived figure: clip's
-standard ViT encoder (`build_vit`, with the file's own layer tensors) over the warmup image's patches (or the
-audio's frames after a stride-2 convolution), without the type's own merger or projection head; that is marked
-derived, as are compute buffers on GPUs whose backend reorders graphs of its own.
+reproduced node for node (`GRAPHS`: Gemma 3's SigLIP, Gemma 4's encoder, Qwen2-VL's, Qwen2.5-VL's and
+Qwen3-VL's ViTs with their mergers), laid out by ggml's allocator as on the CPU. Other projector types get a
+derived figure: clip's standard ViT encoder (`build_vit`, with the file's own layer tensors) over the warmup
+image's patches (or the audio's frames after a stride-2 convolution), without the type's own merger or
+projection head; that is marked derived, as are compute buffers on GPUs whose backend reorders graphs of their
+own.
 """
 
 from __future__ import annotations
@@ -40,10 +41,11 @@ PROJECTOR_TYPES = frozenset({
 WARMUP_TOKENS = {
     "qwen2vl_merger": 46 * 46, "qwen2.5vl_merger": 46 * 46, "qwen3vl_merger": 46 * 46, "ling3vl": 46 * 46,
     "glm4v": 46 * 46, "kimivl": 256, "paddleocr": 28 * 28, "youtuvl": 46 * 46, "mimovl": 46 * 46,
-    "exaone4_5": 46 * 46, "hunyuanvl": 46 * 46,
+    "exaone4_5": 46 * 46, "hunyuanvl": 46 * 46, "gemma4v": 256,
 }  # fmt: skip
 #: `n_merge` where clip sets a default before reading `clip.vision.spatial_merge_size` or the scale factor
-N_MERGE_DEFAULT = {"gemma3": 4, "qwen2vl_merger": 2, "qwen2.5vl_merger": 2, "qwen3vl_merger": 2, "ling3vl": 2}
+N_MERGE_DEFAULT = {"gemma3": 4, "qwen2vl_merger": 2, "qwen2.5vl_merger": 2, "qwen3vl_merger": 2, "ling3vl": 2,
+                   "gemma4v": 3}  # fmt: skip
 #: projector types whose graph reads `clip.vision.n_wa_pattern`: its default (None: required)
 WINDOW_ATTENTION = {"qwen2vl_merger": 0, "qwen2.5vl_merger": None}
 WARMUP_AUDIO_FRAMES = 3000  # clip_hparams::warmup_audio_size
@@ -57,6 +59,7 @@ class ClipHParams:
     modality: str  # "vision" or "audio"
     n_embd: int
     n_head: int
+    n_head_kv: int
     n_layer: int
     image_size: int
     patch_size: int
@@ -130,8 +133,10 @@ def read_clip_hparams(model: ModelFile) -> list[ClipHParams]:
         else:
             extra = {"image_size": 0, "patch_size": 1, "n_merge": 0, "warmup_image_size": 0,
                      "n_mel_bins": number("num_mel_bins")}  # fmt: skip
-        found.append(ClipHParams(proj, modality, number("embedding_length"), number("attention.head_count"),
-                                 number("block_count"), **extra))  # fmt: skip
+        n_head = number("attention.head_count")
+        n_head_kv = number("attention.head_count_kv", n_head)
+        found.append(ClipHParams(proj, modality, number("embedding_length"), n_head, n_head_kv, number("block_count"),
+                                 **extra))  # fmt: skip
     return found
 
 
@@ -240,31 +245,34 @@ class _Builder:
             cur = g.permute(g.mul_mat(v, kq), 0, 2, 1, 3)
             cur = g.cont(cur, cur.ne[0] * cur.ne[1], cur.ne[2] * cur.ne[3])
         if wo is not None:
-            cur = g.mul_mat(wo, cur)
+            cur = self.mm(wo, cur)
         if wo_b is not None:
             cur = g.add(cur, wo_b)
         return cur
 
     def ffn(self, cur: g.Tensor, up, up_b, gate, gate_b, down, down_b) -> g.Tensor:
         """`build_ffn` (a plain activation, or a gated one with `gate`)."""
-        tmp = g.mul_mat(up, cur) if up is not None else cur
+        tmp = self.mm(up, cur) if up is not None else cur
         if up_b is not None:
             tmp = g.add(tmp, up_b)
         if gate is not None:
-            cur = g.mul_mat(gate, cur)
+            cur = self.mm(gate, cur)
             if gate_b is not None:
                 cur = g.add(cur, gate_b)
             cur = g.glu_split(cur, tmp)
         else:
             cur = g.unary(tmp, "GELU")
         if down is not None:
-            cur = g.mul_mat(down, cur)
+            cur = self.mm(down, cur)
         if down_b is not None:
             cur = g.add(cur, down_b)
         return cur
 
-    def vit(self, inp: g.Tensor, n_pos: int, learned_pos_embd: g.Tensor | None) -> g.Tensor:
-        """`build_vit` with layer norms, separate or fused Q/K/V and a plain or gated FFN."""
+    def vit(self, inp: g.Tensor, n_pos: int, learned_pos_embd: g.Tensor | None, *, rms: bool = False,
+            add_pos: Callable[[g.Tensor], g.Tensor] | None = None) -> g.Tensor:  # fmt: skip
+        """`build_vit`: layer or RMS norms, separate or fused Q/K/V with the Q/K norms the file holds (per head
+        where they are a head wide), `add_pos` on Q and K, Gemma 4's V norm, the post-attention and post-FFN
+        norms and layer scales the file holds, and a plain or gated FFN."""
         hp, n_embd, d_head = self.hp, self.hp.n_embd, self.d_head
         p = self.prefix
         if learned_pos_embd is not None:
@@ -272,38 +280,71 @@ class _Builder:
         inp_l = g.reshape(inp, n_embd, n_pos)
         pre_w = self.weight(f"{p}.pre_ln.weight")
         if pre_w is not None:
-            inp_l = self.norm(inp_l, pre_w, self.weight(f"{p}.pre_ln.bias"))
+            inp_l = self.norm(inp_l, pre_w, self.weight(f"{p}.pre_ln.bias"), rms)
         for il in range(hp.n_layer):
             w = self._layer_weights(il)
-            cur = self.norm(inp_l, w["ln1.weight"], w["ln1.bias"])
+            q_norm, k_norm = w["attn_q_norm.weight"], w["attn_k_norm.weight"]
+            cur = self.norm(inp_l, w["ln1.weight"], w["ln1.bias"], rms)
             if w["attn_qkv.weight"] is not None:
-                cur = g.mul_mat(w["attn_qkv.weight"], cur)
+                cur = self.mm(w["attn_qkv.weight"], cur)
                 if w["attn_qkv.bias"] is not None:
                     cur = g.add(cur, w["attn_qkv.bias"])
                 row = g.row_size(cur.type, d_head)
                 q, k, v = (g.view(cur, (d_head, hp.n_head, n_pos, 1), (row, cur.nb[1], cur.nb[1] * n_pos))
                            for _ in range(3))  # fmt: skip
+                q = self.norm(q, q_norm, None, rms) if q_norm is not None else q
+                k = self.norm(k, k_norm, None, rms) if k_norm is not None else k
             else:
                 q, k, v = (self._proj(cur, w[f"attn_{x}.weight"], w[f"attn_{x}.bias"]) for x in "qkv")
-                q, k, v = (g.reshape(t, d_head, hp.n_head, n_pos, 1) for t in (q, k, v))
+                per_head = q_norm is not None and q_norm.ne[0] == d_head
+                if not per_head:
+                    q = self.norm(q, q_norm, None, rms) if q_norm is not None else q
+                    k = self.norm(k, k_norm, None, rms) if k_norm is not None else k
+                q = g.reshape(q, d_head, hp.n_head, n_pos, 1)
+                k, v = (g.reshape(t, d_head, hp.n_head_kv, n_pos, 1) for t in (k, v))
+                if per_head:
+                    q = self.norm(q, q_norm, None, rms)
+                    k = self.norm(k, k_norm, None, rms) if k_norm is not None else k
+            if add_pos is not None:
+                q, k = add_pos(q), add_pos(k)
+            if hp.projector_type == "gemma4v":
+                v = g.rms_norm(v)
             cur = self.attn(w["attn_out.weight"], w["attn_out.bias"], q, k, v)
+            cur = self._scaled(cur, w["ls1.weight"])
+            if w["attn_post_norm.weight"] is not None:
+                cur = self.norm(cur, w["attn_post_norm.weight"], None, rms)
             cur = g.add(cur, inp_l)
             inp_l = cur
-            cur = self.norm(cur, w["ln2.weight"], w["ln2.bias"])
+            cur = self.norm(cur, w["ln2.weight"], w["ln2.bias"], rms)
             cur = self.ffn(cur, w["ffn_up.weight"], w["ffn_up.bias"], w["ffn_gate.weight"], w["ffn_gate.bias"],
                            w["ffn_down.weight"], w["ffn_down.bias"])  # fmt: skip
-            inp_l = g.add(inp_l, cur)
+            if w["ffn_post_norm.weight"] is not None:
+                cur = self.norm(cur, w["ffn_post_norm.weight"], None, rms)
+            cur = self._scaled(cur, w["ls2.weight"])
+            inp_l = self._scaled(g.add(inp_l, cur), w["out_scale.weight"])
         post_w = self.weight(f"{p}.post_ln.weight")
         if post_w is not None:
-            inp_l = self.norm(inp_l, post_w, self.weight(f"{p}.post_ln.bias"))
+            inp_l = self.norm(inp_l, post_w, self.weight(f"{p}.post_ln.bias"), rms)
         return g.reshape(inp_l, n_embd, inp_l.ne[1], 1)
 
+    def mm(self, w: g.Tensor, x: g.Tensor) -> g.Tensor:
+        """`build_mm`: Gemma 4's clippable linears clamp the input and the output of every matrix (clip keeps
+        clamp bounds for every `.weight` tensor, FLT_MAX where the file has none)."""
+        if self.hp.projector_type != "gemma4v":
+            return g.mul_mat(w, x)
+        return g.clamp(g.mul_mat(w, g.clamp(x)))
+
+    def _scaled(self, cur: g.Tensor, scale: g.Tensor | None) -> g.Tensor:
+        return g.mul(cur, scale) if scale is not None else cur
+
     def _proj(self, cur: g.Tensor, w: g.Tensor | None, b: g.Tensor | None) -> g.Tensor:
-        cur = g.mul_mat(w, cur) if w is not None else cur
+        cur = self.mm(w, cur) if w is not None else cur
         return g.add(cur, b) if b is not None else cur
 
     def _layer_weights(self, il: int) -> dict[str, g.Tensor | None]:
-        names = ("ln1", "ln2", "attn_qkv", "attn_q", "attn_k", "attn_v", "attn_out", "ffn_up", "ffn_gate", "ffn_down")
+        names = ("ln1", "ln2", "attn_qkv", "attn_q", "attn_k", "attn_v", "attn_out", "ffn_up", "ffn_gate",
+                 "ffn_down", "attn_q_norm", "attn_k_norm", "attn_post_norm", "ffn_post_norm", "ls1", "ls2",
+                 "out_scale")  # fmt: skip
         return {f"{n}.{kind}": self.layer(il, f"{n}.{kind}") for n in names for kind in ("weight", "bias")}
 
 
@@ -319,6 +360,33 @@ def _gemma3(b: _Builder) -> g.Graph:
     cur = g.cont(g.transpose(cur))
     cur = g.mul(g.rms_norm(cur), b.weight("mm.soft_emb_norm.weight"))
     cur = g.mul_mat(g.cont(g.transpose(b.weight("mm.input_projection.weight"))), cur)
+    b.graph.expand(cur)
+    return b.graph
+
+
+def _gemma4v(b: _Builder) -> g.Graph:
+    """`clip_graph_gemma4v::build` (Gemma 4): the image scaled to [-1, 1] through the patch convolution, position
+    embeddings looked up per column and per row, the ViT with RMS norms and 2-D NeoX RoPE (the first half of
+    each head by column, the second by row), an average pool by `n_merge`, then the RMS norm and the projection.
+    Every matrix is a clippable linear (`_Builder.mm`)."""
+    hp, n_embd, n_pos = b.hp, b.hp.n_embd, b.n_patches
+    raw = g.scale(g.graph_input(g.F32, (b.nx, b.ny, 3, 1), "inp_raw"))
+    p = hp.patch_size
+    cur = g.reshape(g.conv_2d(b.weight("v.patch_embd.weight"), raw, p, p), n_pos, n_embd, 1)
+    cur = g.cont(g.transpose(cur))
+    pos_x = g.graph_input(g.I32, (n_pos,), "pos_x")
+    pos_y = g.graph_input(g.I32, (n_pos,), "pos_y")
+    table = b.weight("v.position_embd.weight")
+    by_x, by_y = (g.view(table, (n_embd, table.ne[1]), (table.nb[1],)) for _ in range(2))
+    cur = g.add(g.add(cur, g.get_rows(by_x, pos_x)), g.get_rows(by_y, pos_y))
+    cur = b.vit(cur, n_pos, None, rms=True, add_pos=lambda t: g.rope(g.rope(t, pos_x), pos_y))
+    cur = g.cont(g.transpose(cur), b.n_patches_x, b.n_patches_y, n_embd, 1)
+    cur = g.pool_2d(cur, hp.n_merge, hp.n_merge)
+    cur = g.scale(g.cont(g.transpose(g.reshape(cur, cur.ne[0] * cur.ne[1], n_embd, 1))))
+    std_bias, std_scale = b.weight("v.std_bias"), b.weight("v.std_scale")
+    if std_bias is not None and std_scale is not None:
+        cur = g.mul(g.sub(cur, std_bias), std_scale)
+    cur = b.mm(b.weight("mm.input_projection.weight"), g.rms_norm(cur))
     b.graph.expand(cur)
     return b.graph
 
@@ -361,11 +429,11 @@ def _qwen_layer(b: _Builder, il: int, inp_l: g.Tensor, positions: g.Tensor, rms:
     w = b._layer_weights(il)
     cur = b.norm(inp_l, w["ln1.weight"], w["ln1.bias"], rms)
     if w["attn_qkv.weight"] is not None:
-        cur = g.add(g.mul_mat(w["attn_qkv.weight"], cur), w["attn_qkv.bias"])
+        cur = g.add(b.mm(w["attn_qkv.weight"], cur), w["attn_qkv.bias"])
         row = g.row_size(cur.type, d_head)
         q, k, v = (g.view(cur, (d_head, hp.n_head, n_pos), (row, cur.nb[1])) for _ in range(3))
     else:
-        q, k, v = (g.reshape(g.add(g.mul_mat(w[f"attn_{x}.weight"], cur), w[f"attn_{x}.bias"]), d_head, hp.n_head,
+        q, k, v = (g.reshape(g.add(b.mm(w[f"attn_{x}.weight"], cur), w[f"attn_{x}.bias"]), d_head, hp.n_head,
                              n_pos) for x in "qkv")  # fmt: skip
     q, k = g.rope(q, positions), g.rope(k, positions)
     cur = g.add(b.attn(w["attn_out.weight"], w["attn_out.bias"], q, k, v, mask), inp_l)
@@ -459,5 +527,6 @@ def _derived_graph(b: _Builder) -> g.Graph:
 
 #: projector type -> its warmup graph, reproduced node for node
 GRAPHS: dict[str, Callable[[_Builder], g.Graph]] = {
-    "gemma3": _gemma3, "qwen2vl_merger": _qwen2vl, "qwen2.5vl_merger": _qwen2vl, "qwen3vl_merger": _qwen3vl,
+    "gemma3": _gemma3, "gemma4v": _gemma4v, "qwen2vl_merger": _qwen2vl, "qwen2.5vl_merger": _qwen2vl,
+    "qwen3vl_merger": _qwen3vl,
 }  # fmt: skip
