@@ -9,7 +9,7 @@ reproduced node for node (`GRAPHS`: Gemma 3's SigLIP, Gemma 4's encoder, Qwen2-V
 Qwen3-VL's ViTs with their mergers), laid out by ggml's allocator as on the CPU. Other projector types get a
 derived figure: clip's standard ViT encoder (`build_vit`, with the file's own layer tensors) over the warmup
 image's patches (or the audio's frames after a stride-2 convolution), without the type's own merger or
-projection head; that is marked derived, as are compute buffers on GPUs whose backend reorders graphs of their
+projection head; that is marked derived, as are compute buffers on GPUs whose backend reorders graphs of its
 own.
 """
 
