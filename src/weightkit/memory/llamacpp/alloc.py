@@ -114,75 +114,67 @@ def buffer_sizes(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: Sequ
     snapshot (inputs, kept throughout) and anonymous otherwise (carried from one layer to the next)."""
     allocators = [_Blocks(align) for align, _ in buffers]
     sizes = [size for _, size in buffers]
-    offset: dict[int, tuple[int, int, int]] = {}  # id -> (buffer, offset, size) of tensors placed and still owned
-    children: dict[int, int] = {}
-    views: dict[int, int] = {}
+    offset: dict[Tensor, tuple[int, int, int]] = {}  # (buffer, offset, size) of tensors placed and still owned
+    children: dict[Tensor, int] = {}
+    views: dict[Tensor, int] = {}
     first_snapshot = min(snapshot_at, default=0) if snapshot_at else 0
-    early: set[int] = set()  # tensors placed before the first snapshot
+    early: set[Tensor] = set()  # tensors placed before the first snapshot
     position = -1
 
-    def nbytes(t: Tensor, buffer: int) -> int:
-        size = sizes[buffer]
-        return t.nbytes if size is None else size(t)
-
     def place(t: Tensor) -> None:
-        key = id(t)
-        if t.external or t.view_src is not None or key in offset:
+        if t.external or t.view_src is not None or t in offset:
             return
         if t.op in INPLACE_OPS:
             for parent in t.src:
-                if parent is None:
+                if parent is None or parent not in offset or parent.flags & OUTPUT or not t.same_layout(parent):
                     continue
-                pkey = id(parent)
-                if pkey not in offset or parent.flags & OUTPUT or not t.same_layout(parent):
-                    continue
-                if children.get(pkey, 0) == 1 and views.get(pkey, 0) == 0:
-                    offset[key] = offset.pop(pkey)  # the node takes the parent's memory over
+                if children.get(parent, 0) == 1 and not views.get(parent, 0):
+                    offset[t] = offset.pop(parent)  # the node takes the parent's memory over
                     return
         buffer = buffer_of(t)
-        size = nbytes(t, buffer)
-        offset[key] = (buffer, allocators[buffer].alloc(size), size)
+        size = sizes[buffer]
+        size = t.nbytes if size is None else size(t)
+        offset[t] = (buffer, allocators[buffer].alloc(size), size)
         if position < first_snapshot:
-            early.add(key)
+            early.add(t)
 
     def free(t: Tensor) -> None:
         if not t.flags & OUTPUT:
-            buffer, at, size = offset.pop(id(t))
+            buffer, at, size = offset.pop(t)
             allocators[buffer].release(at, size)
 
     for leaf in leafs:
         place(leaf)
     for node in nodes:
-        if node.view_src is not None and node.op != "NONE":
-            views[id(node.view_src)] = views.get(id(node.view_src), 0) + 1
+        root = node.view_src
+        if root is not None and node.op != "NONE":
+            views[root] = views.get(root, 0) + 1
         if node.flags & INPUT:
             place(node)
         for s in node.src:
             if s is not None:
-                children[id(s)] = children.get(id(s), 0) + 1
+                children[s] = children.get(s, 0) + 1
                 if s.flags & INPUT:
                     place(s)
     for index, node in enumerate(nodes):
         position = index
         if snapshot_at and index in snapshot_at:
-            live = tuple(sorted((*where, key if key in early else 0) for key, where in offset.items()))
+            live = tuple(sorted((*where, id(t) if t in early else 0) for t, where in offset.items()))
             free_lists = tuple(tuple(map(tuple, blocks.free)) for blocks in allocators)
             snapshot_at[index].append((free_lists, tuple(blocks.top for blocks in allocators), live))
         place(node)
         for parent in node.src:
             if parent is None:
                 continue
-            pkey = id(parent)
-            left = children[pkey] - 1
-            children[pkey] = left
-            if left or views.get(pkey, 0):
+            left = children[parent] - 1
+            children[parent] = left
+            if left or views.get(parent, 0):
                 continue
             root = parent.view_src
             if root is not None:
-                rkey = id(root)
-                views[rkey] -= 1
-                if views[rkey] == 0 and children.get(rkey, 0) == 0 and rkey in offset:
+                views[root] -= 1
+                if views[root] == 0 and children.get(root, 0) == 0 and root in offset:
                     free(root)
-            elif pkey in offset:
+            elif parent in offset:
                 free(parent)
     return [blocks.top for blocks in allocators]
