@@ -14,7 +14,8 @@ settled, the whole graph is built.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 
 from ...errors import UnsupportedError
 from ...model import TensorInfo
@@ -22,6 +23,7 @@ from .alloc import buffer_sizes
 from .architectures import architecture
 from .cache import Memory
 from .context import Context
+from .ggml import Tensor
 from .graph_builder import GraphBuilder
 from .hparams import LlamaCppHParams
 from .placement import Placement, buffer_of
@@ -43,13 +45,16 @@ class ComputeBuffer:
 
 def build_graph(hp: LlamaCppHParams, ctx: Context, memory: Memory, tensors: Mapping[str, TensorInfo], n_tokens: int,
                 n_seqs: int, n_outputs: int, placement: Placement | None = None,
-                layers: Sequence[int] | None = None, *, pin_norms: bool = True) -> GraphBuilder:  # fmt: skip
+                layers: Sequence[int] | None = None, *, pin_norms: bool = True,
+                weights: dict[str, Tensor] | None = None) -> GraphBuilder:  # fmt: skip
     """The graph `llama_context::graph_reserve` builds for a batch (of `layers` only, when given; `pin_norms`:
-    with the layers' norms pinned to their devices where llama.cpp pins them)."""
+    with the layers' norms pinned to their devices where llama.cpp pins them; `weights`: the weights' tensors
+    made so far, shared by the graphs of one placement)."""
     build = architecture(hp.arch).graph
     if n_tokens % n_seqs:
         n_tokens = -(-n_tokens // n_seqs) * n_seqs
-    builder = GraphBuilder(hp, ctx, memory, tensors, n_tokens, n_seqs, n_outputs, placement, layers, pin_norms)
+    builder = GraphBuilder(hp, ctx, memory, tensors, n_tokens, n_seqs, n_outputs, placement, layers, pin_norms,
+                           weights)
     try:
         build(builder)
     except (AttributeError, TypeError) as e:  # an operation was handed a tensor the model lacks (None)
@@ -145,10 +150,15 @@ class _Reserve:
     placement: Placement | None = None
     pipeline: bool = False
     pin_norms: bool = True
+    weights: dict[str, Tensor] = field(default_factory=dict)  # the weights' tensors, made once for every graph
+
+    @cached_property
+    def plan(self) -> Repetition | None:
+        return repetition(self.hp, self.tensors, self.placement)
 
     def build(self, batch: tuple[int, int, int], layers: Sequence[int] | None = None) -> GraphBuilder:
         return build_graph(self.hp, self.ctx, self.memory, self.tensors, *batch, self.placement, layers,
-                           pin_norms=self.pin_norms)  # fmt: skip
+                           pin_norms=self.pin_norms, weights=self.weights)  # fmt: skip
 
     def sizes(self, builder: GraphBuilder, states: dict[int, list] | None = None) -> list[int]:
         graph = builder.graph
@@ -166,7 +176,7 @@ class _Reserve:
         at the start of repetition i recurs c repetitions later, every later middle repetition replays one of
         those c, and the whole graph's final repetition starts from the state a shortened graph's does when
         their numbers of repetitions agree modulo c."""
-        plan = repetition(self.hp, self.tensors, self.placement) if shorten else None
+        plan = self.plan if shorten else None
         for reps in TRIALS if plan is not None else ():
             if reps >= plan.reps:
                 break
