@@ -22,6 +22,7 @@ chunk, which is what this simulates.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 
 from .ggml import INPUT, OUTPUT, Graph, Tensor
@@ -115,8 +116,8 @@ def buffer_sizes(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: Sequ
     allocators = [_Blocks(align) for align, _ in buffers]
     sizes = [size for _, size in buffers]
     offset: dict[Tensor, tuple[int, int, int]] = {}  # (buffer, offset, size) of tensors placed and still owned
-    children: dict[Tensor, int] = {}
-    views: dict[Tensor, int] = {}
+    children = Counter(s for node in nodes for s in node.src)
+    views = Counter(node.view_src for node in nodes if node.view_src is not None and node.op != "NONE")
     first_snapshot = min(snapshot_at, default=0) if snapshot_at else 0
     early: set[Tensor] = set()  # tensors placed before the first snapshot
     position = -1
@@ -128,7 +129,7 @@ def buffer_sizes(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: Sequ
             for parent in t.src:
                 if parent is None or parent not in offset or parent.flags & OUTPUT or not t.same_layout(parent):
                     continue
-                if children.get(parent, 0) == 1 and not views.get(parent, 0):
+                if children[parent] == 1 and not views[parent]:
                     offset[t] = offset.pop(parent)  # the node takes the parent's memory over
                     return
         buffer = buffer_of(t)
@@ -138,43 +139,39 @@ def buffer_sizes(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: Sequ
         if position < first_snapshot:
             early.add(t)
 
-    def free(t: Tensor) -> None:
-        if not t.flags & OUTPUT:
-            buffer, at, size = offset.pop(t)
-            allocators[buffer].release(at, size)
-
     for leaf in leafs:
         place(leaf)
-    for node in nodes:
-        root = node.view_src
-        if root is not None and node.op != "NONE":
-            views[root] = views.get(root, 0) + 1
-        if node.flags & INPUT:
-            place(node)
-        for s in node.src:
-            if s is not None:
-                children[s] = children.get(s, 0) + 1
-                if s.flags & INPUT:
+    if any(node.flags & INPUT for node in nodes):  # else every input is a leaf, placed already
+        for node in nodes:
+            if node.flags & INPUT:
+                place(node)
+            for s in node.src:
+                if s is not None and s.flags & INPUT:
                     place(s)
     for index, node in enumerate(nodes):
-        position = index
         if snapshot_at and index in snapshot_at:
+            position = index
             live = tuple(sorted((*where, id(t) if t in early else 0) for t, where in offset.items()))
             free_lists = tuple(tuple(map(tuple, blocks.free)) for blocks in allocators)
             snapshot_at[index].append((free_lists, tuple(blocks.top for blocks in allocators), live))
-        place(node)
+        if not node.external and node.view_src is None and node not in offset:
+            position = index
+            place(node)
         for parent in node.src:
             if parent is None:
                 continue
             left = children[parent] - 1
             children[parent] = left
-            if left or views.get(parent, 0):
+            if left or views[parent]:
                 continue
             root = parent.view_src
-            if root is not None:
-                views[root] -= 1
-                if views[root] == 0 and children.get(root, 0) == 0 and root in offset:
-                    free(root)
-            elif parent in offset:
-                free(parent)
+            if root is None:
+                if parent in offset and not parent.flags & OUTPUT:
+                    buffer, at, size = offset.pop(parent)
+                    allocators[buffer].release(at, size)
+                continue
+            views[root] -= 1
+            if not views[root] and not children[root] and root in offset and not root.flags & OUTPUT:
+                buffer, at, size = offset.pop(root)
+                allocators[buffer].release(at, size)
     return [blocks.top for blocks in allocators]
