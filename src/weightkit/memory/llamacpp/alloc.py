@@ -129,7 +129,7 @@ def buffer_sizes(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: Sequ
             for parent in t.src:
                 if parent is None or parent not in offset or parent.flags & OUTPUT or not t.same_layout(parent):
                     continue
-                if children[parent] == 1 and not views[parent]:
+                if children.get(parent) == 1 and not views.get(parent):
                     offset[t] = offset.pop(parent)  # the node takes the parent's memory over
                     return
         buffer = buffer_of(t)
@@ -140,7 +140,8 @@ def buffer_sizes(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: Sequ
             early.add(t)
 
     for leaf in leafs:
-        place(leaf)
+        if not leaf.external:
+            place(leaf)
     if any(node.flags & INPUT for node in nodes):  # else every input is a leaf, placed already
         for node in nodes:
             if node.flags & INPUT:
@@ -150,11 +151,10 @@ def buffer_sizes(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: Sequ
                     place(s)
     for index, node in enumerate(nodes):
         if snapshot_at and index in snapshot_at:
-            position = index
             live = tuple(sorted((*where, id(t) if t in early else 0) for t, where in offset.items()))
             free_lists = tuple(tuple(map(tuple, blocks.free)) for blocks in allocators)
             snapshot_at[index].append((free_lists, tuple(blocks.top for blocks in allocators), live))
-        if not node.external and node.view_src is None and node not in offset:
+        if node.view_src is None and not node.external and node not in offset:
             position = index
             place(node)
         for parent in node.src:
@@ -162,7 +162,7 @@ def buffer_sizes(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: Sequ
                 continue
             left = children[parent] - 1
             children[parent] = left
-            if left or views[parent]:
+            if left or views.get(parent):
                 continue
             root = parent.view_src
             if root is None:
@@ -170,8 +170,9 @@ def buffer_sizes(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: Sequ
                     buffer, at, size = offset.pop(parent)
                     allocators[buffer].release(at, size)
                 continue
-            views[root] -= 1
-            if not views[root] and not children[root] and root in offset and not root.flags & OUTPUT:
+            left = views[root] - 1
+            views[root] = left
+            if not left and not children.get(root) and root in offset and not root.flags & OUTPUT:
                 buffer, at, size = offset.pop(root)
                 allocators[buffer].release(at, size)
     return [blocks.top for blocks in allocators]
