@@ -53,8 +53,7 @@ def build_graph(hp: LlamaCppHParams, ctx: Context, memory: Memory, tensors: Mapp
     build = architecture(hp.arch).graph
     if n_tokens % n_seqs:
         n_tokens = -(-n_tokens // n_seqs) * n_seqs
-    builder = GraphBuilder(hp, ctx, memory, tensors, n_tokens, n_seqs, n_outputs, placement, layers, pin_norms,
-                           weights)
+    builder = GraphBuilder(hp, ctx, memory, tensors, n_tokens, n_seqs, n_outputs, placement, layers, pin_norms, weights)
     try:
         build(builder)
     except (AttributeError, TypeError) as e:  # an operation was handed a tensor the model lacks (None)
