@@ -106,15 +106,27 @@ AllocSize = Callable[[Tensor], int] | None  # a buffer type's get_alloc_size (No
 
 def buffer_sizes(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: Sequence[tuple[int, AllocSize]],
                  buffer_of: Callable[[Tensor], int], snapshot_at: Mapping[int, list[State]] | None = None,
-                 ) -> list[int]:  # fmt: skip
+                 reserved: Sequence[int] = ()) -> list[int]:  # fmt: skip
     """`ggml_gallocr_reserve_n`: one pass over the graph, each tensor placed in the buffer `buffer_of` gives it;
-    `buffers` holds each buffer type's alignment and allocation size. Returns each buffer's size.
+    `buffers` holds each buffer type's alignment and allocation size. Returns each buffer's size, at least
+    `reserved` (the sizes an earlier graph reserved: the buffers keep the largest). Where every tensor of the
+    graph fits in them side by side, no pass is needed: a buffer's end never passes the sum of what was placed in
+    it.
 
     `snapshot_at` maps node indices to lists that receive the allocator's state just before that node: its free
     blocks and tops, and where each live tensor is, named by identity when it was placed before the first
     snapshot (inputs, kept throughout) and anonymous otherwise (carried from one layer to the next)."""
-    allocators = [_Blocks(align) for align, _ in buffers]
     sizes = [size for _, size in buffers]
+    if reserved and not snapshot_at:
+        total = [0] * len(buffers)
+        for t in (*leafs, *nodes):
+            if not t.external and t.view_src is None:
+                buffer = buffer_of(t)
+                size, align = sizes[buffer], buffers[buffer][0]
+                total[buffer] += -(-(t.nbytes if size is None else size(t)) // align) * align
+        if all(need <= have for need, have in zip(total, reserved, strict=True)):
+            return list(reserved)
+    allocators = [_Blocks(align) for align, _ in buffers]
     offset: dict[Tensor, tuple[int, int, int]] = {}  # (buffer, offset, size) of tensors placed and still owned
     children = Counter(s for node in nodes for s in node.src)
     views = Counter(node.view_src for node in nodes if node.view_src is not None and node.op != "NONE")
@@ -175,4 +187,4 @@ def buffer_sizes(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: Sequ
             if not left and not children.get(root) and root in offset and not root.flags & OUTPUT:
                 buffer, at, size = offset.pop(root)
                 allocators[buffer].release(at, size)
-    return [blocks.top for blocks in allocators]
+    return [max(blocks.top, have) for blocks, have in zip(allocators, reserved or [0] * len(allocators), strict=True)]
