@@ -132,18 +132,8 @@ def buffer_sizes(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: Sequ
     views = Counter(node.view_src for node in nodes if node.view_src is not None and node.op != "NONE")
     first_snapshot = min(snapshot_at, default=0) if snapshot_at else 0
     early: set[Tensor] = set()  # tensors placed before the first snapshot
-    position = -1
 
-    def place(t: Tensor) -> None:
-        if t.external or t.view_src is not None or t in offset:
-            return
-        if t.op in INPLACE_OPS:
-            for parent in t.src:
-                if parent is None or parent not in offset or parent.flags & OUTPUT or not t.same_layout(parent):
-                    continue
-                if children.get(parent) == 1 and not views.get(parent):
-                    offset[t] = offset.pop(parent)  # the node takes the parent's memory over
-                    return
+    def place(t: Tensor, position: int) -> None:
         buffer = buffer_of(t)
         size = sizes[buffer]
         size = t.nbytes if size is None else size(t)
@@ -152,23 +142,25 @@ def buffer_sizes(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: Sequ
             early.add(t)
 
     for leaf in leafs:
-        if not leaf.external:
-            place(leaf)
+        if not leaf.external and leaf.view_src is None and leaf not in offset:
+            place(leaf, -1)
     if any(node.flags & INPUT for node in nodes):  # else every input is a leaf, placed already
-        for node in nodes:
-            if node.flags & INPUT:
-                place(node)
-            for s in node.src:
-                if s is not None and s.flags & INPUT:
-                    place(s)
+        for t in (s for node in nodes for s in (node, *node.src) if s is not None and s.flags & INPUT):
+            if not t.external and t.view_src is None and t not in offset:
+                place(t, -1)
     for index, node in enumerate(nodes):
         if snapshot_at and index in snapshot_at:
             live = tuple(sorted((*where, id(t) if t in early else 0) for t, where in offset.items()))
             free_lists = tuple(tuple(map(tuple, blocks.free)) for blocks in allocators)
             snapshot_at[index].append((free_lists, tuple(blocks.top for blocks in allocators), live))
         if node.view_src is None and not node.external and node not in offset:
-            position = index
-            place(node)
+            for parent in node.src if node.op in INPLACE_OPS else ():
+                if (parent is not None and children[parent] == 1 and parent in offset and not views.get(parent)
+                        and not parent.flags & OUTPUT and node.same_layout(parent)):  # fmt: skip
+                    offset[node] = offset.pop(parent)  # the node takes the parent's memory over
+                    break
+            else:
+                place(node, index)
         for parent in node.src:
             if parent is None:
                 continue
