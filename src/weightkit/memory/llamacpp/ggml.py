@@ -369,24 +369,40 @@ class Graph:
 
     __slots__ = ("_seen", "leafs", "nodes")
 
+    MAX_DEPTH = 256  # a longer chain of new tensors is followed on a stack of its own instead of by recursion
+
     def __init__(self) -> None:
         self.nodes: list[Tensor] = []
         self.leafs: list[Tensor] = []
         self._seen: set[Tensor] = set()
 
     def expand(self, t: Tensor) -> None:
-        seen, nodes, leafs = self._seen, self.nodes, self.leafs
-        if t in seen:
-            return
-        seen.add(t)
+        if t not in self._seen:
+            self._seen.add(t)
+            self._visit(t, 0)
+
+    def _visit(self, t: Tensor, depth: int) -> None:
+        seen = self._seen
+        for src in t.src:
+            if src is not None and src not in seen:
+                seen.add(src)
+                if depth < self.MAX_DEPTH:
+                    self._visit(src, depth + 1)
+                else:
+                    self._visit_deep(src)
+        (self.leafs if t.op == "NONE" else self.nodes).append(t)
+
+    def _visit_deep(self, t: Tensor) -> None:
+        """`_visit` without recursion."""
+        seen = self._seen
         stack = [(t, iter(t.src))]
         while stack:
             cur, sources = stack[-1]
-            for src in sources:  # the next source not in the graph yet, depth first
+            for src in sources:  # the next source not in the graph yet
                 if src is not None and src not in seen:
                     seen.add(src)
                     stack.append((src, iter(src.src)))
                     break
             else:
                 stack.pop()
-                (leafs if cur.op == "NONE" else nodes).append(cur)
+                (self.leafs if cur.op == "NONE" else self.nodes).append(cur)
