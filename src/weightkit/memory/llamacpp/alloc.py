@@ -114,8 +114,9 @@ def buffer_sizes(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: Sequ
     it.
 
     `snapshot_at` maps node indices to lists that receive the allocator's state just before that node: its free
-    blocks and tops, and where each live tensor is, named by identity when it was placed before the first
-    snapshot (inputs, kept throughout) and anonymous otherwise (carried from one layer to the next)."""
+    blocks and tops, and where each live tensor is: one made since the snapshot before named by how many nodes
+    back (its place in the repetition it is carried from, which says what will use it: two tensors a layer swaps
+    are told apart), the others (inputs, and what every later layer reads) by identity."""
     sizes = [size for _, size in buffers]
     if reserved and not snapshot_at:
         total = [0] * len(buffers)
@@ -130,16 +131,18 @@ def buffer_sizes(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: Sequ
     offset: dict[Tensor, tuple[int, int, int]] = {}  # (buffer, offset, size) of tensors placed and still owned
     children = Counter(s for node in nodes for s in node.src)
     views = Counter(node.view_src for node in nodes if node.view_src is not None and node.op != "NONE")
-    first_snapshot = min(snapshot_at, default=0) if snapshot_at else 0
-    early: set[Tensor] = set()  # tensors placed before the first snapshot
+    made: dict[Tensor, int] = {}  # the node that gave each tensor its memory, where there are snapshots to take
 
-    def place(t: Tensor, position: int) -> None:
-        buffer = buffer_of(t)
-        size = sizes[buffer]
-        size = t.nbytes if size is None else size(t)
-        offset[t] = (buffer, allocators[buffer].alloc(size), size)
-        if position < first_snapshot:
-            early.add(t)
+    def place(t: Tensor, position: int, where: tuple[int, int, int] | None = None) -> None:
+        """Give `t` memory (`where`: the memory of a source it takes over) at node `position`."""
+        if where is None:
+            buffer = buffer_of(t)
+            size = sizes[buffer]
+            size = t.nbytes if size is None else size(t)
+            where = (buffer, allocators[buffer].alloc(size), size)
+        offset[t] = where
+        if snapshot_at:
+            made[t] = position
 
     for leaf in leafs:
         if not leaf.external and leaf.view_src is None and leaf not in offset:
@@ -148,16 +151,19 @@ def buffer_sizes(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: Sequ
         for t in (s for node in nodes for s in (node, *node.src) if s is not None and s.flags & INPUT):
             if not t.external and t.view_src is None and t not in offset:
                 place(t, -1)
+    previous = min(snapshot_at, default=0) if snapshot_at else 0  # the snapshot before
     for index, node in enumerate(nodes):
         if snapshot_at and index in snapshot_at:
-            live = tuple(sorted((*where, id(t) if t in early else 0) for t, where in offset.items()))
+            live = tuple(sorted((*where, index - made[t] if made.get(t, -1) >= previous else id(t))
+                                for t, where in offset.items()))  # fmt: skip
+            previous = index
             free_lists = tuple(tuple(map(tuple, blocks.free)) for blocks in allocators)
             snapshot_at[index].append((free_lists, tuple(blocks.top for blocks in allocators), live))
         if node.view_src is None and not node.external and node not in offset:
             for parent in node.src if node.op in INPLACE_OPS else ():
                 if (parent is not None and children[parent] == 1 and parent in offset and not views.get(parent)
                         and not parent.flags & OUTPUT and node.same_layout(parent)):  # fmt: skip
-                    offset[node] = offset.pop(parent)  # the node takes the parent's memory over
+                    place(node, index, offset.pop(parent))  # the node takes the parent's memory over
                     break
             else:
                 place(node, index)

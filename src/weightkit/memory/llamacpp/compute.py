@@ -85,34 +85,31 @@ class Repetition:
         """Where each of those repetitions begins, as positions in `layers(reps)`."""
         return [self.start + j * self.period for j in range(reps)]
 
-    def trials(self, cycle: tuple[int, int] | None = None) -> list[int]:
-        """The repetitions shortened graphs try, growing by half, while fewer than the whole's and while the layers
-        of every graph tried stay within the whole graph's (one that fails then costs at most the whole graph
-        once more). The first: the fewest in which a `cycle` (where it begins, its length) seen in a graph of
-        the same layers shows and that need no second graph; without one, the fewest that usually settle (three
-        repetitions, and four layers at least)."""
-        if cycle is None:
-            reps = max(3, -(-4 // self.period))
-        else:
-            first, period = cycle
-            shown = first + period + 1
-            reps = shown + (self.reps - shown) % period
-        tried, out = 0, []
-        while reps < self.reps and tried + len(self.layers(reps)) <= self.last + 1:
-            tried += len(self.layers(reps))
-            out.append(reps)
-            reps += max(1, reps // 2)
-        return out
+    def trials(self, after: int = 0) -> list[int]:
+        """The repetitions shortened graphs try, more than `after`: four (most models settle within four), eight,
+        sixteen, while they save something."""
+        return [reps for reps in (4, 8, 16) if reps > after and self.saves(reps)]
+
+    def saves(self, reps: int) -> bool:
+        """Whether a graph of `reps` repetitions leaves a quarter of the layers out at least (less would not pay
+        for the risk of building the whole graph as well)."""
+        return reps < self.reps and len(self.layers(reps)) * 4 <= (self.last + 1) * 3
+
+    def shown(self, cycle: tuple[int, int]) -> int:
+        """The fewest repetitions in which a cycle of the allocator's states (where it begins, its length) seen in
+        a graph of the same layers shows, and that need no second graph."""
+        first, period = cycle
+        reps = first + period + 1
+        return reps + (self.reps - reps) % period
 
 
 def repetition(
     hp: LlamaCppHParams, tensors: Mapping[str, TensorInfo], placement: Placement | None = None
 ) -> Repetition | None:
-    """How the layers repeat (their devices too), if they repeat enough for a shortened graph to hold at most half
-    of them (so that one which does not settle costs at most half the whole graph more)."""
+    """How the layers repeat (their devices too), if they repeat enough for a shortened graph to save something."""
     kinds = _layer_kinds(hp, tensors, placement)
     last = hp.n_layer - 1
-    best, best_size = None, hp.n_layer // 2 + 1
+    best, best_size = None, hp.n_layer + 1
     for period in range(1, MAX_PERIOD + 1):
         start = 0
         for i in range(last - period - 1, -1, -1):  # the longest periodic run reaching the last-but-one layer
@@ -206,7 +203,7 @@ class _Reserve:
             in_phase = reps if (plan.reps - reps) % period == 0 else first + 1 + (plan.reps - first - 1) % period
             if in_phase in tried:
                 return tried[in_phase], cycle
-            if in_phase < plan.reps:
+            if plan.saves(in_phase):
                 return self.sizes(self.build(batch, plan.layers(in_phase)), reserved=reserved), cycle
             break
         return self.sizes(self.build(batch), reserved=reserved), None
@@ -232,13 +229,19 @@ def _batches(ctx: Context) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
 def _reserve(reserve: _Reserve, batches: Sequence[tuple[int, int, int]], shorten: bool) -> list[list[int]]:
     """Each batch's buffer sizes, each at least the previous batch's (the buffers keep the largest size). The
     token-generation graph's layers repeat as the prompt graph's do: its first shortened graph is the one the
-    prompt graph's cycle shows in, and where the prompt graph needed the whole, so does it."""
-    trials = reserve.plan.trials() if shorten and reserve.plan is not None else []
+    prompt graph's cycle shows in, and where the prompt graph needed the whole, so does it (whose tensors all fit
+    in the prompt graph's buffer as a rule: it then needs no allocator pass)."""
+    plan = reserve.plan if shorten else None
+    trials = plan.trials() if plan is not None else []
     out: list[list[int]] = []
     for batch in batches:
         sizes, cycle = reserve.allocate(batch, trials, out[-1] if out else ())
         out.append(sizes)
-        trials = reserve.plan.trials(cycle) if cycle is not None else []
+        if cycle is None:
+            trials = []
+        else:
+            shown = plan.shown(cycle)
+            trials = [reps for reps in (shown, *plan.trials(shown)) if plan.saves(reps)]
     return out
 
 
