@@ -168,7 +168,7 @@ def buffer_sizes(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: Sequ
             else:
                 place(node, index)
         for parent in node.src:
-            if parent is None:
+            if parent is None or parent.external:  # a weight or a cache: never the allocator's to free
                 continue
             left = children[parent] - 1
             children[parent] = left
