@@ -144,7 +144,7 @@ def _oracle():
         ("qwen3_next-default", {"n_ctx": 8192, "n_seq_max": 2}, ()),
         ("llama4-interleaved", {"n_ctx": 8192, "swa_full": False}, ("CUDA:16GiB", "CUDA:16GiB")),
         ("mistral4-default", {"n_ctx": 16384}, ()),
-        ("glm4_moe-92-layers", {"n_ctx": 8192}, ("CUDA:24GiB", "CUDA:24GiB")),
+        ("glm-4.5", {"n_ctx": 8192}, ("CUDA:24GiB", "CUDA:24GiB")),
         ("mistral3-26-layers", {"n_ctx": 8192, "n_ubatch": 256}, ()),
     ],
 )
