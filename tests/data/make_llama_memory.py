@@ -69,6 +69,7 @@ GRIDS = {
     "qwen3-8b": COMMON[:6],
     "qwen3-30b-a3b": COMMON[:6],
     "gemma-2-9b": COMMON[:6] + SWA,
+    "gemma-2-9b-no-softcap": COMMON[:2],
     "gemma-3-12b": COMMON[:6] + SWA + LONG[:1],
     "gpt-oss-20b": COMMON[:6] + SWA,
     "phi-4": COMMON[:6],

@@ -116,6 +116,22 @@ def test_live_oracle_agrees_where_llama_cpp_is_installed(tmp_path):
             assert ctx.compute_bytes(*batch)[0] == compute_buffer(hp, c, memory, m.tensors).bytes
 
 
+def test_gemma2_caps_its_logits_without_the_keys(tmp_path):
+    """llama.cpp's Gemma 2 graph soft-caps the attention and the logits always, with its defaults where the file
+    has no keys (older conversions): the same nodes as llama.cpp's graph (the caps run in place, so the recorded
+    bytes are the same either way)."""
+    from weightkit.memory.llamacpp.compute import build_graph
+
+    oracle_module = pytest.importorskip("llama_cpp") and _oracle()
+    path = MODELS.write_model("gemma-2-9b-no-softcap", tmp_path)
+    with weightkit.open(path) as m, oracle_module.LlamaOracle().load(path, n_ctx=4096, flash_attn_type=0) as ctx:
+        hp = read_hparams(m)
+        c = make_context(hp, ContextParams(n_ctx=4096, flash_attn="off"))
+        batch = ctx.reserve_batch()
+        ours = build_graph(hp, c, make_memory(hp, c), m.tensors, *batch).graph.nodes
+        assert [t.op for t in ours] == [node.op.partition(":")[0] for node in ctx.graph(*batch).nodes]
+
+
 def _oracle():
     spec = importlib.util.spec_from_file_location("llama_oracle", DATA.parents[1] / "tools" / "llama_oracle.py")
     module = importlib.util.module_from_spec(spec)
