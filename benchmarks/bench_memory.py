@@ -32,6 +32,16 @@ MODELS = [
     "gemma-3-12b",
     "gpt-oss-20b",
     "granite-4.0-h-tiny",
+    # the 2026 architectures (skeletons the reference converter wrote from transformers' defaults)
+    "gemma4-default",
+    "gemma3n-default",
+    "qwen3_5-default",
+    "qwen3_5_moe-default",
+    "qwen3_next-default",
+    "glm-4.5-air",
+    "llama4-default",
+    "mistral3-default",
+    "mistral4-default",
 ]
 SETTINGS = LlamaCppSettings(ctx_size=32768)
 

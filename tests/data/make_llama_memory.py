@@ -85,6 +85,7 @@ GRIDS = {
     "qwen3-8b": COMMON[:6],
     "qwen3-30b-a3b": COMMON[:6],
     "gemma-2-9b": COMMON[:6] + SWA,
+    "gemma-2-9b-no-softcap": COMMON[:2],
     "gemma-3-12b": COMMON[:6] + SWA + LONG[:1],
     "gpt-oss-20b": COMMON[:6] + SWA,
     "phi-4": COMMON[:6],
@@ -109,9 +110,8 @@ GRIDS = {
     "qwen3_next-default": HYBRID,
     "qwen3_next-24-layers": COMMON[:6] + RECURRENT[6:7],
     "qwen3_next-24-layers-ssm-in": [COMMON[0], COMMON[4]],
-    # heads of 42 and 53 (the transformers defaults): a q4_0 K cache without flash attention aborts llama.cpp
-    "glm4_moe-default": [*COMMON[:6], *COMMON[7:], *LONG[:1], *FLASH_ON],
-    "glm4_moe-92-layers": [*COMMON[:6], *COMMON[7:], *LONG[:1], *FLASH_ON],
+    "glm-4.5-air": COMMON + LONG[:1] + FLASH_ON,
+    "glm-4.5": COMMON + LONG[:1] + FLASH_ON,
     "llama4-default": COMMON[:8] + SWA + LONG[:1] + FLASH_ON,  # chunked attention: an SWA cache of 8192
     "llama4-interleaved": COMMON[:8] + SWA + LONG[:1] + FLASH_ON,
     "mistral3-default": COMMON + LONG[:1] + FLASH_ON,

@@ -92,8 +92,24 @@ SKELETONS: dict[str, tuple[str, dict]] = {
     "qwen3_5_moe-60-layers": ("qwen3_5_moe", {"num_hidden_layers": 60, "hidden_size": 4096, "num_experts": 512}),
     "qwen3_next-default": ("qwen3_next", {}),
     "qwen3_next-24-layers": ("qwen3_next", {"num_hidden_layers": 24}),
-    "glm4_moe-default": ("glm4_moe", {}),
-    "glm4_moe-92-layers": ("glm4_moe", {"num_hidden_layers": 92, "hidden_size": 5120, "n_routed_experts": 160}),
+    # GLM-4.5-Air is the default but for its heads of 128 (the default derives 4096 / 96 = 42) and its Q, K and V
+    # biases; then GLM-4.5's shape
+    "glm-4.5-air": ("glm4_moe", {"head_dim": 128, "attention_bias": True}),
+    "glm-4.5": (
+        "glm4_moe",
+        {
+            "num_hidden_layers": 92,
+            "hidden_size": 5120,
+            "head_dim": 128,
+            "attention_bias": True,
+            "intermediate_size": 12288,
+            "moe_intermediate_size": 1536,
+            "n_routed_experts": 160,
+            "first_k_dense_replace": 3,
+            "use_qk_norm": True,
+            "routed_scaling_factor": 2.5,
+        },
+    ),
     # DeepSeek-V3.2 (671B: 61 layers, the first 3 dense, 256 experts; its config.json as released, with the MTP layer),
     # and no smaller one is released: the same blocks cut to 12 layers and 64 experts
     "deepseek_v32-default": ("deepseek_v32", {}),

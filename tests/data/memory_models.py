@@ -601,7 +601,20 @@ def with_keys(base: str, keys: dict) -> Callable[[], tuple[dict, Tensors]]:
     return make
 
 
+def without_keys(base: str, keys: tuple[str, ...]) -> Callable[[], tuple[dict, Tensors]]:
+    """The model `base` without metadata keys that older conversions did not write."""
+
+    def make():
+        metadata, tensors = MODELS[base]()
+        return {key: value for key, value in metadata.items() if key not in keys}, tensors
+
+    return make
+
+
 MODELS.update({
+    # Gemma 2 as converted before its soft-capping keys were written: llama.cpp caps with its defaults
+    "gemma-2-9b-no-softcap": without_keys("gemma-2-9b", ("gemma2.attn_logit_softcapping",
+                                                         "gemma2.final_logit_softcapping")),
     # Ministral 3 3B: llama 4's attention temperature (llama_4_scaling_beta) over yarn's original context
     "mistral3-26-layers-temperature": with_keys("mistral3-26-layers", {
         "mistral3.attention.temperature_scale": Value(0.1, F32V),

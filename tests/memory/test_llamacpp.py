@@ -116,6 +116,22 @@ def test_live_oracle_agrees_where_llama_cpp_is_installed(tmp_path):
             assert ctx.compute_bytes(*batch)[0] == compute_buffer(hp, c, memory, m.tensors).bytes
 
 
+def test_gemma2_caps_its_logits_without_the_keys(tmp_path):
+    """llama.cpp's Gemma 2 graph soft-caps the attention and the logits always, with its defaults where the file
+    has no keys (older conversions): the same nodes as llama.cpp's graph (the caps run in place, so the recorded
+    bytes are the same either way)."""
+    from weightkit.memory.llamacpp.compute import build_graph
+
+    oracle_module = pytest.importorskip("llama_cpp") and _oracle()
+    path = MODELS.write_model("gemma-2-9b-no-softcap", tmp_path)
+    with weightkit.open(path) as m, oracle_module.LlamaOracle().load(path, n_ctx=4096, flash_attn_type=0) as ctx:
+        hp = read_hparams(m)
+        c = make_context(hp, ContextParams(n_ctx=4096, flash_attn="off"))
+        batch = ctx.reserve_batch()
+        ours = build_graph(hp, c, make_memory(hp, c), m.tensors, *batch).graph.nodes
+        assert [t.op for t in ours] == [node.op.partition(":")[0] for node in ctx.graph(*batch).nodes]
+
+
 def _oracle():
     spec = importlib.util.spec_from_file_location("llama_oracle", DATA.parents[1] / "tools" / "llama_oracle.py")
     module = importlib.util.module_from_spec(spec)
@@ -139,6 +155,13 @@ def _oracle():
         ("deepseek-v2-lite", {"n_ctx": 4096}, ("CUDA:24GiB",)),
         ("gemma-2-9b", {"n_ctx": 8192, "swa_full": False}, ("CUDA:6GiB", "CUDA:4GiB")),
         ("qwen3-30b-a3b", {"n_ctx": 4096}, ("Metal:12GiB",)),
+        ("qwen3_5_moe-60-layers", {"n_ctx": 4096, "flash_attn": "off"}, ()),  # a layer swaps two carried tensors
+        ("qwen3_5-64-layers", {"n_ctx": 32768, "n_seq_max": 4, "kv_unified": True, "n_outputs_max": 4}, ()),  # 2
+        ("qwen3_next-default", {"n_ctx": 8192, "n_seq_max": 2}, ()),
+        ("llama4-interleaved", {"n_ctx": 8192, "swa_full": False}, ("CUDA:16GiB", "CUDA:16GiB")),
+        ("mistral4-default", {"n_ctx": 16384}, ()),
+        ("glm-4.5", {"n_ctx": 8192}, ("CUDA:24GiB", "CUDA:24GiB")),
+        ("mistral3-26-layers", {"n_ctx": 8192, "n_ubatch": 256}, ()),
     ],
 )
 def test_the_shortened_graph_stands_for_the_whole(model_path, monkeypatch, name, params, gpus):
@@ -175,3 +198,46 @@ def test_the_shortened_graph_stands_for_the_whole(model_path, monkeypatch, name,
         monkeypatch.setattr(compute, "build_graph", build_graph)
         assert buffers(True) == whole
     assert built and all(layers is not None and len(layers) < hp.n_layer for layers in built)
+
+
+def test_the_allocators_states_tell_carried_tensors_apart(model_path):
+    """A Qwen 3.5 MoE layer pattern swaps the places of two tensors it carries on: the state at the start of each
+    repetition looks the same every time by places alone, but only every other one is the same, and a graph of
+    three repetitions needs another buffer than the whole (of fourteen) does."""
+    from weightkit.memory.llamacpp import compute
+
+    with weightkit.open(model_path("qwen3_5_moe-60-layers")) as m:
+        hp = read_hparams(m)
+        ctx = make_context(hp, ContextParams(n_ctx=4096, flash_attn="off"))
+        reserve = compute._Reserve(hp, ctx, make_memory(hp, ctx), m.tensors)
+        plan, batch = reserve.plan, compute._batches(ctx)[0]
+        builder = reserve.build(batch, plan.layers(4))
+        states = {builder.layer_starts[at]: [] for at in plan.rep_starts(4)}
+        reserve.sizes(builder, states)
+        assert compute._cycle([state for got in states.values() for state in got]) == (1, 2)
+        three = reserve.sizes(reserve.build(batch, plan.layers(3)))
+        assert three != reserve.sizes(reserve.build(batch)) == reserve.sizes(reserve.build(batch, plan.layers(4)))
+
+
+def test_graph_expansion_order_does_not_depend_on_depth(monkeypatch):
+    """`ggml_build_forward_expand`'s order, followed by recursion, is kept where a chain of new tensors runs
+    deeper than the recursion goes (there it is followed on a stack of its own), however long the chain."""
+    from weightkit.memory.llamacpp import ggml as g
+
+    def chain(n: int) -> g.Tensor:
+        x = g.graph_input(g.F32, (8,), "x")
+        t = x
+        for i in range(n):
+            t = g.add(t, g.scale(x) if i % 3 else x)
+        return t
+
+    def expanded(t: g.Tensor, max_depth: int) -> g.Graph:
+        monkeypatch.setattr(g.Graph, "MAX_DEPTH", max_depth)
+        graph = g.Graph()
+        graph.expand(t)
+        return graph
+
+    t = chain(200)
+    recursed, stacked = expanded(t, 1000), expanded(t, 1)
+    assert recursed.nodes == stacked.nodes and recursed.leafs == stacked.leafs and len(recursed.nodes) == 200 + 133
+    assert len(expanded(chain(20000), 256).nodes) == 20000 + 13333

@@ -22,7 +22,7 @@ chunk, which is what this simulates.
 
 from __future__ import annotations
 
-import bisect
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 
 from .ggml import INPUT, OUTPUT, Graph, Tensor
@@ -106,99 +106,83 @@ AllocSize = Callable[[Tensor], int] | None  # a buffer type's get_alloc_size (No
 
 def buffer_sizes(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: Sequence[tuple[int, AllocSize]],
                  buffer_of: Callable[[Tensor], int], snapshot_at: Mapping[int, list[State]] | None = None,
-                 ) -> list[int]:  # fmt: skip
+                 reserved: Sequence[int] = ()) -> list[int]:  # fmt: skip
     """`ggml_gallocr_reserve_n`: one pass over the graph, each tensor placed in the buffer `buffer_of` gives it;
-    `buffers` holds each buffer type's alignment and allocation size. Returns each buffer's size.
+    `buffers` holds each buffer type's alignment and allocation size. Returns each buffer's size, at least
+    `reserved` (the sizes an earlier graph reserved: the buffers keep the largest). Where every tensor of the
+    graph fits in them side by side, no pass is needed: a buffer's end never passes the sum of what was placed in
+    it.
 
     `snapshot_at` maps node indices to lists that receive the allocator's state just before that node: its free
-    blocks and tops, and where each live tensor is, named by identity when it was placed before the first
-    snapshot (inputs, kept throughout) and otherwise by how far ahead its next reader is, if before the next
-    snapshot (carried from one layer to the next: two such tensors of one size that trade places from one
-    repetition to the next are told apart)."""
-    allocators = [_Blocks(align) for align, _ in buffers]
+    blocks and tops, and where each live tensor is: one made since the snapshot before named by how many nodes
+    back (its place in the repetition it is carried from, which says what will use it: two tensors a layer swaps
+    are told apart), the others (inputs, and what every later layer reads) by identity."""
     sizes = [size for _, size in buffers]
-    offset: dict[int, tuple[int, int, int]] = {}  # id -> (buffer, offset, size) of tensors placed and still owned
-    children: dict[int, int] = {}
-    views: dict[int, int] = {}
-    first_snapshot = min(snapshot_at, default=0) if snapshot_at else 0
-    early: set[int] = set()  # tensors placed before the first snapshot
-    position = -1
+    if reserved and not snapshot_at:
+        total = [0] * len(buffers)
+        for t in (*leafs, *nodes):
+            if not t.external and t.view_src is None:
+                buffer = buffer_of(t)
+                size, align = sizes[buffer], buffers[buffer][0]
+                total[buffer] += -(-(t.nbytes if size is None else size(t)) // align) * align
+        if all(need <= have for need, have in zip(total, reserved, strict=True)):
+            return list(reserved)
+    allocators = [_Blocks(align) for align, _ in buffers]
+    offset: dict[Tensor, tuple[int, int, int]] = {}  # (buffer, offset, size) of tensors placed and still owned
+    children = Counter(s for node in nodes for s in node.src)
+    views = Counter(node.view_src for node in nodes if node.view_src is not None and node.op != "NONE")
+    made: dict[Tensor, int] = {}  # the node that gave each tensor its memory, where there are snapshots to take
 
-    def nbytes(t: Tensor, buffer: int) -> int:
-        size = sizes[buffer]
-        return t.nbytes if size is None else size(t)
+    def place(t: Tensor, position: int, where: tuple[int, int, int] | None = None) -> None:
+        """Give `t` memory (`where`: the memory of a source it takes over) at node `position`."""
+        if where is None:
+            buffer = buffer_of(t)
+            size = sizes[buffer]
+            size = t.nbytes if size is None else size(t)
+            where = (buffer, allocators[buffer].alloc(size), size)
+        offset[t] = where
+        if snapshot_at:
+            made[t] = position
 
-    def place(t: Tensor) -> None:
-        key = id(t)
-        if t.external or t.view_src is not None or key in offset:
-            return
-        if t.op in INPLACE_OPS:
-            for parent in t.src:
-                if parent is None:
-                    continue
-                pkey = id(parent)
-                if pkey not in offset or parent.flags & OUTPUT or not t.same_layout(parent):
-                    continue
-                if children.get(pkey, 0) == 1 and views.get(pkey, 0) == 0:
-                    offset[key] = offset.pop(pkey)  # the node takes the parent's memory over
-                    return
-        buffer = buffer_of(t)
-        size = nbytes(t, buffer)
-        offset[key] = (buffer, allocators[buffer].alloc(size), size)
-        if position < first_snapshot:
-            early.add(key)
-
-    def free(t: Tensor) -> None:
-        if not t.flags & OUTPUT:
-            buffer, at, size = offset.pop(id(t))
-            allocators[buffer].release(at, size)
-
-    uses: dict[int, list[int]] = {}  # id -> the indices of the nodes that read it, in order
     for leaf in leafs:
-        place(leaf)
+        if not leaf.external and leaf.view_src is None and leaf not in offset:
+            place(leaf, -1)
+    if any(node.flags & INPUT for node in nodes):  # else every input is a leaf, placed already
+        for t in (s for node in nodes for s in (node, *node.src) if s is not None and s.flags & INPUT):
+            if not t.external and t.view_src is None and t not in offset:
+                place(t, -1)
+    previous = min(snapshot_at, default=0) if snapshot_at else 0  # the snapshot before
     for index, node in enumerate(nodes):
-        if node.view_src is not None and node.op != "NONE":
-            views[id(node.view_src)] = views.get(id(node.view_src), 0) + 1
-        if node.flags & INPUT:
-            place(node)
-        for s in node.src:
-            if s is not None:
-                children[id(s)] = children.get(id(s), 0) + 1
-                uses.setdefault(id(s), []).append(index)
-                if s.flags & INPUT:
-                    place(s)
-    for index, node in enumerate(nodes):
-        position = index
         if snapshot_at and index in snapshot_at:
-            horizon = min((at for at in snapshot_at if at > index), default=len(nodes))
-            live = tuple(sorted(
-                (*where, key, 0) if key in early else (*where, 0, _next_use(uses.get(key, []), index, horizon))
-                for key, where in offset.items()
-            ))  # fmt: skip
+            live = tuple(sorted((*where, index - made[t] if made.get(t, -1) >= previous else id(t))
+                                for t, where in offset.items()))  # fmt: skip
+            previous = index
             free_lists = tuple(tuple(map(tuple, blocks.free)) for blocks in allocators)
             snapshot_at[index].append((free_lists, tuple(blocks.top for blocks in allocators), live))
-        place(node)
+        if node.view_src is None and not node.external and node not in offset:
+            for parent in node.src if node.op in INPLACE_OPS else ():
+                if (parent is not None and children[parent] == 1 and parent in offset and not views.get(parent)
+                        and not parent.flags & OUTPUT and node.same_layout(parent)):  # fmt: skip
+                    place(node, index, offset.pop(parent))  # the node takes the parent's memory over
+                    break
+            else:
+                place(node, index)
         for parent in node.src:
-            if parent is None:
+            if parent is None or parent.external:  # a weight or a cache: never the allocator's to free
                 continue
-            pkey = id(parent)
-            left = children[pkey] - 1
-            children[pkey] = left
-            if left or views.get(pkey, 0):
+            left = children[parent] - 1
+            children[parent] = left
+            if left or views.get(parent):
                 continue
             root = parent.view_src
-            if root is not None:
-                rkey = id(root)
-                views[rkey] -= 1
-                if views[rkey] == 0 and children.get(rkey, 0) == 0 and rkey in offset:
-                    free(root)
-            elif pkey in offset:
-                free(parent)
-    return [blocks.top for blocks in allocators]
-
-
-def _next_use(readers: list[int], index: int, horizon: int) -> int:
-    """How many nodes after `index` the next of `readers` (node indices, in order) comes, if before `horizon` (the
-    next snapshot); else -1."""
-    at = bisect.bisect_left(readers, index)
-    return readers[at] - index if at < len(readers) and readers[at] < horizon else -1
+            if root is None:
+                if parent in offset and not parent.flags & OUTPUT:
+                    buffer, at, size = offset.pop(parent)
+                    allocators[buffer].release(at, size)
+                continue
+            left = views[root] - 1
+            views[root] = left
+            if not left and not children.get(root) and root in offset and not root.flags & OUTPUT:
+                buffer, at, size = offset.pop(root)
+                allocators[buffer].release(at, size)
+    return [max(blocks.top, have) for blocks, have in zip(allocators, reserved or [0] * len(allocators), strict=True)]

@@ -14,7 +14,8 @@ settled, the whole graph is built.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 
 from ...errors import UnsupportedError
 from ...model import TensorInfo
@@ -22,6 +23,7 @@ from .alloc import buffer_sizes
 from .architectures import architecture
 from .cache import Memory
 from .context import Context
+from .ggml import Tensor
 from .graph_builder import GraphBuilder
 from .hparams import LlamaCppHParams
 from .placement import Placement, buffer_of
@@ -30,26 +32,24 @@ from .sched import backend_buffers
 
 @dataclass(frozen=True)
 class ComputeBuffer:
-    """The two reserved graphs' sizes; llama.cpp's buffer is the larger (a `no_alloc` measure, as `fit` does,
-    sees only the prompt graph's)."""
+    """The prompt graph's size (all a `no_alloc` measure, as `fit` does, sees) and the buffer's: the larger of
+    the prompt and token-generation graphs' (the latter's unknown where it cannot exceed the former's)."""
 
     prompt: int
-    generation: int
-
-    @property
-    def bytes(self) -> int:
-        return max(self.prompt, self.generation)
+    bytes: int
 
 
 def build_graph(hp: LlamaCppHParams, ctx: Context, memory: Memory, tensors: Mapping[str, TensorInfo], n_tokens: int,
                 n_seqs: int, n_outputs: int, placement: Placement | None = None,
-                layers: Sequence[int] | None = None, *, pin_norms: bool = True) -> GraphBuilder:  # fmt: skip
+                layers: Sequence[int] | None = None, *, pin_norms: bool = True,
+                weights: dict[str, Tensor] | None = None) -> GraphBuilder:  # fmt: skip
     """The graph `llama_context::graph_reserve` builds for a batch (of `layers` only, when given; `pin_norms`:
-    with the layers' norms pinned to their devices where llama.cpp pins them)."""
+    with the layers' norms pinned to their devices where llama.cpp pins them; `weights`: the weights' tensors
+    made so far, shared by the graphs of one placement)."""
     build = architecture(hp.arch).graph
     if n_tokens % n_seqs:
         n_tokens = -(-n_tokens // n_seqs) * n_seqs
-    builder = GraphBuilder(hp, ctx, memory, tensors, n_tokens, n_seqs, n_outputs, placement, layers, pin_norms)
+    builder = GraphBuilder(hp, ctx, memory, tensors, n_tokens, n_seqs, n_outputs, placement, layers, pin_norms, weights)
     try:
         build(builder)
     except (AttributeError, TypeError) as e:  # an operation was handed a tensor the model lacks (None)
@@ -63,7 +63,6 @@ def build_graph(hp: LlamaCppHParams, ctx: Context, memory: Memory, tensors: Mapp
 
 
 MAX_PERIOD = 16
-TRIALS = (4, 8, 16)  # whole repetitions a shortened graph holds: most models settle within 4, some need more
 CYCLES = (1, 2, 3, 4)  # the allocator's state recurs every repetition, or cycles through a few
 
 
@@ -86,27 +85,43 @@ class Repetition:
         """Where each of those repetitions begins, as positions in `layers(reps)`."""
         return [self.start + j * self.period for j in range(reps)]
 
+    def trials(self, after: int = 0) -> list[int]:
+        """The repetitions shortened graphs try, more than `after`: four (most models settle within four), eight,
+        sixteen, while they save something."""
+        return [reps for reps in (4, 8, 16) if reps > after and self.saves(reps)]
+
+    def saves(self, reps: int) -> bool:
+        """Whether a graph of `reps` repetitions leaves a quarter of the layers out at least (less would not pay
+        for the risk of building the whole graph as well)."""
+        return reps < self.reps and len(self.layers(reps)) * 4 <= (self.last + 1) * 3
+
+    def shown(self, cycle: tuple[int, int]) -> int:
+        """The fewest repetitions in which a cycle of the allocator's states (where it begins, its length) seen in
+        a graph of the same layers shows, and that need no second graph."""
+        first, period = cycle
+        reps = first + period + 1
+        return reps + (self.reps - reps) % period
+
 
 def repetition(
     hp: LlamaCppHParams, tensors: Mapping[str, TensorInfo], placement: Placement | None = None
 ) -> Repetition | None:
-    """How the layers repeat (their devices too), if they repeat enough for a shortened graph to save anything."""
+    """How the layers repeat (their devices too), if they repeat enough for a shortened graph to save something."""
     if hp.is_dsa:  # each layer's sparse-attention mask starts from a leaf of its own, placed before any node: the
         return None  # allocator's state never repeats
     kinds = _layer_kinds(hp, tensors, placement)
     last = hp.n_layer - 1
-    best = None
+    best, best_size = None, hp.n_layer + 1
     for period in range(1, MAX_PERIOD + 1):
         start = 0
         for i in range(last - period - 1, -1, -1):  # the longest periodic run reaching the last-but-one layer
             if kinds[i] != kinds[i + period]:
                 start = i + 1
                 break
-        reps, tail = divmod(last - start, period)
-        if reps > TRIALS[0] and (
-            best is None or start + TRIALS[0] * period + tail < best.start + TRIALS[0] * best.period + best.tail
-        ):
-            best = Repetition(start, period, reps, tail, last)
+        plan = Repetition(start, period, *divmod(last - start, period), last)
+        trials = plan.trials()
+        if trials and len(plan.layers(trials[0])) < best_size:
+            best, best_size = plan, len(plan.layers(trials[0]))
     return best
 
 
@@ -147,53 +162,62 @@ class _Reserve:
     placement: Placement | None = None
     pipeline: bool = False
     pin_norms: bool = True
+    weights: dict[str, Tensor] = field(default_factory=dict)  # the weights' tensors, made once for every graph
+
+    @cached_property
+    def plan(self) -> Repetition | None:
+        return repetition(self.hp, self.tensors, self.placement)
 
     def build(self, batch: tuple[int, int, int], layers: Sequence[int] | None = None) -> GraphBuilder:
         return build_graph(self.hp, self.ctx, self.memory, self.tensors, *batch, self.placement, layers,
-                           pin_norms=self.pin_norms)  # fmt: skip
+                           pin_norms=self.pin_norms, weights=self.weights)  # fmt: skip
 
-    def sizes(self, builder: GraphBuilder, states: dict[int, list] | None = None) -> list[int]:
+    def sizes(self, builder: GraphBuilder, states: dict[int, list] | None = None,
+              reserved: Sequence[int] = ()) -> list[int]:  # fmt: skip
+        """Each buffer's size for the graph, at least `reserved`: the sizes an earlier graph reserved."""
         graph = builder.graph
         if self.placement is None:
-            return buffer_sizes(graph.leafs, graph.nodes, [(32, None)], lambda t: 0, states)
+            return buffer_sizes(graph.leafs, graph.nodes, [(32, None)], lambda t: 0, states, reserved)
         buffers = [buffer_of(gpu) for gpu in self.placement.gpus]
-        return backend_buffers(graph, buffers, pipeline=self.pipeline, snapshot_at=states)
+        return backend_buffers(graph, buffers, pipeline=self.pipeline, snapshot_at=states, reserved=reserved)
 
-    def allocate(self, batch: tuple[int, int, int], shorten: bool) -> list[int]:
-        """Each buffer's size for one batch's graph: a shortened graph where it provably suffices, else the
-        whole.
+    def allocate(self, batch: tuple[int, int, int], trials: Sequence[int],
+                 reserved: Sequence[int] = ()) -> tuple[list[int], tuple[int, int] | None]:  # fmt: skip
+        """Each buffer's size for one batch's graph (at least `reserved`): a shortened graph of one of `trials`
+        repetitions where it provably suffices, else the whole; and the cycle of the allocator's states that
+        proved it (None: the whole graph was built).
 
         The allocator's state at the start of each repetition is taken in a graph of a few repetitions (its last
         one ends the graph as the whole graph's last one does: inputs freed after their last use). Once the state
         at the start of repetition i recurs c repetitions later, every later middle repetition replays one of
         those c, and the whole graph's final repetition starts from the state a shortened graph's does when
-        their numbers of repetitions agree modulo c."""
-        plan = repetition(self.hp, self.tensors, self.placement) if shorten else None
-        for reps in TRIALS if plan is not None else ():
-            if reps >= plan.reps:
-                break
+        their numbers of repetitions agree modulo c and its final repetition starts at i or later."""
+        plan = self.plan
+        tried: dict[int, list[int]] = {}
+        for reps in trials:
             builder = self.build(batch, plan.layers(reps))
             states: dict[int, list] = {builder.layer_starts[at]: [] for at in plan.rep_starts(reps)}
-            sizes = self.sizes(builder, states)
+            tried[reps] = self.sizes(builder, states, reserved)
             cycle = _cycle([state for got in states.values() for state in got])
             if cycle is None:
                 continue
-            if (plan.reps - reps) % cycle == 0:
-                return sizes
-            in_phase = reps + (plan.reps - reps) % cycle  # puts the final repetition in the whole graph's phase
-            if in_phase < plan.reps:
-                return self.sizes(self.build(batch, plan.layers(in_phase)))
+            first, period = cycle
+            in_phase = reps if (plan.reps - reps) % period == 0 else first + 1 + (plan.reps - first - 1) % period
+            if in_phase in tried:
+                return tried[in_phase], cycle
+            if plan.saves(in_phase):
+                return self.sizes(self.build(batch, plan.layers(in_phase)), reserved=reserved), cycle
             break
-        return self.sizes(self.build(batch))
+        return self.sizes(self.build(batch), reserved=reserved), None
 
 
-def _cycle(states: list) -> int | None:
-    """The length of the first cycle among the states at the starts of the repetitions (the final one's start
-    may close it: what that repetition frees that the others keep goes after its start)."""
+def _cycle(states: list) -> tuple[int, int] | None:
+    """Where the first cycle among the states at the starts of the repetitions begins, and its length (the final
+    one's start may close it: what that repetition frees that the others keep goes after its start)."""
     for i in range(len(states)):
         for c in CYCLES:
             if i + c < len(states) and states[i] == states[i + c]:
-                return c
+                return i, c
     return None
 
 
@@ -204,13 +228,31 @@ def _batches(ctx: Context) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
     return (n_tokens, n_seqs, min(n_tokens, ctx.n_outputs_max)), (n_seqs, n_seqs, n_seqs)
 
 
+def _reserve(reserve: _Reserve, batches: Sequence[tuple[int, int, int]], shorten: bool) -> list[list[int]]:
+    """Each batch's buffer sizes, each at least the previous batch's (the buffers keep the largest size). The
+    token-generation graph's layers repeat as the prompt graph's do: its first shortened graph is the one the
+    prompt graph's cycle shows in, and where the prompt graph needed the whole, so does it (whose tensors all fit
+    in the prompt graph's buffer as a rule: it then needs no allocator pass)."""
+    plan = reserve.plan if shorten else None
+    trials = plan.trials() if plan is not None else []
+    out: list[list[int]] = []
+    for batch in batches:
+        sizes, cycle = reserve.allocate(batch, trials, out[-1] if out else ())
+        out.append(sizes)
+        if cycle is None:
+            trials = []
+        else:
+            shown = plan.shown(cycle)
+            trials = [reps for reps in (shown, *plan.trials(shown)) if plan.saves(reps)]
+    return out
+
+
 def compute_buffer(hp: LlamaCppHParams, ctx: Context, memory: Memory, tensors: Mapping[str, TensorInfo], *,
                    shorten: bool = True) -> ComputeBuffer:  # fmt: skip
     """`sched_reserve`'s prompt and token-generation reserves, everything on the CPU (`shorten`: through the
     shortened graph where it suffices)."""
-    reserve = _Reserve(hp, ctx, memory, tensors)
-    prompt, generation = (reserve.allocate(batch, shorten)[0] for batch in _batches(ctx))
-    return ComputeBuffer(prompt, generation)
+    (prompt,), (larger,) = _reserve(_Reserve(hp, ctx, memory, tensors), _batches(ctx), shorten)
+    return ComputeBuffer(prompt, larger)
 
 
 def compute_buffers(hp: LlamaCppHParams, ctx: Context, memory: Memory, tensors: Mapping[str, TensorInfo],
@@ -221,6 +263,4 @@ def compute_buffers(hp: LlamaCppHParams, ctx: Context, memory: Memory, tensors: 
     plans instead (`ggml_backend_sched_reserve_size`, which llama.cpp's fit measures): the prompt graph alone,
     split after the scheduler is reset, which forgets the pinned norms."""
     reserve = _Reserve(hp, ctx, memory, tensors, placement, pipeline, pin_norms=not planned)
-    batches = _batches(ctx)[:1] if planned else _batches(ctx)
-    sizes = [reserve.allocate(batch, shorten) for batch in batches]
-    return [max(each) for each in zip(*sizes, strict=True)]
+    return _reserve(reserve, _batches(ctx)[:1] if planned else _batches(ctx), shorten)[-1]

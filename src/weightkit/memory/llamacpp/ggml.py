@@ -34,16 +34,19 @@ class Tensor:
 
     def __init__(self, type: int, ne: Sequence[int], op: str = "NONE", src: Sequence[Tensor | None] = (),
                  view_src: Tensor | None = None, nb: Sequence[int] | None = None) -> None:  # fmt: skip
-        ne = (*ne, *(1,) * (4 - len(ne)))
-        self.type, self.ne, self.op, self.src = type, ne, op, tuple(src)
+        if len(ne) != 4:
+            ne = (*ne, *(1,) * (4 - len(ne)))
+        self.type, self.ne, self.op, self.src = type, tuple(ne), op, tuple(src)
         if view_src is not None and view_src.view_src is not None:
             view_src = view_src.view_src  # views always point at the tensor that owns the memory
         self.view_src = view_src
         if nb is None:
             size, block = _SIZES[type]
             nb1 = size * (ne[0] // block)
-            nb = (size, nb1, nb1 * ne[1], nb1 * ne[1] * ne[2])
-        self.nb = tuple(nb)
+            nb2 = nb1 * ne[1]
+            self.nb = (size, nb1, nb2, nb2 * ne[2])
+        else:
+            self.nb = tuple(nb)
         self.flags = 0
         self.external = False  # memory of its own: a weight or a cache tensor
         self.weight = False  # a model weight (its buffer's usage is WEIGHTS)
@@ -54,13 +57,15 @@ class Tensor:
     @property
     def nbytes(self) -> int:
         """`ggml_nbytes`."""
-        ne, nb = self.ne, self.nb
-        if min(ne) <= 0:
+        ne0, ne1, ne2, ne3 = self.ne
+        if ne0 <= 0 or ne1 <= 0 or ne2 <= 0 or ne3 <= 0:
             return 0
+        nb0, nb1, nb2, nb3 = self.nb
         size, block = _SIZES[self.type]
+        rest = (ne1 - 1) * nb1 + (ne2 - 1) * nb2 + (ne3 - 1) * nb3
         if block == 1:
-            return size + sum((ne[i] - 1) * nb[i] for i in range(4))
-        return ne[0] * nb[0] // block + sum((ne[i] - 1) * nb[i] for i in range(1, 4))
+            return size + (ne0 - 1) * nb0 + rest
+        return ne0 * nb0 // block + rest
 
     @property
     def n_elements(self) -> int:
@@ -385,25 +390,40 @@ class Graph:
 
     __slots__ = ("_seen", "leafs", "nodes")
 
+    MAX_DEPTH = 256  # a longer chain of new tensors is followed on a stack of its own instead of by recursion
+
     def __init__(self) -> None:
         self.nodes: list[Tensor] = []
         self.leafs: list[Tensor] = []
-        self._seen: set[int] = set()
+        self._seen: set[Tensor] = set()
 
     def expand(self, t: Tensor) -> None:
-        seen, nodes, leafs = self._seen, self.nodes, self.leafs
-        stack = [(t, 0)]
+        if t not in self._seen:
+            self._seen.add(t)
+            self._visit(t, 0)
+
+    def _visit(self, t: Tensor, depth: int) -> None:
+        seen = self._seen
+        for src in t.src:
+            if src is not None and src not in seen:
+                seen.add(src)
+                if depth < self.MAX_DEPTH:
+                    self._visit(src, depth + 1)
+                else:
+                    self._visit_deep(src)
+        (self.leafs if t.op == "NONE" else self.nodes).append(t)
+
+    def _visit_deep(self, t: Tensor) -> None:
+        """`_visit` without recursion."""
+        seen = self._seen
+        stack = [(t, iter(t.src))]
         while stack:
-            cur, i = stack.pop()
-            if i == 0:
-                if id(cur) in seen:
-                    continue
-                seen.add(id(cur))
-            src = cur.src
-            while i < len(src) and (src[i] is None or id(src[i]) in seen):
-                i += 1
-            if i < len(src):
-                stack.append((cur, i + 1))
-                stack.append((src[i], 0))
-                continue
-            (leafs if cur.op == "NONE" else nodes).append(cur)
+            cur, sources = stack[-1]
+            for src in sources:  # the next source not in the graph yet
+                if src is not None and src not in seen:
+                    seen.add(src)
+                    stack.append((src, iter(src.src)))
+                    break
+            else:
+                stack.pop()
+                (self.leafs if cur.op == "NONE" else self.nodes).append(cur)

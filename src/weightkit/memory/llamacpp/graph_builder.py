@@ -23,7 +23,8 @@ class GraphBuilder:
 
     def __init__(self, hp: LlamaCppHParams, ctx: Context, memory: Memory, tensors: Mapping[str, TensorInfo],
                  n_tokens: int, n_seqs: int, n_outputs: int, placement: Placement | None = None,
-                 layers: Sequence[int] | None = None, pin_norms: bool = True) -> None:  # fmt: skip
+                 layers: Sequence[int] | None = None, pin_norms: bool = True,
+                 weights: dict[str, Tensor] | None = None) -> None:  # fmt: skip
         self.hp, self.ctx, self.memory, self.tensors = hp, ctx, memory, tensors
         self.placement = placement  # None: everything on the CPU
         self.layers = range(hp.n_layer) if layers is None else layers  # a subset stands for the whole (compute.py)
@@ -33,7 +34,7 @@ class GraphBuilder:
         self.graph = g.Graph()
         self.outputs: list[Tensor] = []
         self.t_inp_embd: Tensor | None = None  # the input embedding before any scaling (`res->t_inp_embd`)
-        self._weights: dict[str, Tensor] = {}
+        self._weights = {} if weights is None else weights  # the weights' tensors (graphs alike may share them)
         self.absent: list[str] = []  # the tensors asked for that the model has none of, in order
         self._cache_tensors: dict[tuple[int, str], Tensor] = {}
         self._attn_inputs: dict[str, dict[str, Tensor | None]] = {}

@@ -53,8 +53,7 @@ class Buffer:
 
     def raw_size(self, type: int, ne0: int, nbytes: int) -> int:
         """`ggml_backend_buft_get_alloc_size`: CUDA pads the last row of a quantized tensor to 512 elements."""
-        info = ggml_type(type)
-        if self.pad_quantized_rows and info.quantized and ne0 % MATRIX_ROW_PADDING:
+        if self.pad_quantized_rows and ne0 % MATRIX_ROW_PADDING and (info := ggml_type(type)).quantized:
             nbytes += info.nbytes(MATRIX_ROW_PADDING - ne0 % MATRIX_ROW_PADDING)
         return nbytes
 
@@ -175,21 +174,23 @@ def weights_per_device(hp: LlamaCppHParams, tensors: Mapping[str, TensorInfo], p
     uses (rope frequencies) has a copy on each device that holds a layer; NextN layers' tensors are skipped
     unless loaded for speculative decoding (they are not here)."""
     out: dict[int, int] = {}
+    buffers = {device: buffer_of(gpu) for device, gpu in [(-1, None), *enumerate(placement.gpus)]}
+    n_layer = hp.n_layer
     for name, info in tensors.items():
         m = _LAYER.match(name)
-        if m and int(m[1]) >= hp.n_layer:
+        if m and int(m[1]) >= n_layer:
             continue
         if name in PER_LAYER_SHARED:
-            for device in sorted(set(placement.layers[: hp.n_layer])):
-                _add(out, device, placement, info)
-            continue
-        _add(out, tensor_device(name, placement), placement, info)
+            devices = sorted(set(placement.layers[:n_layer]))
+        else:
+            devices = (tensor_device(name, placement),)
+        for device in devices:
+            _add(out, device, buffers[device], info)
     if hp.tied_output and "output.weight" not in tensors and "token_embd.weight" in tensors and placement.output >= 0:
-        _add(out, placement.output, placement, tensors["token_embd.weight"])
+        _add(out, placement.output, buffers[placement.output], tensors["token_embd.weight"])
     return out
 
 
-def _add(out: dict[int, int], device: int, placement: Placement, info: TensorInfo) -> None:
-    buffer = buffer_of(placement.gpus[device] if device >= 0 else None)
+def _add(out: dict[int, int], device: int, buffer: Buffer, info: TensorInfo) -> None:
     ne0 = info.shape[-1] if info.shape else 1
     out[device] = out.get(device, 0) + buffer.alloc_size(int(info.dtype), ne0, info.nbytes)

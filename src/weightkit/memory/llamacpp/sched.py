@@ -203,9 +203,11 @@ def backend_buffers(
     op_offload: bool = True,
     pipeline: bool = False,
     snapshot_at: dict[int, list] | None = None,
+    reserved: Sequence[int] = (),
 ) -> list[int]:
-    """Compute buffer bytes of each GPU backend, then the CPU's, for `graph` spread as the scheduler spreads it.
-    `snapshot_at` (graph node indices) collects the allocator's state as `alloc.buffer_sizes` does."""
+    """Compute buffer bytes of each GPU backend, then the CPU's, for `graph` spread as the scheduler spreads it,
+    at least `reserved`. `snapshot_at` (graph node indices) collects the allocator's state as `alloc.buffer_sizes`
+    does."""
     scheduler = _Scheduler(graph, gpus, op_offload, MAX_COPIES if pipeline else 1)
     scheduler.assign()
     nodes, leafs, ids = scheduler.split()
@@ -214,4 +216,4 @@ def backend_buffers(
         snapshot_at = {where[id(graph.nodes[i])]: got for i, got in snapshot_at.items() if i < len(graph.nodes)}
     buffers = [(b.alignment, lambda t, b=b: b.raw_size(t.type, t.ne[0], t.nbytes)) for b in gpus]
     buffers.append((CPU_BUFFER_ALIGNMENT, None))
-    return buffer_sizes(leafs, nodes, buffers, lambda t: ids.get(id(t), scheduler.cpu), snapshot_at)
+    return buffer_sizes(leafs, nodes, buffers, lambda t: ids.get(id(t), scheduler.cpu), snapshot_at, reserved)

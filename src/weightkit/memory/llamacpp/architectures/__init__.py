@@ -76,6 +76,7 @@ ARCHITECTURES: Mapping[str, LlamaCppArchitecture] = {
         gemma.gemma2,
         swa=SlidingWindow(2, default_window=4096),
         flags={"attn_softcap": "attn_logit_softcapping", "final_softcap": "final_logit_softcapping"},
+        flag_defaults={"attn_softcap": 50.0, "final_softcap": 30.0},  # llama_hparams' defaults: gemma2 always caps
     ),
     "gemma3": LlamaCppArchitecture(
         gemma.gemma3, swa=SlidingWindow(6), flags={"final_softcap": "final_logit_softcapping"}
