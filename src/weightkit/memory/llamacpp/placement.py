@@ -37,6 +37,8 @@ PER_LAYER_SHARED = frozenset({"rope_freqs.weight", "rope_factors_long.weight", "
 OUTPUT_EMBD_NORM = frozenset({"lfm2", "lfm2moe"})
 #: architectures whose full-attention layers alone load the rope frequencies (Gemma 4's proportional rope)
 ROPE_FREQS_FULL_ATTENTION = frozenset({"gemma4"})
+#: a NextN layer's tensor that an architecture's loader loads all the same (created without the layers' skip flag)
+NEXTN_LOADED = {"deepseek32": "exp_probs_b.bias", "glm-dsa": "exp_probs_b.bias"}
 _LAYER = re.compile(r"blk\.(\d+)\.")
 MATRIX_ROW_PADDING = 512  # ggml-cuda: quantized rows are padded to this many elements
 
@@ -180,11 +182,11 @@ def weights_per_device(hp: LlamaCppHParams, tensors: Mapping[str, TensorInfo], p
     """Bytes of weights each device holds (-1: the CPU), as the model's buffers sum them. A tied output matrix is
     a second copy of the token embeddings on the output layer's device when that is a GPU; a tensor every layer
     uses (rope frequencies) has a copy on each device that holds a layer; NextN layers' tensors are skipped
-    unless loaded for speculative decoding (they are not here)."""
+    unless loaded for speculative decoding (they are not here), but for `NEXTN_LOADED`."""
     out: dict[int, int] = {}
     for name, info in tensors.items():
         m = _LAYER.match(name)
-        if m and int(m[1]) >= hp.n_layer:
+        if m and int(m[1]) >= hp.n_layer and name[m.end() :] != NEXTN_LOADED.get(hp.arch):
             continue
         if name in PER_LAYER_SHARED:
             for device in _shared_devices(hp, placement):
