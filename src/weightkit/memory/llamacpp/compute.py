@@ -218,11 +218,14 @@ def resolve_flash_attn(hp: LlamaCppHParams, ctx: Context, memory: Memory, tensor
     """`--flash-attn auto` over devices (`resolve_fused_ops`): the graph of one token per sequence is split with
     flash attention on; where a layer's flash attention runs on another device than the layer (its KV cache kept
     in system memory, or the scheduler carrying it across a partial offload's boundary), llama.cpp turns flash
-    attention off for the context's graphs. The caches stay as made (V not transposed)."""
+    attention off for the context's graphs. The caches stay as made (V not transposed). The layers a shortened
+    graph leaves out repeat those it keeps, on the same device, and are scheduled alike."""
     if not (ctx.auto_fa and ctx.flash_attn):
         return ctx
     n_seqs = ctx.n_seq_max
-    builder = build_graph(hp, ctx, memory, tensors, n_seqs, n_seqs, n_seqs, placement)
+    plan = repetition(hp, tensors, placement)
+    layers = plan.layers(TRIALS[0]) if plan is not None else None
+    builder = build_graph(hp, ctx, memory, tensors, n_seqs, n_seqs, n_seqs, placement, layers)
     devices = assigned_devices(builder.graph, [buffer_of(gpu) for gpu in placement.gpus])
     if any(devices.get(id(node)) != placement.device_of(il) for node, il in builder.flash_attn_nodes):
         return replace(ctx, flash_attn=False)

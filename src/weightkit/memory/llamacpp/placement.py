@@ -181,7 +181,7 @@ def tensor_device(name: str, placement: Placement) -> int:
 def weights_per_device(hp: LlamaCppHParams, tensors: Mapping[str, TensorInfo], placement: Placement) -> dict[int, int]:
     """Bytes of weights each device holds (-1: the CPU), as the model's buffers sum them. A tied output matrix is
     a second copy of the token embeddings on the output layer's device when that is a GPU; a tensor every layer
-    uses (rope frequencies) has a copy on each device that holds a layer; NextN layers' tensors are skipped
+    uses (rope frequencies) has a copy on each device that holds a layer using it; NextN layers' tensors are skipped
     unless loaded for speculative decoding (they are not here), but for `NEXTN_LOADED`."""
     out: dict[int, int] = {}
     for name, info in tensors.items():
