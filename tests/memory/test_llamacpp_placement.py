@@ -218,3 +218,14 @@ def test_the_device_record_covers_placements():
     assert any(len(c["free"]) == 3 for c in cases)
     assert any(-1 in c["layers"] and max(c["layers"]) == 1 for c in cases)  # CPU and both GPUs
     assert any(d["compute"] != d["planned"] for c in cases for d in c["devices"])  # pinned norms, pipelines
+
+
+def test_flash_attention_auto_resolves_off_where_llama_cpp_turns_it_off(device_model):
+    """falcon_h1-0.5b with -nkvo: llama.cpp logs "layer 0 is assigned to device RPC0 but Flash Attention is assigned
+    to device CPU" and turns it off (the recorded compute buffers are those of the graphs without it)."""
+    gpus = [GPU("0", "RPC", 24 * GIB), GPU("1", "RPC", 8 * GIB)]
+    with weightkit.open(device_model("falcon_h1-0.5b")) as m:
+        off = estimate(m, LlamaCppSettings(ctx_size=8192, parallel=1, no_kv_offload=True), gpus)
+        on = estimate(m, LlamaCppSettings(ctx_size=8192, parallel=1), gpus)
+    assert not off.context.flash_attn and any("auto resolves to off" in n for n in off.notes)
+    assert on.context.flash_attn and any("auto resolves to on" in n for n in on.notes)
