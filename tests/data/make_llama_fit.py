@@ -54,6 +54,11 @@ CASES = {
     "rwkv6-finch-1.6b": [([2], [], {}), ([1, 1], [], {})],
     "rwkv7-goose-1.5b": [([2], [], {})],
     "phi-4": [([10], [], {}), ([6, 6], [], {})],
+    "gemma4-26b-a4b": [([16], [], {}), ([12, 8], [], {}), ([32], [], {})],  # experts beside a dense FFN, SWA
+    "qwen3_5_moe-default": [([24], [], {}), ([16, 8], ["-np", "2"], {"parallel": 2})],  # delta-net hybrid, experts
+    "cohere2-32-layers": [([6], [], {}), ([4, 4], [], {})],  # sliding window
+    "nemotron_h-nano-9b-v2": [([12], [], {}), ([6, 4], [], {})],  # Mamba-2 hybrid, 2**20-token context
+    "lfm2-1.2b": [([1], [], {}), ([2], ["-c", "65536"], {"ctx_size": 65536})],  # short-convolution hybrid
 }
 
 

@@ -56,6 +56,16 @@ def test_fit_chooses_what_llama_cpp_chooses(skeleton, name):
     assert not wrong, wrong
 
 
+#: the 2026 families the fit is checked on beside the older ones
+NEWER_FAMILIES = {
+    "gemma4-26b-a4b": "experts beside a dense FFN, sliding windows",
+    "qwen3_5_moe-default": "gated delta-net hybrid with experts",
+    "cohere2-32-layers": "sliding windows",
+    "nemotron_h-nano-9b-v2": "Mamba-2 hybrid, a 2**20-token context",
+    "lfm2-1.2b": "short-convolution hybrid",
+}
+
+
 def test_the_fit_record_covers_the_paths():
     cases = [c for record in RECORD.values() for c in record]
     assert len(cases) >= 30
@@ -63,6 +73,7 @@ def test_the_fit_record_covers_the_paths():
     assert any(c["ctx_size"] == 4096 and c["n_gpu_layers"] == 0 for c in cases)  # nothing fits
     assert any(len(c["free"]) == 3 for c in cases) and any(c["margin"] != GIB for c in cases)
     assert any("-ngl" in c["args"] for c in cases) and any("-c" in c["args"] for c in cases)
+    assert set(NEWER_FAMILIES) <= set(RECORD)
 
 
 def test_fit_estimate_and_notes(skeleton):

@@ -172,12 +172,60 @@ def test_matches_llama_cpp_on_several_devices(device_model, name):
     assert not wrong, wrong[0]
 
 
+#: what each recorded model stands for in the placement over devices: how its layers, caches and graph split
+COVERS = {
+    "llama-3.1-8b": "dense decoder, rope frequencies in every layer's buffer",
+    "llama-3.1-70b": "dense decoder of 80 layers",
+    "mistral-nemo-12b": "dense decoder, head size apart from the width",
+    "qwen2.5-7b": "Q/K/V biases",
+    "qwen3-8b": "Q/K norms",
+    "phi-4": "fused QKV",
+    "gemma-2-9b": "sliding window every other layer, soft-caps",
+    "gemma-3-12b": "sliding window five layers in six",
+    "gemma-3-270m": "a real GGUF (tied output)",
+    "all-minilm-l6-v2": "encoder: token-type and position embeddings on the CPU, the embedding norm on layer 0",
+    "cohere2-32-layers": "sliding window, parallel attention and FFN",
+    "gemma3n-default": "per-layer inputs, AltUp on the output layer, layers reusing another's KV cache",
+    "gemma4-26b-a4b": "experts beside a dense FFN, rope frequencies only in the full-attention layers",
+    "qwen3-30b-a3b": "experts (--cpu-moe, --n-cpu-moe, -ot)",
+    "gpt-oss-20b": "experts with biases, attention sinks",
+    "deepseek-v2-lite": "MLA, dense-first experts",
+    "mistral4-default": "MLA with experts",
+    "llama4-default": "chunked attention, interleaved experts",
+    "qwen3_5_moe-default": "gated delta net hybrid with experts",
+    "granite-4.0-h-tiny": "Mamba-2 hybrid with experts",
+    "falcon_h1-0.5b": "Mamba-2 beside attention in every layer (flash attention auto off with the cache on the CPU)",
+    "lfm2-1.2b": "short-convolution hybrid, its final norm token_embd_norm on the output layer",
+    "nemotron_h-nano-9b-v2": "Mamba-2, attention and FFN-only layers",
+    "kimi_linear-48b-a3b": "KDA hybrid with rope-less MLA and experts",
+    "deepseek_v32-12-layers-64-experts": "sparse attention's indexer cache, a NextN layer skipped but its expert bias",
+    "qwen3_vl-4b": "M-RoPE and deepstack inputs, tied output",
+    "glm-4.5-air": "dense-first experts, a NextN layer skipped",
+    "hunyuan_v1_moe-a13b": "experts with a shared expert in every layer",
+    "mamba-2.8b": "recurrent state only (Mamba)",
+    "mamba2-2.7b": "recurrent state only (Mamba-2)",
+    "rwkv6-finch-1.6b": "RWKV-6 token shifts and WKV state",
+    "rwkv7-goose-1.5b": "RWKV-7",
+}
+
+
 def test_the_device_record_covers_placements():
     cases = [c for record in DEVICES.values() for c in record]
-    assert len(DEVICES) == 18 and len(cases) >= 100
+    assert set(DEVICES) == set(COVERS) and len(cases) >= 100
     kinds = {key for c in cases for key in c["settings"]}
     assert {"tensor_split", "split_mode", "n_gpu_layers", "no_kv_offload", "cpu_moe", "n_cpu_moe",
             "override_tensor", "flash_attn"} <= kinds  # fmt: skip
     assert any(len(c["free"]) == 3 for c in cases)
     assert any(-1 in c["layers"] and max(c["layers"]) == 1 for c in cases)  # CPU and both GPUs
     assert any(d["compute"] != d["planned"] for c in cases for d in c["devices"])  # pinned norms, pipelines
+
+
+def test_flash_attention_auto_resolves_off_where_llama_cpp_turns_it_off(device_model):
+    """falcon_h1-0.5b with -nkvo: llama.cpp logs "layer 0 is assigned to device RPC0 but Flash Attention is assigned
+    to device CPU" and turns it off (the recorded compute buffers are those of the graphs without it)."""
+    gpus = [GPU("0", "RPC", 24 * GIB), GPU("1", "RPC", 8 * GIB)]
+    with weightkit.open(device_model("falcon_h1-0.5b")) as m:
+        off = estimate(m, LlamaCppSettings(ctx_size=8192, parallel=1, no_kv_offload=True), gpus)
+        on = estimate(m, LlamaCppSettings(ctx_size=8192, parallel=1), gpus)
+    assert not off.context.flash_attn and any("auto resolves to off" in n for n in off.notes)
+    assert on.context.flash_attn and any("auto resolves to on" in n for n in on.notes)

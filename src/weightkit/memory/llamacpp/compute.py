@@ -14,7 +14,7 @@ settled, the whole graph is built.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from ...errors import UnsupportedError
@@ -27,7 +27,7 @@ from .ggml import Tensor
 from .graph_builder import GraphBuilder
 from .hparams import LlamaCppHParams
 from .placement import Placement, buffer_of
-from .sched import backend_buffers
+from .sched import assigned_devices, backend_buffers
 
 
 @dataclass(frozen=True)
@@ -253,6 +253,26 @@ def compute_buffer(hp: LlamaCppHParams, ctx: Context, memory: Memory, tensors: M
     shortened graph where it suffices)."""
     (prompt,), (larger,) = _reserve(_Reserve(hp, ctx, memory, tensors), _batches(ctx), shorten)
     return ComputeBuffer(prompt, larger)
+
+
+def resolve_flash_attn(hp: LlamaCppHParams, ctx: Context, memory: Memory, tensors: Mapping[str, TensorInfo],
+                       placement: Placement) -> Context:  # fmt: skip
+    """`--flash-attn auto` over devices (`resolve_fused_ops`): the graph of one token per sequence is split with
+    flash attention on; where a layer's flash attention runs on another device than the layer (its KV cache kept
+    in system memory, or the scheduler carrying it across a partial offload's boundary), llama.cpp turns flash
+    attention off for the context's graphs. The caches stay as made (V not transposed). The layers a shortened
+    graph leaves out repeat those it keeps, on the same device, and are scheduled alike."""
+    if not (ctx.auto_fa and ctx.flash_attn):
+        return ctx
+    n_seqs = ctx.n_seq_max
+    plan = repetition(hp, tensors, placement)
+    trials = plan.trials() if plan is not None else []
+    layers = plan.layers(trials[0]) if trials else None
+    builder = build_graph(hp, ctx, memory, tensors, n_seqs, n_seqs, n_seqs, placement, layers)
+    devices = assigned_devices(builder.graph, [buffer_of(gpu) for gpu in placement.gpus])
+    if any(devices.get(id(node)) != placement.device_of(il) for node, il in builder.flash_attn_nodes):
+        return replace(ctx, flash_attn=False)
+    return ctx
 
 
 def compute_buffers(hp: LlamaCppHParams, ctx: Context, memory: Memory, tensors: Mapping[str, TensorInfo],

@@ -12,7 +12,7 @@ from ..devices import GPU
 from .architectures import ARCHITECTURES, read_hparams
 from .architectures.generic import COMPUTE, KV_CACHE, STATE, guesses
 from .cache import Memory, make_memory, output_bytes
-from .compute import compute_buffer, compute_buffers
+from .compute import compute_buffer, compute_buffers, resolve_flash_attn
 from .context import Context, make_context
 from .hparams import LlamaCppHParams
 from .placement import Placement, buffer_of, place_layers, weights_per_device
@@ -110,7 +110,6 @@ def estimate(model: ModelFile, settings: LlamaCppSettings | None = None, gpus: S
                              main_gpu=settings.main_gpu, tensor_split=settings.tensor_split,
                              overrides=overrides)  # fmt: skip
     memory = make_memory(hp, ctx)
-    notes = _notes(hp, settings, ctx, placement, guessed)
     n_devices = len(gpus) + 1
     weights = weights_per_device(hp, model.tensors, placement)
     kv, recurrent = [0] * n_devices, [0] * n_devices
@@ -130,10 +129,12 @@ def estimate(model: ModelFile, settings: LlamaCppSettings | None = None, gpus: S
         # layers offloaded, layer split, the KV cache offloaded, no tensor overrides
         pipeline = (len(gpus) > 1 and settings.split_mode == "layer" and placement.offloaded == hp.n_layer_all + 1
                     and not settings.no_kv_offload and not overrides)  # fmt: skip
+        ctx = resolve_flash_attn(hp, ctx, memory, model.tensors, placement)
         compute = compute_buffers(hp, ctx, memory, model.tensors, placement, pipeline, planned=planned)
     else:
         reserved = compute_buffer(hp, ctx, memory, model.tensors)
         compute = [0] * (n_devices - 1) + [reserved.prompt if planned else reserved.bytes]
+    notes = _notes(hp, settings, ctx, placement, guessed)
     names = device_names(gpus)
     exact = COMPUTE not in guessed and all(buffer_of(gpus[d]).exact for d in used)
     devices = [
@@ -170,8 +171,11 @@ def _notes(hp: LlamaCppHParams, settings: LlamaCppSettings, ctx: Context, placem
         notes.append(f"context {settings.ctx_size} padded to {ctx.n_ctx} (whole 256-cell blocks per sequence)")
     if settings.parallel < 0:
         notes.append(f"--parallel auto: {ctx.n_seq_max} slots sharing one unified KV cache")
-    if settings.flash_attn == "auto":
+    if settings.flash_attn == "auto" and ctx.flash_attn:
         notes.append("--flash-attn auto resolves to on (every device here runs flash attention for these layers)")
+    elif settings.flash_attn == "auto" and ctx.auto_fa:
+        notes.append("--flash-attn auto resolves to off: a layer's flash attention would run on another device than "
+                     "the layer (its KV cache or a neighbouring layer's device draws it there)")  # fmt: skip
     if settings.split_mode == "row" and placement.gpus:
         notes.append("--split-mode row: weights are counted on their layer's GPU, not spread row by row")
     if placement.gpus and not all(buffer_of(g).exact for g in placement.gpus) and COMPUTE not in guessed:

@@ -40,6 +40,7 @@ class GraphBuilder:
         self._attn_inputs: dict[str, dict[str, Tensor | None]] = {}
         self._rs: tuple[Tensor, Tensor] | None = None
         self._layer: int | None = None  # the layer being built
+        self.flash_attn_nodes: list[tuple[Tensor, int]] = []  # each flash attention and its layer (fused nodes)
         full_offload = placement is not None and placement.offloaded == hp.n_layer_all + 1
         self._pin_norms = pin_norms and placement is not None and (n_tokens < 32 or full_offload)
 
@@ -426,6 +427,7 @@ class GraphBuilder:
             if v.type == F32:
                 v = g.cast(v, F16)
             cur = g.flash_attn_ext(q, k, v, mask, sinks)
+            self.flash_attn_nodes.append((cur, self._layer))
             if v_mla is not None:
                 cur = g.cont(g.permute(g.mul_mat(v_mla, g.permute(cur, 0, 2, 1, 3)), 0, 2, 1, 3))
             cur = g.reshape(cur, cur.ne[0] * cur.ne[1], cur.ne[2] * cur.ne[3])

@@ -33,6 +33,12 @@ FIRST_LAYER_TENSORS = frozenset(
 #: tensors every layer uses, one copy in each device's buffer that holds a layer (`TENSOR_DUPLICATED` for
 #: layers after the first, `LLM_TENSOR_LAYER_REPEATING`)
 PER_LAYER_SHARED = frozenset({"rope_freqs.weight", "rope_factors_long.weight", "rope_factors_short.weight"})
+#: architectures whose final norm is named `token_embd_norm` (`LLM_TENSOR_OUTPUT_NORM_LFM2`): on the output layer
+OUTPUT_EMBD_NORM = frozenset({"lfm2", "lfm2moe"})
+#: architectures whose full-attention layers alone load the rope frequencies (Gemma 4's proportional rope)
+ROPE_FREQS_FULL_ATTENTION = frozenset({"gemma4"})
+#: a NextN layer's tensor that an architecture's loader loads all the same (created without the layers' skip flag)
+NEXTN_LOADED = {"deepseek32": "exp_probs_b.bias", "glm-dsa": "exp_probs_b.bias"}
 _LAYER = re.compile(r"blk\.(\d+)\.")
 MATRIX_ROW_PADDING = 512  # ggml-cuda: quantized rows are padded to this many elements
 
@@ -102,6 +108,7 @@ class Placement:
     layers: tuple[int, ...]  # n_layer_all entries
     output: int
     overrides: tuple[Override, ...] = ()
+    arch: str = ""  # the architecture, for where its `load_arch_tensors` puts a tensor
 
     def device_of(self, il: int) -> int:
         return self.output if il >= len(self.layers) else self.layers[il]
@@ -151,18 +158,20 @@ def place_layers(
         position = np.float32(il - start) / np.float32(active)
         return devices[int(np.searchsorted(splits, position, side="right"))]
 
-    return Placement(tuple(gpus), tuple(device(il) for il in range(n_all)), device(n_all), tuple(overrides))
+    layers = tuple(device(il) for il in range(n_all))
+    return Placement(tuple(gpus), layers, device(n_all), tuple(overrides), hp.arch)
 
 
 def tensor_device(name: str, placement: Placement) -> int:
     """The device a weight lives on: input tensors on the CPU, a layer's on its layer's device (the embedding
-    norm on the first layer's), the rest (output, output_norm, ...) on the output layer's; an override first."""
+    norm on the first layer's unless it is the final norm), the rest (output, output_norm, ...) on the output
+    layer's; an override first."""
     for override in placement.overrides:
         if override.matches(name):
             return override.device
     if name in INPUT_TENSORS:
         return -1
-    if name in FIRST_LAYER_TENSORS:
+    if name in FIRST_LAYER_TENSORS and not (name == "token_embd_norm.weight" and placement.arch in OUTPUT_EMBD_NORM):
         return placement.device_of(0)
     m = _LAYER.match(name)
     return placement.device_of(int(m[1])) if m else placement.output
@@ -171,24 +180,29 @@ def tensor_device(name: str, placement: Placement) -> int:
 def weights_per_device(hp: LlamaCppHParams, tensors: Mapping[str, TensorInfo], placement: Placement) -> dict[int, int]:
     """Bytes of weights each device holds (-1: the CPU), as the model's buffers sum them. A tied output matrix is
     a second copy of the token embeddings on the output layer's device when that is a GPU; a tensor every layer
-    uses (rope frequencies) has a copy on each device that holds a layer; NextN layers' tensors are skipped
-    unless loaded for speculative decoding (they are not here)."""
+    uses (rope frequencies) has a copy on each device that holds a layer using it; NextN layers' tensors are skipped
+    unless loaded for speculative decoding (they are not here), but for `NEXTN_LOADED`."""
     out: dict[int, int] = {}
     buffers = {device: buffer_of(gpu) for device, gpu in [(-1, None), *enumerate(placement.gpus)]}
     n_layer = hp.n_layer
     for name, info in tensors.items():
         m = _LAYER.match(name)
-        if m and int(m[1]) >= n_layer:
+        if m and int(m[1]) >= n_layer and name[m.end() :] != NEXTN_LOADED.get(hp.arch):
             continue
-        if name in PER_LAYER_SHARED:
-            devices = sorted(set(placement.layers[:n_layer]))
-        else:
-            devices = (tensor_device(name, placement),)
-        for device in devices:
+        shared = name in PER_LAYER_SHARED
+        for device in _shared_devices(hp, placement) if shared else (tensor_device(name, placement),):
             _add(out, device, buffers[device], info)
     if hp.tied_output and "output.weight" not in tensors and "token_embd.weight" in tensors and placement.output >= 0:
         _add(out, placement.output, buffers[placement.output], tensors["token_embd.weight"])
     return out
+
+
+def _shared_devices(hp: LlamaCppHParams, placement: Placement) -> list[int]:
+    """The devices of the layers that load a tensor every layer uses (`TENSOR_DUPLICATED` after the first)."""
+    layers = range(hp.n_layer)
+    if hp.arch in ROPE_FREQS_FULL_ATTENTION:
+        layers = [il for il in layers if not hp.is_swa[il]]
+    return sorted({placement.layers[il] for il in layers})
 
 
 def _add(out: dict[int, int], device: int, buffer: Buffer, info: TensorInfo) -> None:

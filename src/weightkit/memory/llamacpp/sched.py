@@ -196,6 +196,15 @@ def _copy(src: Tensor, flags: int) -> Tensor:
     return t
 
 
+def assigned_devices(graph: Graph, gpus: Sequence[Buffer]) -> dict[int, int]:
+    """The device (a GPU's index, -1 for the CPU) each node of `graph` runs on (by `id`), as the scheduler assigns
+    them before splitting (`ggml_backend_sched_get_tensor_backend` after `ggml_backend_sched_split_graph`)."""
+    scheduler = _Scheduler(graph, gpus, True, 1)
+    scheduler.assign()
+    cpu = scheduler.cpu
+    return {key: -1 if backend == cpu else backend for key, backend in scheduler.backend.items()}
+
+
 def backend_buffers(
     graph: Graph,
     gpus: Sequence[Buffer],
