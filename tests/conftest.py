@@ -4,6 +4,7 @@ is missing."""
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -24,16 +25,12 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ.pop("COLUMNS", None)
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's loadgroup reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Skip each test marked `needs_torch` or `needs_mlx` whose package is missing, naming the extra; keep the
-    tests that read the Gemma file with gguf-py on one worker (`--dist loadgroup`), so it is read once a run."""
+    """Skip each test marked `needs_torch` or `needs_mlx` whose package is missing, naming the extra."""
     for item in items:
         for marker in NEEDS:
             if item.get_closest_marker(marker) is not None and (reason := missing(marker)):
                 item.add_marker(pytest.mark.skip(reason=reason))
-        if "gemma_reader" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group("gemma_reader"))
 
 
 @contextmanager
@@ -102,12 +99,10 @@ def gemma_path(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def gemma_reader(gemma_path):
-    """gguf-py's reader on the Gemma file: it takes gguf-py about 13 s, so it is read once per run (its tests are
-    kept on one worker)."""
-    import gguf
-
-    return gguf.GGUFReader(gemma_path)
+def gemma_gguf_py() -> dict:
+    """gguf-py's view of the Gemma file (metadata, tensor infos, hashes of its data and dequantized values),
+    recorded by tests/data/make_gemma_gguf_py.py: gguf-py takes about 30 s to read the file."""
+    return json.loads((REPO / "tests" / "data" / "gemma_gguf_py.json").read_text())
 
 
 @pytest.fixture(scope="session")

@@ -150,10 +150,11 @@ def test_gpu_takes_a_comma_list_as_a_repeated_flag(capsys, gemma_path):
                                                                         ("CPU", None)]  # fmt: skip
 
 
-def test_a_context_beyond_the_trained_length_is_warned_of(capsys, gemma_path, gemma_reader):
+def test_a_context_beyond_the_trained_length_is_warned_of(capsys, gemma_path, gemma_gguf_py):
     """llama_context's warning, as llama.cpp words it, when a sequence's context (n_ctx_seq: -c padded to 256
-    cells, divided among the sequences unless they share one cache) exceeds the model's trained length."""
-    n_ctx_train = int(gemma_reader.fields["gemma3.context_length"].contents())
+    cells, divided among the sequences unless they share one cache) exceeds the model's trained length (as
+    gguf-py reads it, recorded by tests/data/make_gemma_gguf_py.py)."""
+    n_ctx_train = int(gemma_gguf_py["metadata"]["gemma3.context_length"]["contents"])
     padded = -(-(n_ctx_train + 1000) // 256) * 256  # GGML_PAD(n_ctx, 256)
     warning = f"n_ctx_seq ({padded}) > n_ctx_train ({n_ctx_train}) -- possible training context overflow"
     cases = {  # flags: the warnings
