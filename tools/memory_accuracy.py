@@ -8,7 +8,6 @@ recurrent state, compute buffer (both reserves, CPU) and output buffer (the MiB 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 import tempfile
@@ -23,13 +22,8 @@ from weightkit.memory.llamacpp.context import ContextParams, ContextRefused, mak
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data"
 MiB = 1 << 20
-
-
-def _models():
-    spec = importlib.util.spec_from_file_location("memory_models", DATA / "memory_models.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+sys.path.insert(0, str(DATA))
+import memory_models  # noqa: E402
 
 
 def _gemma() -> Path:
@@ -71,12 +65,11 @@ def _worst(values: list[float], unit: str) -> str:
 
 
 def main() -> None:
-    models = _models()
     rows: dict[tuple[str, str], dict] = defaultdict(lambda: {"models": [], "cases": []})
     with tempfile.TemporaryDirectory() as tmp:
         for record, kind in (("llama_memory.json", "exact"), ("llama_memory_generic.json", "generic")):
             for name, cases in json.loads((DATA / record).read_text()).items():
-                path = _gemma() if name == "gemma-3-270m" else models.write_model(name, Path(tmp))
+                path = _gemma() if name == "gemma-3-270m" else memory_models.write_model(name, Path(tmp))
                 arch, found = deviations(path, cases)
                 rows[arch, kind]["models"].append(name)
                 rows[arch, kind]["cases"] += found

@@ -61,16 +61,22 @@ def deepseek2(b: GraphBuilder) -> Graph:
         cur, residual = output_rows(b, il, out_ids, cur, inp)
         ffn_inp = g.add(cur, residual)
         cur = b.norm(ffn_inp, b.w("ffn_norm.weight", il))
-        if il < hp.n_layer_dense_lead:
-            cur = b.ffn(cur, il, biases=False)
-        else:
-            moe = b.moe_ffn(cur, il, hp.n_expert, hp.n_expert_used, gating=gating,
-                            norm_w=bool(hp.flags.get("expert_weights_norm")),
-                            w_scale=float(hp.flags.get("expert_weights_scale", 0.0)),
-                            exp_probs_b=b.w("exp_probs_b.bias", il))  # fmt: skip
-            cur = g.add(moe, b.ffn(cur, il, biases=False, suffix="_shexp"))
+        cur = expert_ffn(b, il, cur, gating, norm_w=bool(hp.flags.get("expert_weights_norm")))
         inp = g.add(cur, ffn_inp)
     return logits(b, b.norm(inp, b.w("output_norm.weight")))
+
+
+def expert_ffn(b: GraphBuilder, il: int, cur: Tensor, gating: str, *, norm_w: bool) -> Tensor:
+    """DeepSeek's feed-forward, which GLM-4.5 and Kimi-Linear share: a dense one in the leading layers, else the
+    routed experts (their weights normed where `norm_w`, scaled, the selection biased where the layer has
+    `exp_probs_b`) beside the shared expert."""
+    hp = b.hp
+    if il < hp.n_layer_dense_lead:
+        return b.ffn(cur, il, biases=False)
+    moe = b.moe_ffn(cur, il, hp.n_expert, hp.n_expert_used, gating=gating, norm_w=norm_w,
+                    w_scale=float(hp.flags.get("expert_weights_scale", 0.0)),
+                    exp_probs_b=b.w("exp_probs_b.bias", il))  # fmt: skip
+    return g.add(moe, b.ffn(cur, il, biases=False, suffix="_shexp"))
 
 
 def deepseek32(b: GraphBuilder) -> Graph:
@@ -113,14 +119,7 @@ def deepseek32(b: GraphBuilder) -> Graph:
         cur, residual = output_rows(b, il, out_ids, cur, inp)
         ffn_inp = g.add(cur, residual)
         cur = b.norm(ffn_inp, b.w("ffn_norm.weight", il))
-        if il < hp.n_layer_dense_lead:
-            cur = b.ffn(cur, il, biases=False)
-        else:
-            moe = b.moe_ffn(cur, il, hp.n_expert, hp.n_expert_used, gating=gating,
-                            norm_w=bool(hp.flags.get("expert_weights_norm")),
-                            w_scale=float(hp.flags.get("expert_weights_scale", 0.0)),
-                            exp_probs_b=b.w("exp_probs_b.bias", il))  # fmt: skip
-            cur = g.add(moe, b.ffn(cur, il, biases=False, suffix="_shexp"))
+        cur = expert_ffn(b, il, cur, gating, norm_w=bool(hp.flags.get("expert_weights_norm")))
         inp = g.add(cur, ffn_inp)
     embd = b.norm(inp, b.w("output_norm.weight"))
     return b.finish(embd, b.mm(b.output_weight(), embd), embd)

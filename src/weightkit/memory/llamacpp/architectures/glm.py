@@ -6,7 +6,7 @@ from .. import ggml as g
 from ..ggml import Graph
 from ..graph_builder import GraphBuilder
 from .decoder import attention, logits, output_rows
-from .deepseek import GATING, SIGMOID
+from .deepseek import GATING, SIGMOID, expert_ffn
 
 
 def glm4moe(b: GraphBuilder) -> Graph:
@@ -22,13 +22,6 @@ def glm4moe(b: GraphBuilder) -> Graph:
         cur, residual = output_rows(b, il, out_ids, cur, inp)
         ffn_inp = g.add(cur, residual)
         cur = b.norm(ffn_inp, b.w("post_attention_norm.weight", il))
-        if il < hp.n_layer_dense_lead:
-            cur = b.ffn(cur, il, biases=False)
-        else:
-            moe = b.moe_ffn(cur, il, hp.n_expert, hp.n_expert_used, gating=gating,
-                            norm_w=bool(hp.flags.get("expert_weights_norm")),
-                            w_scale=float(hp.flags.get("expert_weights_scale", 0.0)),
-                            exp_probs_b=b.w("exp_probs_b.bias", il))  # fmt: skip
-            cur = g.add(moe, b.ffn(cur, il, biases=False, suffix="_shexp"))
+        cur = expert_ffn(b, il, cur, gating, norm_w=bool(hp.flags.get("expert_weights_norm")))
         inp = g.add(cur, ffn_inp)
     return logits(b, b.norm(inp, b.w("output_norm.weight")))

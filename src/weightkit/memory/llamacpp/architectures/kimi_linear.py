@@ -12,7 +12,7 @@ from .. import ggml as g
 from ..ggml import Graph, Tensor
 from ..graph_builder import GraphBuilder
 from .decoder import logits, output_rows
-from .deepseek import GATING
+from .deepseek import GATING, expert_ffn
 from .qwen_next import l2_norm
 
 
@@ -105,12 +105,6 @@ def kimi_linear(b: GraphBuilder) -> Graph:
         cur, residual = output_rows(b, il, out_ids, cur, inp)
         ffn_inp = g.add(cur, residual)
         cur = b.norm(ffn_inp, b.w("ffn_norm.weight", il))
-        if il < hp.n_layer_dense_lead:
-            cur = b.ffn(cur, il, biases=False)
-        else:
-            moe = b.moe_ffn(cur, il, hp.n_expert, hp.n_expert_used, gating=gating,
-                            w_scale=float(hp.flags.get("expert_weights_scale", 0.0)),
-                            exp_probs_b=b.w("exp_probs_b.bias", il))  # fmt: skip
-            cur = g.add(moe, b.ffn(cur, il, biases=False, suffix="_shexp"))
+        cur = expert_ffn(b, il, cur, gating, norm_w=True)
         inp = g.add(cur, ffn_inp)
     return logits(b, b.norm(inp, b.w("output_norm.weight")))
