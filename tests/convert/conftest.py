@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import fcntl
 import functools
-import importlib.util
 from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 
 from ..conftest import BuiltEach
+from ..scripts import load_script
 
 DATA = Path(__file__).resolve().parents[1] / "data"
-_spec = importlib.util.spec_from_file_location("make_hf_checkpoints", DATA / "make_hf_checkpoints.py")
-make_hf_checkpoints = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(make_hf_checkpoints)
+make_hf_checkpoints = load_script(DATA / "make_hf_checkpoints.py")
 
 
 @functools.cache

@@ -5,7 +5,6 @@ from the real tools by tests/data/make_convert_quant_golden.py)."""
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import os
 import signal
@@ -25,11 +24,10 @@ from weightkit.llama_quantize import QuantizeOptions, quantize_gguf
 from ..llama_quantize.test_imatrix import _legacy
 from ..llama_quantize.test_mixes import GENERATOR, _options
 from ..processes import children
+from ..scripts import load_script
 
 DATA = Path(__file__).resolve().parents[1] / "data"
-_spec = importlib.util.spec_from_file_location("make_convert_quant_golden", DATA / "make_convert_quant_golden.py")
-RECORDER = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(RECORDER)
+RECORDER = load_script(DATA / "make_convert_quant_golden.py")
 GOLDEN = json.loads((DATA / "convert_quant_golden.json").read_text())
 CASES = [(name, key) for name, record in GOLDEN["checkpoints"].items() for key in record["runs"]]
 

@@ -11,7 +11,6 @@ and the reference converter's file for weightkit's folder of each tiny GGUF.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import subprocess
 import sys
@@ -30,12 +29,11 @@ from weightkit.errors import ArgumentError, UnsupportedError
 from weightkit.safetensors import SafetensorsCheckpoint
 
 from ..conftest import BuiltEach
+from ..scripts import load_script
 from .conftest import DATA
 
 GOLDEN = json.loads((DATA / "tohf_golden.json").read_text())
-_spec = importlib.util.spec_from_file_location("make_tohf_golden", DATA / "make_tohf_golden.py")
-make_tohf_golden = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(make_tohf_golden)
+make_tohf_golden = load_script(DATA / "make_tohf_golden.py")
 TINY = list(GOLDEN["tiny"])
 
 

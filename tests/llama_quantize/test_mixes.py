@@ -6,7 +6,6 @@ whole output files against llama-quantize's, hash for hash."""
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import subprocess
 import sys
@@ -22,6 +21,8 @@ from weightkit.gguf import GGUFValueType, Value, write_gguf
 from weightkit.llama_quantize import QuantizeOptions, plan_types, quantize_gguf, resolve_target
 from weightkit.llama_quantize.mixes import file_type, llama_order, mixture_names
 from weightkit.llama_quantize.options import parse_kv_override
+
+from ..scripts import load_script
 
 RECORD = json.loads((Path(__file__).parents[1] / "data" / "llama_mixes.json").read_text())
 
@@ -41,11 +42,7 @@ def _model_file(path: Path, record: dict) -> Path:
 
 def _generator():
     """tests/data/make_llama_mixes.py, for `parse_key`: the records' keys are read as the generator wrote them."""
-    path = Path(__file__).parents[1] / "data" / "make_llama_mixes.py"
-    spec = importlib.util.spec_from_file_location("make_llama_mixes", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(Path(__file__).parents[1] / "data" / "make_llama_mixes.py")
 
 
 GENERATOR = _generator()

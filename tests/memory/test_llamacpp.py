@@ -7,9 +7,7 @@ llama.cpp logs them with; the same refusals with llama.cpp's reasons."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,19 +18,14 @@ from weightkit.memory.llamacpp.cache import make_memory, output_bytes
 from weightkit.memory.llamacpp.compute import compute_buffer
 from weightkit.memory.llamacpp.context import ContextParams, ContextRefused, make_context
 
+from ..scripts import load_script
+
 DATA = Path(__file__).parents[1] / "data"
 RECORD = json.loads((DATA / "llama_memory.json").read_text())
 MiB = 1 << 20
 
 
-def _models():
-    spec = importlib.util.spec_from_file_location("memory_models", DATA / "memory_models.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-MODELS = _models()
+MODELS = load_script(DATA / "memory_models.py")
 
 
 @pytest.fixture(scope="module")
@@ -133,11 +126,7 @@ def test_gemma2_caps_its_logits_without_the_keys(tmp_path):
 
 
 def _oracle():
-    spec = importlib.util.spec_from_file_location("llama_oracle", DATA.parents[1] / "tools" / "llama_oracle.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load_script(DATA.parents[1] / "tools" / "llama_oracle.py")
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,6 @@ each other, a skeleton model of real shapes in tests/data/memory_models.py and l
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
 import json
 import re
@@ -19,11 +18,11 @@ from weightkit.memory.llamacpp.architectures import ARCHITECTURES, LlamaCppArchi
 from weightkit.memory.llamacpp.architectures.entry import DSA, RECURRENT
 from weightkit.memory.llamacpp.hparams import LlamaCppHParams
 
+from ..scripts import load_script
+
 DATA = Path(__file__).parents[1] / "data"
 RECORD = json.loads((DATA / "llama_memory.json").read_text())
-_spec = importlib.util.spec_from_file_location("memory_models", DATA / "memory_models.py")
-MODELS = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(MODELS)
+MODELS = load_script(DATA / "memory_models.py")
 SKELETONS = {name: MODELS.architecture(name) for name in MODELS.MODELS}
 
 

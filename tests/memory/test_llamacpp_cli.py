@@ -4,7 +4,6 @@ the table and JSON say the same numbers."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -19,11 +18,11 @@ from weightkit.memory import LlamaCppSettings, estimate
 from weightkit.memory.llamacpp.architectures import read_hparams
 from weightkit.memory.llamacpp.context import ContextParams
 
+from ..scripts import load_script
+
 DATA = Path(__file__).parents[1] / "data"
 RECORD = json.loads((DATA / "llama_memory.json").read_text())
-_spec = importlib.util.spec_from_file_location("memory_models", DATA / "memory_models.py")
-MODELS = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(MODELS)
+MODELS = load_script(DATA / "memory_models.py")
 
 
 def _recorded(model: str, **params) -> dict:

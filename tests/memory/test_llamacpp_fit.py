@@ -4,7 +4,6 @@ the context, the layers on the GPUs, the tensor split and, for models with exper
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -16,12 +15,12 @@ from weightkit.memory import GPU, LlamaCppSettings
 from weightkit.memory.llamacpp import fit
 from weightkit.memory.llamacpp.fitting import fit_settings
 
+from ..scripts import load_script
+
 DATA = Path(__file__).parents[1] / "data"
 RECORD = json.loads((DATA / "llama_fit.json").read_text())
 GIB = 1 << 30
-_spec = importlib.util.spec_from_file_location("memory_models", DATA / "memory_models.py")
-MODELS = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(MODELS)
+MODELS = load_script(DATA / "memory_models.py")
 
 
 @pytest.fixture(scope="module")

@@ -7,10 +7,8 @@ clear errors for what it cannot read."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -35,6 +33,8 @@ from weightkit.memory.llamacpp.known_architectures import (
     RECURRENT,
 )
 
+from ..scripts import load_script
+
 DATA = Path(__file__).parents[1] / "data"
 ARCHS = json.loads((DATA / "llama_archs.json").read_text())
 RECORD = json.loads((DATA / "llama_memory_generic.json").read_text())
@@ -42,15 +42,7 @@ COMPUTE_TOLERANCE = 0.10  # the nearest family's graph against the architecture'
 MiB = 1 << 20
 
 
-def _load(name: str, path: Path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault(name, module)
-    spec.loader.exec_module(module)
-    return module
-
-
-MODELS = _load("memory_models", DATA / "memory_models.py")
+MODELS = load_script(DATA / "memory_models.py")
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +89,7 @@ def test_the_recording_is_llama_cpps_source_where_given():
     source = os.environ.get("LLAMA_CPP_SOURCE")
     if not source:
         pytest.skip("LLAMA_CPP_SOURCE is not set (the check against the recording above needs no source)")
-    maker = _load("make_llama_archs", DATA / "make_llama_archs.py")
+    maker = load_script(DATA / "make_llama_archs.py")
     assert maker.record(Path(source)) == ARCHS
 
 

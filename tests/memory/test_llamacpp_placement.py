@@ -13,7 +13,6 @@ quantized tensor's rows to 512 elements (`ggml_backend_cuda_buffer_type_get_allo
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -27,11 +26,11 @@ from weightkit.memory.llamacpp import LlamaCppSettings, estimate, place_layers, 
 from weightkit.memory.llamacpp.placement import weights_per_device
 from weightkit.model import TensorInfo
 
+from ..scripts import load_script
+
 GIB = 1 << 30
 DATA = Path(__file__).parents[1] / "data"
-_spec = importlib.util.spec_from_file_location("memory_models", DATA / "memory_models.py")
-MODELS = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(MODELS)
+MODELS = load_script(DATA / "memory_models.py")
 
 
 @pytest.fixture(scope="module")

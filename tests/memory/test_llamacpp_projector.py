@@ -6,7 +6,6 @@ how its fit counts it."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -19,12 +18,12 @@ from weightkit.memory import GPU, LlamaCppSettings
 from weightkit.memory.llamacpp import estimate, estimate_projector, fit
 from weightkit.memory.llamacpp.projector import GRAPHS, fit_margins
 
+from ..scripts import load_script
+
 DATA = Path(__file__).parents[1] / "data"
 RECORD = json.loads((DATA / "mmproj_memory.json").read_text())
 MiB = 1 << 20
-_spec = importlib.util.spec_from_file_location("memory_models", DATA / "memory_models.py")
-MODELS = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(MODELS)
+MODELS = load_script(DATA / "memory_models.py")
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,6 @@ that reproduce ggml's scalar arithmetic."""
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +12,8 @@ import pytest
 from weightkit.quant._scale_search import nearest_int, seq_sum
 from weightkit.quant.iq_math import best_index
 from weightkit.quant.iq_tables import codebooks, grid_search, levels, pack_keys, packed_levels, sign_bits
+
+from ..scripts import load_script
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -164,9 +165,7 @@ def test_seq_sum_along_rows_is_left_to_right() -> None:
 
 def test_make_iq_tables_parser() -> None:
     """The extraction script reads GGML_TABLE blocks and #defines as ggml-common.h writes them."""
-    spec = importlib.util.spec_from_file_location("make_iq_tables", REPO / "tools" / "make_iq_tables.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script(REPO / "tools" / "make_iq_tables.py")
     header = """
         #define IQ1S_DELTA 0.125f
         GGML_TABLE_BEGIN(int8_t, kvalues_iq4nl, 16)
