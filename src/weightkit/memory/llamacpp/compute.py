@@ -264,11 +264,10 @@ def resolve_flash_attn(hp: LlamaCppHParams, ctx: Context, memory: Memory, tensor
     graph leaves out repeat those it keeps, on the same device, and are scheduled alike."""
     if not (ctx.auto_fa and ctx.flash_attn):
         return ctx
-    n_seqs = ctx.n_seq_max
     plan = repetition(hp, tensors, placement)
     trials = plan.trials() if plan is not None else []
     layers = plan.layers(trials[0]) if trials else None
-    builder = build_graph(hp, ctx, memory, tensors, n_seqs, n_seqs, n_seqs, placement, layers)
+    builder = build_graph(hp, ctx, memory, tensors, *_batches(ctx)[1], placement, layers)
     devices = assigned_devices(builder.graph, [buffer_of(gpu) for gpu in placement.gpus])
     if any(devices.get(id(node)) != placement.device_of(il) for node, il in builder.flash_attn_nodes):
         return replace(ctx, flash_attn=False)
