@@ -225,7 +225,7 @@ def _ffn(b: GraphBuilder, il: int, cur: Tensor) -> Tensor:
     hp = b.hp
     if not _has(b, "ffn_gate_inp.weight", il):
         return b.ffn(cur, il)
-    gating = {2: "sigmoid", 3: "softmax_weight"}.get(int(hp.flags.get("expert_gating_func", 0)), "softmax")
+    gating = deepseek.GATING.get(int(hp.flags.get("expert_gating_func", 0)), "softmax")
     probs_b = b.w("exp_probs_b.bias", il) if _has(b, "exp_probs_b.bias", il) else None
     moe = b.moe_ffn(cur, il, hp.n_expert, hp.n_expert_used, gating=gating, exp_probs_b=probs_b)
     if _has(b, "ffn_up_shexp.weight", il):
