@@ -13,7 +13,7 @@ from ..ggml import Graph, Tensor
 from ..graph_builder import GraphBuilder
 from .decoder import logits, output_rows
 from .deepseek import GATING, expert_ffn
-from .qwen_next import l2_norm
+from .qwen_next import gdn_l2_norm
 
 
 def _causal_conv(b: GraphBuilder, il: int, cur: Tensor, states: Tensor, state: Tensor, name: str) -> Tensor:
@@ -53,7 +53,7 @@ def _kda_layer(b: GraphBuilder, il: int, cur: Tensor) -> Tensor:
     cur = g.reshape(cur, cur.ne[0], per_seq, n_seqs)
     ssm_states = b.rs_state(il, "s")
     state = g.reshape(b.build_rs(ssm_states, hp.n_embd_s), head, head, n_head, n_seqs)
-    result = g.gated_delta_net(l2_norm(q), l2_norm(k), v, decay, beta, state)
+    result = g.gated_delta_net(gdn_l2_norm(q), gdn_l2_norm(k), v, decay, beta, state)
     rs = g.row_size(result.type, 1)
     output = g.view(result, (head, n_head, per_seq, n_seqs),
                     (rs * head, rs * head * n_head, rs * head * n_head * per_seq))  # fmt: skip

@@ -108,7 +108,7 @@ def _delta_net_layer(b: GraphBuilder, il: int, cur: Tensor, variant: _Variant) -
     q = g.view(mixed, (head_k, n_k_heads, per_seq, n_seqs), (size * head_k, row, row * per_seq))
     k = g.view(mixed, (head_k, n_k_heads, per_seq, n_seqs), (size * head_k, row, row * per_seq))
     v = g.view(mixed, (head_v, n_v_heads, per_seq, n_seqs), (size * head_v, row, row * per_seq))
-    q, k = l2_norm(q), l2_norm(k)
+    q, k = gdn_l2_norm(q), gdn_l2_norm(k)
     if variant.repeat_heads and n_k_heads != n_v_heads:
         ratio, rows = n_v_heads // n_k_heads, per_seq * n_seqs
         q, k = (g.reshape(g.repeat(g.reshape(t, head_k, 1, n_k_heads, rows), head_k, ratio, n_k_heads, rows),
@@ -126,7 +126,7 @@ def _delta_net_layer(b: GraphBuilder, il: int, cur: Tensor, variant: _Variant) -
     return g.reshape(cur, hp.n_embd, b.n_tokens)
 
 
-def l2_norm(t: Tensor) -> Tensor:
+def gdn_l2_norm(t: Tensor) -> Tensor:
     """`build_gdn_l2_norm`: an RMS norm, scaled."""
     return g.scale(g.rms_norm(t))
 
