@@ -72,6 +72,11 @@ class LlamaCppHParams:
     n_embd_head_kda: int = 0  # Kimi's KDA (delta attention) head size: Q, K and V convolved, a state matrix per head
     token_shift_count: int = 2
     tied_output: bool = True
+    # where the loader departs from the common layout: the final norm named `token_embd_norm`, on the output layer
+    # (LFM2); rope frequencies loaded by the full-attention layers alone (Gemma 4); NextN tensors loaded all the same
+    output_norm_embd: bool = False
+    rope_freqs_full_attention: bool = False
+    nextn_loaded: tuple[str, ...] = ()
     flags: Mapping[str, Any] = field(default_factory=dict)  # architecture switches the graphs read
 
     @property

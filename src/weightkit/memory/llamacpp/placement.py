@@ -33,12 +33,6 @@ FIRST_LAYER_TENSORS = frozenset(
 #: tensors every layer uses, one copy in each device's buffer that holds a layer (`TENSOR_DUPLICATED` for
 #: layers after the first, `LLM_TENSOR_LAYER_REPEATING`)
 PER_LAYER_SHARED = frozenset({"rope_freqs.weight", "rope_factors_long.weight", "rope_factors_short.weight"})
-#: architectures whose final norm is named `token_embd_norm` (`LLM_TENSOR_OUTPUT_NORM_LFM2`): on the output layer
-OUTPUT_EMBD_NORM = frozenset({"lfm2", "lfm2moe"})
-#: architectures whose full-attention layers alone load the rope frequencies (Gemma 4's proportional rope)
-ROPE_FREQS_FULL_ATTENTION = frozenset({"gemma4"})
-#: a NextN layer's tensor that an architecture's loader loads all the same (created without the layers' skip flag)
-NEXTN_LOADED = {"deepseek32": "exp_probs_b.bias", "glm-dsa": "exp_probs_b.bias"}
 _LAYER = re.compile(r"blk\.(\d+)\.")
 MATRIX_ROW_PADDING = 512  # ggml-cuda: quantized rows are padded to this many elements
 
@@ -108,7 +102,7 @@ class Placement:
     layers: tuple[int, ...]  # n_layer_all entries
     output: int
     overrides: tuple[Override, ...] = ()
-    arch: str = ""  # the architecture, for where its `load_arch_tensors` puts a tensor
+    output_norm_embd: bool = False  # `token_embd_norm` is the final norm (`LlamaCppHParams.output_norm_embd`)
 
     def device_of(self, il: int) -> int:
         return self.output if il >= len(self.layers) else self.layers[il]
@@ -159,7 +153,7 @@ def place_layers(
         return devices[int(np.searchsorted(splits, position, side="right"))]
 
     layers = tuple(device(il) for il in range(n_all))
-    return Placement(tuple(gpus), layers, device(n_all), tuple(overrides), hp.arch)
+    return Placement(tuple(gpus), layers, device(n_all), tuple(overrides), hp.output_norm_embd)
 
 
 def tensor_device(name: str, placement: Placement) -> int:
@@ -171,7 +165,7 @@ def tensor_device(name: str, placement: Placement) -> int:
             return override.device
     if name in INPUT_TENSORS:
         return -1
-    if name in FIRST_LAYER_TENSORS and not (name == "token_embd_norm.weight" and placement.arch in OUTPUT_EMBD_NORM):
+    if name in FIRST_LAYER_TENSORS and not (name == "token_embd_norm.weight" and placement.output_norm_embd):
         return placement.device_of(0)
     m = _LAYER.match(name)
     return placement.device_of(int(m[1])) if m else placement.output
@@ -181,13 +175,14 @@ def weights_per_device(hp: LlamaCppHParams, tensors: Mapping[str, TensorInfo], p
     """Bytes of weights each device holds (-1: the CPU), as the model's buffers sum them. A tied output matrix is
     a second copy of the token embeddings on the output layer's device when that is a GPU; a tensor every layer
     uses (rope frequencies) has a copy on each device that holds a layer using it; NextN layers' tensors are skipped
-    unless loaded for speculative decoding (they are not here), but for `NEXTN_LOADED`."""
+    unless loaded for speculative decoding (they are not here), but for those the loader creates all the same
+    (`nextn_loaded`)."""
     out: dict[int, int] = {}
     buffers = {device: buffer_of(gpu) for device, gpu in [(-1, None), *enumerate(placement.gpus)]}
     n_layer = hp.n_layer
     for name, info in tensors.items():
         m = _LAYER.match(name)
-        if m and int(m[1]) >= n_layer and name[m.end() :] != NEXTN_LOADED.get(hp.arch):
+        if m and int(m[1]) >= n_layer and name[m.end() :] not in hp.nextn_loaded:
             continue
         shared = name in PER_LAYER_SHARED
         for device in _shared_devices(hp, placement) if shared else (tensor_device(name, placement),):
@@ -200,7 +195,7 @@ def weights_per_device(hp: LlamaCppHParams, tensors: Mapping[str, TensorInfo], p
 def _shared_devices(hp: LlamaCppHParams, placement: Placement) -> list[int]:
     """The devices of the layers that load a tensor every layer uses (`TENSOR_DUPLICATED` after the first)."""
     layers = range(hp.n_layer)
-    if hp.arch in ROPE_FREQS_FULL_ATTENTION:
+    if hp.rope_freqs_full_attention:
         layers = [il for il in layers if not hp.is_swa[il]]
     return sorted({placement.layers[il] for il in layers})
 

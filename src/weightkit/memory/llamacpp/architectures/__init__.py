@@ -88,6 +88,7 @@ ARCHITECTURES: Mapping[str, LlamaCppArchitecture] = {
         experts=True,  # 26B-A4B's, beside the dense FFN
         shared_kv=True,
         per_layer_input=True,
+        rope_freqs_full_attention=True,
         required=("attention.key_length_swa", "attention.value_length_swa"),
         flags={"final_softcap": "final_logit_softcapping"},
         flag_defaults={"final_softcap": 30.0},  # llama_hparams' default, which gemma4 keeps without the key
@@ -102,11 +103,19 @@ ARCHITECTURES: Mapping[str, LlamaCppArchitecture] = {
     "mistral4": _DEEPSEEK2,  # llama.cpp's mistral4 is deepseek2's loader and graph
     "glm4moe": LlamaCppArchitecture(glm.glm4moe, experts=True, flags=_ROUTING),
     "deepseek32": LlamaCppArchitecture(
-        deepseek.deepseek32, experts=True, mla=True, dsa="every", required=("expert_gating_func",), flags=_ROUTING
+        deepseek.deepseek32,
+        experts=True,
+        mla=True,
+        dsa="every",
+        required=("expert_gating_func",),
+        flags=_ROUTING,
+        nextn_loaded=("exp_probs_b.bias",),
     ),
     # llama.cpp's glm-dsa is deepseek32's loader and graph, with GLM-5.2's shared indexers and sigmoid routing unless
     # the file says otherwise
-    "glm-dsa": LlamaCppArchitecture(deepseek.deepseek32, experts=True, mla=True, dsa="glm", flags=_ROUTING),
+    "glm-dsa": LlamaCppArchitecture(
+        deepseek.deepseek32, experts=True, mla=True, dsa="glm", flags=_ROUTING, nextn_loaded=("exp_probs_b.bias",)
+    ),
     "llama4": LlamaCppArchitecture(
         llama4.llama4,
         swa=SlidingWindow(4, type=SWA_CHUNKED, default_window=8192, fixed_window=True),
@@ -155,8 +164,10 @@ ARCHITECTURES: Mapping[str, LlamaCppArchitecture] = {
         swa=SlidingWindow(6, type=SWA_SYMMETRIC, window_required=True),
         causal=False,  # the converter writes no attention.causal; llama.cpp sets it false for this architecture
     ),
-    "lfm2": LlamaCppArchitecture(lfm2.lfm2, recurrent="no_kv_heads", shortconv=True),
-    "lfm2moe": LlamaCppArchitecture(lfm2.lfm2, recurrent="no_kv_heads", shortconv=True, experts=True, flags=_ROUTING),
+    "lfm2": LlamaCppArchitecture(lfm2.lfm2, recurrent="no_kv_heads", shortconv=True, output_norm_embd=True),
+    "lfm2moe": LlamaCppArchitecture(
+        lfm2.lfm2, recurrent="no_kv_heads", shortconv=True, output_norm_embd=True, experts=True, flags=_ROUTING
+    ),
     "falcon-h1": LlamaCppArchitecture(falcon_h1.falcon_h1, recurrent="parallel"),
     "nemotron_h": LlamaCppArchitecture(nemotron_h.nemotron_h, recurrent="no_kv_heads_or_ffn"),
     "nemotron_h_moe": LlamaCppArchitecture(

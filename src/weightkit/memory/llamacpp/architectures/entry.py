@@ -118,6 +118,9 @@ class LlamaCppArchitecture:
     deepstack: bool = False  # reads n_deepstack_layers (Qwen3-VL's wider input embedding)
     causal: bool = True
     tied_output: bool = True  # without output.weight the token embeddings serve as the output matrix
+    output_norm_embd: bool = False  # the final norm is `token_embd_norm` (`LLM_TENSOR_OUTPUT_NORM_LFM2`)
+    rope_freqs_full_attention: bool = False  # only full-attention layers load `rope_freqs` (Gemma 4)
+    nextn_loaded: tuple[str, ...] = ()  # NextN layers' tensors the loader creates without the skip flag
     flags: Mapping[str, str] = field(default_factory=dict)  # flag name -> metadata key (a float)
     flag_defaults: Mapping[str, float] = field(default_factory=dict)  # a flag's value without its key (else 0)
 
@@ -136,6 +139,9 @@ class LlamaCppArchitecture:
         values: dict[str, Any] = dict(
             causal=bool(keys.get("attention.causal", self.causal)),
             tied_output=self.tied_output,
+            output_norm_embd=self.output_norm_embd,
+            rope_freqs_full_attention=self.rope_freqs_full_attention,
+            nextn_loaded=self.nextn_loaded,
             is_swa=(False,) * n_layer_all,
             is_recurrent=(self.recurrent == "all",) * n_layer_all,
             flags={name: float(keys.get(key, self.flag_defaults.get(name, 0.0))) for name, key in self.flags.items()},
