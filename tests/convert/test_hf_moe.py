@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from weightkit import quant
+from weightkit.convert.families.gpt_oss import repack_mxfp4
 from weightkit.convert.hf import convert_hf
-from weightkit.convert.hf.experts import repack_mxfp4
 from weightkit.errors import FormatError, UnsupportedError
 
 from .test_hf_errors import _drop, _reshape, _rewrite_tensors, _set_config, assert_refused

@@ -59,12 +59,12 @@ def split_run(key: str) -> tuple[str | None, str]:
 
 def lossless_outtype(folder: Path) -> str:
     """weightkit's converter type before quantizing: the type of the checkpoint's first matrix."""
-    from weightkit.convert.hf.architectures import ARCHITECTURES
+    from weightkit.convert.families import CONVERSIONS
     from weightkit.convert.hf.config import read_raw_config
     from weightkit.convert.hf.convert import _filtered, _resolve_outtype, hf_architecture
     from weightkit.convert.hf.tensors import close_all, read_checkpoint
 
-    arch = ARCHITECTURES[hf_architecture(read_raw_config(folder), folder)]
+    arch = CONVERSIONS[hf_architecture(read_raw_config(folder), folder)]
     sources, opened = read_checkpoint(folder)
     try:
         return _resolve_outtype("auto", _filtered(sources, arch), lossless=True)

@@ -24,7 +24,8 @@ from ...errors import ArgumentError, FormatError, UnsupportedError
 from ...gguf import GGUFWriter, Metadata, Value, plan_tensor
 from ...llama_quantize import QuantizeOptions, quantize_model
 from ...model import ModelFile, TensorInfo
-from .architectures import ARCHITECTURES, Conversion, Transform, common_filter
+from .. import families
+from ..families.family import Conversion, Transform
 from .config import CONFIG_NAME, HFConfig, load_hparams, read_raw_config
 from .kv import KV
 from .metadata import derive_metadata, size_label, write_metadata
@@ -115,12 +116,13 @@ def convert_hf(
         raise ArgumentError(f"{output}: is a folder; give the GGUF file's path")
     raw = read_raw_config(folder)
     name = hf_architecture(raw, folder)
-    arch = ARCHITECTURES.get(name)
+    arch = families.CONVERSIONS.get(name)
     if arch is None:
+        supported = ", ".join(families.CONVERSIONS)
         raise UnsupportedError(
-            f"{folder / CONFIG_NAME}: architecture {name!r} is not supported (supported: {', '.join(ARCHITECTURES)})"
+            f"{folder / CONFIG_NAME}: architecture {name!r} is not supported (supported: {supported})"
         )
-    hparams = load_hparams(folder)
+    hparams = load_hparams(folder, families.CONFIG_CLASSES)
     quantized = _quant_method(hparams, arch, folder)
     for check in arch.checks:
         check(folder, hparams)
@@ -168,6 +170,23 @@ def _quant_method(h: HFConfig, arch: Conversion, folder: Path) -> str | None:
         raise UnsupportedError(f"{folder / CONFIG_NAME}: quantized checkpoints (quantization_config, quant_method "
                                f"{method!r}) are not supported for {arch.gguf}")  # fmt: skip
     return method
+
+
+_MULTIMODAL_PREFIXES = ("mlp", "vit.", "vpm.", "siglip2.", "conformer.", "merger.", "resampler.", "sound_encoder.",
+                        "sound_projection.", "speech_embeddings.")  # fmt: skip
+_MULTIMODAL_PARTS = ("visual.", "vision.", "audio.", "talker.", "vision_", "audio_", "token2wav.", "code2wav.",
+                     "projector.", "pre_mm_projector_norm", "image_newline", "view_seperator", "patch_embed",
+                     "patch_embedding", "patch_merger.", "patch_merge_mlp.", "model.connector.")  # fmt: skip
+
+
+def common_filter(name: str) -> str | None:
+    """`TextModel.filter_tensors` and `ModelBase.filter_tensors`, which every architecture ends with: drop
+    multimodal towers, drop `language_model.` from names."""
+    if name.startswith(_MULTIMODAL_PREFIXES) or any(p in name for p in _MULTIMODAL_PARTS):
+        return None
+    if name.endswith("e_score_correction_bias"):
+        name = name.replace("e_score_correction_bias", "e_score_correction.bias")
+    return name.replace("language_model.", "")
 
 
 def _filtered(sources: dict[str, SourceTensor], arch: Conversion) -> list[tuple[str, SourceTensor]]:

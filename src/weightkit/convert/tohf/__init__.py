@@ -1,10 +1,9 @@
 """GGUF models to Hugging Face folders that transformers loads: `convert_gguf_to_hf(gguf, folder, dtype)`.
 
-`EXPORTS` is the table of supported GGUF architectures (one entry each, its names and transforms the forward
-table's, inverted).
+What it writes for each GGUF architecture is its family's `Export` (`convert.families`), whose names and
+transforms are the forward conversion's, inverted.
 """
 
-from .architectures import EXPORTS, Export
 from .export import DTYPE_CHOICES, ExportReport, convert_gguf_to_hf
 
-__all__ = ["DTYPE_CHOICES", "EXPORTS", "Export", "ExportReport", "convert_gguf_to_hf"]
+__all__ = ["DTYPE_CHOICES", "ExportReport", "convert_gguf_to_hf"]

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from .architectures import Export, TensorShapes
+from ..families.family import Export, TensorShapes
 
 _DTYPE_NAMES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
 _TOKEN_IDS = {"bos_token_id": "bos_token_id", "eos_token_id": "eos_token_id", "pad_token_id": "padding_token_id"}

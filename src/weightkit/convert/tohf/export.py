@@ -26,9 +26,9 @@ from ...errors import ArgumentError, FormatError, UnsupportedError
 from ...gguf import open_gguf
 from ...model import ModelFile
 from ...safetensors import tensor_from, write_checkpoint
-from ..hf.architectures import Transform
+from .. import families
+from ..families.family import Export, Transform
 from ..hf.config import HFConfig
-from .architectures import EXPORTS, MISTRAL, Export
 from .config import generation_ids, hf_config
 from .tokenizer import tokenizer_files
 
@@ -105,12 +105,13 @@ def convert_gguf_to_hf(
 
 
 def _export(arch: str, meta: dict[str, Any], path: Path) -> Export:
-    export = EXPORTS.get(arch)
+    """The architecture's export, or the one its `general.name` picks (llama.cpp writes Mistral as `llama`)."""
+    export = families.EXPORTS.get(arch)
     if export is None:
-        raise UnsupportedError(f"{path}: architecture {arch!r} is not supported (supported: {', '.join(EXPORTS)})")
-    if arch == "llama" and "mistral" in str(meta.get("general.name", "")).lower():
-        return MISTRAL
-    return export
+        supported = ", ".join(families.EXPORTS)
+        raise UnsupportedError(f"{path}: architecture {arch!r} is not supported (supported: {supported})")
+    name = str(meta.get("general.name", "")).lower()
+    return next((named for word, named in export.named if word in name), export)
 
 
 def _resolve_dtype(dtype: str, model: ModelFile) -> str:
@@ -123,7 +124,7 @@ def _resolve_dtype(dtype: str, model: ModelFile) -> str:
 def _gguf_to_hf(export: Export, n_blocks: int) -> dict[str, str]:
     """GGUF -> HF names (without .weight/.bias) for blocks 0..n_blocks-1: the forward map, inverted."""
     out: dict[str, str] = {}
-    for hf, gguf in export.names().items():
+    for hf, gguf in export.conversion.tensor_names.items():
         for bid in range(n_blocks) if "{bid}" in hf else [None]:
             out[gguf.format(bid=bid)] = hf.replace("{bid}", str(bid))
     return out
@@ -136,7 +137,7 @@ def _plan(export: Export, arch: str, meta: dict[str, Any], shapes: dict[str, tup
     if not isinstance(n_blocks, int) or n_blocks < 0:
         raise FormatError(path, None, f"{arch}.block_count {n_blocks!r} is not a layer count")
     names = _gguf_to_hf(export, n_blocks)
-    transforms = export.inverse_transforms()
+    transforms = export.conversion.transforms
     plan: list[_Out] = []
     for name, shape in shapes.items():
         if name in _DROPPED:

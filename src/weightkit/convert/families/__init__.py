@@ -1,0 +1,24 @@
+"""Every model family weightkit converts, one module each, registered in `FAMILIES`.
+
+A family module declares its `Family`: transformers' config classes it reads, how llama.cpp's converter writes
+each of its Hugging Face classes, and the folder `--to hf` writes for its GGUF architectures. The pieces
+families share (the standard decoder's names and shapes, the rope un-permutation, ...) are in `decoder`. Adding
+a family is a module and its line here; tests/convert/test_families.py checks every entry is complete.
+"""
+
+from __future__ import annotations
+
+from ..hf.config import ConfigClass
+from . import bert, gemma, gpt_oss, llama, phi3, qwen
+from .family import Conversion, Export, Family, Transform
+
+FAMILIES: tuple[Family, ...] = (llama.FAMILY, qwen.FAMILY, gemma.FAMILY, phi3.FAMILY, gpt_oss.FAMILY, bert.FAMILY)
+
+#: HF architecture class -> how the converter writes it
+CONVERSIONS: dict[str, Conversion] = {name: c for f in FAMILIES for name, c in f.conversions.items()}
+#: `model_type` -> transformers' config class
+CONFIG_CLASSES: dict[str, ConfigClass] = {name: c for f in FAMILIES for name, c in f.configs.items()}
+#: GGUF architecture -> the HF folder `--to hf` writes
+EXPORTS: dict[str, Export] = {name: e for f in FAMILIES for name, e in f.exports.items()}
+
+__all__ = ["CONFIG_CLASSES", "CONVERSIONS", "EXPORTS", "FAMILIES", "Conversion", "Export", "Family", "Transform"]

@@ -1,0 +1,197 @@
+"""The pieces the families share: the standard decoder's tensor names and shapes, its config defaults and
+derivations, the rope un-permutation, the config.json keys an export writes, and the common vocabulary and
+pooling writers."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ...errors import FormatError, UnsupportedError
+from ..hf.config import CONFIG_NAME, HFConfig, read_json_object
+from ..hf.kv import KV
+from ..hf.tokenizer import write_bpe_vocab
+from .family import Transform
+
+# --- tensor names -------------------------------------------------------------------------------------------
+
+DECODER_NAMES = {
+    "model.embed_tokens": "token_embd",
+    "model.norm": "output_norm",
+    "lm_head": "output",
+    "model.layers.{bid}.input_layernorm": "blk.{bid}.attn_norm",
+    "model.layers.{bid}.self_attn.q_proj": "blk.{bid}.attn_q",
+    "model.layers.{bid}.self_attn.k_proj": "blk.{bid}.attn_k",
+    "model.layers.{bid}.self_attn.v_proj": "blk.{bid}.attn_v",
+    "model.layers.{bid}.self_attn.o_proj": "blk.{bid}.attn_output",
+    "model.layers.{bid}.post_attention_layernorm": "blk.{bid}.ffn_norm",
+    "model.layers.{bid}.mlp.gate_proj": "blk.{bid}.ffn_gate",
+    "model.layers.{bid}.mlp.up_proj": "blk.{bid}.ffn_up",
+    "model.layers.{bid}.mlp.down_proj": "blk.{bid}.ffn_down",
+}
+DECODER_ATTENTION_NAMES = {k: v for k, v in DECODER_NAMES.items() if ".mlp." not in k}
+QK_NORM_NAMES = {
+    "model.layers.{bid}.self_attn.q_norm": "blk.{bid}.attn_q_norm",
+    "model.layers.{bid}.self_attn.k_norm": "blk.{bid}.attn_k_norm",
+}
+MOE_NAMES = {
+    "model.layers.{bid}.mlp.gate": "blk.{bid}.ffn_gate_inp",
+    "model.layers.{bid}.mlp.experts.gate_proj": "blk.{bid}.ffn_gate_exps",
+    "model.layers.{bid}.mlp.experts.up_proj": "blk.{bid}.ffn_up_exps",
+    "model.layers.{bid}.mlp.experts.down_proj": "blk.{bid}.ffn_down_exps",
+}
+
+# --- tensor shapes, by config.json keys ---------------------------------------------------------------------
+
+H, FF = "hidden_size", "intermediate_size"
+DECODER_REQUIRED: dict[str, tuple[str | None, ...]] = {
+    "token_embd.weight": (None, H),
+    "output_norm.weight": (H,),
+    "blk.{bid}.attn_norm.weight": (H,),
+    "blk.{bid}.attn_q.weight": (None, H),
+    "blk.{bid}.attn_k.weight": (None, H),
+    "blk.{bid}.attn_v.weight": (None, H),
+    "blk.{bid}.attn_output.weight": (H, None),
+    "blk.{bid}.ffn_norm.weight": (H,),
+    "blk.{bid}.ffn_gate.weight": (FF, H),
+    "blk.{bid}.ffn_up.weight": (FF, H),
+    "blk.{bid}.ffn_down.weight": (H, FF),
+}
+DENSE_FFN = ("blk.{bid}.ffn_gate.weight", "blk.{bid}.ffn_up.weight", "blk.{bid}.ffn_down.weight")
+
+
+def moe_required(experts: str, ff: str) -> dict[str, tuple[str | None, ...]]:
+    """The router and the stacked experts, `experts` and `ff` naming config.json's expert count and size."""
+    return {
+        "blk.{bid}.ffn_gate_inp.weight": (experts, H),
+        "blk.{bid}.ffn_gate_exps.weight": (experts, ff, H),
+        "blk.{bid}.ffn_up_exps.weight": (experts, ff, H),
+        "blk.{bid}.ffn_down_exps.weight": (experts, H, ff),
+    }
+
+
+# --- config classes -----------------------------------------------------------------------------------------
+
+#: What transformers' decoder config classes default alike.
+DECODER_DEFAULTS = {"hidden_act": "silu", "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "tie_word_embeddings": False}
+
+
+def kv_heads_default_to_heads(h: dict[str, Any]) -> None:
+    if h.get("num_key_value_heads") is None:
+        h["num_key_value_heads"] = h["num_attention_heads"]
+
+
+def head_dim_from_hidden_size(h: dict[str, Any]) -> None:
+    if h.get("head_dim") is None:
+        h["head_dim"] = h["hidden_size"] // h["num_attention_heads"]
+
+
+def rope_type_from_type(h: dict[str, Any]) -> None:
+    rope = h.get("rope_scaling")
+    if isinstance(rope, dict) and "type" in rope:
+        rope["rope_type"] = rope["type"]
+
+
+def sliding_window_only_if_used(h: dict[str, Any]) -> None:
+    if not h.get("use_sliding_window"):
+        h["sliding_window"] = None
+
+
+# --- values ---------------------------------------------------------------------------------------------------
+
+
+def number(h: HFConfig, key: str, default: Any = None) -> Any:
+    """A config value the converter writes as a number: present (or defaulted) and numeric."""
+    value = h.get(key, default)
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise FormatError(CONFIG_NAME, None, f"{key} is {value!r}, not a number")
+    return value
+
+
+def _rope_heads(h: HFConfig, kv: bool) -> int:
+    heads = h.find(("n_heads", "num_attention_heads"))
+    kv_heads = h.find(("n_kv_heads", "num_key_value_heads"))
+    return kv_heads if kv and kv_heads is not None and kv_heads != heads else heads
+
+
+def unpermute(suffixes: tuple[str, ...], heads_of: Callable[[HFConfig], int]) -> Transform:
+    """`LlamaModel.permute`: HF stores Q and K with the two rope halves of each head apart; GGUF interleaves."""
+
+    def apply(w: np.ndarray, h: HFConfig) -> np.ndarray:
+        n = heads_of(h)
+        return w.reshape(n, 2, w.shape[0] // n // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+    def invert(w: np.ndarray, h: HFConfig) -> np.ndarray:
+        n = heads_of(h)
+        return w.reshape(n, w.shape[0] // n // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+    def check(shape: tuple[int, ...], h: HFConfig) -> str | None:
+        n = heads_of(h)
+        if not shape or shape[0] % (2 * n):
+            return f"{shape[0] if shape else 0} rows are not whole pairs of rope halves for {n} heads"
+        return None
+
+    return Transform(suffixes, apply, check, invert)
+
+
+#: Llama's Q and K, un-permuted (K by its own head count when it has fewer)
+ROPE_UNPERMUTE = (
+    unpermute(("q_proj.weight", "q_proj.bias"), lambda h: _rope_heads(h, kv=False)),
+    unpermute(("k_proj.weight", "k_proj.bias"), lambda h: _rope_heads(h, kv=True)),
+)
+
+# --- vocabularies and pooling -----------------------------------------------------------------------------------
+
+
+def gpt2_vocab(kv: KV, folder: Path, h: HFConfig) -> None:
+    """`TextModel._set_vocab_gpt2`: a byte-level BPE tokenizer (tokenizer.json), whatever else is there."""
+    write_bpe_vocab(kv, folder, h)
+
+
+_POOLING = {"mean": 1, "cls": 2, "lasttoken": 3}
+
+
+def pooling_type(kv: KV, arch: str, folder: Path, h: HFConfig) -> None:
+    """`_try_set_pooling_type`: sentence-transformers' pooling module (modules.json), and a classifier's."""
+    modules_path = folder / "modules.json"
+    pooling_dir = None
+    if modules_path.is_file():
+        modules = json.loads(modules_path.read_text(encoding="utf-8"))
+        if not isinstance(modules, list) or not all(
+            isinstance(m, dict) and isinstance(m.get("type"), str) for m in modules
+        ):
+            raise FormatError(modules_path, None, "not a list of modules with a type each")
+        pooling_dir = next((m.get("path") for m in modules if m["type"].endswith("Pooling")), None)
+    if pooling_dir is not None:
+        config_path = folder / str(pooling_dir) / CONFIG_NAME
+        pooling = read_json_object(config_path, "the pooling module's config.json")
+        flags = (("pooling_mode_mean_tokens", 1), ("pooling_mode_cls_token", 2), ("pooling_mode_lasttoken", 3))
+        kind = next((k for flag, k in flags if pooling.get(flag)), None)
+        if kind is None:
+            kind = _POOLING.get(pooling.get("pooling_mode"))  # type: ignore[arg-type]
+        if kind is None:
+            raise UnsupportedError(f"{config_path}: only mean, CLS and last-token pooling are supported")
+        kv.u32(f"{arch}.pooling_type", kind)
+    if (classifier := h.get("classifier_pooling")) is not None:
+        if classifier not in ("cls", "mean"):
+            raise UnsupportedError(f"{folder / CONFIG_NAME}: classifier_pooling {classifier!r} is not supported")
+        kv.u32(f"{arch}.classifier.pooling_type", _POOLING[classifier])
+
+
+# --- config.json keys of an export ------------------------------------------------------------------------------
+
+DECODER_CONFIG = {
+    "context_length": "max_position_embeddings",
+    "block_count": "num_hidden_layers",
+    "feed_forward_length": "intermediate_size",
+    "embedding_length": "hidden_size",
+    "attention.head_count": "num_attention_heads",
+    "attention.head_count_kv": "num_key_value_heads",
+    "attention.layer_norm_rms_epsilon": "rms_norm_eps",
+    "rope.freq_base": "rope_theta",
+    "vocab_size": "vocab_size",
+}

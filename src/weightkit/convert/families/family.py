@@ -1,0 +1,89 @@
+"""What a model family is to weightkit's converters: the shapes of a family module's declarations.
+
+A family module (one per model family, registered in `families.FAMILIES`) declares a `Family`: the
+transformers config classes it reads (`ConfigClass`, by `model_type`), how llama.cpp's converter writes each
+of its Hugging Face classes (`Conversion`, by class name), and the Hugging Face folder `--to hf` writes for
+each of its GGUF architectures (`Export`, whose tensor names and transforms are its `Conversion`'s, inverted).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..hf.config import ConfigClass, HFConfig
+from ..hf.kv import KV
+from ..hf.parameters import write_text_parameters
+from ..hf.tensors import SourceTensor
+
+TensorFilter = Callable[[str], "str | None"]
+TextParameters = Callable[[KV, str, HFConfig, dict[str, Any], int], None]
+#: A step between the name filters and the name map (the converter's `modify_tensors` and
+#: `generate_extra_tensors`): the checkpoint's tensors in, the tensors to convert out, in order, read lazily.
+Rewrite = Callable[[list[tuple[str, SourceTensor]], HFConfig], list[tuple[str, SourceTensor]]]
+TensorShapes = Mapping[str, tuple[int, ...]]
+
+
+@dataclass(frozen=True)
+class Transform:
+    """A change of a tensor's values, for the tensors whose (filtered) HF name ends with one of `suffixes`.
+    `apply(values, hparams)` keeps the shape; `check(shape, hparams)` says why a shape will not do;
+    `invert(values, hparams)` undoes `apply` (GGUF -> HF)."""
+
+    suffixes: tuple[str, ...]
+    apply: Callable[[np.ndarray, HFConfig], np.ndarray]
+    check: Callable[[tuple[int, ...], HFConfig], str | None]
+    invert: Callable[[np.ndarray, HFConfig], np.ndarray] | None = None
+
+
+@dataclass(frozen=True)
+class Conversion:
+    """How the converter turns one HF architecture class into GGUF."""
+
+    gguf: str
+    tensor_names: Mapping[str, str]  # HF name ({bid} for the block number) -> GGUF name, without .weight/.bias
+    required: Mapping[str, tuple[str | None, ...]]  # GGUF tensor -> its shape, by config.json keys (None: any)
+    vocab: Callable[[KV, Path, HFConfig], None]
+    filters: tuple[TensorFilter, ...] = ()
+    transforms: tuple[Transform, ...] = ()
+    extra_tensors: tuple[Callable[[HFConfig, dict[str, Any]], list[tuple[str, np.ndarray]]], ...] = ()
+    parameters: tuple[Callable[[KV, str, Path, HFConfig], None], ...] = ()
+    checks: tuple[Callable[[Path, HFConfig], None], ...] = field(default=())
+    text_parameters: TextParameters = write_text_parameters  # the keys up to general.file_type
+    leading_parameters: tuple[Callable[[KV, str, HFConfig, dict[str, Any]], None], ...] = ()  # before general.*
+    rewrites: tuple[Rewrite, ...] = ()
+    quantized: tuple[str, ...] = ()  # the quantization_config.quant_method values converted as stored
+
+
+@dataclass(frozen=True)
+class Export:
+    """One GGUF architecture as the HF folder `--to hf` writes it."""
+
+    hf_class: str  # config.json's architectures[0]
+    model_type: str
+    conversion: Conversion  # the forward entry: its tensor names and transforms, inverted
+    tokenizer: str  # the tokenizer family: "llama" (SentencePiece-style BPE or GPT-2 BPE), "qwen2", "gemma"
+    config: Mapping[str, str]  # GGUF key after "{arch}." -> config.json key
+    derived: tuple[Callable[[TensorShapes, dict[str, Any]], dict[str, Any]], ...] = ()
+    # tokenizer_config.json's class for a byte-level BPE (`gpt2`) vocabulary, where the forward converter
+    # reads that class to choose its vocabulary path; else the family's
+    byte_level_class: str | None = None
+    # (word, export): a `general.name` with the word in it (any case) is written as that export instead
+    named: tuple[tuple[str, Export], ...] = ()
+
+
+@dataclass(frozen=True)
+class Family:
+    """One model family: everything weightkit's converters know of it."""
+
+    name: str
+    configs: Mapping[str, ConfigClass]  # model_type -> transformers' config class
+    conversions: Mapping[str, Conversion]  # HF architecture class -> how the converter writes it
+    exports: Mapping[str, Export] = field(default_factory=dict)  # GGUF architecture -> the HF folder
+
+
+__all__ = ["Conversion", "Export", "Family", "Rewrite", "TensorShapes", "Transform"]

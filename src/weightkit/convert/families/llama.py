@@ -1,0 +1,166 @@
+"""Llama (1-3, CodeLlama) and Mistral: `LlamaModel` of llama.cpp's converter, and transformers' Llama and
+Mistral classes for `--to hf`."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ...errors import UnsupportedError
+from ..hf.config import ConfigClass, HFConfig, read_json_object
+from ..hf.kv import KV
+from ..hf.tokenizer import (
+    SPM_MODEL,
+    is_llama_hf_bpe,
+    write_bpe_vocab,
+    write_llama_hf_vocab,
+    write_sentencepiece_vocab,
+)
+from ..hf.tokenizer.fast import TOKENIZER_CONFIG, TOKENIZER_JSON
+from ..hf.tokenizer.special import load_special_vocab, write_special_vocab
+from .decoder import (
+    DECODER_CONFIG,
+    DECODER_DEFAULTS,
+    DECODER_NAMES,
+    DECODER_REQUIRED,
+    ROPE_UNPERMUTE,
+    head_dim_from_hidden_size,
+    kv_heads_default_to_heads,
+    rope_type_from_type,
+)
+from .family import Conversion, Export, Family, TensorShapes
+
+_F32 = np.float32
+
+
+def _rdiv(numerator: float, x: np.float32) -> np.float32:
+    """torch's `python_number / tensor`: the reciprocal rounded to float32, then times the number."""
+    return _F32(_F32(1) / x) * _F32(numerator)
+
+
+def llama3_rope_factors(h: HFConfig, rope: dict[str, Any]) -> list[tuple[str, np.ndarray]]:
+    """`LlamaModel.generate_extra_tensors`: Llama 3's per-frequency rope factors (`rope_freqs.weight`), with
+    the converter's float32 arithmetic. Its `base ** exponents` is float32 pow; here the exact power rounded
+    to float32 (torch's vectorized pow can differ by one unit in the last place; on every Llama 3 shape
+    checked no factor changed)."""
+    params = rope.get("full_attention", rope)
+    if not params or str(params.get("rope_type", "")).lower() != "llama3":
+        return []
+    base = params.get("rope_theta", 10000.0)
+    dim = h.get("head_dim") or h["hidden_size"] // h["num_attention_heads"]
+    exponents = (np.arange(0, dim, 2, dtype=_F32) / _F32(dim)).astype(_F32)
+    freqs = [_rdiv(1.0, _F32(np.float64(base) ** np.float64(e))) for e in exponents]
+    factor = params.get("factor", 8.0)
+    low, high = params.get("low_freq_factor", 1.0), params.get("high_freq_factor", 4.0)
+    old = params.get("original_max_position_embeddings", 8192)
+    low_wavelen, high_wavelen = old / low, old / high
+    factors = []
+    for freq in freqs:
+        wavelen = _rdiv(2 * math.pi, freq)
+        if wavelen < high_wavelen:
+            factors.append(1.0)
+        elif wavelen > low_wavelen:
+            factors.append(factor)
+        else:
+            smooth = (_rdiv(old, wavelen) - _F32(low)) / _F32(high - low)
+            factors.append(_rdiv(1.0, (_F32(1) - smooth) / _F32(factor) + smooth))
+    return [("rope_freqs.weight", np.array(factors, dtype=_F32))]
+
+
+def _drop_text_model_prefix(name: str) -> str:
+    return name.replace("text_model.", "")
+
+
+def _llama_parameters(kv: KV, arch: str, folder: Path, h: HFConfig) -> None:
+    kv.u32(f"{arch}.vocab_size", h["vocab_size"])
+    head_dim = h.get("head_dim")
+    kv.u32(
+        f"{arch}.rope.dimension_count",
+        head_dim if head_dim is not None else h["hidden_size"] // h["num_attention_heads"],
+    )
+
+
+def _llama_vocab(kv: KV, folder: Path, h: HFConfig) -> None:
+    """`LlamaModel.set_vocab`: the add_prefix_space flag first, then SentencePiece, Llama-style byte-fallback
+    BPE, or GPT-2 BPE (Llama 3), whichever the files are; small Granite/SmolLM vocabularies add no BOS."""
+    if (folder / "tekken.json").is_file() and not (folder / TOKENIZER_JSON).is_file():
+        raise UnsupportedError(f"{folder / 'tekken.json'}: Mistral's tekken tokenizer is not supported yet")
+    config_path = folder / TOKENIZER_CONFIG
+    if config_path.is_file():
+        config = read_json_object(config_path, "tokenizer_config.json")
+        if (prefix := config.get("add_prefix_space")) is not None:
+            kv.bool("tokenizer.ggml.add_space_prefix", prefix)
+        if config.get("tokenizer_class") == "HybridDNATokenizer":
+            raise UnsupportedError(f"{config_path}: HybridDNATokenizer is not supported")
+    if (folder / SPM_MODEL).is_file():
+        write_sentencepiece_vocab(kv, folder, h)
+    elif is_llama_hf_bpe(folder):
+        write_llama_hf_vocab(kv, folder, h)
+    else:
+        write_bpe_vocab(kv, folder, h)
+    if h.get("vocab_size", 32000) == 32016:
+        _codellama_infill(kv, folder)
+    if h.get("vocab_size", 32000) == 49152:
+        kv.bool("tokenizer.ggml.add_bos_token", False)
+
+
+#: CodeLlama's infill tokens, by the ids its 32016-token vocabulary has them at
+_INFILL_IDS = {"prefix": 32007, "suffix": 32008, "middle": 32009, "eot": 32010}
+
+
+def _codellama_infill(kv: KV, folder: Path) -> None:
+    """`LlamaModel.set_vocab` for CodeLlama (vocab_size 32016): a second `SpecialVocab` over the infill token
+    types, with CodeLlama's ids where the files give none. Of these only EOT has a GGUF key; the special
+    vocabulary's add_* flags, chat template and normalizer flags are written again (same keys, same places)."""
+    special = load_special_vocab(folder, load_merges=False, types=tuple(_INFILL_IDS), fallback_ids=_INFILL_IDS)
+    write_special_vocab(kv, special, folder / TOKENIZER_CONFIG)
+
+
+def _attention_bias(shapes: TensorShapes, config: dict[str, Any]) -> dict[str, Any]:
+    """Llama's `attention_bias`: whether the checkpoint has Q/K/V biases."""
+    return {"attention_bias": "blk.0.attn_q.bias" in shapes}
+
+
+_LLAMA = Conversion(
+    gguf="llama",
+    tensor_names=DECODER_NAMES,
+    required=DECODER_REQUIRED,
+    vocab=_llama_vocab,
+    filters=(_drop_text_model_prefix,),
+    transforms=ROPE_UNPERMUTE,
+    extra_tensors=(llama3_rope_factors,),
+    parameters=(_llama_parameters,),
+)
+_EXPORT_CONFIG = DECODER_CONFIG | {"rope.dimension_count": "head_dim"}
+
+FAMILY = Family(
+    name="llama",
+    configs={
+        "llama": ConfigClass(
+            "LlamaConfig",
+            DECODER_DEFAULTS | {"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008,
+                                "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": None,
+                                "max_position_embeddings": 2048, "rope_scaling": None, "head_dim": None,
+                                "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": None},
+            (kv_heads_default_to_heads, head_dim_from_hidden_size, rope_type_from_type),
+        ),
+        "mistral": ConfigClass(
+            "MistralConfig",
+            DECODER_DEFAULTS | {"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 14336,
+                                "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+                                "head_dim": None, "max_position_embeddings": 4096 * 32, "sliding_window": 4096,
+                                "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": None},
+            (kv_heads_default_to_heads,),
+        ),
+    },
+    conversions={"LlamaForCausalLM": _LLAMA, "MistralForCausalLM": _LLAMA},
+    exports={
+        # llama.cpp writes Mistral's models as `llama`; a `general.name` naming Mistral picks Mistral's class
+        "llama": Export("LlamaForCausalLM", "llama", _LLAMA, "llama", _EXPORT_CONFIG, derived=(_attention_bias,),
+                        named=(("mistral", Export("MistralForCausalLM", "mistral", _LLAMA, "llama",
+                                                  _EXPORT_CONFIG)),)),
+    },
+)  # fmt: skip
