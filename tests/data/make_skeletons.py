@@ -546,6 +546,16 @@ MMPROJ_SKELETONS: dict[str, tuple[str, dict]] = {
     # Gemma 4's vision encoder as transformers' Gemma4VisionConfig defaults it (768 wide, 16 layers, no clip bounds)
     "mmproj-gemma4": ("gemma4", {}),
 }
+# audio projector files: name -> (transformers model type, overrides of its audio configuration), converted as
+# `--mmproj` converts them (F16)
+AUDIO_MMPROJ_SKELETONS: dict[str, tuple[str, dict]] = {
+    # Qwen2-Audio 7B's Whisper-large encoder (the default)
+    "mmproj-qwen2_audio": ("qwen2_audio", {}),
+    # Voxtral Mini 3B's (the default)
+    "mmproj-voxtral": ("voxtral", {}),
+    # Audio Flamingo 3's (the default; libmtmd's projector type is named after Music Flamingo, which shares it)
+    "mmproj-audioflamingo3": ("audioflamingo3", {}),
+}
 # embedding models: name -> (the class its checkpoint is saved from, sentence-transformers' pooling mode), the
 # pooling written as a released sentence-transformers folder has it (modules.json and 1_Pooling/config.json)
 EMBEDDING_MODELS = {"embeddinggemma-300m": ("Gemma3TextModel", "mean")}
@@ -748,11 +758,12 @@ def _text_config(config):
     return config.get_text_config() if hasattr(config, "get_text_config") else config
 
 
-def save_checkpoint(model_type: str, overrides: dict, folder: Path, *, vision: bool = False,
+def save_checkpoint(model_type: str, overrides: dict, folder: Path, *, encoder: str | None = None,
                     embedding: tuple[str, str] | None = None) -> int:  # fmt: skip
     """A transformers 5 checkpoint of `model_type` in `folder`, its tensor data a hole; returns the vocabulary
-    size. `vision`: the overrides are the vision configuration's, and the image processor's defaults are saved.
-    `embedding`: the model class an embedding model is saved from and its pooling mode."""
+    size. `encoder` ("vision" or "audio"): the overrides are that encoder's configuration's (and for vision the
+    image processor's defaults are saved). `embedding`: the model class an embedding model is saved from and its
+    pooling mode."""
     import torch
     import transformers
     import transformers.modeling_utils
@@ -761,15 +772,19 @@ def save_checkpoint(model_type: str, overrides: dict, folder: Path, *, vision: b
     default = transformers.AutoConfig.for_model(model_type)
     nested = _text_config(default) is not default
     # built again from the overrides, so what the config derives from them (its layer types) follows
-    if vision:
+    if encoder:
         # Gemma 4's default configuration has no vision part: its vision configuration's own defaults then
-        vision_config = (default.vision_config.to_dict() if default.vision_config else {}) | overrides
-        config = transformers.AutoConfig.for_model(model_type, vision_config=vision_config)
-        _image_processor(model_type).save_pretrained(folder)
+        key = f"{encoder}_config"
+        configured = getattr(default, key, None)
+        config = transformers.AutoConfig.for_model(
+            model_type, **{key: (configured.to_dict() if configured else {}) | overrides}
+        )
+        if encoder == "vision":
+            _image_processor(model_type).save_pretrained(folder)
     else:
         config = transformers.AutoConfig.for_model(model_type, **({"text_config": overrides} if nested else overrides))
     text = _text_config(config)
-    configured = config.vision_config if vision else text
+    configured = getattr(config, f"{encoder}_config") if encoder else text
     taken = configured.to_dict()  # Gemma 4's per-layer attributes are not plain attributes
     for key, value in overrides.items():
         if key not in CONSUMED and taken.get(key) != value:
@@ -777,7 +792,9 @@ def save_checkpoint(model_type: str, overrides: dict, folder: Path, *, vision: b
     if model_type in TEXT_ONLY:
         config, model_type = text, text.model_type
     class_name = (modeling_auto.MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES.get(model_type)
-                  or modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[model_type])  # fmt: skip
+                  or modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(model_type)
+                  or modeling_auto.MODEL_FOR_MULTIMODAL_LM_MAPPING_NAMES.get(model_type)
+                  or modeling_auto.MODEL_FOR_PRETRAINING_MAPPING_NAMES[model_type])  # fmt: skip
     if embedding:
         class_name = embedding[0]
         _write_pooling(folder, embedding[1])
@@ -793,7 +810,7 @@ def save_checkpoint(model_type: str, overrides: dict, folder: Path, *, vision: b
         _add_deepseek_mtp(folder, text)
     if model_type == "gemma3n_text":
         _add_shared_kv_projections(folder, text)
-    if vision and model_type in RELEASED_PREFIXES:
+    if encoder == "vision" and model_type in RELEASED_PREFIXES:
         _rename(folder, RELEASED_PREFIXES[model_type])
     if model_type in RELEASED_TRANSPOSED:
         _transpose(folder, RELEASED_TRANSPOSED[model_type])
@@ -922,17 +939,19 @@ def convert(folder: Path, name: str, n_vocab: int, llama_cpp: Path, *, mmproj: b
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--llama-cpp", type=Path, required=True, help="llama.cpp's source (the sdist's vendor/)")
-    parser.add_argument("names", nargs="*", help=f"of {', '.join([*SKELETONS, *MMPROJ_SKELETONS])}; all without")
+    every = {**SKELETONS, **MMPROJ_SKELETONS, **AUDIO_MMPROJ_SKELETONS}
+    parser.add_argument("names", nargs="*", help=f"of {', '.join(every)}; all without")
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)
     import transformers
 
     OUT.mkdir(exist_ok=True)
-    for name in args.names or [*SKELETONS, *MMPROJ_SKELETONS]:
-        mmproj = name in MMPROJ_SKELETONS
-        model_type, overrides = (MMPROJ_SKELETONS if mmproj else SKELETONS)[name]
+    for name in args.names or every:
+        encoder = "vision" if name in MMPROJ_SKELETONS else "audio" if name in AUDIO_MMPROJ_SKELETONS else None
+        mmproj = encoder is not None
+        model_type, overrides = every[name]
         with tempfile.TemporaryDirectory() as tmp:
-            n_vocab = save_checkpoint(model_type, overrides, Path(tmp), vision=mmproj,
+            n_vocab = save_checkpoint(model_type, overrides, Path(tmp), encoder=encoder,
                                       embedding=EMBEDDING_MODELS.get(name))  # fmt: skip
             handed = RELEASED_CONFIGS.get(model_type, (None, False))[1]
             converted = convert(Path(tmp), name, n_vocab, args.llama_cpp.resolve(), mmproj=mmproj, handed=handed)
