@@ -555,6 +555,13 @@ AUDIO_MMPROJ_SKELETONS: dict[str, tuple[str, dict]] = {
     "mmproj-voxtral": ("voxtral", {}),
     # Audio Flamingo 3's (the default; libmtmd's projector type is named after Music Flamingo, which shares it)
     "mmproj-audioflamingo3": ("audioflamingo3", {}),
+    # Gemma 4 E2B/E4B's audio encoder as transformers' Gemma4AudioConfig defaults it, beside the vision encoder as
+    # Gemma4VisionConfig defaults it (the released files hold both)
+    "mmproj-gemma4_audio": ("gemma4", {}),
+    # Qwen2.5-Omni 7B's (the default): a vision and an audio encoder in one file
+    "mmproj-qwen2_5_omni": ("qwen2_5_omni", {}),
+    # Qwen3-Omni 30B-A3B's (the default): a vision and an audio encoder in one file
+    "mmproj-qwen3_omni_moe": ("qwen3_omni_moe", {}),
 }
 # embedding models: name -> (the class its checkpoint is saved from, sentence-transformers' pooling mode), the
 # pooling written as a released sentence-transformers folder has it (modules.json and 1_Pooling/config.json)
@@ -640,6 +647,8 @@ RELEASED_CONFIGS = {
     "nemotron_h": (_nemotron_h_config, True),
     "kimi_linear": (_kimi_linear_config, True),
     "deepseek_v32": (_deepseek_v32_config, False),
+    # Qwen2.5-Omni's releases name the whole model's class, which the converter registers
+    "qwen2_5_omni": (lambda config: {**config, "architectures": ["Qwen2_5OmniModel"]}, False),
 }
 
 _DTYPE_BYTES = {"F32": 4, "BF16": 2, "F16": 2, "I64": 8, "I32": 4, "BOOL": 1, "U8": 1, "F8_E4M3": 1}
@@ -772,19 +781,29 @@ def save_checkpoint(model_type: str, overrides: dict, folder: Path, *, encoder: 
     default = transformers.AutoConfig.for_model(model_type)
     nested = _text_config(default) is not default
     # built again from the overrides, so what the config derives from them (its layer types) follows
-    if encoder:
-        # Gemma 4's default configuration has no vision part: its vision configuration's own defaults then
-        key = f"{encoder}_config"
-        configured = getattr(default, key, None)
-        config = transformers.AutoConfig.for_model(
-            model_type, **{key: (configured.to_dict() if configured else {}) | overrides}
-        )
-        if encoder == "vision":
-            _image_processor(model_type).save_pretrained(folder)
+    key = f"{encoder}_config"
+    vision = encoder == "vision"
+    if encoder and not hasattr(default, key):  # the Omni models nest their encoders in the thinker's configuration
+        config = default
+        configured = getattr(default.thinker_config, key)
+        vision = True
+    elif encoder:
+        # Gemma 4's default configuration has no vision or audio part: that configuration's own defaults then
+        def defaults(key: str) -> dict:
+            return getattr(default, key).to_dict() if getattr(default, key, None) else {}
+
+        encoders = {key: defaults(key) | overrides}
+        if encoder == "audio" and hasattr(default, "vision_config"):  # released with a vision encoder beside it
+            encoders["vision_config"] = defaults("vision_config")
+            vision = True
+        config = transformers.AutoConfig.for_model(model_type, **encoders)
+        configured = getattr(config, key)
     else:
         config = transformers.AutoConfig.for_model(model_type, **({"text_config": overrides} if nested else overrides))
+    if vision:
+        _image_processor(model_type).save_pretrained(folder)
     text = _text_config(config)
-    configured = getattr(config, f"{encoder}_config") if encoder else text
+    configured = configured if encoder else text
     taken = configured.to_dict()  # Gemma 4's per-layer attributes are not plain attributes
     for key, value in overrides.items():
         if key not in CONSUMED and taken.get(key) != value:

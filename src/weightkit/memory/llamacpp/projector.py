@@ -53,6 +53,9 @@ WARMUP_AUDIO_FRAMES = 3000  # clip_hparams::warmup_audio_size
 #: audio projector types whose graph reads `clip.audio.projector.stack_factor`: whether clip requires it
 STACK_FACTOR = {"ultravox": True, "voxtral": True, "meralion": True, "glma": True, "qwen2a": False, "qwen3a": False,
                 "musicflamingo": False}  # fmt: skip
+#: the tensors clip's loader asks for in every encoder's context, vision or audio (their names have no modality)
+SHARED_TENSORS = frozenset({"v.class_embd", "v.patch_embd.bias", "v.patch_embd.weight", "v.patch_embd.weight.1",
+                            "v.norm_embd.weight", "v.norm_embd.bias"})  # fmt: skip
 #: `clip_model::audio_has_avgpool`: the encoder's output pooled by 2 along time before the post-norm
 AUDIO_AVGPOOL = frozenset({"qwen2a", "voxtral", "musicflamingo"})
 #: `clip_model::audio_has_stack_frames`: the projector's input is that many consecutive frames side by side
@@ -160,10 +163,12 @@ def estimate_projector(model: ModelFile, gpus: Sequence[GPU] = (), *, offload: b
     buffer = buffer_of(gpus[device] if device >= 0 else None)
     tensors = model.tensors
     weights = counted = 0
-    for info in tensors.values():
-        ne0 = info.shape[-1] if info.shape else 1
-        weights += buffer.alloc_size(int(info.dtype), ne0, info.nbytes)
-        counted += info.nbytes
+    for hp in encoders:
+        for name in _loaded(tensors, hp, len(encoders)):
+            info = tensors[name]
+            ne0 = info.shape[-1] if info.shape else 1
+            weights += buffer.alloc_size(int(info.dtype), ne0, info.nbytes)
+            counted += info.nbytes
     # flash attention `auto`: clip tries it and keeps it where the backend runs the op (the CPU and the GPU
     # backends here all do)
     fa = flash_attn != "off"
@@ -177,6 +182,21 @@ def estimate_projector(model: ModelFile, gpus: Sequence[GPU] = (), *, offload: b
         warmups.append(f"{side}x{side} image" if hp.modality == "vision" else f"{WARMUP_AUDIO_FRAMES} audio frames")
     return ProjectorEstimate(tuple(hp.projector_type for hp in encoders), device, weights, counted, compute, exact,
                              ", ".join(warmups), fa)  # fmt: skip
+
+
+def _loaded(tensors: Mapping, hp: ClipHParams, n_encoders: int) -> list[str]:
+    """The tensors clip's loader reads into the encoder's own context (and buffer): the whole file for its only
+    encoder; of a file with two, the vision context takes all but the audio tensors (`a.`, `mm.a.`), and the audio
+    context its own and those clip asks for in every context whatever its modality (`SHARED_TENSORS`, and
+    Qwen3-VL's deepstack layers up to the audio encoder's layer count), which are then counted twice."""
+    if n_encoders == 1:
+        return list(tensors)
+    audio = [name for name in tensors if name.startswith(("a.", "mm.a."))]
+    if hp.modality == "vision":
+        audio_names = set(audio)
+        return [name for name in tensors if name not in audio_names]
+    deepstack = tuple(f"v.deepstack.{il}.{part}." for il in range(hp.n_layer) for part in ("norm", "fc1", "fc2"))
+    return audio + [name for name in tensors if name in SHARED_TENSORS or name.startswith(deepstack)]
 
 
 def fit_margins(margins: int | Sequence[int], projector: ProjectorEstimate, n_gpus: int) -> int | list[int]:
