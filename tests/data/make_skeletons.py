@@ -546,8 +546,9 @@ MMPROJ_SKELETONS: dict[str, tuple[str, dict]] = {
     # Gemma 4's vision encoder as transformers' Gemma4VisionConfig defaults it (768 wide, 16 layers, no clip bounds)
     "mmproj-gemma4": ("gemma4", {}),
 }
-# audio projector files: name -> (transformers model type, overrides of its audio configuration), converted as
-# `--mmproj` converts them (F16)
+# audio projector files: name -> (transformers model type, overrides of its audio configuration; of the whole
+# configuration for the Omni models, which nest their encoders in the thinker's), converted as `--mmproj` converts
+# them (F16)
 AUDIO_MMPROJ_SKELETONS: dict[str, tuple[str, dict]] = {
     # Qwen2-Audio 7B's Whisper-large encoder (the default)
     "mmproj-qwen2_audio": ("qwen2_audio", {}),
@@ -560,8 +561,6 @@ AUDIO_MMPROJ_SKELETONS: dict[str, tuple[str, dict]] = {
     "mmproj-gemma4_audio": ("gemma4", {}),
     # Qwen2.5-Omni 7B's (the default): a vision and an audio encoder in one file
     "mmproj-qwen2_5_omni": ("qwen2_5_omni", {}),
-    # Qwen3-Omni 30B-A3B's (the default): a vision and an audio encoder in one file
-    "mmproj-qwen3_omni_moe": ("qwen3_omni_moe", {}),
 }
 # embedding models: name -> (the class its checkpoint is saved from, sentence-transformers' pooling mode), the
 # pooling written as a released sentence-transformers folder has it (modules.json and 1_Pooling/config.json)
@@ -783,9 +782,9 @@ def save_checkpoint(model_type: str, overrides: dict, folder: Path, *, encoder: 
     # built again from the overrides, so what the config derives from them (its layer types) follows
     key = f"{encoder}_config"
     vision = encoder == "vision"
-    if encoder and not hasattr(default, key):  # the Omni models nest their encoders in the thinker's configuration
-        config = default
-        configured = getattr(default.thinker_config, key)
+    if encoder and not hasattr(default, key):
+        # the Omni models nest their encoders in the thinker's configuration: the overrides are the whole model's
+        config = configured = transformers.AutoConfig.for_model(model_type, **overrides)
         vision = True
     elif encoder:
         # Gemma 4's default configuration has no vision or audio part: that configuration's own defaults then
