@@ -112,10 +112,13 @@ def projector_log(path: str, *, use_gpu: bool = True, flash_attn_type: int = -1)
         if ctx:
             _clip_free(ctx)
     text = "".join(_LOG)
-    buffers = re.finditer(r"(\S+) compute buffer size = +([0-9.]+) MiB", text)
-    found: dict = {"compute_mib": {m[1]: float(m[2]) for m in buffers}}
-    graph = re.findall(r"graph splits = (\d+), nodes = (\d+)", text)
-    found["splits"], found["nodes"] = map(int, graph[-1])
+    # a file with a vision and an audio encoder loads a context for each: their figures added, their warmups listed
+    found: dict = {"compute_mib": {}}
+    for m in re.finditer(r"(\S+) compute buffer size = +([0-9.]+) MiB", text):
+        found["compute_mib"][m[1]] = round(found["compute_mib"].get(m[1], 0) + float(m[2]), 2)
+    graphs = re.findall(r"graph splits = (\d+), nodes = (\d+)", text)
+    found["splits"], found["nodes"] = (sum(int(graph[i]) for graph in graphs) for i in (0, 1))
     found["flash_attn"] = re.findall(r"flash attention is (enabled|disabled)", text)[-1] == "enabled"
-    found["warmup"] = re.findall(r"warmup with (?:image|audio) size = ([0-9x ]+)\n", text)[-1]
+    # each context logs its warmup size twice (the batching check, then the reserve)
+    found["warmup"] = ", ".join(dict.fromkeys(re.findall(r"warmup with (?:image|audio) size = ([0-9x ]+)\n", text)))
     return found

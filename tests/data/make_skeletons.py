@@ -546,6 +546,22 @@ MMPROJ_SKELETONS: dict[str, tuple[str, dict]] = {
     # Gemma 4's vision encoder as transformers' Gemma4VisionConfig defaults it (768 wide, 16 layers, no clip bounds)
     "mmproj-gemma4": ("gemma4", {}),
 }
+# audio projector files: name -> (transformers model type, overrides of its audio configuration; of the whole
+# configuration for the Omni models, which nest their encoders in the thinker's), converted as `--mmproj` converts
+# them (F16)
+AUDIO_MMPROJ_SKELETONS: dict[str, tuple[str, dict]] = {
+    # Qwen2-Audio 7B's Whisper-large encoder (the default)
+    "mmproj-qwen2_audio": ("qwen2_audio", {}),
+    # Voxtral Mini 3B's (the default)
+    "mmproj-voxtral": ("voxtral", {}),
+    # Audio Flamingo 3's (the default; libmtmd's projector type is named after Music Flamingo, which shares it)
+    "mmproj-audioflamingo3": ("audioflamingo3", {}),
+    # Gemma 4 E2B/E4B's audio encoder as transformers' Gemma4AudioConfig defaults it, beside the vision encoder as
+    # Gemma4VisionConfig defaults it (the released files hold both)
+    "mmproj-gemma4_audio": ("gemma4", {}),
+    # Qwen2.5-Omni 7B's (the default): a vision and an audio encoder in one file
+    "mmproj-qwen2_5_omni": ("qwen2_5_omni", {}),
+}
 # embedding models: name -> (the class its checkpoint is saved from, sentence-transformers' pooling mode), the
 # pooling written as a released sentence-transformers folder has it (modules.json and 1_Pooling/config.json)
 EMBEDDING_MODELS = {"embeddinggemma-300m": ("Gemma3TextModel", "mean")}
@@ -630,6 +646,8 @@ RELEASED_CONFIGS = {
     "nemotron_h": (_nemotron_h_config, True),
     "kimi_linear": (_kimi_linear_config, True),
     "deepseek_v32": (_deepseek_v32_config, False),
+    # Qwen2.5-Omni's releases name the whole model's class, which the converter registers
+    "qwen2_5_omni": (lambda config: {**config, "architectures": ["Qwen2_5OmniModel"]}, False),
 }
 
 _DTYPE_BYTES = {"F32": 4, "BF16": 2, "F16": 2, "I64": 8, "I32": 4, "BOOL": 1, "U8": 1, "F8_E4M3": 1}
@@ -748,11 +766,12 @@ def _text_config(config):
     return config.get_text_config() if hasattr(config, "get_text_config") else config
 
 
-def save_checkpoint(model_type: str, overrides: dict, folder: Path, *, vision: bool = False,
+def save_checkpoint(model_type: str, overrides: dict, folder: Path, *, encoder: str | None = None,
                     embedding: tuple[str, str] | None = None) -> int:  # fmt: skip
     """A transformers 5 checkpoint of `model_type` in `folder`, its tensor data a hole; returns the vocabulary
-    size. `vision`: the overrides are the vision configuration's, and the image processor's defaults are saved.
-    `embedding`: the model class an embedding model is saved from and its pooling mode."""
+    size. `encoder` ("vision" or "audio"): the overrides are that encoder's configuration's (and for vision the
+    image processor's defaults are saved). `embedding`: the model class an embedding model is saved from and its
+    pooling mode."""
     import torch
     import transformers
     import transformers.modeling_utils
@@ -761,15 +780,29 @@ def save_checkpoint(model_type: str, overrides: dict, folder: Path, *, vision: b
     default = transformers.AutoConfig.for_model(model_type)
     nested = _text_config(default) is not default
     # built again from the overrides, so what the config derives from them (its layer types) follows
-    if vision:
-        # Gemma 4's default configuration has no vision part: its vision configuration's own defaults then
-        vision_config = (default.vision_config.to_dict() if default.vision_config else {}) | overrides
-        config = transformers.AutoConfig.for_model(model_type, vision_config=vision_config)
-        _image_processor(model_type).save_pretrained(folder)
+    key = f"{encoder}_config"
+    vision = encoder == "vision"
+    if encoder and not hasattr(default, key):
+        # the Omni models nest their encoders in the thinker's configuration: the overrides are the whole model's
+        config = configured = transformers.AutoConfig.for_model(model_type, **overrides)
+        vision = True
+    elif encoder:
+        # Gemma 4's default configuration has no vision or audio part: that configuration's own defaults then
+        def defaults(key: str) -> dict:
+            return getattr(default, key).to_dict() if getattr(default, key, None) else {}
+
+        encoders = {key: defaults(key) | overrides}
+        if encoder == "audio" and hasattr(default, "vision_config"):  # released with a vision encoder beside it
+            encoders["vision_config"] = defaults("vision_config")
+            vision = True
+        config = transformers.AutoConfig.for_model(model_type, **encoders)
+        configured = getattr(config, key)
     else:
         config = transformers.AutoConfig.for_model(model_type, **({"text_config": overrides} if nested else overrides))
+    if vision:
+        _image_processor(model_type).save_pretrained(folder)
     text = _text_config(config)
-    configured = config.vision_config if vision else text
+    configured = configured if encoder else text
     taken = configured.to_dict()  # Gemma 4's per-layer attributes are not plain attributes
     for key, value in overrides.items():
         if key not in CONSUMED and taken.get(key) != value:
@@ -777,7 +810,9 @@ def save_checkpoint(model_type: str, overrides: dict, folder: Path, *, vision: b
     if model_type in TEXT_ONLY:
         config, model_type = text, text.model_type
     class_name = (modeling_auto.MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES.get(model_type)
-                  or modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[model_type])  # fmt: skip
+                  or modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(model_type)
+                  or modeling_auto.MODEL_FOR_MULTIMODAL_LM_MAPPING_NAMES.get(model_type)
+                  or modeling_auto.MODEL_FOR_PRETRAINING_MAPPING_NAMES[model_type])  # fmt: skip
     if embedding:
         class_name = embedding[0]
         _write_pooling(folder, embedding[1])
@@ -793,7 +828,7 @@ def save_checkpoint(model_type: str, overrides: dict, folder: Path, *, vision: b
         _add_deepseek_mtp(folder, text)
     if model_type == "gemma3n_text":
         _add_shared_kv_projections(folder, text)
-    if vision and model_type in RELEASED_PREFIXES:
+    if encoder == "vision" and model_type in RELEASED_PREFIXES:
         _rename(folder, RELEASED_PREFIXES[model_type])
     if model_type in RELEASED_TRANSPOSED:
         _transpose(folder, RELEASED_TRANSPOSED[model_type])
@@ -922,17 +957,19 @@ def convert(folder: Path, name: str, n_vocab: int, llama_cpp: Path, *, mmproj: b
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--llama-cpp", type=Path, required=True, help="llama.cpp's source (the sdist's vendor/)")
-    parser.add_argument("names", nargs="*", help=f"of {', '.join([*SKELETONS, *MMPROJ_SKELETONS])}; all without")
+    every = {**SKELETONS, **MMPROJ_SKELETONS, **AUDIO_MMPROJ_SKELETONS}
+    parser.add_argument("names", nargs="*", help=f"of {', '.join(every)}; all without")
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)
     import transformers
 
     OUT.mkdir(exist_ok=True)
-    for name in args.names or [*SKELETONS, *MMPROJ_SKELETONS]:
-        mmproj = name in MMPROJ_SKELETONS
-        model_type, overrides = (MMPROJ_SKELETONS if mmproj else SKELETONS)[name]
+    for name in args.names or every:
+        encoder = "vision" if name in MMPROJ_SKELETONS else "audio" if name in AUDIO_MMPROJ_SKELETONS else None
+        mmproj = encoder is not None
+        model_type, overrides = every[name]
         with tempfile.TemporaryDirectory() as tmp:
-            n_vocab = save_checkpoint(model_type, overrides, Path(tmp), vision=mmproj,
+            n_vocab = save_checkpoint(model_type, overrides, Path(tmp), encoder=encoder,
                                       embedding=EMBEDDING_MODELS.get(name))  # fmt: skip
             handed = RELEASED_CONFIGS.get(model_type, (None, False))[1]
             converted = convert(Path(tmp), name, n_vocab, args.llama_cpp.resolve(), mmproj=mmproj, handed=handed)

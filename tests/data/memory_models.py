@@ -564,7 +564,7 @@ def converted(path: Path) -> Callable[[], tuple[dict, Tensors]]:
 
 _RECORDED = sorted((Path(__file__).parent / "skeletons").glob("*.json"))
 MODELS.update({path.stem: converted(path) for path in _RECORDED if not path.stem.startswith("mmproj-")})
-#: vision projectors (`--mmproj` files), recorded by make_skeletons.py as its converter writes them
+#: vision and audio projectors (`--mmproj` files), recorded by make_skeletons.py as its converter writes them
 PROJECTORS = {path.stem: converted(path) for path in _RECORDED if path.stem.startswith("mmproj-")}
 
 

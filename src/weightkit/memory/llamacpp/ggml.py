@@ -339,6 +339,20 @@ def conv_2d(a: Tensor, b: Tensor, s0: int, s1: int) -> Tensor:
     return cont(permute(result, 0, 1, 3, 2))
 
 
+def conv_1d_ph(a: Tensor, b: Tensor, s: int) -> Tensor:
+    """`ggml_conv_1d_ph` (half padding, no dilation): the 1-D im2col of signal `b` [L, IC] under kernel `a`
+    [K, IC, OC] (F16; F32 for a BF16 kernel), a matrix multiplication, [OL, OC]."""
+    ol = (b.ne[0] + 2 * (a.ne[0] // 2) - (a.ne[0] - 1) - 1) // s + 1
+    cols = _new(F32 if a.type == GGMLType.BF16 else F16, (a.ne[0] * a.ne[1], ol, b.ne[2], 1), "IM2COL", a, b)
+    result = mul_mat(reshape(cols, cols.ne[0], cols.ne[2] * cols.ne[1]), reshape(a, a.ne[0] * a.ne[1], a.ne[2]))
+    return reshape(result, ol, a.ne[2], cols.ne[2])
+
+
+def pool_1d(a: Tensor, k: int, s: int) -> Tensor:
+    """`ggml_pool_1d` without padding: F32."""
+    return _new(F32, ((a.ne[0] - k) // s + 1, a.ne[1], a.ne[2], a.ne[3]), "POOL_1D", a)
+
+
 def pool_2d(a: Tensor, k: int, s: int) -> Tensor:
     """`ggml_pool_2d` without padding: F32."""
     return _new(F32, ((a.ne[0] - k) // s + 1, (a.ne[1] - k) // s + 1, a.ne[2], a.ne[3]), "POOL_2D", a)

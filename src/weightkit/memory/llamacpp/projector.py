@@ -6,7 +6,8 @@ size, or 3000 mel frames of audio), under a scheduler over that device and the C
 The weights are exact: every tensor, as ggml allocates a context's tensors in one buffer (each rounded up to the
 buffer's alignment; CUDA's padding of quantized rows). The compute buffer is exact where clip's graph is
 reproduced node for node (`GRAPHS`: Gemma 3's SigLIP, Gemma 4's encoder, Qwen2-VL's, Qwen2.5-VL's and
-Qwen3-VL's ViTs with their mergers), laid out by ggml's allocator as on the CPU. Other projector types get a
+Qwen3-VL's ViTs with their mergers; the Whisper encoders of Qwen2-Audio, Voxtral and Audio Flamingo 3 with their
+projectors), laid out by ggml's allocator as on the CPU. Other projector types get a
 derived figure: clip's standard ViT encoder (`build_vit`, with the file's own layer tensors) over the warmup
 image's patches (or the audio's frames after a stride-2 convolution), without the type's own merger or
 projection head; that is marked derived, as are compute buffers on GPUs whose backend reorders graphs of its
@@ -49,6 +50,16 @@ N_MERGE_DEFAULT = {"gemma3": 4, "qwen2vl_merger": 2, "qwen2.5vl_merger": 2, "qwe
 #: projector types whose graph reads `clip.vision.n_wa_pattern`: its default (None: required)
 WINDOW_ATTENTION = {"qwen2vl_merger": 0, "qwen2.5vl_merger": None}
 WARMUP_AUDIO_FRAMES = 3000  # clip_hparams::warmup_audio_size
+#: audio projector types whose graph reads `clip.audio.projector.stack_factor`: whether clip requires it
+STACK_FACTOR = {"ultravox": True, "voxtral": True, "meralion": True, "glma": True, "qwen2a": False, "qwen3a": False,
+                "musicflamingo": False}  # fmt: skip
+#: the tensors clip's loader asks for in every encoder's context, vision or audio (their names have no modality)
+SHARED_TENSORS = frozenset({"v.class_embd", "v.patch_embd.bias", "v.patch_embd.weight", "v.patch_embd.weight.1",
+                            "v.norm_embd.weight", "v.norm_embd.bias"})  # fmt: skip
+#: `clip_model::audio_has_avgpool`: the encoder's output pooled by 2 along time before the post-norm
+AUDIO_AVGPOOL = frozenset({"qwen2a", "voxtral", "musicflamingo"})
+#: `clip_model::audio_has_stack_frames`: the projector's input is that many consecutive frames side by side
+AUDIO_STACK_FRAMES = frozenset({"ultravox", "voxtral", "meralion"})
 
 
 @dataclass(frozen=True)
@@ -67,6 +78,7 @@ class ClipHParams:
     warmup_image_size: int
     n_mel_bins: int = 0
     n_wa_pattern: int = 0  # Qwen2.5-VL's window attention: every n-th layer attends to the whole image
+    stack_factor: int = 0  # audio frames the projector takes side by side (`proj_stack_factor`)
 
 
 @dataclass(frozen=True)
@@ -133,6 +145,8 @@ def read_clip_hparams(model: ModelFile) -> list[ClipHParams]:
         else:
             extra = {"image_size": 0, "patch_size": 1, "n_merge": 0, "warmup_image_size": 0,
                      "n_mel_bins": number("num_mel_bins")}  # fmt: skip
+            if proj in STACK_FACTOR:
+                extra["stack_factor"] = number("projector.stack_factor", None if STACK_FACTOR[proj] else 0)
         n_head = number("attention.head_count")
         n_head_kv = number("attention.head_count_kv", n_head)
         found.append(ClipHParams(proj, modality, number("embedding_length"), n_head, n_head_kv, number("block_count"),
@@ -149,10 +163,12 @@ def estimate_projector(model: ModelFile, gpus: Sequence[GPU] = (), *, offload: b
     buffer = buffer_of(gpus[device] if device >= 0 else None)
     tensors = model.tensors
     weights = counted = 0
-    for info in tensors.values():
-        ne0 = info.shape[-1] if info.shape else 1
-        weights += buffer.alloc_size(int(info.dtype), ne0, info.nbytes)
-        counted += info.nbytes
+    for hp in encoders:
+        for name in _loaded(tensors, hp, len(encoders)):
+            info = tensors[name]
+            ne0 = info.shape[-1] if info.shape else 1
+            weights += buffer.alloc_size(int(info.dtype), ne0, info.nbytes)
+            counted += info.nbytes
     # flash attention `auto`: clip tries it and keeps it where the backend runs the op (the CPU and the GPU
     # backends here all do)
     fa = flash_attn != "off"
@@ -166,6 +182,21 @@ def estimate_projector(model: ModelFile, gpus: Sequence[GPU] = (), *, offload: b
         warmups.append(f"{side}x{side} image" if hp.modality == "vision" else f"{WARMUP_AUDIO_FRAMES} audio frames")
     return ProjectorEstimate(tuple(hp.projector_type for hp in encoders), device, weights, counted, compute, exact,
                              ", ".join(warmups), fa)  # fmt: skip
+
+
+def _loaded(tensors: Mapping, hp: ClipHParams, n_encoders: int) -> list[str]:
+    """The tensors clip's loader reads into the encoder's own context (and buffer): the whole file for its only
+    encoder; of a file with two, the vision context takes all but the audio tensors (`a.`, `mm.a.`), and the audio
+    context its own and those clip asks for in every context whatever its modality (`SHARED_TENSORS`, and
+    Qwen3-VL's deepstack layers up to the audio encoder's layer count), which are then counted twice."""
+    if n_encoders == 1:
+        return list(tensors)
+    audio = [name for name in tensors if name.startswith(("a.", "mm.a."))]
+    if hp.modality == "vision":
+        audio_names = set(audio)
+        return [name for name in tensors if name not in audio_names]
+    deepstack = tuple(f"v.deepstack.{il}.{part}." for il in range(hp.n_layer) for part in ("norm", "fc1", "fc2"))
+    return audio + [name for name in tensors if name in SHARED_TENSORS or name.startswith(deepstack)]
 
 
 def fit_margins(margins: int | Sequence[int], projector: ProjectorEstimate, n_gpus: int) -> int | list[int]:
@@ -322,6 +353,8 @@ class _Builder:
                 cur = self.norm(cur, w["ffn_post_norm.weight"], None, rms)
             cur = self._scaled(cur, w["ls2.weight"])
             inp_l = self._scaled(g.add(inp_l, cur), w["out_scale.weight"])
+        if hp.projector_type in AUDIO_AVGPOOL:
+            inp_l = g.cont(g.transpose(g.pool_1d(g.cont(g.transpose(inp_l)), 2, 2)))
         post_w = self.weight(f"{p}.post_ln.weight")
         if post_w is not None:
             inp_l = self.norm(inp_l, post_w, self.weight(f"{p}.post_ln.bias"), rms)
@@ -512,6 +545,42 @@ def _qwen3vl(b: _Builder) -> g.Graph:
     return b.graph
 
 
+def _stack(cur: g.Tensor, factor: int, n_embd: int) -> g.Tensor:
+    """`build_stack`: every `factor` consecutive frames side by side in one row, the last row padded."""
+    if factor <= 1:
+        return cur
+    total, stride = cur.n_elements, n_embd * factor
+    padded = -(-total // stride) * stride
+    if padded > total:
+        cur = g.pad(g.view(cur, (total,)), padded - total)
+    return g.view(cur, (stride, padded // stride), (g.row_size(cur.type, stride),))
+
+
+def _whisper(b: _Builder) -> g.Graph:
+    """`clip_graph_whisper_enc::build` (Qwen2-Audio, Voxtral, Audio Flamingo 3): the mel frames
+    through two 1-D convolutions (the second of stride 2), each with GELU, the learned positions of the frames
+    left, the ViT (pooled by 2 along time where `AUDIO_AVGPOOL`), frames stacked where `AUDIO_STACK_FRAMES`, then
+    the type's projector."""
+    hp, n_pos = b.hp, b.n_patches
+    raw = g.graph_input(g.F32, (b.nx, b.ny, 1, 1), "inp_raw")
+    cur = raw
+    for i, stride in ((1, 1), (2, 2)):
+        cur = g.conv_1d_ph(b.weight(f"a.conv1d.{i}.weight"), cur, stride)
+        cur = g.unary(g.add(cur, b.weight(f"a.conv1d.{i}.bias")), "GELU_ERF")
+    table = b.weight("a.position_embd.weight")
+    positions = g.view(table, (table.ne[0], n_pos), (table.nb[1],))
+    cur = b.vit(g.cont(g.transpose(cur)), n_pos, positions)
+    if hp.projector_type in AUDIO_STACK_FRAMES:
+        cur = _stack(cur, hp.stack_factor, hp.n_embd)
+    if hp.projector_type == "qwen2a":
+        cur = g.add(b.mm(b.weight("mm.a.fc.weight"), cur), b.weight("mm.a.fc.bias"))
+    else:  # voxtral, musicflamingo
+        cur = b.ffn(cur, b.weight("mm.a.mlp.1.weight"), b.weight("mm.a.mlp.1.bias"), None, None,
+                    b.weight("mm.a.mlp.2.weight"), b.weight("mm.a.mlp.2.bias"))  # fmt: skip
+    b.graph.expand(cur)
+    return b.graph
+
+
 def _derived_graph(b: _Builder) -> g.Graph:
     """Clip's standard ViT encoder over the warmup input's tokens, without the type's own head (derived)."""
     if b.hp.modality == "vision" and b.weight("v.patch_embd.weight") is not None:
@@ -528,5 +597,5 @@ def _derived_graph(b: _Builder) -> g.Graph:
 #: projector type -> its warmup graph, reproduced node for node
 GRAPHS: dict[str, Callable[[_Builder], g.Graph]] = {
     "gemma3": _gemma3, "gemma4v": _gemma4v, "qwen2vl_merger": _qwen2vl, "qwen2.5vl_merger": _qwen2vl,
-    "qwen3vl_merger": _qwen3vl,
+    "qwen3vl_merger": _qwen3vl, "qwen2a": _whisper, "voxtral": _whisper, "musicflamingo": _whisper,
 }  # fmt: skip
