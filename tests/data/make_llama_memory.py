@@ -110,6 +110,8 @@ GRIDS = {
     "qwen3_next-default": HYBRID,
     "qwen3_next-24-layers": COMMON[:6] + RECURRENT[6:7],
     "qwen3_next-24-layers-ssm-in": [COMMON[0], COMMON[4]],
+    "qwen4_exp-default": HYBRID,
+    "qwen3.8-flash-next": COMMON + LONG[:1] + [LONG_FA, *FLASH_ON],
     "glm-4.5-air": COMMON + LONG[:1] + FLASH_ON,
     "glm-4.5": COMMON + LONG[:1] + FLASH_ON,
     "llama4-default": COMMON[:8] + SWA + LONG[:1] + FLASH_ON,  # chunked attention: an SWA cache of 8192

@@ -60,6 +60,10 @@ _KIMI_LINEAR_FULL = (3, 7, 11, 15, 19, 23, 26)  # Kimi-Linear-48B-A3B's MLA laye
 _QWEN3_VL_ROPE = {"rope_type": "default", "rope_theta": 5000000.0, "mrope_section": [24, 20, 20],
                   "mrope_interleaved": True}  # fmt: skip
 _QWEN2_VL_ROPE = {"rope_type": "default", "rope_theta": 1000000.0, "mrope_section": [16, 24, 24]}
+_QWEN4_EXP_ROPE = {"rope_type": "default", "rope_theta": 10000000.0, "partial_rotary_factor": 0.25,
+                   "mrope_section": [11, 11, 10], "mrope_interleaved": True}  # fmt: skip
+_QWEN4_EXP_QSA = {"indexer_n_heads": 4, "indexer_kv_heads": 1, "indexer_head_dim": 128, "indexer_budget": 2048,
+                  "indexer_compress_ratio": 4}  # fmt: skip
 SKELETONS: dict[str, tuple[str, dict]] = {
     "gemma4-default": ("gemma4", {}),
     "gemma4-48-layers": ("gemma4", {"num_hidden_layers": 48, "hidden_size": 3840, "intermediate_size": 15360}),
@@ -126,6 +130,29 @@ SKELETONS: dict[str, tuple[str, dict]] = {
             "indexer_types": ["full", "full", *(["full", "shared", "shared", "shared"] * 19)],
         },
     ),
+    # Qwen3.8-Flash-Next (Qwen/Qwen3.8-Flash-Next, 48 layers, 512 experts: its text configuration as released, with
+    # QSA's indexer in the full-attention layers and the PLE n-gram embeddings in layer 2, counted from 1); and
+    # transformers' default (40 layers, no PLE) given the same indexer and rotary width, which QSA requires
+    "qwen3.8-flash-next": (
+        "qwen4_exp",
+        {
+            "hidden_size": 2560,
+            "num_hidden_layers": 48,
+            "num_attention_heads": 24,
+            "linear_num_value_heads": 48,
+            "moe_intermediate_size": 640,
+            "shared_expert_intermediate_size": 640,
+            "max_position_embeddings": 262144,
+            "rope_parameters": _QWEN4_EXP_ROPE,
+            **_QWEN4_EXP_QSA,
+            "ple_layer_ids": [2],
+            "ple_embed_dim": 2560,
+            "split_ngram_parts": 128,
+            "eos_token_id": 248044,
+            "output_gate_type": "sigmoid",
+        },
+    ),
+    "qwen4_exp-default": ("qwen4_exp", {"rope_parameters": _QWEN4_EXP_ROPE, **_QWEN4_EXP_QSA}),
     "llama4-default": ("llama4", {}),
     "llama4-interleaved": ("llama4", {"num_local_experts": 128, "interleave_moe_layer_step": 2}),
     "mistral3-default": ("mistral3", {}),
@@ -637,6 +664,14 @@ def _kimi_linear_config(config: dict) -> dict:
                        "moe_router_activation_func": "sigmoid", "moe_layer_freq": 1, "mla_use_nope": True}  # fmt: skip
 
 
+def _qwen4_exp_config(config: dict) -> dict:
+    """Qwen3.8-Flash-Next's released config.json: its indexed layers named `full_attention`, the name the
+    converter gives QSA's compress ratio by (transformers 5 reads them as `indexed_attention`)."""
+    text = config["text_config"]
+    kinds = ["full_attention" if kind == "indexed_attention" else kind for kind in text["layer_types"]]
+    return config | {"text_config": text | {"layer_types": kinds}}
+
+
 # config.json as the released checkpoints write it, from the one transformers 5 saves: model type -> (the rewrite,
 # whether the converter is handed that file itself: it reads it so without a transformers that knows the type, and
 # with one the defaults transformers adds, such as Nemotron-H's MoE keys, would make the dense 9B an MoE model)
@@ -646,6 +681,7 @@ RELEASED_CONFIGS = {
     "nemotron_h": (_nemotron_h_config, True),
     "kimi_linear": (_kimi_linear_config, True),
     "deepseek_v32": (_deepseek_v32_config, False),
+    "qwen4_exp": (_qwen4_exp_config, True),
     # Qwen2.5-Omni's releases name the whole model's class, which the converter registers
     "qwen2_5_omni": (lambda config: {**config, "architectures": ["Qwen2_5OmniModel"]}, False),
 }
@@ -762,6 +798,33 @@ def _add_deepseek_mtp(folder: Path, text) -> None:
     _add_part(folder, mtp, "model-mtp.safetensors")
 
 
+def _write_ple_constants(folder: Path, model) -> None:
+    """Qwen4-Exp's PLE hash constants (each n-gram embedding's multipliers, head offsets and head vocabulary sizes,
+    int64 buffers the converter reads as metadata) written into the checkpoint's hole: the values the model derives
+    from its configuration, which a model on the `meta` device holds only as shapes."""
+    from transformers.models.qwen4_exp import modeling_qwen4_exp
+
+    values = {}
+    for name, module in model.named_modules():
+        if isinstance(module, modeling_qwen4_exp.Qwen4ExpTextNGramEmbedding):
+            layer = name[name.index("layers."):] + "."
+            multipliers = modeling_qwen4_exp._build_layer_multipliers(
+                module.unigram_vocab_size, module.ngram_size, module.ple_layer_index, module.seed
+            )
+            values[layer + "layer_multipliers"] = multipliers.tolist()
+            values[layer + "ngram_heads_offsets"] = module.head_offsets
+            values[layer + "ngram_heads_vocab_sizes"] = module.head_vocab_sizes
+    for part in folder.glob("model*.safetensors"):
+        with open(part, "r+b") as f:
+            size = struct.unpack("<Q", f.read(8))[0]
+            header = json.loads(f.read(size))
+            for name, entry in header.items():
+                key = next((k for k in values if name.endswith(k)), None)
+                if key is not None:
+                    f.seek(8 + size + entry["data_offsets"][0])
+                    f.write(struct.pack(f"<{len(values[key])}q", *values[key]))
+
+
 def _text_config(config):
     return config.get_text_config() if hasattr(config, "get_text_config") else config
 
@@ -826,6 +889,8 @@ def save_checkpoint(model_type: str, overrides: dict, folder: Path, *, encoder: 
         _add_nemotron_h_mtp(folder, text)
     if model_type in DEEPSEEK_MTP:
         _add_deepseek_mtp(folder, text)
+    if model_type == "qwen4_exp":
+        _write_ple_constants(folder, model)
     if model_type == "gemma3n_text":
         _add_shared_kv_projections(folder, text)
     if encoder == "vision" and model_type in RELEASED_PREFIXES:
