@@ -208,6 +208,8 @@ GENERIC_GRIDS = {
 # recurrent state tensors a graph renames (its `cb` on the memory's own tensor), so they are not named cache_r/s_l<il>
 # in the reserved graph: name -> r (conv) or s (SSM) state
 RENAMED_STATES = {"conv_states_all": "r"}  # kimi-linear
+INDEXER_CACHE = "cache_idx_"  # qwen4exp's QSA indexer keys (`llama_memory_hybrid_idx`'s third cache), counted as KV
+PLE_STATE = "cache_ple_r_"  # qwen4exp's PLE convolution history: a recurrent state row of its own beside cache_r
 
 
 def params(case: dict) -> dict:
@@ -229,9 +231,11 @@ def measure(oracle: llama_oracle.LlamaOracle, path: Path, case: dict) -> dict:
     with ctx:
         batch = ctx.reserve_batch()
         graph = ctx.graph(*batch)
-        caches = {k: sum(t.nbytes for t in graph.leafs if t.name.startswith(f"cache_{k}_")) for k in "kvrs"}
+        caches = {k: sum(t.nbytes for t in graph.leafs if t.name.startswith((f"cache_{k}_", f"{INDEXER_CACHE}{k}_")))
+                  for k in "kvrs"}  # fmt: skip
         for name, k in RENAMED_STATES.items():
             caches[k] += sum(t.nbytes for t in graph.leafs if t.name.startswith(f"{name}-"))
+        caches["r"] += sum(t.nbytes for t in graph.leafs if t.name.startswith(PLE_STATE))
         compute = ctx.compute_bytes(*batch)
         return {
             "kv": caches["k"] + caches["v"],

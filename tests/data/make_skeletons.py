@@ -807,7 +807,7 @@ def _write_ple_constants(folder: Path, model) -> None:
     values = {}
     for name, module in model.named_modules():
         if isinstance(module, modeling_qwen4_exp.Qwen4ExpTextNGramEmbedding):
-            layer = name[name.index("layers."):] + "."
+            layer = name[name.index("layers.") :] + "."
             multipliers = modeling_qwen4_exp._build_layer_multipliers(
                 module.unigram_vocab_size, module.ngram_size, module.ple_layer_index, module.seed
             )

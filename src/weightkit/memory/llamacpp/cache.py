@@ -17,7 +17,8 @@ from .known_architectures import NO_MEMORY
 class KVCache:
     """One `llama_kv_cache`: `cells` per stream, K and V tensors for each of its layers."""
 
-    name: str  # "" (a plain cache), "non-SWA" or "SWA" (the pair of an iSWA cache), "lid" (DSA's indexer keys)
+    name: str  # "" (a plain cache), "non-SWA" or "SWA" (the pair of an iSWA cache), "lid" / "idx" (DSA's / QSA's
+    # indexer keys)
     cells: int
     n_stream: int
     layers: tuple[int, ...]
@@ -43,19 +44,24 @@ class KVCache:
 
 @dataclass(frozen=True)
 class RecurrentState:
-    """`llama_memory_recurrent`: an F32 conv state (r) and SSM state (s) per sequence in each recurrent layer."""
+    """`llama_memory_recurrent`: an F32 conv state (r) and SSM state (s) per sequence in each recurrent layer, and
+    in a PLE layer (Qwen4-Exp) its convolution's history (p) beside them."""
 
     layers: tuple[int, ...]
     rows: int  # sequences
     n_embd_r: int
     n_embd_s: int
+    ple_layers: tuple[int, ...] = ()
+    n_embd_p: int = 0
 
-    def layer_bytes(self, i: int = 0) -> int:
-        return row_size(F32, self.n_embd_r) * self.rows + row_size(F32, self.n_embd_s) * self.rows
+    def layer_bytes(self, il: int) -> int:
+        """The state of layer `il`."""
+        p = self.n_embd_p if il in self.ple_layers else 0
+        return sum(row_size(F32, n) * self.rows for n in (self.n_embd_r, self.n_embd_s, p))
 
     @property
     def bytes(self) -> int:
-        return self.layer_bytes() * len(self.layers)
+        return sum(self.layer_bytes(il) for il in self.layers)
 
 
 @dataclass(frozen=True)
@@ -86,13 +92,18 @@ def make_memory(hp: LlamaCppHParams, ctx: Context) -> Memory:
     recurrent = None
     if recurrent_layers:
         rows = max(1, ctx.n_seq_max)
-        recurrent = RecurrentState(recurrent_layers, rows, hp.n_embd_r, hp.n_embd_s)
+        ple_layers = tuple(il for il in recurrent_layers if hp.is_ple and hp.is_ple[il])
+        recurrent = RecurrentState(recurrent_layers, rows, hp.n_embd_r, hp.n_embd_s, ple_layers, hp.n_embd_p)
     attends = hp.is_attention or tuple(not r for r in hp.is_recurrent)
     attention = [il for il in layers if attends[il] and hp.has_kv(il)]
     if not any(hp.is_attention) and len(recurrent_layers) == hp.n_layer and all(hp.is_recurrent):
         return Memory((), recurrent)
-    if hp.is_dsa:
-        return Memory((_cache(hp, ctx, "", ctx.n_ctx_seq, attention), _indexer_cache(hp, ctx, attention)))
+    if hp.is_dsa and hp.is_mla:
+        indexed = [il for il in attention if hp.is_indexer_full[il]]
+        return Memory((_cache(hp, ctx, "", ctx.n_ctx_seq, attention), _indexer_cache(hp, ctx, "lid", indexed)))
+    if hp.is_dsa:  # QSA: `llama_memory_hybrid_idx`, the indexer's keys in every attention layer
+        return Memory((_cache(hp, ctx, "", ctx.n_ctx_seq, attention), _indexer_cache(hp, ctx, "idx", attention)),
+                      recurrent)  # fmt: skip
     if hp.swa_type == SWA_NONE:
         return Memory((_cache(hp, ctx, "", ctx.n_ctx_seq, attention),), recurrent)
     n_swa_cells = ctx.n_ctx_seq
@@ -116,13 +127,13 @@ def _cache(hp: LlamaCppHParams, ctx: Context, name: str, cells: int, layers: lis
     return KVCache(name, cells, ctx.n_stream, tuple(layers), k_rows, v_rows, ctx.type_k, ctx.type_v, v_trans)
 
 
-def _indexer_cache(hp: LlamaCppHParams, ctx: Context, attention: list[int]) -> KVCache:
-    """`llama_kv_cache_dsa`'s second cache: one key head of the indexer's size per cell in every layer with an
-    indexer of its own, no V (the model's MLA), the K cache's type."""
-    layers = [il for il in attention if hp.is_indexer_full[il]]
+def _indexer_cache(hp: LlamaCppHParams, ctx: Context, name: str, layers: list[int]) -> KVCache:
+    """The indexer cache (`llama_kv_cache_dsa`'s second, `llama_memory_hybrid_idx`'s third): one key head of the
+    indexer's size per cell in every layer with an indexer of its own, no V (made as an MLA cache), the K cache's
+    type."""
     k_rows = (hp.indexer_head_size,) * len(layers)
     v_rows = (0,) * len(layers)
-    return KVCache("lid", ctx.n_ctx_seq, ctx.n_stream, tuple(layers), k_rows, v_rows, ctx.type_k, ctx.type_v,
+    return KVCache(name, ctx.n_ctx_seq, ctx.n_stream, tuple(layers), k_rows, v_rows, ctx.type_k, ctx.type_v,
                    not ctx.flash_attn)  # fmt: skip
 
 

@@ -122,7 +122,7 @@ def estimate(model: ModelFile, settings: LlamaCppSettings | None = None, gpus: S
                 kv[device] += buffer.alloc_size(cache.type_v, cache.v_rows[i], cache.v_bytes(i))
     if memory.recurrent is not None:
         for il in memory.recurrent.layers:
-            recurrent[_kv_device(settings, placement, il)] += memory.recurrent.layer_bytes()
+            recurrent[_kv_device(settings, placement, il)] += memory.recurrent.layer_bytes(il)
     used = {d for d in placement.layers if d >= 0} | ({placement.output} - {-1})
     if used:
         # llama_context: the model's devices (every GPU, or the main one alone with --split-mode none), all

@@ -311,6 +311,18 @@ def lightning_indexer(q: Tensor, k: Tensor, weights: Tensor, mask: Tensor) -> Te
     return _new(F32, (k.ne[2], q.ne[2], 1, q.ne[3]), "LIGHTNING_INDEXER", q, k, weights, mask)
 
 
+def dsv4_hc_pre(x: Tensor, gate: Tensor) -> Tensor:
+    """`ggml_dsv4_hc_pre_gated`: the hyper-connections' streams [n_embd, hc, tokens] gated and averaged, F32
+    [n_embd, tokens]."""
+    return _new(F32, (x.ne[0], x.ne[2]), "DSV4_HC_PRE", x, gate)
+
+
+def dsv4_hc_post(x: Tensor, residual: Tensor, post: Tensor) -> Tensor:
+    """`ggml_dsv4_hc_post` without a combination matrix: a block's output [n_embd, tokens] added to every stream of
+    `residual`, each scaled by its weight in `post`, F32 [n_embd, hc, tokens]."""
+    return _new(F32, (x.ne[0], residual.ne[1], x.ne[1]), "DSV4_HC_POST", x, residual, post, None)
+
+
 def concat(a: Tensor, b: Tensor, dim: int) -> Tensor:
     ne = list(a.ne)
     ne[dim] += b.ne[dim]

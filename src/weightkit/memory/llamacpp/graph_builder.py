@@ -146,15 +146,20 @@ class GraphBuilder:
         return g.graph_input(F32, (n, n), "attn_inp_k_rot" if k else "attn_inp_v_rot")
 
     def attn_inp_kv(self) -> None:
-        """`build_attn_inp_kv` (one cache) or `build_attn_inp_kv_iswa` (a base and an SWA cache)."""
+        """`build_attn_inp_kv` (one cache) or `build_attn_inp_kv_iswa` (a base and an SWA cache); QSA's indexer cache
+        takes write indices alone (`build_input_k_idxs`)."""
+        attended = [cache for cache in self.memory.caches if cache.name != "idx"]
         for cache in self.memory.caches:
+            if cache.name == "idx":
+                self._attn_inputs[cache.name] = {"k_idxs": g.graph_input(I64, (self.n_tokens,), "attn_inp_k_idxs")}
+                continue
             v_rows = self.n_tokens * self.hp.n_embd_v_gqa_max if cache.v_trans else self.n_tokens
             self._attn_inputs[cache.name] = {
                 "k_idxs": g.graph_input(I64, (self.n_tokens,), "attn_inp_k_idxs"),
                 "v_idxs": g.graph_input(I64, (v_rows,), "attn_inp_v_idxs"),
                 "mask": self._mask(cache),
             }
-        for cache in self.memory.caches:
+        for cache in attended:
             inputs = self._attn_inputs[cache.name]
             inputs["k_rot"] = self._rot(cache, self.ctx.type_k, self.hp.head_k_full, True)
             inputs["v_rot"] = self._rot(cache, self.ctx.type_v, self.hp.head_v_full, False)
@@ -180,14 +185,34 @@ class GraphBuilder:
         lid = self.memory.caches[1]
         self.expand(self._cpy_k(lid, il, k, self._attn_inputs[lid.name]["k_idxs"]))
 
-    def indexer_keys(self, il: int) -> tuple[Tensor, Tensor]:
-        """The indexer cache of a layer as one key head per cell, [head, 1, cells, streams], and its mask."""
+    def indexer_keys(self, il: int) -> Tensor:
+        """The indexer cache of a layer as one key head per cell, [head, 1, cells, streams]."""
         lid = self.memory.caches[1]
         k = self._cache_tensor(lid, il, "k")
         rows, rs = k.ne[0], g.row_size
-        keys = g.view(k, (rows, 1, lid.cells, self.n_stream),
+        return g.view(k, (rows, 1, lid.cells, self.n_stream),
                       (rs(k.type, rows), rs(k.type, rows), rs(k.type, rows * lid.cells)))  # fmt: skip
-        return keys, self._attn_inputs[lid.name]["mask"]
+
+    def indexer_mask(self) -> Tensor:
+        """DSA's indexer cache's mask."""
+        return self._attn_inputs["lid"]["mask"]
+
+    def attn_mask(self, il: int) -> Tensor:
+        """The KQ mask of the cache layer `il` attends over."""
+        return self._attn_inputs[self.memory.cache_of(self.hp.kv_layer(il)).name]["mask"]
+
+    def top_k_mask(self, mask: Tensor, top_k: Tensor) -> Tensor:
+        """The sparse attentions' mask (the MLA sparse path of `build_attn`, copied by QSA): a copy of `mask` filled
+        with -inf, zeros written at the cells each token's `top_k` indices name, `mask` added."""
+        masked = g.fill(mask)
+        masked = g.view(masked, (1, mask.ne[0], mask.ne[1], mask.ne[3]), masked.nb[:3])
+        cells = g.view(top_k, (top_k.ne[0], top_k.ne[1], top_k.ne[3], 1),
+                       (top_k.nb[1], top_k.nb[2], top_k.ne[3] * top_k.nb[3]))  # fmt: skip
+        zeros = g.fill(g.new_tensor(F32, (1, *cells.ne[:3])))
+        chosen = g.set_rows(masked, zeros, cells)
+        nb = chosen.nb
+        chosen = g.view(chosen, (chosen.ne[1], chosen.ne[2], 1, chosen.ne[3]), (nb[2], nb[3], nb[3]))
+        return g.add(chosen, mask)
 
     def attn_dsa(self, il: int, q: Tensor, k: Tensor, v: Tensor, wo: Tensor, v_mla: Tensor, top_k: Tensor) -> Tensor:
         """`build_attn` with DSA's input: MLA over a K-only cache, each token attending only to the cells of its
@@ -197,16 +222,7 @@ class GraphBuilder:
         for t in (q, v, k):
             self.expand(t)
         self.expand(self._cpy_k(cache, il, k, inputs["k_idxs"]))
-        mask = inputs["mask"]
-        masked = g.fill(mask)
-        masked = g.view(masked, (1, mask.ne[0], mask.ne[1], mask.ne[3]), masked.nb[:3])
-        cells = g.view(top_k, (top_k.ne[0], top_k.ne[1], top_k.ne[3], 1),
-                       (top_k.nb[1], top_k.nb[2], top_k.ne[3] * top_k.nb[3]))  # fmt: skip
-        zeros = g.fill(g.new_tensor(F32, (1, *cells.ne[:3])))
-        chosen = g.set_rows(masked, zeros, cells)
-        nb = chosen.nb
-        chosen = g.view(chosen, (chosen.ne[1], chosen.ne[2], 1, chosen.ne[3]), (nb[2], nb[3], nb[3]))
-        chosen = g.add(chosen, mask)
+        chosen = self.top_k_mask(inputs["mask"], top_k)
         kc = self._get_k(cache, il)
         vc = g.view(kc, (v.ne[0], kc.ne[1], kc.ne[2], kc.ne[3]), kc.nb[1:])
         return self.mm(wo, self.attn_mha(q, kc, vc, chosen, None, v_mla))
@@ -218,11 +234,11 @@ class GraphBuilder:
         self._rs = (g.view(s_copy, (self.n_seqs,)), g.view(s_copy, (n_rs - self.n_seqs,)))
 
     def rs_state(self, il: int, kind: str) -> Tensor:
-        """A recurrent layer's conv (`r`) or SSM (`s`) state: F32, a row per sequence."""
+        """A recurrent layer's conv (`r`), SSM (`s`) or PLE convolution (`p`) state: F32, a row per sequence."""
         state = self.memory.recurrent
         key = (il, kind)
         if key not in self._cache_tensors:
-            width = state.n_embd_r if kind == "r" else state.n_embd_s
+            width = {"r": state.n_embd_r, "s": state.n_embd_s, "p": state.n_embd_p}[kind]
             self._cache_tensors[key] = g.external(F32, (width, state.rows), f"cache_{kind}_l{il}",
                                                   device=self.layer_device(il))  # fmt: skip
         return self._cache_tensors[key]
@@ -322,9 +338,10 @@ class GraphBuilder:
         return t
 
     def attn(self, il: int, q: Tensor, k: Tensor | None, v: Tensor | None, wo: Tensor | None, wo_b: Tensor | None,
-             sinks: Tensor | None = None) -> Tensor:  # fmt: skip
+             sinks: Tensor | None = None, top_k: Tensor | None = None) -> Tensor:  # fmt: skip
         """`build_attn` with a KV cache: store K and V, attend over the whole cache, project. Without K and V (a
-        layer that reuses another's cache) nothing is stored."""
+        layer that reuses another's cache) nothing is stored. `top_k`: each token attends only to the cells it
+        names (QSA's `build_attn_qsa`)."""
         cache = self.memory.cache_of(self.hp.kv_layer(il))
         inputs = self._attn_inputs[cache.name]
         swa_pair = len(self.memory.caches) > 1
@@ -341,7 +358,8 @@ class GraphBuilder:
             self.expand(self._cpy_k(cache, il, k, inputs["k_idxs"]))
         if v is not None:
             self.expand(self._cpy_v(cache, il, v, inputs["v_idxs"]))
-        cur = self.attn_mha(q, self._get_k(cache, il), self._get_v(cache, il), inputs["mask"], sinks)
+        mask = inputs["mask"] if top_k is None else self.top_k_mask(inputs["mask"], top_k)
+        cur = self.attn_mha(q, self._get_k(cache, il), self._get_v(cache, il), mask, sinks)
         if inputs["v_rot"] is not None:
             cur = self._hadamard(cur, inputs["v_rot"])
         if wo is not None:

@@ -62,6 +62,15 @@ class LlamaCppHParams:
     indexer_head_size: int = 0
     indexer_top_k: int = 0
     is_indexer_full: tuple[bool, ...] = ()  # layers with an indexer of their own (the others reuse the last one's)
+    # Qwen4-Exp's QSA (sparse attention over blocks of `compress_ratios[il]` cached indexer keys, 0: dense), its
+    # hyper-connections (`hc_mult` residual streams in place of the norms) and PLE n-gram embeddings (the layers
+    # `is_ple` marks: `ple_n_heads` rows of n_embd_per_layer per token, a dilated convolution over their history)
+    compress_ratios: tuple[int, ...] = ()
+    hc_mult: int = 0
+    is_ple: tuple[bool, ...] = ()
+    ple_n_heads: int = 0
+    ple_ngram_size: int = 0
+    ple_conv_kernel: int = 0
     ssm_d_conv: int = 0
     ssm_d_inner: int = 0
     ssm_d_state: int = 0
@@ -99,7 +108,8 @@ class LlamaCppHParams:
 
     @property
     def is_dsa(self) -> bool:
-        """DeepSeek sparse attention: an indexer cache beside the MLA one (`llama_kv_cache_dsa`)."""
+        """Sparse attention over an indexer cache beside the attention one: DeepSeek's beside MLA
+        (`llama_kv_cache_dsa`), or Qwen4-Exp's QSA in a hybrid (`llama_memory_hybrid_idx`)."""
         return self.indexer_head_size > 0
 
     def head_k(self, il: int) -> int:
@@ -145,6 +155,13 @@ class LlamaCppHParams:
             return 3 * (self.ssm_d_conv - 1 if self.ssm_d_conv > 0 else 3) * self.n_head[0] * self.n_embd_head_kda
         conv = self.ssm_d_conv - 1 if self.ssm_d_conv > 0 else 0
         return conv * (self.ssm_d_inner + 2 * self.ssm_n_group * self.ssm_d_state)
+
+    @property
+    def n_embd_p(self) -> int:
+        """Per-sequence history of a PLE layer's dilated convolution (`ple_conv_state`), a recurrent row of its own."""
+        if not self.ple_n_heads or not self.ple_conv_kernel:
+            return 0
+        return (self.ple_conv_kernel - 1) * self.ple_ngram_size * self.hc_mult * self.n_embd
 
     @property
     def n_embd_s(self) -> int:

@@ -137,6 +137,9 @@ ARCHITECTURES: Mapping[str, LlamaCppArchitecture] = {
     "qwen3next": LlamaCppArchitecture(qwen_next.qwen3next, recurrent="interval", experts=True, gated_q=True),
     "qwen35": LlamaCppArchitecture(qwen_next.qwen35, recurrent="interval", gated_q=True),
     "qwen35moe": LlamaCppArchitecture(qwen_next.qwen35, recurrent="interval", experts=True, gated_q=True),
+    "qwen4exp": LlamaCppArchitecture(
+        qwen_next.qwen4exp, recurrent="interval", experts=True, gated_q=True, mrope=True, qsa=True
+    ),
     "mamba": LlamaCppArchitecture(mamba.mamba, recurrent="all", flags={"ssm_dt_b_c_rms": "ssm.dt_b_c_rms"}),
     "mamba2": LlamaCppArchitecture(mamba.mamba2, recurrent="all"),
     "rwkv6": LlamaCppArchitecture(

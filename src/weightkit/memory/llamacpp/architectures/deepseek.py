@@ -138,7 +138,7 @@ def _indexer_top_k(b: GraphBuilder, il: int, cur: Tensor, qr: Tensor, pos: Tenso
     q, k = g.mul_mat(rotation, q), g.mul_mat(rotation, k)
     b.indexer_store(il, k)
     weights = b.mm(b.w("indexer.proj.weight", il), cur)
-    keys, mask = b.indexer_keys(il)
+    keys, mask = b.indexer_keys(il), b.indexer_mask()
     n_stream = keys.ne[3]
     q = g.view(q, (q.ne[0], q.ne[1], q.ne[2] // n_stream, n_stream), (q.nb[1], q.nb[2], q.nb[3] // n_stream))
     weights = g.view(weights, (weights.ne[0], weights.ne[1] // n_stream, weights.ne[2], n_stream),

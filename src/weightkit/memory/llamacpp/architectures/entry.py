@@ -108,6 +108,7 @@ class LlamaCppArchitecture:
     wkv: bool = False  # RWKV: the state is sized by wkv.head_size and token_shift_count, not by the ssm keys
     shortconv: bool = False  # LFM2: the state is a short convolution's (shortconv.l_cache), not the ssm keys'
     kda: bool = False  # Kimi's KDA: the state is sized by kda.head_dim and ssm.conv_kernel, not the other ssm keys
+    qsa: bool = False  # Qwen4-Exp: hyper-connections, QSA's indexer and compress ratios, PLE n-gram embeddings
     required: tuple[str, ...] = ()  # keys llama.cpp insists on that shape only weights (LoRA ranks, ...)
     required_values: tuple[str, ...] = ()  # those of `required` that are not counts (floats, per-layer arrays)
     kv_layers: int | None = None  # only this many first layers have a KV cache, the rest reuse one (gemma3n: 20)
@@ -206,6 +207,8 @@ class LlamaCppArchitecture:
             values["is_attention"] = tuple(not r and f == 0 for r, f in zip(recurrent, n_ff, strict=True))
         if self.recurrent == "interval":
             values["is_recurrent"] = _recurrent_layers(keys, n_layer_all, n_layer_all - n_nextn)
+        if self.qsa:
+            values.update(_qsa(keys, values, n_layer_all))
         return values
 
 
@@ -308,6 +311,61 @@ def _dsa(keys: _Keys, indexers: str, n_layer_all: int, n_layer: int) -> dict[str
         if types:
             full = tuple(bool(t) for t in types) + full[n_layer:]
     return values | {"is_indexer_full": full}
+
+
+LLAMA_MAX_PLE_NGRAM, LLAMA_MAX_PLE_HEADS = 8, 64
+
+
+def _qsa(keys: _Keys, values: dict[str, Any], n_layer_all: int) -> dict[str, Any]:
+    """Qwen4-Exp's `load_arch_hparams` beyond Qwen3.5's: its delta net's keys and the hyper-connections' count
+    (more than one) and rank, QSA's indexer and per-layer compress ratios, and the PLE layer (one, a linear-attention
+    layer) with its n-gram size and heads, convolution and hash tables; llama.cpp refuses a file without them, or
+    with zeros where it divides or sizes by them, naming the key."""
+
+    def nonzero(key: str, value: int) -> int:
+        if value == 0:
+            raise keys.error(f"{keys.name(key)} must be greater than zero, got 0 (llama.cpp refuses the model)")
+        return value
+
+    for name, key in (("ssm_d_conv", "ssm.conv_kernel"), ("ssm_d_inner", "ssm.inner_size"),
+                      ("ssm_d_state", "ssm.state_size"), ("ssm_dt_rank", "ssm.time_step_rank"),
+                      ("ssm_n_group", "ssm.group_count")):  # fmt: skip
+        nonzero(key, values[name])
+    hc = keys.number("hyper_connection.count", required=True)
+    if hc <= 1:
+        raise keys.error(f"{keys.name('hyper_connection.count')} must be greater than one, got {hc}")
+    nonzero("hyper_connection.low_rank", keys.number("hyper_connection.low_rank", required=True))
+    out: dict[str, Any] = {"hc_mult": hc, "n_embd_out_impl": hc * keys.number("embedding_length")}
+    for name, key in (("indexer_n_head", "attention.indexer.head_count"),
+                      ("indexer_head_size", "attention.indexer.key_length"),
+                      ("indexer_top_k", "attention.indexer.top_k")):  # fmt: skip
+        out[name] = nonzero(key, keys.number(key, required=True))
+    out["compress_ratios"] = keys.per_layer("attention.compress_ratios", n_layer_all, (0,) * n_layer_all)
+    layers = keys.array("ple.layers") or []
+    if not layers:
+        return out
+    if len(layers) != 1:
+        raise keys.error(f"{keys.name('ple.layers')} lists {len(layers)} layers, but only one PLE layer is supported")
+    (il,) = (int(v) for v in layers)
+    if il >= n_layer_all or not values["is_recurrent"][il]:
+        raise keys.error(f"PLE layer {il} is out of range or not a linear attention layer (llama.cpp refuses it)")
+    ngram = keys.number("ple.ngram_size", required=True)
+    n_heads = (ngram - 1) * keys.number("ple.heads_per_ngram", required=True)
+    keys.number("ple.eos_token_id", required=True)
+    if not 2 <= ngram <= LLAMA_MAX_PLE_NGRAM or not 0 < n_heads <= LLAMA_MAX_PLE_HEADS:
+        raise keys.error(f"PLE n-gram size {ngram} or head count {n_heads} is out of range (llama.cpp refuses it)")
+    for key, n in (("ple.layer_multipliers", ngram), ("ple.head_offsets", n_heads), ("ple.head_vocab_sizes", n_heads)):
+        if len(keys.array(key) or []) < n:
+            raise keys.error(f"{keys.name(key)} has fewer than the {n} entries llama.cpp requires")
+    kernel, width = (nonzero(key, keys.number(key, required=True))
+                     for key in ("ple.conv_kernel", "embedding_length_per_layer_input"))  # fmt: skip
+    return out | {
+        "is_ple": tuple(i == il for i in range(n_layer_all)),
+        "ple_n_heads": n_heads,
+        "ple_ngram_size": ngram,
+        "ple_conv_kernel": kernel,
+        "n_embd_per_layer": width,
+    }
 
 
 def _wkv(keys: _Keys) -> dict[str, int]:
