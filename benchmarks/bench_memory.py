@@ -42,6 +42,7 @@ MODELS = [
     "llama4-default",
     "mistral3-default",
     "mistral4-default",
+    "qwen3.8-flash-next",
 ]
 SETTINGS = LlamaCppSettings(ctx_size=32768)
 
