@@ -34,14 +34,21 @@ MODELS = [
     "granite-4.0-h-tiny",
     # the 2026 architectures (skeletons the reference converter wrote from transformers' defaults)
     "gemma4-default",
+    "gemma4-26b-a4b",
+    "gemma4-48-layers",
     "gemma3n-default",
     "qwen3_5-default",
     "qwen3_5_moe-default",
     "qwen3_next-default",
+    "qwen3_next-24-layers",
     "glm-4.5-air",
     "llama4-default",
     "mistral3-default",
     "mistral4-default",
+    "nemotron_h-3-nano-30b-a3b",
+    "kimi_linear-48b-a3b",
+    "deepseek_v32-default",
+    "glm_moe_dsa-default",
 ]
 SETTINGS = LlamaCppSettings(ctx_size=32768)
 
