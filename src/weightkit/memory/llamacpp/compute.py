@@ -105,14 +105,12 @@ class Repetition:
         return reps + (self.reps - reps) % period
 
 
-def repetition(hp: LlamaCppHParams, tensors: Mapping[str, TensorInfo], placement: Placement | None = None, *,
-               allocated: bool = True) -> Repetition | None:  # fmt: skip
-    """How the layers repeat (their devices too), if they repeat enough for a shortened graph to save something:
-    one the allocator runs over (`allocated`), or one whose tensors are only added up (`Repetition.TOTALED`
-    repetitions, any saving)."""
+def repetition(hp: LlamaCppHParams, kinds: Sequence[tuple], *, allocated: bool = True) -> Repetition | None:
+    """How the layers repeat (their `layer_kinds`), if they repeat enough for a shortened graph to save a quarter
+    of the layers: one the allocator runs over (`allocated`), or one whose tensors are only added up
+    (`Repetition.TOTALED` repetitions)."""
     if allocated and hp.is_dsa:  # each layer's sparse-attention mask starts from a leaf of its own, placed before
         return None  # any node: the allocator's state never repeats
-    kinds = _layer_kinds(hp, tensors, placement)
     last = hp.n_layer - 1
     best, best_size = None, hp.n_layer + 1
     for period in range(1, MAX_PERIOD + 1):
@@ -125,14 +123,15 @@ def repetition(hp: LlamaCppHParams, tensors: Mapping[str, TensorInfo], placement
         if allocated:
             trials = plan.trials()
             size = len(plan.layers(trials[0])) if trials else best_size
-        else:
-            size = len(plan.layers(plan.TOTALED)) if plan.reps > plan.TOTALED else best_size
+        else:  # a quarter of the layers left out, as `Repetition.saves` asks
+            size = len(plan.layers(plan.TOTALED))
+            size = size if plan.reps > plan.TOTALED and size * 4 <= hp.n_layer * 3 else best_size
         if size < best_size:
             best, best_size = plan, size
     return best
 
 
-def _layer_kinds(hp: LlamaCppHParams, tensors: Mapping[str, TensorInfo], placement: Placement | None) -> list[tuple]:
+def layer_kinds(hp: LlamaCppHParams, tensors: Mapping[str, TensorInfo], placement: Placement | None) -> list[tuple]:
     """What the graph of each layer depends on: its hyperparameters, its tensors' names, shapes and types, and
     its device."""
     own: dict[int, list] = {il: [] for il in range(hp.n_layer)}
@@ -173,12 +172,16 @@ class _Reserve:
     whole: list[GraphBuilder] = field(default_factory=list)  # the whole graphs built so far
 
     @cached_property
+    def kinds(self) -> list[tuple]:
+        return layer_kinds(self.hp, self.tensors, self.placement)
+
+    @cached_property
     def plan(self) -> Repetition | None:
-        return repetition(self.hp, self.tensors, self.placement)
+        return repetition(self.hp, self.kinds)
 
     @cached_property
     def totaled(self) -> Repetition | None:
-        return repetition(self.hp, self.tensors, self.placement, allocated=False)
+        return repetition(self.hp, self.kinds, allocated=False)
 
     def build(self, batch: tuple[int, int, int], layers: Sequence[int] | None = None) -> GraphBuilder:
         return build_graph(self.hp, self.ctx, self.memory, self.tensors, *batch, self.placement, layers,
@@ -233,8 +236,10 @@ class _Reserve:
         the first one's last layer leaves to be expanded by the next is in each), whatever the allocator does.
         That the middle repetitions are alike (a layer's tensors do not tell everything: Qwen3-VL's deepstack
         layers, SmolLM3's layers without rope) is seen in a whole graph of another batch built before."""
+        if self.placement is not None or not self.whole or any(self.hp.is_recurrent):
+            return False  # (a recurrent layer's states, a row per sequence, rarely leave the graph room)
         plan = self.totaled
-        if plan is None or self.placement is not None or not self.whole:
+        if plan is None:
             return False
         reps = plan.TOTALED
         middle = range(plan.start + 2 * plan.period, plan.start + plan.reps * plan.period)
@@ -315,7 +320,7 @@ def resolve_flash_attn(hp: LlamaCppHParams, ctx: Context, memory: Memory, tensor
     graph leaves out repeat those it keeps, on the same device, and are scheduled alike."""
     if not (ctx.auto_fa and ctx.flash_attn):
         return ctx
-    plan = repetition(hp, tensors, placement)
+    plan = repetition(hp, layer_kinds(hp, tensors, placement))
     trials = plan.trials() if plan is not None else []
     layers = plan.layers(trials[0]) if trials else None
     builder = build_graph(hp, ctx, memory, tensors, *_batches(ctx)[1], placement, layers)
