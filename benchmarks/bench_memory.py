@@ -53,12 +53,16 @@ MODELS = [
 SETTINGS = LlamaCppSettings(ctx_size=32768)
 
 
-def skeletons(folder: Path) -> dict[str, Path]:
-    spec = importlib.util.spec_from_file_location(
-        "memory_models", Path(__file__).parents[1] / "tests/data/memory_models.py"
-    )
+def test_data_script(name: str):
+    """A script of tests/data, loaded as a module."""
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).parents[1] / f"tests/data/{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return module
+
+
+def skeletons(folder: Path) -> dict[str, Path]:
+    module = test_data_script("memory_models")
     return {name: module.write_model(name, folder) for name in MODELS}
 
 
@@ -89,7 +93,8 @@ def llama_cpp_answer(oracle, path: Path) -> tuple[int, int]:
     """llama.cpp's KV cache (and recurrent state) bytes, and its compute buffer, for the equality check."""
     with oracle.load(path, **_context_fields()) as ctx:
         batch = ctx.reserve_batch()
-        caches = sum(t.nbytes for t in ctx.graph(*batch).leafs if t.name.startswith("cache_"))
+        names = ("cache_", *(f"{name}-" for name in test_data_script("make_llama_memory").RENAMED_STATES))
+        caches = sum(t.nbytes for t in ctx.graph(*batch).leafs if t.name.startswith(names))
         return caches, sum(ctx.compute_bytes(*batch))
 
 
