@@ -34,25 +34,36 @@ MODELS = [
     "granite-4.0-h-tiny",
     # the 2026 architectures (skeletons the reference converter wrote from transformers' defaults)
     "gemma4-default",
+    "gemma4-26b-a4b",
+    "gemma4-48-layers",
     "gemma3n-default",
     "qwen3_5-default",
     "qwen3_5_moe-default",
     "qwen3_next-default",
+    "qwen3_next-24-layers",
     "glm-4.5-air",
     "llama4-default",
     "mistral3-default",
     "mistral4-default",
+    "nemotron_h-3-nano-30b-a3b",
+    "kimi_linear-48b-a3b",
+    "deepseek_v32-default",
+    "glm_moe_dsa-default",
     "qwen3.8-flash-next",
 ]
 SETTINGS = LlamaCppSettings(ctx_size=32768)
 
 
-def skeletons(folder: Path) -> dict[str, Path]:
-    spec = importlib.util.spec_from_file_location(
-        "memory_models", Path(__file__).parents[1] / "tests/data/memory_models.py"
-    )
+def test_data_script(name: str):
+    """A script of tests/data, loaded as a module."""
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).parents[1] / f"tests/data/{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return module
+
+
+def skeletons(folder: Path) -> dict[str, Path]:
+    module = test_data_script("memory_models")
     return {name: module.write_model(name, folder) for name in MODELS}
 
 
@@ -83,7 +94,8 @@ def llama_cpp_answer(oracle, path: Path) -> tuple[int, int]:
     """llama.cpp's KV cache (and recurrent state) bytes, and its compute buffer, for the equality check."""
     with oracle.load(path, **_context_fields()) as ctx:
         batch = ctx.reserve_batch()
-        caches = sum(t.nbytes for t in ctx.graph(*batch).leafs if t.name.startswith("cache_"))
+        names = ("cache_", *(f"{name}-" for name in test_data_script("make_llama_memory").RENAMED_STATES))
+        caches = sum(t.nbytes for t in ctx.graph(*batch).leafs if t.name.startswith(names))
         return caches, sum(ctx.compute_bytes(*batch))
 
 

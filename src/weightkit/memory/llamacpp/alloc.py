@@ -23,7 +23,9 @@ chunk, which is what this simulates.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from itertools import chain
+from operator import attrgetter
 
 from .ggml import INPUT, OUTPUT, Graph, Tensor
 
@@ -101,7 +103,28 @@ def buffer_size(graph: Graph, align: int = 32) -> int:
 State = tuple  # what the allocator holds at a point: free blocks, tops, and the live tensors' places
 
 
+_sources = attrgetter("src")
+
 AllocSize = Callable[[Tensor], int] | None  # a buffer type's get_alloc_size (None: ggml_nbytes)
+
+
+def placed_bytes(tensors: Iterable[Tensor], buffers: Sequence[tuple[int, AllocSize]],
+                 buffer_of: Callable[[Tensor], int]) -> list[int]:  # fmt: skip
+    """The bytes of each buffer that the tensors the allocator places among `tensors` take side by side, each
+    rounded up to its buffer's alignment."""
+    total = [0] * len(buffers)
+    for t in tensors:
+        if not t.external and t.view_src is None:
+            buffer = buffer_of(t)
+            align, size = buffers[buffer]
+            total[buffer] += -(-(t.nbytes if size is None else size(t)) // align) * align
+    return total
+
+
+def fit_side_by_side(total: Sequence[int], reserved: Sequence[int]) -> bool:
+    """Whether a graph whose tensors take `total` bytes side by side needs no allocator pass in buffers of the
+    sizes `reserved`: a buffer's end never passes the sum of what was placed in it."""
+    return all(need <= have for need, have in zip(total, reserved, strict=True))
 
 
 def buffer_sizes(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: Sequence[tuple[int, AllocSize]],
@@ -118,29 +141,21 @@ def buffer_sizes(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: Sequ
     back (its place in the repetition it is carried from, which says what will use it: two tensors a layer swaps
     are told apart), the others (inputs, and what every later layer reads) by identity."""
     sizes = [size for _, size in buffers]
-    if reserved and not snapshot_at:
-        total = [0] * len(buffers)
-        for t in (*leafs, *nodes):
-            if not t.external and t.view_src is None:
-                buffer = buffer_of(t)
-                size, align = sizes[buffer], buffers[buffer][0]
-                total[buffer] += -(-(t.nbytes if size is None else size(t)) // align) * align
-        if all(need <= have for need, have in zip(total, reserved, strict=True)):
-            return list(reserved)
+    if reserved and not snapshot_at and fit_side_by_side(placed_bytes((*leafs, *nodes), buffers, buffer_of), reserved):
+        return list(reserved)
     allocators = [_Blocks(align) for align, _ in buffers]
     offset: dict[Tensor, tuple[int, int, int]] = {}  # (buffer, offset, size) of tensors placed and still owned
-    children = Counter(s for node in nodes for s in node.src)
+    children = Counter(chain.from_iterable(map(_sources, nodes)))
     views = Counter(node.view_src for node in nodes if node.view_src is not None and node.op != "NONE")
     made: dict[Tensor, int] = {}  # the node that gave each tensor its memory, where there are snapshots to take
+    one = len(buffers) == 1  # every tensor in buffer 0: `buffer_of` need not be asked
 
-    def place(t: Tensor, position: int, where: tuple[int, int, int] | None = None) -> None:
-        """Give `t` memory (`where`: the memory of a source it takes over) at node `position`."""
-        if where is None:
-            buffer = buffer_of(t)
-            size = sizes[buffer]
-            size = t.nbytes if size is None else size(t)
-            where = (buffer, allocators[buffer].alloc(size), size)
-        offset[t] = where
+    def place(t: Tensor, position: int) -> None:
+        """Give `t` memory at node `position`."""
+        buffer = 0 if one else buffer_of(t)
+        size = sizes[buffer]
+        size = t.nbytes if size is None else size(t)
+        offset[t] = (buffer, allocators[buffer].alloc(size), size)
         if snapshot_at:
             made[t] = position
 
@@ -152,19 +167,25 @@ def buffer_sizes(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: Sequ
             if not t.external and t.view_src is None and t not in offset:
                 place(t, -1)
     previous = min(snapshot_at, default=0) if snapshot_at else 0  # the snapshot before
+    snapshots = snapshot_at or {}
     for index, node in enumerate(nodes):
-        if snapshot_at and index in snapshot_at:
+        if index in snapshots:
             live = tuple(sorted((*where, index - made[t] if made.get(t, -1) >= previous else id(t))
                                 for t, where in offset.items()))  # fmt: skip
             previous = index
             free_lists = tuple(tuple(map(tuple, blocks.free)) for blocks in allocators)
-            snapshot_at[index].append((free_lists, tuple(blocks.top for blocks in allocators), live))
+            snapshots[index].append((free_lists, tuple(blocks.top for blocks in allocators), live))
         if node.view_src is None and not node.external and node not in offset:
-            for parent in node.src if node.op in INPLACE_OPS else ():
-                if (parent is not None and children[parent] == 1 and parent in offset and not views.get(parent)
-                        and not parent.flags & OUTPUT and node.same_layout(parent)):  # fmt: skip
-                    place(node, index, offset.pop(parent))  # the node takes the parent's memory over
-                    break
+            if node.op in INPLACE_OPS:
+                for parent in node.src:
+                    if (parent is not None and children[parent] == 1 and parent in offset and not views.get(parent)
+                            and not parent.flags & OUTPUT and node.same_layout(parent)):  # fmt: skip
+                        offset[node] = offset.pop(parent)  # the node takes the parent's memory over
+                        if snapshot_at:
+                            made[node] = index
+                        break
+                else:
+                    place(node, index)
             else:
                 place(node, index)
         for parent in node.src:

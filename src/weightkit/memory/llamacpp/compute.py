@@ -19,7 +19,7 @@ from functools import cached_property
 
 from ...errors import UnsupportedError
 from ...model import TensorInfo
-from .alloc import buffer_sizes
+from .alloc import buffer_sizes, fit_side_by_side, placed_bytes
 from .architectures import architecture
 from .cache import Memory
 from .context import Context
@@ -77,6 +77,8 @@ class Repetition:
     tail: int
     last: int
 
+    TOTALED = 2  # the repetitions of a graph whose tensors are added up: the second stands for every middle one
+
     def layers(self, reps: int) -> list[int]:
         """The layers of a graph of `reps` repetitions, the tail and the last layer."""
         return [*range(self.start + reps * self.period + self.tail), self.last]
@@ -103,13 +105,12 @@ class Repetition:
         return reps + (self.reps - reps) % period
 
 
-def repetition(
-    hp: LlamaCppHParams, tensors: Mapping[str, TensorInfo], placement: Placement | None = None
-) -> Repetition | None:
-    """How the layers repeat (their devices too), if they repeat enough for a shortened graph to save something."""
-    if hp.is_dsa:  # each layer's sparse-attention mask starts from a leaf of its own, placed before any node: the
-        return None  # allocator's state never repeats
-    kinds = _layer_kinds(hp, tensors, placement)
+def repetition(hp: LlamaCppHParams, kinds: Sequence[tuple], *, allocated: bool = True) -> Repetition | None:
+    """How the layers repeat (their `layer_kinds`), if they repeat enough for a shortened graph to save a quarter
+    of the layers: one the allocator runs over (`allocated`), or one whose tensors are only added up
+    (`Repetition.TOTALED` repetitions)."""
+    if allocated and hp.is_dsa:  # each layer's sparse-attention mask starts from a leaf of its own, placed before
+        return None  # any node: the allocator's state never repeats
     last = hp.n_layer - 1
     best, best_size = None, hp.n_layer + 1
     for period in range(1, MAX_PERIOD + 1):
@@ -119,13 +120,18 @@ def repetition(
                 start = i + 1
                 break
         plan = Repetition(start, period, *divmod(last - start, period), last)
-        trials = plan.trials()
-        if trials and len(plan.layers(trials[0])) < best_size:
-            best, best_size = plan, len(plan.layers(trials[0]))
+        if allocated:
+            trials = plan.trials()
+            size = len(plan.layers(trials[0])) if trials else best_size
+        else:  # a quarter of the layers left out, as `Repetition.saves` asks
+            size = len(plan.layers(plan.TOTALED))
+            size = size if plan.reps > plan.TOTALED and size * 4 <= hp.n_layer * 3 else best_size
+        if size < best_size:
+            best, best_size = plan, size
     return best
 
 
-def _layer_kinds(hp: LlamaCppHParams, tensors: Mapping[str, TensorInfo], placement: Placement | None) -> list[tuple]:
+def layer_kinds(hp: LlamaCppHParams, tensors: Mapping[str, TensorInfo], placement: Placement | None) -> list[tuple]:
     """What the graph of each layer depends on: its hyperparameters, its tensors' names, shapes and types, and
     its device."""
     own: dict[int, list] = {il: [] for il in range(hp.n_layer)}
@@ -163,10 +169,19 @@ class _Reserve:
     pipeline: bool = False
     pin_norms: bool = True
     weights: dict[str, Tensor] = field(default_factory=dict)  # the weights' tensors, made once for every graph
+    whole: list[GraphBuilder] = field(default_factory=list)  # the whole graphs built so far
+
+    @cached_property
+    def kinds(self) -> list[tuple]:
+        return layer_kinds(self.hp, self.tensors, self.placement)
 
     @cached_property
     def plan(self) -> Repetition | None:
-        return repetition(self.hp, self.tensors, self.placement)
+        return repetition(self.hp, self.kinds)
+
+    @cached_property
+    def totaled(self) -> Repetition | None:
+        return repetition(self.hp, self.kinds, allocated=False)
 
     def build(self, batch: tuple[int, int, int], layers: Sequence[int] | None = None) -> GraphBuilder:
         return build_graph(self.hp, self.ctx, self.memory, self.tensors, *batch, self.placement, layers,
@@ -208,7 +223,48 @@ class _Reserve:
             if plan.saves(in_phase):
                 return self.sizes(self.build(batch, plan.layers(in_phase)), reserved=reserved), cycle
             break
-        return self.sizes(self.build(batch), reserved=reserved), None
+        if reserved and self.fits(batch, reserved):
+            return list(reserved), None
+        self.whole.append(self.build(batch))
+        return self.sizes(self.whole[-1], reserved=reserved), None
+
+    def fits(self, batch: tuple[int, int, int], reserved: Sequence[int]) -> bool:
+        """Whether the tensors of the batch's whole graph fit side by side in the buffers `reserved` (it then needs
+        no allocator pass: the token-generation graph, as a rule), told from a graph of `Repetition.TOTALED`
+        repetitions where the layers repeat, everything on the CPU: every middle repetition of the whole graph
+        adds the tensors of the shortened graph's second (from its first new node or leaf to the third's; what
+        the first one's last layer leaves to be expanded by the next is in each), whatever the allocator does.
+        That the middle repetitions are alike (a layer's tensors do not tell everything: Qwen3-VL's deepstack
+        layers, SmolLM3's layers without rope) is seen in a whole graph of another batch built before."""
+        if self.placement is not None or not self.whole or any(self.hp.is_recurrent):
+            return False  # (a recurrent layer's states, a row per sequence, rarely leave the graph room)
+        plan = self.totaled
+        if plan is None:
+            return False
+        reps = plan.TOTALED
+        middle = range(plan.start + 2 * plan.period, plan.start + plan.reps * plan.period)
+        if not _alike(self.whole[0], middle, plan.period):
+            return False
+        builder = self.build(batch, plan.layers(reps))
+        graph, buffers = builder.graph, [(32, None)]
+        second, third = plan.rep_starts(reps + 1)[1:]
+        middle = (*graph.leafs[builder.leaf_starts[second] : builder.leaf_starts[third]],
+                  *graph.nodes[builder.layer_starts[second] : builder.layer_starts[third]])  # fmt: skip
+        (total,) = placed_bytes((*graph.leafs, *graph.nodes), buffers, lambda t: 0)
+        (each,) = placed_bytes(middle, buffers, lambda t: 0)
+        return fit_side_by_side([total + (plan.reps - reps) * each], reserved)
+
+
+def _alike(builder: GraphBuilder, layers: range, period: int) -> bool:
+    """Whether each of `layers` adds the same nodes and leaves (ops, types, shapes) to the whole graph `builder`
+    built as the layer `period` before it."""
+
+    def added(il: int) -> list[tuple]:
+        nodes, leafs = builder.layer_starts, builder.leaf_starts
+        added = (*builder.graph.nodes[nodes[il] : nodes[il + 1]], *builder.graph.leafs[leafs[il] : leafs[il + 1]])
+        return [(t.op, t.type, t.ne, t.view_src is None) for t in added]
+
+    return all(added(il) == added(il - period) for il in layers)
 
 
 def _cycle(states: list) -> tuple[int, int] | None:
@@ -264,7 +320,7 @@ def resolve_flash_attn(hp: LlamaCppHParams, ctx: Context, memory: Memory, tensor
     graph leaves out repeat those it keeps, on the same device, and are scheduled alike."""
     if not (ctx.auto_fa and ctx.flash_attn):
         return ctx
-    plan = repetition(hp, tensors, placement)
+    plan = repetition(hp, layer_kinds(hp, tensors, placement))
     trials = plan.trials() if plan is not None else []
     layers = plan.layers(trials[0]) if trials else None
     builder = build_graph(hp, ctx, memory, tensors, *_batches(ctx)[1], placement, layers)

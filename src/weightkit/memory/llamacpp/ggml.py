@@ -34,9 +34,10 @@ class Tensor:
 
     def __init__(self, type: int, ne: Sequence[int], op: str = "NONE", src: Sequence[Tensor | None] = (),
                  view_src: Tensor | None = None, nb: Sequence[int] | None = None) -> None:  # fmt: skip
+        ne = tuple(ne)
         if len(ne) != 4:
-            ne = (*ne, *(1,) * (4 - len(ne)))
-        self.type, self.ne, self.op, self.src = type, tuple(ne), op, tuple(src)
+            ne = (*ne, 1, 1, 1)[:4]
+        self.type, self.ne, self.op, self.src = type, ne, op, tuple(src)
         if view_src is not None and view_src.view_src is not None:
             view_src = view_src.view_src  # views always point at the tensor that owns the memory
         self.view_src = view_src
@@ -126,11 +127,12 @@ def reshape(a: Tensor, *ne: int) -> Tensor:
 
 def view(a: Tensor, ne: Sequence[int], nb: Sequence[int] = ()) -> Tensor:
     """`ggml_view_1d/2d/3d/4d`: `nb` holds nb1 (and nb2, nb3) as those functions take them."""
-    size = _SIZES[a.type][0]
+    size, block = _SIZES[a.type]
     n = len(ne)
     full = [size, *nb]
     if n == 1:
-        strides = Tensor(a.type, ne).nb
+        nb1 = size * (ne[0] // block)
+        strides = (size, nb1, nb1, nb1)
     elif n == 2:
         strides = (size, full[1], full[1] * ne[1], full[1] * ne[1])
     elif n == 3:

@@ -29,6 +29,7 @@ class GraphBuilder:
         self.placement = placement  # None: everything on the CPU
         self.layers = range(hp.n_layer) if layers is None else layers  # a subset stands for the whole (compute.py)
         self.layer_starts: list[int] = []  # graph nodes expanded before each layer was built
+        self.leaf_starts: list[int] = []  # and graph leaves
         self.n_tokens, self.n_seqs, self.n_outputs = n_tokens, n_seqs, n_outputs
         self.n_stream = 1 if ctx.kv_unified else n_seqs
         self.graph = g.Graph()
@@ -83,6 +84,7 @@ class GraphBuilder:
         """The layers to build, in order, noting where each begins in the graph."""
         for il in self.layers:
             self.layer_starts.append(len(self.graph.nodes))
+            self.leaf_starts.append(len(self.graph.leafs))
             self._layer = il
             yield il
         self._layer = None
