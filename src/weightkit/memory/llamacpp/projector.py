@@ -6,11 +6,11 @@ size, or 3000 mel frames of audio), under a scheduler over that device and the C
 The weights are exact: every tensor clip loads, as ggml allocates a context's tensors in one buffer (each rounded up
 to the buffer's alignment; CUDA's padding of quantized rows). The compute buffer is exact where clip's graph is
 reproduced node for node (`GRAPHS`: Gemma 3's SigLIP, Gemma 4's vision encoder and audio conformer, Qwen2-VL's,
-Qwen2.5-VL's and Qwen3-VL's ViTs with their mergers; the Whisper encoders of Qwen2-Audio, Voxtral and Audio Flamingo
-3 with their projectors), laid out by ggml's allocator as on the CPU. Other projector types get a derived figure:
-clip's standard ViT encoder (`build_vit`, with the file's own layer tensors) over the warmup image's patches (or the
-audio's frames after a stride-2 convolution), without the type's own merger or projection head; that is marked
-derived, as are compute buffers on GPUs whose backend reorders graphs of its own.
+Qwen2.5-VL's and Qwen3-VL's ViTs with their mergers; Pixtral's and Mistral 3's; the Whisper encoders of Qwen2-Audio,
+Voxtral and Audio Flamingo 3 with their projectors), laid out by ggml's allocator as on the CPU. Other projector
+types get a derived figure: clip's standard ViT encoder (`build_vit`, with the file's own layer tensors) over the
+warmup image's patches (or the audio's frames after a stride-2 convolution), without the type's own merger or
+projection head; that is marked derived, as are compute buffers on GPUs whose backend reorders graphs of its own.
 """
 
 from __future__ import annotations
@@ -41,11 +41,11 @@ PROJECTOR_TYPES = frozenset({
 WARMUP_TOKENS = {
     "qwen2vl_merger": 46 * 46, "qwen2.5vl_merger": 46 * 46, "qwen3vl_merger": 46 * 46, "ling3vl": 46 * 46,
     "glm4v": 46 * 46, "kimivl": 256, "paddleocr": 28 * 28, "youtuvl": 46 * 46, "mimovl": 46 * 46,
-    "exaone4_5": 46 * 46, "hunyuanvl": 46 * 46, "gemma4v": 256,
+    "exaone4_5": 46 * 46, "hunyuanvl": 46 * 46, "gemma4v": 256, "pixtral": 256,
 }  # fmt: skip
 #: `n_merge` where clip sets a default before reading `clip.vision.spatial_merge_size` or the scale factor
 N_MERGE_DEFAULT = {"gemma3": 4, "qwen2vl_merger": 2, "qwen2.5vl_merger": 2, "qwen3vl_merger": 2, "ling3vl": 2,
-                   "gemma4v": 3}  # fmt: skip
+                   "gemma4v": 3, "pixtral": 1}  # fmt: skip
 #: projector types whose graph reads `clip.vision.n_wa_pattern`: its default (None: required)
 WINDOW_ATTENTION = {"qwen2vl_merger": 0, "qwen2.5vl_merger": None}
 WARMUP_AUDIO_FRAMES = 3000  # clip_hparams::warmup_audio_size
@@ -437,6 +437,35 @@ def _gemma4v(b: _Builder) -> g.Graph:
     return b.graph
 
 
+def _pixtral(b: _Builder) -> g.Graph:
+    """`clip_graph_pixtral::build` (Pixtral, Mistral 3): the ViT with RMS norms and 2-D RoPE (by row, then by
+    column); Mistral Small 3.1's patch merger where the file has one (an RMS norm, each `n_merge` x `n_merge`
+    square of patches side by side by an im2col, projected); the adapter MLP (GELU); then the [IMG_BREAK]
+    embedding appended to every row of merged tokens but the last (a cleared row of tokens plus the embedding,
+    concatenated)."""
+    n_embd, merge = b.hp.n_embd, max(b.hp.n_merge, 1)
+    pos_h = g.graph_input(g.I32, (b.n_patches,), "pos_h")
+    pos_w = g.graph_input(g.I32, (b.n_patches,), "pos_w")
+    cur = b.vit(b.inp(), b.n_patches, None, rms=True, add_pos=lambda t: g.rope(g.rope(t, pos_h), pos_w))
+    merger = b.weight("mm.patch_merger.weight")
+    if merger is not None:
+        cur = g.mul(g.rms_norm(cur), b.weight("mm.input_norm.weight"))
+        cur = g.cont(g.permute(g.reshape(cur, n_embd, b.n_patches_x, b.n_patches_y), 2, 0, 1, 3))
+        kernel = g.view(cur, (merge, merge, cur.ne[2]), (0, 0))
+        cur = g.im2col(kernel, cur, merge, merge, 0, 0, g.F32)
+        cur = b.mm(merger, g.reshape(cur, cur.ne[0], cur.ne[1] * cur.ne[2]))
+    cur = b.ffn(cur, b.weight("mm.1.weight"), b.weight("mm.1.bias"), None, None, b.weight("mm.2.weight"),
+                b.weight("mm.2.bias"))  # fmt: skip
+    img_break = b.weight("v.token_embd.img_break")
+    if img_break is not None:
+        rows, per_row, width = b.n_patches_y // merge, b.n_patches_x // merge, cur.ne[0]
+        breaks = g.add(g.scale(g.new_tensor(cur.type, (width, 1, rows))), img_break)
+        tokens = g.concat(g.reshape(cur, width, per_row, rows), breaks, 1)
+        cur = g.view(tokens, (width, per_row * rows + rows - 1), (g.row_size(tokens.type, width),))
+    b.graph.expand(cur)
+    return b.graph
+
+
 def _merge_order(b: _Builder, cur: g.Tensor) -> g.Tensor:
     """Qwen-VL's patch order for the 2x2 merge: [n_embd, width, height] rows regrouped so that each merged
     token's four patches are adjacent, one row per patch."""
@@ -717,5 +746,5 @@ def _derived_graph(b: _Builder) -> g.Graph:
 GRAPHS: dict[str, Callable[[_Builder], g.Graph]] = {
     "gemma3": _gemma3, "gemma4v": _gemma4v, "qwen2vl_merger": _qwen2vl, "qwen2.5vl_merger": _qwen2vl,
     "qwen3vl_merger": _qwen3vl, "qwen2a": _whisper, "voxtral": _whisper, "musicflamingo": _whisper,
-    "gemma4a": _gemma4a,
+    "gemma4a": _gemma4a, "pixtral": _pixtral,
 }  # fmt: skip
