@@ -605,12 +605,24 @@ _MISTRAL_SMALL_3_1 = {
         "image_token_id": 10, "image_break_token_id": 12, "image_end_token_id": 13, "image_size": 1540,
     },
 }  # fmt: skip
+# Pixtral 12B (Pixtral-12B-2409): Mistral NeMo's text model, a 1024 px ViT of 16 px patches without a patch
+# merger, the adapter with biases
+_PIXTRAL_12B = {
+    "dim": 5120, "n_layers": 40, "head_dim": 128, "hidden_dim": 14336, "n_heads": 32, "n_kv_heads": 8,
+    "rope_theta": 1000000000.0, "norm_eps": 1e-05, "vocab_size": 131072,
+    "vision_encoder": {
+        "hidden_size": 1024, "num_channels": 3, "image_size": 1024, "patch_size": 16, "rope_theta": 10000.0,
+        "intermediate_size": 4096, "num_hidden_layers": 24, "num_attention_heads": 16, "image_token_id": 10,
+        "image_break_token_id": 12, "image_end_token_id": 13,
+    },
+}  # fmt: skip
 # projector files of checkpoints in Mistral's own layout (params.json, consolidated.safetensors), converted as
 # `convert_hf_to_gguf.py --mistral-format --mmproj` converts them: name -> params.json. The reference converter
 # drops the [IMG_BREAK] embedding of every transformers-format Mistral 3 checkpoint (`MmprojModel.filter_tensors`
 # skips `language_model.` names before the Pixtral converter looks for the token embeddings); only this layout, whose
 # embeddings are `tok_embeddings.weight`, keeps it
-NATIVE_MMPROJ_SKELETONS: dict[str, dict] = {"mmproj-mistral_small_3_1": _MISTRAL_SMALL_3_1}
+NATIVE_MMPROJ_SKELETONS: dict[str, dict] = {"mmproj-mistral_small_3_1": _MISTRAL_SMALL_3_1,
+                                            "mmproj-pixtral_12b": _PIXTRAL_12B}  # fmt: skip
 # embedding models: name -> (the class its checkpoint is saved from, sentence-transformers' pooling mode), the
 # pooling written as a released sentence-transformers folder has it (modules.json and 1_Pooling/config.json)
 EMBEDDING_MODELS = {"embeddinggemma-300m": ("Gemma3TextModel", "mean")}
@@ -962,7 +974,7 @@ def save_native_mistral(params: dict, folder: Path) -> int:
         entries["pre_mm_projector_norm.weight"] = (bf16, [vh])
     for name, shape in (("w_in", [h, vh]), ("w_out", [h, h])):
         entries[f"vision_language_adapter.{name}.weight"] = (bf16, shape)
-        if vision.get("adapter_bias"):
+        if vision.get("adapter_bias", True):  # the default of Mistral's VisionEncoderArgs
             entries[f"vision_language_adapter.{name}.bias"] = (bf16, shape[:1])
     _write_hole(folder / "consolidated.safetensors", entries, None)
     return int(params["vocab_size"])
