@@ -18,6 +18,10 @@ tensor per expert), the tensors are laid out as released, the layout the convert
 config.json says more than transformers 5 writes (Hunyuan's per-layer MoE lists and NTK-alpha rope, DeepSeek-V3.2's
 routing function and MTP layer), it is written as released.
 
+`NATIVE_MMPROJ_SKELETONS` are checkpoints in Mistral's own layout, which transformers does not write: params.json as
+released and consolidated.safetensors with the released names and shapes (a hole), converted as
+`--mistral-format --mmproj` converts them (that path needs `mistral_common`).
+
 Needs transformers 5 (with its tokenizers), torch and llama-cpp-python 0.3.36's sdist, unpacked:
 
     pip download --no-binary :all: --no-deps llama-cpp-python==0.3.36 && tar xzf llama_cpp_python-0.3.36.tar.gz
@@ -589,6 +593,36 @@ AUDIO_MMPROJ_SKELETONS: dict[str, tuple[str, dict]] = {
     # Qwen2.5-Omni 7B's (the default): a vision and an audio encoder in one file
     "mmproj-qwen2_5_omni": ("qwen2_5_omni", {}),
 }
+# Mistral Small 3.1 / 3.2 24B (Mistral-Small-3.1-24B-Instruct-2503, -3.2-24B-Instruct-2506), its params.json as
+# Mistral ships it beside consolidated.safetensors
+_MISTRAL_SMALL_3_1 = {
+    "dim": 5120, "n_layers": 40, "head_dim": 128, "hidden_dim": 32768, "n_heads": 32, "n_kv_heads": 8,
+    "rope_theta": 1000000000.0, "norm_eps": 1e-05, "vocab_size": 131072,
+    "vision_encoder": {
+        "hidden_size": 1024, "num_channels": 3, "max_image_size": 1540, "patch_size": 14, "rope_theta": 10000.0,
+        "intermediate_size": 4096, "num_hidden_layers": 24, "num_attention_heads": 16, "adapter_bias": False,
+        "mm_projector_id": "patch_merge", "spatial_merge_size": 2, "add_pre_mm_projector_layer_norm": True,
+        "image_token_id": 10, "image_break_token_id": 12, "image_end_token_id": 13, "image_size": 1540,
+    },
+}  # fmt: skip
+# Pixtral 12B (Pixtral-12B-2409): Mistral NeMo's text model, a 1024 px ViT of 16 px patches without a patch
+# merger, the adapter with biases
+_PIXTRAL_12B = {
+    "dim": 5120, "n_layers": 40, "head_dim": 128, "hidden_dim": 14336, "n_heads": 32, "n_kv_heads": 8,
+    "rope_theta": 1000000000.0, "norm_eps": 1e-05, "vocab_size": 131072,
+    "vision_encoder": {
+        "hidden_size": 1024, "num_channels": 3, "image_size": 1024, "patch_size": 16, "rope_theta": 10000.0,
+        "intermediate_size": 4096, "num_hidden_layers": 24, "num_attention_heads": 16, "image_token_id": 10,
+        "image_break_token_id": 12, "image_end_token_id": 13,
+    },
+}  # fmt: skip
+# projector files of checkpoints in Mistral's own layout (params.json, consolidated.safetensors), converted as
+# `convert_hf_to_gguf.py --mistral-format --mmproj` converts them: name -> params.json. The reference converter
+# drops the [IMG_BREAK] embedding of every transformers-format Mistral 3 checkpoint (`MmprojModel.filter_tensors`
+# skips `language_model.` names before the Pixtral converter looks for the token embeddings); only this layout, whose
+# embeddings are `tok_embeddings.weight`, keeps it
+NATIVE_MMPROJ_SKELETONS: dict[str, dict] = {"mmproj-mistral_small_3_1": _MISTRAL_SMALL_3_1,
+                                            "mmproj-pixtral_12b": _PIXTRAL_12B}  # fmt: skip
 # embedding models: name -> (the class its checkpoint is saved from, sentence-transformers' pooling mode), the
 # pooling written as a released sentence-transformers folder has it (modules.json and 1_Pooling/config.json)
 EMBEDDING_MODELS = {"embeddinggemma-300m": ("Gemma3TextModel", "mean")}
@@ -908,6 +942,44 @@ def save_checkpoint(model_type: str, overrides: dict, folder: Path, *, encoder: 
     return int(text.vocab_size)
 
 
+def save_native_mistral(params: dict, folder: Path) -> int:
+    """A checkpoint in Mistral's own layout in `folder`: params.json, and consolidated.safetensors with the names
+    and shapes Mistral's releases hold (BF16; the vision encoder with its patch merger and adapter, the text model),
+    its data a hole; returns the vocabulary size."""
+    (folder / "params.json").write_text(json.dumps(params, indent=2))
+    bf16 = "BF16"
+    h, heads, kv, d_head, ff = (params[k] for k in ("dim", "n_heads", "n_kv_heads", "head_dim", "hidden_dim"))
+    vision = params["vision_encoder"]
+    vh, vff, p = vision["hidden_size"], vision["intermediate_size"], vision["patch_size"]
+
+    def layer(prefix: str, width: int, q: int, k: int, inner: int) -> dict:
+        shapes = {"attention.wq": [q, width], "attention.wk": [k, width], "attention.wv": [k, width],
+                  "attention.wo": [width, q], "attention_norm": [width], "ffn_norm": [width],
+                  "feed_forward.w1": [inner, width], "feed_forward.w2": [width, inner],
+                  "feed_forward.w3": [inner, width]}  # fmt: skip
+        return {f"{prefix}{name}.weight": (bf16, shape) for name, shape in shapes.items()}
+
+    entries = {"tok_embeddings.weight": (bf16, [params["vocab_size"], h]), "norm.weight": (bf16, [h]),
+               "output.weight": (bf16, [params["vocab_size"], h])}  # fmt: skip
+    for il in range(params["n_layers"]):
+        entries |= layer(f"layers.{il}.", h, heads * d_head, kv * d_head, ff)
+    entries |= {"vision_encoder.patch_conv.weight": (bf16, [vh, vision["num_channels"], p, p]),
+                "vision_encoder.ln_pre.weight": (bf16, [vh])}  # fmt: skip
+    for il in range(vision["num_hidden_layers"]):
+        entries |= layer(f"vision_encoder.transformer.layers.{il}.", vh, vh, vh, vff)
+    merge = vision.get("spatial_merge_size", 1)
+    if vision.get("mm_projector_id") == "patch_merge":
+        entries["patch_merger.merging_layer.weight"] = (bf16, [vh, vh * merge * merge])
+    if vision.get("add_pre_mm_projector_layer_norm"):
+        entries["pre_mm_projector_norm.weight"] = (bf16, [vh])
+    for name, shape in (("w_in", [h, vh]), ("w_out", [h, h])):
+        entries[f"vision_language_adapter.{name}.weight"] = (bf16, shape)
+        if vision.get("adapter_bias", True):  # the default of Mistral's VisionEncoderArgs
+            entries[f"vision_language_adapter.{name}.bias"] = (bf16, shape[:1])
+    _write_hole(folder / "consolidated.safetensors", entries, None)
+    return int(params["vocab_size"])
+
+
 def _write_pooling(folder: Path, mode: str) -> None:
     """sentence-transformers' modules.json and pooling configuration, from which the converter takes the pooling."""
     kinds = "sentence_transformers.models."
@@ -978,9 +1050,10 @@ def _image_processor(model_type: str):
 
 
 def convert(folder: Path, name: str, n_vocab: int, llama_cpp: Path, *, mmproj: bool = False,
-            handed: bool = False) -> dict:  # fmt: skip
+            handed: bool = False, mistral_format: bool = False) -> dict:  # fmt: skip
     """What the reference converter writes for the checkpoint in `folder`, as the record's JSON (`mmproj`: its
-    projector file, F16, as `--mmproj` writes it; `handed`: the converter given config.json as it is)."""
+    projector file, F16, as `--mmproj` writes it; `handed`: the converter given config.json as it is;
+    `mistral_format`: a checkpoint in Mistral's own layout, converted as `--mistral-format` does)."""
     sys.path[:0] = [str(llama_cpp / "gguf-py"), str(llama_cpp)]
     import gguf
     import torch
@@ -989,13 +1062,17 @@ def convert(folder: Path, name: str, n_vocab: int, llama_cpp: Path, *, mmproj: b
 
     # some converters read the vocabulary's size from tokenizer.json themselves
     Tokenizer(models.BPE({f"<t{i}>": i for i in range(n_vocab)}, [])).save(str(folder / "tokenizer.json"))
-    hparams = ModelBase.load_hparams(folder, False)
     model_type = ModelType.MMPROJ if mmproj else ModelType.TEXT
-    hf_class = get_model_architecture(hparams, model_type)
     file_type = gguf.LlamaFileType.MOSTLY_F16 if mmproj else gguf.LlamaFileType.MOSTLY_Q8_0
     with torch.inference_mode():
         raw = {"hparams": json.loads((folder / "config.json").read_text())} if handed else {}
-        model_class = get_model_class(hf_class, mmproj=mmproj)
+        if mistral_format:  # as convert_hf_to_gguf.py's main picks the class for --mistral-format --mmproj
+            from conversion.pixtral import PixtralModel
+
+            hf_class, model_class = "", PixtralModel
+        else:
+            hf_class = get_model_architecture(ModelBase.load_hparams(folder, False), model_type)
+            model_class = get_model_class(hf_class, mmproj=mmproj)
         model = model_class(folder, file_type, folder / "model.gguf", model_name=name, **raw)
         model = getattr(model, "impl", model)  # Mistral3Model converts through the class of its text model
         writer = model.gguf_writer
@@ -1022,7 +1099,7 @@ def convert(folder: Path, name: str, n_vocab: int, llama_cpp: Path, *, mmproj: b
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--llama-cpp", type=Path, required=True, help="llama.cpp's source (the sdist's vendor/)")
-    every = {**SKELETONS, **MMPROJ_SKELETONS, **AUDIO_MMPROJ_SKELETONS}
+    every = {**SKELETONS, **MMPROJ_SKELETONS, **AUDIO_MMPROJ_SKELETONS, **NATIVE_MMPROJ_SKELETONS}
     parser.add_argument("names", nargs="*", help=f"of {', '.join(every)}; all without")
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)
@@ -1030,16 +1107,23 @@ def main() -> None:
 
     OUT.mkdir(exist_ok=True)
     for name in args.names or every:
-        encoder = "vision" if name in MMPROJ_SKELETONS else "audio" if name in AUDIO_MMPROJ_SKELETONS else None
-        mmproj = encoder is not None
-        model_type, overrides = every[name]
         with tempfile.TemporaryDirectory() as tmp:
-            n_vocab = save_checkpoint(model_type, overrides, Path(tmp), encoder=encoder,
-                                      embedding=EMBEDDING_MODELS.get(name))  # fmt: skip
-            handed = RELEASED_CONFIGS.get(model_type, (None, False))[1]
-            converted = convert(Path(tmp), name, n_vocab, args.llama_cpp.resolve(), mmproj=mmproj, handed=handed)
-            record = {"model_type": model_type, "overrides": overrides, "transformers": transformers.__version__,
-                      **converted}  # fmt: skip
+            if name in NATIVE_MMPROJ_SKELETONS:
+                params = NATIVE_MMPROJ_SKELETONS[name]
+                n_vocab = save_native_mistral(params, Path(tmp))
+                converted = convert(Path(tmp), name, n_vocab, args.llama_cpp.resolve(), mmproj=True,
+                                    mistral_format=True)  # fmt: skip
+                record = {"params": params, **converted}
+            else:
+                encoder = "vision" if name in MMPROJ_SKELETONS else "audio" if name in AUDIO_MMPROJ_SKELETONS else None
+                model_type, overrides = every[name]
+                n_vocab = save_checkpoint(model_type, overrides, Path(tmp), encoder=encoder,
+                                          embedding=EMBEDDING_MODELS.get(name))  # fmt: skip
+                handed = RELEASED_CONFIGS.get(model_type, (None, False))[1]
+                converted = convert(Path(tmp), name, n_vocab, args.llama_cpp.resolve(), mmproj=encoder is not None,
+                                    handed=handed)  # fmt: skip
+                record = {"model_type": model_type, "overrides": overrides, "transformers": transformers.__version__,
+                          **converted}  # fmt: skip
         (OUT / f"{name}.json").write_text(json.dumps(record, separators=(",", ":")) + "\n")
         print(name, record["metadata"]["general.architecture"][1], len(record["tensors"]), "tensors", flush=True)
 

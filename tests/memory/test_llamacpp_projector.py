@@ -1,8 +1,8 @@
-"""`--mmproj`: a vision or audio projector's memory against libmtmd itself (tests/data/mmproj_memory.json,
-recorded by tests/data/make_mmproj_memory.py from skeleton projector files the reference converter wrote): weights
-and compute buffer to the byte where clip's warmup graph is reproduced (Gemma 3, Gemma 4, Qwen2-VL, Qwen2.5-VL,
-Qwen3-VL; Qwen2-Audio, Voxtral, Audio Flamingo 3), the weights to the byte and the compute buffer marked derived
-elsewhere; where llama-server puts it and how its fit counts it."""
+"""`--mmproj`: a vision or audio projector's memory against libmtmd itself (tests/data/mmproj_memory.json, recorded by
+tests/data/make_mmproj_memory.py from skeleton projector files the reference converter wrote): weights and compute
+buffer to the byte where clip's warmup graph is reproduced (Gemma 3, Gemma 4, Qwen2-VL, Qwen2.5-VL, Qwen3-VL,
+Mistral Small 3.1, Pixtral 12B; Qwen2-Audio, Voxtral, Audio Flamingo 3, Gemma 4's audio encoder), the weights to the
+byte and the compute buffer marked derived elsewhere; where llama-server puts it and how its fit counts it."""
 
 from __future__ import annotations
 

@@ -336,17 +336,17 @@ def pad(a: Tensor, *p: int) -> Tensor:
     return _new(a.type, ne, "PAD", a)
 
 
-def im2col(a: Tensor, b: Tensor, s0: int, s1: int) -> Tensor:
-    """`ggml_im2col` (2-D, no padding or dilation): the patches of image `b` under kernel `a`, one row each, F16
-    (F32 for a BF16 kernel)."""
-    ow, oh = (b.ne[0] - a.ne[0]) // s0 + 1, (b.ne[1] - a.ne[1]) // s1 + 1
-    type = F32 if a.type == GGMLType.BF16 else F16
+def im2col(a: Tensor, b: Tensor, s0: int, s1: int, p0: int, p1: int, type: int) -> Tensor:
+    """`ggml_im2col` (2-D, without dilation): the patches of image `b` padded by `p0`, `p1` on each side, under
+    kernel `a`, one row each, of `type`."""
+    ow, oh = (b.ne[0] + 2 * p0 - a.ne[0]) // s0 + 1, (b.ne[1] + 2 * p1 - a.ne[1]) // s1 + 1
     return _new(type, (a.ne[0] * a.ne[1] * a.ne[2], ow, oh, b.ne[3]), "IM2COL", a, b)
 
 
-def conv_2d(a: Tensor, b: Tensor, s0: int, s1: int) -> Tensor:
-    """`ggml_conv_2d` (no padding or dilation): im2col, a matrix multiplication, back to [OW, OH, OC, N]."""
-    cols = im2col(a, b, s0, s1)
+def conv_2d(a: Tensor, b: Tensor, s0: int, s1: int, p0: int = 0, p1: int = 0) -> Tensor:
+    """`ggml_conv_2d` (without dilation): im2col (F16; F32 for a BF16 kernel), a matrix multiplication, back to
+    [OW, OH, OC, N]."""
+    cols = im2col(a, b, s0, s1, p0, p1, F32 if a.type == GGMLType.BF16 else F16)
     ne = cols.ne
     result = mul_mat(reshape(cols, ne[0], ne[3] * ne[2] * ne[1]), reshape(a, a.ne[0] * a.ne[1] * a.ne[2], a.ne[3]))
     result = reshape(result, ne[1], ne[2], ne[3], a.ne[3])

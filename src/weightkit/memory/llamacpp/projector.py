@@ -3,15 +3,14 @@ clip context per encoder the file holds, each with its weights in one buffer on 
 `--no-mmproj-offload`, or without GPUs) and the compute buffer its warmup graph reserves (the default image
 size, or 3000 mel frames of audio), under a scheduler over that device and the CPU.
 
-The weights are exact: every tensor, as ggml allocates a context's tensors in one buffer (each rounded up to the
-buffer's alignment; CUDA's padding of quantized rows). The compute buffer is exact where clip's graph is
-reproduced node for node (`GRAPHS`: Gemma 3's SigLIP, Gemma 4's encoder, Qwen2-VL's, Qwen2.5-VL's and
-Qwen3-VL's ViTs with their mergers; the Whisper encoders of Qwen2-Audio, Voxtral and Audio Flamingo 3 with their
-projectors), laid out by ggml's allocator as on the CPU. Other projector types get a
-derived figure: clip's standard ViT encoder (`build_vit`, with the file's own layer tensors) over the warmup
-image's patches (or the audio's frames after a stride-2 convolution), without the type's own merger or
-projection head; that is marked derived, as are compute buffers on GPUs whose backend reorders graphs of its
-own.
+The weights are exact: every tensor clip loads, as ggml allocates a context's tensors in one buffer (each rounded up
+to the buffer's alignment; CUDA's padding of quantized rows). The compute buffer is exact where clip's graph is
+reproduced node for node (`GRAPHS`: Gemma 3's SigLIP, Gemma 4's vision encoder and audio conformer, Qwen2-VL's,
+Qwen2.5-VL's and Qwen3-VL's ViTs with their mergers; Pixtral's and Mistral 3's; the Whisper encoders of Qwen2-Audio,
+Voxtral and Audio Flamingo 3 with their projectors), laid out by ggml's allocator as on the CPU. Other projector
+types get a derived figure: clip's standard ViT encoder (`build_vit`, with the file's own layer tensors) over the
+warmup image's patches (or the audio's frames after a stride-2 convolution), without the type's own merger or
+projection head; that is marked derived, as are compute buffers on GPUs whose backend reorders graphs of its own.
 """
 
 from __future__ import annotations
@@ -42,11 +41,11 @@ PROJECTOR_TYPES = frozenset({
 WARMUP_TOKENS = {
     "qwen2vl_merger": 46 * 46, "qwen2.5vl_merger": 46 * 46, "qwen3vl_merger": 46 * 46, "ling3vl": 46 * 46,
     "glm4v": 46 * 46, "kimivl": 256, "paddleocr": 28 * 28, "youtuvl": 46 * 46, "mimovl": 46 * 46,
-    "exaone4_5": 46 * 46, "hunyuanvl": 46 * 46, "gemma4v": 256,
+    "exaone4_5": 46 * 46, "hunyuanvl": 46 * 46, "gemma4v": 256, "pixtral": 256,
 }  # fmt: skip
 #: `n_merge` where clip sets a default before reading `clip.vision.spatial_merge_size` or the scale factor
 N_MERGE_DEFAULT = {"gemma3": 4, "qwen2vl_merger": 2, "qwen2.5vl_merger": 2, "qwen3vl_merger": 2, "ling3vl": 2,
-                   "gemma4v": 3}  # fmt: skip
+                   "gemma4v": 3, "pixtral": 1}  # fmt: skip
 #: projector types whose graph reads `clip.vision.n_wa_pattern`: its default (None: required)
 WINDOW_ATTENTION = {"qwen2vl_merger": 0, "qwen2.5vl_merger": None}
 WARMUP_AUDIO_FRAMES = 3000  # clip_hparams::warmup_audio_size
@@ -60,6 +59,17 @@ SHARED_TENSORS = frozenset({"v.class_embd", "v.patch_embd.bias", "v.patch_embd.w
 AUDIO_AVGPOOL = frozenset({"qwen2a", "voxtral", "musicflamingo"})
 #: `clip_model::audio_has_stack_frames`: the projector's input is that many consecutive frames side by side
 AUDIO_STACK_FRAMES = frozenset({"ultravox", "voxtral", "meralion"})
+#: Gemma 4's encoders, whose every matrix is a clippable linear (`clip_model::clamp_info_map`)
+CLIPPABLE = frozenset({"gemma4v", "gemma4a"})
+#: tensors clip reads as values at load (`get_scalar`, `get_vector`) instead of loading them: the clippable
+#: linears' clamp bounds, Parakeet's mel filters and window (name endings, per projector type)
+READ_AS_VALUES = {
+    "gemma4v": (".input_max", ".input_min", ".output_max", ".output_min"),
+    "gemma4a": (".input_max", ".input_min", ".output_max", ".output_min"),
+    "parakeet": ("a.mel_filters", "a.window"),
+}  # fmt: skip
+#: Gemma 4's audio conformer attends in blocks of this many frames, each to itself and this many frames before it
+GEMMA4A_CHUNK, GEMMA4A_PAST = 12, 12
 
 
 @dataclass(frozen=True)
@@ -188,15 +198,18 @@ def _loaded(tensors: Mapping, hp: ClipHParams, n_encoders: int) -> list[str]:
     """The tensors clip's loader reads into the encoder's own context (and buffer): the whole file for its only
     encoder; of a file with two, the vision context takes all but the audio tensors (`a.`, `mm.a.`), and the audio
     context its own and those clip asks for in every context whatever its modality (`SHARED_TENSORS`, and
-    Qwen3-VL's deepstack layers up to the audio encoder's layer count), which are then counted twice."""
+    Qwen3-VL's deepstack layers up to the audio encoder's layer count), which are then counted twice. Those the
+    type reads as values (`READ_AS_VALUES`) are never loaded."""
+    values = READ_AS_VALUES.get(hp.projector_type, ())
+    names = [name for name in tensors if not (values and name.endswith(values))]
     if n_encoders == 1:
-        return list(tensors)
-    audio = [name for name in tensors if name.startswith(("a.", "mm.a."))]
+        return names
+    audio = [name for name in names if name.startswith(("a.", "mm.a."))]
     if hp.modality == "vision":
         audio_names = set(audio)
-        return [name for name in tensors if name not in audio_names]
+        return [name for name in names if name not in audio_names]
     deepstack = tuple(f"v.deepstack.{il}.{part}." for il in range(hp.n_layer) for part in ("norm", "fc1", "fc2"))
-    return audio + [name for name in tensors if name in SHARED_TENSORS or name.startswith(deepstack)]
+    return audio + [name for name in names if name in SHARED_TENSORS or name.startswith(deepstack)]
 
 
 def fit_margins(margins: int | Sequence[int], projector: ProjectorEstimate, n_gpus: int) -> int | list[int]:
@@ -361,9 +374,9 @@ class _Builder:
         return g.reshape(inp_l, n_embd, inp_l.ne[1], 1)
 
     def mm(self, w: g.Tensor, x: g.Tensor) -> g.Tensor:
-        """`build_mm`: Gemma 4's clippable linears clamp the input and the output of every matrix (clip keeps
-        clamp bounds for every `.weight` tensor, FLT_MAX where the file has none)."""
-        if self.hp.projector_type != "gemma4v":
+        """`build_mm`: Gemma 4's clippable linears (`CLIPPABLE`) clamp the input and the output of every matrix
+        (clip keeps clamp bounds for every `.weight` tensor, FLT_MAX where the file has none)."""
+        if self.hp.projector_type not in CLIPPABLE:
             return g.mul_mat(w, x)
         return g.clamp(g.mul_mat(w, g.clamp(x)))
 
@@ -420,6 +433,35 @@ def _gemma4v(b: _Builder) -> g.Graph:
     if std_bias is not None and std_scale is not None:
         cur = g.mul(g.sub(cur, std_bias), std_scale)
     cur = b.mm(b.weight("mm.input_projection.weight"), g.rms_norm(cur))
+    b.graph.expand(cur)
+    return b.graph
+
+
+def _pixtral(b: _Builder) -> g.Graph:
+    """`clip_graph_pixtral::build` (Pixtral, Mistral 3): the ViT with RMS norms and 2-D RoPE (by row, then by
+    column); Mistral Small 3.1's patch merger where the file has one (an RMS norm, each `n_merge` x `n_merge`
+    square of patches side by side by an im2col, projected); the adapter MLP (GELU); then the [IMG_BREAK]
+    embedding appended to every row of merged tokens but the last (a cleared row of tokens plus the embedding,
+    concatenated)."""
+    n_embd, merge = b.hp.n_embd, max(b.hp.n_merge, 1)
+    pos_h = g.graph_input(g.I32, (b.n_patches,), "pos_h")
+    pos_w = g.graph_input(g.I32, (b.n_patches,), "pos_w")
+    cur = b.vit(b.inp(), b.n_patches, None, rms=True, add_pos=lambda t: g.rope(g.rope(t, pos_h), pos_w))
+    merger = b.weight("mm.patch_merger.weight")
+    if merger is not None:
+        cur = g.mul(g.rms_norm(cur), b.weight("mm.input_norm.weight"))
+        cur = g.cont(g.permute(g.reshape(cur, n_embd, b.n_patches_x, b.n_patches_y), 2, 0, 1, 3))
+        kernel = g.view(cur, (merge, merge, cur.ne[2]), (0, 0))
+        cur = g.im2col(kernel, cur, merge, merge, 0, 0, g.F32)
+        cur = b.mm(merger, g.reshape(cur, cur.ne[0], cur.ne[1] * cur.ne[2]))
+    cur = b.ffn(cur, b.weight("mm.1.weight"), b.weight("mm.1.bias"), None, None, b.weight("mm.2.weight"),
+                b.weight("mm.2.bias"))  # fmt: skip
+    img_break = b.weight("v.token_embd.img_break")
+    if img_break is not None:
+        rows, per_row, width = b.n_patches_y // merge, b.n_patches_x // merge, cur.ne[0]
+        breaks = g.add(g.scale(g.new_tensor(cur.type, (width, 1, rows))), img_break)
+        tokens = g.concat(g.reshape(cur, width, per_row, rows), breaks, 1)
+        cur = g.view(tokens, (width, per_row * rows + rows - 1), (g.row_size(tokens.type, width),))
     b.graph.expand(cur)
     return b.graph
 
@@ -581,6 +623,112 @@ def _whisper(b: _Builder) -> g.Graph:
     return b.graph
 
 
+def _gemma4a_attention(b: _Builder, il: int, cur: g.Tensor, pos_emb: g.Tensor, kq_mask: g.Tensor) -> g.Tensor:
+    """The conformer's chunked local attention: Q in blocks of `GEMMA4A_CHUNK` frames, K and V as overlapping
+    windows of the block and the `GEMMA4A_PAST` frames before it, the relative positions' scores shifted into
+    place (Transformer-XL's blocked shift), soft-capped and masked, then the output projection."""
+    hp, d_head, n_pos = b.hp, b.d_head, cur.ne[1]
+    chunk, past = GEMMA4A_CHUNK, GEMMA4A_PAST
+    context, n_rel = chunk + past, past + 1
+    n_blocks = -(-n_pos // chunk)
+    q, k, v = (g.reshape(b.mm(b.layer(il, f"attn_{x}.weight"), cur), d_head, hp.n_head, n_pos) for x in "qkv")
+    q = g.scale(q)
+    q_scale = b.layer(il, "per_dim_scale.weight")
+    if q_scale is not None:
+        q = g.mul(q, g.reshape(q_scale, d_head, 1, 1))
+    k = g.scale(k)
+    k_scale = b.layer(il, "per_dim_k_scale.weight")
+    if k_scale is not None:
+        k = g.mul(k, g.reshape(k_scale, d_head, 1, 1))
+    q = g.pad(q, 0, 0, n_blocks * chunk - n_pos)
+    q = g.cont(g.permute(g.reshape(q, d_head, hp.n_head, chunk, n_blocks), 0, 3, 1, 2))
+
+    def blocks(t: g.Tensor) -> g.Tensor:  # [D, H, N] -> the overlapping windows [D, H, context, B]
+        t = g.pad(t, 0, 0, context * n_blocks - n_pos)
+        return g.cont(g.view(t, (d_head, hp.n_head, context, n_blocks), (t.nb[1], t.nb[2], chunk * t.nb[2])))
+
+    k_blocks = g.cont(g.permute(blocks(k), 0, 3, 1, 2))
+    v_blocks = g.cont(g.permute(blocks(v), 1, 3, 0, 2))
+    scores = g.mul_mat(k_blocks, q)
+    k_rel = b.layer(il, "attn_k_rel.weight")
+    if k_rel is not None:
+        rel = g.reshape(g.mul_mat(k_rel, pos_emb), d_head, hp.n_head, n_rel)
+        rel = g.cont(g.permute(rel, 0, 2, 1, 3))
+        rel = g.mul_mat(rel, g.reshape(q, d_head, chunk * n_blocks, hp.n_head))
+        rel = g.reshape(g.pad(g.reshape(rel, n_rel, chunk, n_blocks, hp.n_head), context + 1 - n_rel),
+                        (context + 1) * chunk, n_blocks, hp.n_head)  # fmt: skip
+        rel = g.cont(g.view(rel, (chunk * context, n_blocks, hp.n_head), (rel.nb[1], rel.nb[2])))
+        scores = g.add(scores, g.reshape(rel, context, chunk, n_blocks, hp.n_head))
+    scores = g.add(g.scale(g.unary(g.scale(scores), "TANH")), kq_mask)
+    x = g.mul_mat(v_blocks, g.soft_max(scores))
+    x = g.cont(g.cont(g.permute(x, 0, 2, 3, 1)), d_head * hp.n_head, chunk * n_blocks)
+    if n_blocks * chunk > n_pos:
+        x = g.cont(g.view(x, (d_head * hp.n_head, n_pos), (x.nb[1],)))
+    return b._proj(x, b.layer(il, "attn_out.weight"), b.layer(il, "attn_out.bias"))
+
+
+def _gemma4a_ffn(b: _Builder, il: int, cur: g.Tensor, suffix: str) -> g.Tensor:
+    """One of the conformer's half-step FFNs (SiLU), its norms around it, added at half weight."""
+    x = b.norm(cur, b.layer(il, f"ffn_norm{suffix}.weight"), None, rms=True)
+    x = b.mm(b.layer(il, f"ffn_down{suffix}.weight"), g.unary(b.mm(b.layer(il, f"ffn_up{suffix}.weight"), x), "SILU"))
+    post = b.layer(il, f"ffn_post_norm{suffix}.weight")
+    if post is not None:
+        x = b.norm(x, post, None, rms=True)
+    return g.add(cur, g.scale(x))
+
+
+def _gemma4a(b: _Builder) -> g.Graph:
+    """`clip_graph_gemma4a::build` (Gemma 4's audio encoder, a conformer): the mel frames through two stride-2
+    2-D convolutions (padded by one, each with a LayerNorm over its channels and ReLU), flattened and projected;
+    per layer a half-step FFN, chunked local attention with relative positions, the convolution module (GLU,
+    a causal depthwise convolution, an RMS norm, SiLU) and a second half-step FFN, then the layer's norm; the
+    output projection, an RMS norm and the projection into the language model. Every matrix is a clippable
+    linear (`_Builder.mm`)."""
+    hp = b.hp
+    cur = g.cont(g.transpose(g.graph_input(g.F32, (b.nx, b.ny, 1, 1), "inp_raw")))
+    for i in range(2):
+        cur = g.conv_2d(b.weight(f"a.conv1d.{i}.weight"), cur, 2, 2, 1, 1)
+        bias = b.weight(f"a.conv1d.{i}.bias")
+        cur = g.add(cur, bias) if bias is not None else cur
+        norm_w = b.weight(f"a.conv1d.{i}.norm.weight")
+        if norm_w is not None:
+            cur = g.mul(g.norm(g.cont(g.permute(cur, 1, 2, 0, 3))), norm_w)
+            cur = g.cont(g.permute(cur, 2, 0, 1, 3))
+        cur = g.unary(cur, "RELU")
+    cur = g.cont(g.permute(cur, 1, 2, 0, 3))
+    cur = g.reshape(cur, cur.ne[0] * cur.ne[1], cur.ne[2])
+    cur = b._proj(cur, b.weight("a.input_projection.weight"), b.weight("a.input_projection.bias"))
+    n_blocks = -(-cur.ne[1] // GEMMA4A_CHUNK)
+    pos_emb = g.graph_input(g.F32, (hp.n_embd, GEMMA4A_PAST + 1), "pos_emb")
+    kq_mask = g.graph_input(g.F32, (GEMMA4A_CHUNK + GEMMA4A_PAST, GEMMA4A_CHUNK, n_blocks), "kq_mask")
+    for il in range(hp.n_layer):
+        cur = _gemma4a_ffn(b, il, cur, "")
+        attn_norm = b.layer(il, "attn_pre_norm.weight") or b.layer(il, "ln1.weight")
+        x = b.norm(cur, attn_norm, None, rms=True) if attn_norm is not None else cur
+        x = _gemma4a_attention(b, il, x, pos_emb, kq_mask)
+        post = b.layer(il, "attn_post_norm.weight")
+        cur = g.add(cur, b.norm(x, post, None, rms=True) if post is not None else x)
+        # the convolution module; the file's `conv_norm` is the norm before it, `norm_conv` the one inside
+        x = b.mm(b.layer(il, "conv_pw1.weight"), b.norm(cur, b.layer(il, "conv_norm.weight"), None, rms=True))
+        half = x.ne[0] // 2
+        gate = g.unary(g.cont(g.view(x, (half, x.ne[1]), (x.nb[1],))), "SIGMOID")
+        x = g.cont(g.transpose(g.mul(g.view(x, (half, x.ne[1]), (x.nb[1],)), gate)))
+        x = g.ssm_conv(g.pad(x, 4), b.layer(il, "conv_dw.weight"))
+        dw_bias = b.layer(il, "conv_dw.bias")
+        x = g.add(x, dw_bias) if dw_bias is not None else x
+        inner = b.layer(il, "norm_conv.weight")
+        x = g.mul(g.rms_norm(x), inner) if inner is not None else x
+        x = b.mm(b.layer(il, "conv_pw2.weight"), g.unary(x, "SILU"))
+        cur = _gemma4a_ffn(b, il, g.add(cur, x), "_1")
+        out_norm = b.layer(il, "ln2.weight")
+        cur = b.norm(cur, out_norm, None, rms=True) if out_norm is not None else cur
+    cur = b._proj(cur, b.weight("a.pre_encode.out.weight"), b.weight("a.pre_encode.out.bias"))
+    cur = b._scaled(g.rms_norm(cur), b.weight("mm.a.soft_emb_norm.weight"))
+    cur = b._proj(cur, b.weight("mm.a.input_projection.weight"), None)
+    b.graph.expand(cur)
+    return b.graph
+
+
 def _derived_graph(b: _Builder) -> g.Graph:
     """Clip's standard ViT encoder over the warmup input's tokens, without the type's own head (derived)."""
     if b.hp.modality == "vision" and b.weight("v.patch_embd.weight") is not None:
@@ -598,4 +746,5 @@ def _derived_graph(b: _Builder) -> g.Graph:
 GRAPHS: dict[str, Callable[[_Builder], g.Graph]] = {
     "gemma3": _gemma3, "gemma4v": _gemma4v, "qwen2vl_merger": _qwen2vl, "qwen2.5vl_merger": _qwen2vl,
     "qwen3vl_merger": _qwen3vl, "qwen2a": _whisper, "voxtral": _whisper, "musicflamingo": _whisper,
+    "gemma4a": _gemma4a, "pixtral": _pixtral,
 }  # fmt: skip
