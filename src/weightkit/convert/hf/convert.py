@@ -120,6 +120,8 @@ def convert_hf(
         raise ArgumentError(f"{folder}: not a folder (give a Hugging Face checkpoint folder)")
     if output.is_dir():
         raise ArgumentError(f"{output}: is a folder; give the GGUF file's path")
+    if mmproj and options is not None:
+        raise ArgumentError("a projector (mmproj) is converted to --outtype's types, not quantized in the same pass")
     raw = read_raw_config(folder)
     name = (projector_architecture if mmproj else hf_architecture)(raw, folder)
     table = families.PROJECTORS if mmproj else families.CONVERSIONS
