@@ -165,6 +165,9 @@ CASES = [
     (["convert", "{folder}", "{out}", "-t", "Q4_K_M", "--outtype", "q8_0"], USAGE, "--outtype 'q8_0' with --type"),
     (["convert", "{folder}", "{out}", "-t", "Q4_K_M", "--tensor-type", "x"], USAGE, "--tensor-type 'x'"),
     (["convert", "{hf_unknown}", "{out}", "-t", "Q4_K_M"], BAD_FILE, "'RwkvForCausalLM' is not supported"),
+    (["convert", "{folder}", "{out}", "--mmproj", "-t", "Q4_K_M"], USAGE, "--type does not apply to it"),
+    (["convert", "{good}", "{out}", "--mmproj", "--to", "hf"], USAGE, "--to hf does not apply to it"),
+    (["convert", "{hf_unknown}", "{out}", "--mmproj"], BAD_FILE, "a projector (--mmproj) for 'RwkvForCausalLM'"),
     (["create", "ok", "--from", "{folder}", "--quantize", "Q9_X", "--store", "{folder}"], USAGE, "--quantize 'Q9_X'"),
     (
         ["create", "ok", "--from", "{hf_unknown}", "--quantize", "Q4_K_M", "--store", "{folder}"],

@@ -20,13 +20,14 @@ from .conftest import make_hf_checkpoints
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 GOLDEN = json.loads((DATA / "convert_golden.json").read_text())
-SHARED_MODULES = {"family", "decoder"}  # the declarations' shapes and the shared pieces: no family of their own
+SHARED_MODULES = {"family", "decoder", "vision"}  # the declarations' shapes, the shared pieces: no family
 
 
-def _recorded_classes() -> set[str]:
-    """The HF classes of the checkpoints whose reference conversions are recorded (the real MiniLM is a BERT)."""
-    classes = {"BertModel"}
-    for name in GOLDEN["checkpoints"]:
+def _recorded_classes(section: str = "checkpoints") -> set[str]:
+    """The HF classes of the checkpoints whose reference conversions are recorded (the real MiniLM is a BERT);
+    `section` "projectors": whose projectors are."""
+    classes = {"BertModel"} if section == "checkpoints" else set()
+    for name in GOLDEN.get(section, {}):
         if name in make_hf_checkpoints.CHECKPOINTS:
             config = make_hf_checkpoints.CHECKPOINTS[name][0]
             text = config.get("text_config") or {}
@@ -42,7 +43,7 @@ def test_every_family_module_is_registered_once():
 
 
 def test_no_name_is_declared_twice():
-    for kind in ("conversions", "configs", "exports"):
+    for kind in ("conversions", "projectors", "configs", "exports"):
         names = [name for f in FAMILIES for name in getattr(f, kind)]
         assert len(names) == len(set(names)), kind
 
@@ -59,12 +60,25 @@ def test_conversions_are_complete(family):
         assert all(t.suffixes and t.check for t in conversion.transforms), hf_class
 
 
+@pytest.mark.parametrize("family", [f for f in FAMILIES if f.projectors], ids=lambda f: f.name)
+def test_projectors_are_complete(family):
+    recorded = _recorded_classes("projectors")
+    for hf_class, projector in family.projectors.items():
+        assert hf_class in recorded, f"{hf_class}: no projector recorded against the reference's --mmproj"
+        assert projector.gguf == "clip" and projector.general_type == "mmproj", hf_class
+        gguf_names = set(projector.tensor_names.values())
+        for required in projector.required:
+            assert required.rsplit(".", 1)[0] in gguf_names, f"{hf_class}: {required} has no HF name"
+
+
 @pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f.name)
 def test_config_classes_are_complete(family):
     for model_type, cls in family.configs.items():
         assert cls.name.endswith("Config"), model_type
         if cls.text_config is not None:
             assert cls.text_config in family.configs, f"{model_type}: text_config {cls.text_config} is elsewhere"
+        if cls.vision_config is not None:
+            assert cls.vision_config in CONFIG_CLASSES, f"{model_type}: vision_config {cls.vision_config} is unknown"
 
 
 @pytest.mark.parametrize("family", [f for f in FAMILIES if f.exports], ids=lambda f: f.name)
@@ -83,3 +97,4 @@ def test_exports_invert_their_conversion(family):
 def test_lookups_cover_every_family():
     assert set(EXPORTS) == {arch for f in FAMILIES for arch in f.exports}
     assert set(CONFIG_CLASSES) == {t for f in FAMILIES for t in f.configs}
+    assert set(families.PROJECTORS) == {c for f in FAMILIES for c in f.projectors}

@@ -1,5 +1,6 @@
 """`convert_hf` against llama.cpp's own converter: the same file, byte for byte, for every test checkpoint
-and every --outtype (hashes recorded by tests/data/make_convert_golden.py)."""
+and every --outtype, and for the projectors (`--mmproj`) recorded (hashes recorded by
+tests/data/make_convert_golden.py)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,20 @@ def test_same_bytes_as_convert_hf_to_gguf(hf_checkpoints, tmp_path, name, outtyp
     assert hashlib.sha256(out.read_bytes()).hexdigest() == expected["sha256"]
     assert len(report.tensors) == expected["tensors"] and report.metadata_keys == expected["keys"]
     assert report.bytes_written == expected["bytes"]
+
+
+@pytest.mark.parametrize(
+    ("name", "outtype"),
+    [pytest.param(name, t, id=f"{name}-{t}") for name, runs in GOLDEN.get("projectors", {}).items() for t in runs],
+)
+def test_same_projector_as_convert_hf_to_gguf_mmproj(hf_checkpoints, tmp_path, name, outtype):
+    """`--mmproj`: the projector file the reference's `convert_hf_to_gguf.py --mmproj` writes."""
+    expected = GOLDEN["projectors"][name][outtype]
+    out = tmp_path / "mmproj.gguf"
+    report = convert_hf(hf_checkpoints[name], out, outtype, mmproj=True)
+    assert report.architecture == "clip" and report.bytes_written == expected["bytes"]
+    assert hashlib.sha256(out.read_bytes()).hexdigest() == expected["sha256"]
+    assert len(report.tensors) == expected["tensors"] and report.metadata_keys == expected["keys"]
 
 
 @pytest.mark.needs_torch

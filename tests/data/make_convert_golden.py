@@ -2,12 +2,13 @@
 
 Builds the checkpoints of make_hf_checkpoints.py (and takes the real all-MiniLM-L6-v2), runs the reference
 converter of llama-cpp-python 0.3.36's vendored llama.cpp on each for every --outtype, and stores each output's
-SHA-256, size, and its key and tensor counts. The reference needs its own Python environment (see
-docs/contributing.md):
+SHA-256, size, and its key and tensor counts; for the checkpoints in `PROJECTORS`, its projector's too
+(`--mmproj`, under "projectors"). The reference needs its own Python environment (see docs/contributing.md):
 
     python tests/data/make_convert_golden.py --python /tmp/convenv/bin/python --llama-cpp path/to/vendor/llama.cpp
 
-`--only NAME ...` records those checkpoints again and keeps the others' records.
+`--only NAME ...` records those checkpoints again and keeps the others' records (a record made under another
+transformers than the file's names its version).
 """
 
 from __future__ import annotations
@@ -31,18 +32,22 @@ OUTTYPES = ("f32", "f16", "bf16", "q8_0", "auto")
 #: checkpoints recorded for --outtype auto only: their tokenizer costs seconds per conversion, the same each time
 AUTO_ONLY = ("tiny-gemma-3-fast",)
 MINILM = "all-MiniLM-L6-v2"
+#: checkpoints whose projector (`--mmproj`) is recorded, for every outtype
+PROJECTORS = ("tiny-gemma-3-vision-tf5",)
+#: ... of which only the projector is (their text model is another checkpoint's, recorded there)
+PROJECTOR_ONLY = ("tiny-gemma-3-vision-tf5",)
 
 
-def run_converter(python: str, converter: Path, folder: Path, outtype: str, out: Path) -> None:
-    """The reference converter on `folder`, writing `out`."""
+def run_converter(python: str, converter: Path, folder: Path, outtype: str, out: Path, *, mmproj: bool = False) -> None:
+    """The reference converter on `folder`, writing `out` (`mmproj`: its projector)."""
     env = {k: v for k, v in os.environ.items() if k != "NO_LOCAL_GGUF"}  # the vendored gguf-py, not pip's
     env |= {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    subprocess.run([python, str(converter), str(folder), "--outfile", str(out), "--outtype", outtype],
-                   check=True, env=env, capture_output=True)  # fmt: skip
+    subprocess.run([python, str(converter), str(folder), "--outfile", str(out), "--outtype", outtype,
+                    *(["--mmproj"] if mmproj else [])], check=True, env=env, capture_output=True)  # fmt: skip
 
 
-def run_reference(python: str, converter: Path, folder: Path, outtype: str, out: Path) -> dict:
-    run_converter(python, converter, folder, outtype, out)
+def run_reference(python: str, converter: Path, folder: Path, outtype: str, out: Path, *, mmproj: bool = False) -> dict:
+    run_converter(python, converter, folder, outtype, out, mmproj=mmproj)
     with weightkit.open(out) as m:
         counts = {"keys": len(m.metadata), "tensors": len(m.tensors)}
     record = {"sha256": hashlib.sha256(out.read_bytes()).hexdigest(), "bytes": out.stat().st_size, **counts}
@@ -60,9 +65,9 @@ def main() -> None:
     probe = "import transformers, tokenizers; print(transformers.__version__, tokenizers.__version__)"
     version = subprocess.run([args.python, "-c", probe], check=True, capture_output=True, text=True).stdout.split()
     golden: dict = {"reference": "llama-cpp-python 0.3.36 convert_hf_to_gguf.py", "transformers": version[0],
-                    "tokenizers": version[1], "checkpoints": {}}  # fmt: skip
-    if args.only:
-        golden["checkpoints"] = json.loads(OUT.read_text())["checkpoints"]
+                    "tokenizers": version[1], "checkpoints": {}, "projectors": {}}  # fmt: skip
+    if args.only:  # the file's versions stay those of its other records; a record made under others names its own
+        golden = {"projectors": {}} | json.loads(OUT.read_text())
     with tempfile.TemporaryDirectory() as tmp:
         names = args.only or list(make_hf_checkpoints.CHECKPOINTS)
         vocabs = make_hf_checkpoints.vocab_files()
@@ -70,11 +75,17 @@ def main() -> None:
         if MINILM in names or not args.only:
             folders[MINILM] = make_hf_checkpoints.minilm_folder()
         for name, folder in folders.items():
-            golden["checkpoints"][name] = {}
-            for outtype in ("auto",) if name in AUTO_ONLY else OUTTYPES:
-                record = run_reference(args.python, converter, folder, outtype, Path(tmp) / "out.gguf")
-                golden["checkpoints"][name][outtype] = record
-                print(name, outtype, record["sha256"][:16], flush=True)
+            for section, mmproj in (("checkpoints", False), ("projectors", True)):
+                if (name in PROJECTOR_ONLY and not mmproj) or (name not in PROJECTORS and mmproj):
+                    continue
+                golden[section][name] = {}
+                for outtype in ("auto",) if name in AUTO_ONLY else OUTTYPES:
+                    out = Path(tmp) / "out.gguf"
+                    record = run_reference(args.python, converter, folder, outtype, out, mmproj=mmproj)
+                    if version[0] != golden["transformers"]:
+                        record["transformers"] = version[0]
+                    golden[section][name][outtype] = record
+                    print(section, name, outtype, record["sha256"][:16], flush=True)
     OUT.write_text(json.dumps(golden, indent=1) + "\n")
 
 

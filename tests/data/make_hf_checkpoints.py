@@ -528,6 +528,40 @@ def gemma3_multimodal_shapes(c: dict[str, Any]) -> dict[str, tuple[int, ...]]:
     }
 
 
+def siglip_shapes(v: dict[str, Any], prefix: str) -> dict[str, tuple[int, ...]]:
+    """A SigLIP vision encoder (`SiglipVisionModel`, no head) under `prefix`, for its config `v`."""
+    h, ff, patch = v["hidden_size"], v["intermediate_size"], v["patch_size"]
+    shapes: dict[str, tuple[int, ...]] = {
+        prefix + "embeddings.patch_embedding.weight": (h, v.get("num_channels", 3), patch, patch),
+        prefix + "embeddings.patch_embedding.bias": (h,),
+        prefix + "embeddings.position_embedding.weight": ((v["image_size"] // patch) ** 2, h),
+    }
+    for i in range(v["num_hidden_layers"]):
+        p = f"{prefix}encoder.layers.{i}."
+        shapes |= {p + f"{norm}.{kind}": (h,) for norm in ("layer_norm1", "layer_norm2") for kind in ("weight", "bias")}
+        for x in ("q", "k", "v", "out"):
+            shapes |= {p + f"self_attn.{x}_proj.weight": (h, h), p + f"self_attn.{x}_proj.bias": (h,)}
+        shapes |= {p + "mlp.fc1.weight": (ff, h), p + "mlp.fc1.bias": (ff,), p + "mlp.fc2.weight": (h, ff),
+                   p + "mlp.fc2.bias": (h,)}  # fmt: skip
+    return shapes | {prefix + "post_layernorm.weight": (h,), prefix + "post_layernorm.bias": (h,)}
+
+
+def gemma3_vision_shapes(c: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+    """Gemma3ForConditionalGeneration in the published checkpoints' layout, which transformers 5.25 keeps when it
+    saves one it loaded (a model it makes itself it saves as `vision_tower.embeddings.`, which the reference's
+    tensor map does not know): `language_model.model.`, `vision_tower.vision_model.` (SigLIP) and the projector."""
+    text, vision = c["text_config"], c["vision_config"]
+    shapes = {"language_model." + name: shape for name, shape in gemma_shapes(text, qk_norm=True).items()}
+    return (
+        shapes
+        | siglip_shapes(vision, "vision_tower.vision_model.")
+        | {
+            "multi_modal_projector.mm_input_projection_weight": (vision["hidden_size"], text["hidden_size"]),
+            "multi_modal_projector.mm_soft_emb_norm.weight": (vision["hidden_size"],),
+        }
+    )
+
+
 def phi3_shapes(c: dict[str, Any]) -> dict[str, tuple[int, ...]]:
     """Phi-3: Q, K and V in one matrix, gate and up in one matrix."""
     h, ff = c["hidden_size"], c["intermediate_size"]
@@ -639,6 +673,31 @@ Random weights with Llama 3's real tokenizer, for conversion tests.
 def _config(arch: str, model_type: str, dtype: str, **fields: Any) -> dict[str, Any]:
     return {"architectures": [arch], "model_type": model_type, **fields, "torch_dtype": {"bf16": "bfloat16",
             "f16": "float16", "f32": "float32"}[dtype], "transformers_version": "4.57.6"}  # fmt: skip
+
+
+def _config5(arch: str, model_type: str, dtype: str, **fields: Any) -> dict[str, Any]:
+    """config.json as transformers 5.25's `save_pretrained` writes it: keys sorted, `dtype`, its version."""
+    return {
+        "architectures": [arch],
+        **dict(
+            sorted(
+                {
+                    "model_type": model_type,
+                    **fields,
+                    "dtype": {"bf16": "bfloat16", "f16": "float16", "f32": "float32"}[dtype],
+                    "transformers_version": "5.25.0",
+                }.items()
+            )
+        ),
+    }
+
+
+#: Gemma 3's image processor as transformers 5.25 saves it (preprocessor_config.json), for a 56-pixel image
+_GEMMA3_IMAGE_PROCESSOR = {
+    "do_convert_rgb": True, "do_normalize": True, "do_rescale": True, "do_resize": True, "image_mean": [0.5, 0.5, 0.5],
+    "image_processor_type": "Gemma3ImageProcessor", "image_std": [0.5, 0.5, 0.5], "resample": 2,
+    "rescale_factor": 0.00392156862745098, "size": {"height": 56, "width": 56},
+}  # fmt: skip
 
 
 def _gemma3_text_config(num_hidden_layers: int) -> dict:
@@ -760,6 +819,35 @@ CHECKPOINTS: dict[str, tuple[dict[str, Any], str, Callable, Callable, dict[str, 
                                "num_hidden_layers": 1, "num_attention_heads": 2, "image_size": 28,
                                "patch_size": 14}),
         "bf16", gemma3_multimodal_shapes, write_gemma3_tokenizer, {}, None,
+    ),
+    # bf16 Gemma 3 with vision as transformers 5.25 writes its config (rope_parameters, layer_types, dtype), a
+    # 2-layer SigLIP tower of 56-pixel images in 14-pixel patches, 4 image tokens (processor_config.json): for
+    # the projector (--mmproj), whose pooling then differs from the real models' 4 (clip.vision.projector.scale_factor)
+    "tiny-gemma-3-vision-tf5": (
+        _config5("Gemma3ForConditionalGeneration", "gemma3", "bf16", boi_token_index=255999, eoi_token_index=256000,
+                 eos_token_id=[1, 106], image_token_index=262144, initializer_range=0.02, mm_tokens_per_image=4,
+                 tie_word_embeddings=True,
+                 text_config={"_sliding_window_pattern": 6, "attention_bias": False, "attention_dropout": 0.0,
+                              "attn_logit_softcapping": None, "bos_token_id": 2, "eos_token_id": 1,
+                              "final_logit_softcapping": None, "head_dim": 16,
+                              "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 32, "initializer_range": 0.02,
+                              "intermediate_size": 64, "layer_types": ["sliding_attention"],
+                              "max_position_embeddings": 131072, "model_type": "gemma3_text",
+                              "num_attention_heads": 2, "num_hidden_layers": 1, "num_key_value_heads": 1,
+                              "pad_token_id": 0, "query_pre_attn_scalar": 256, "rms_norm_eps": 1e-06,
+                              "rope_parameters": {"full_attention": {"rope_theta": 1000000.0, "rope_type": "default"},
+                                                  "sliding_attention": {"rope_theta": 10000.0,
+                                                                        "rope_type": "default"}},
+                              "sliding_window": 4096, "tie_word_embeddings": True,
+                              "use_bidirectional_attention": False, "use_cache": True, "vocab_size": 262208},
+                 vision_config={"attention_dropout": 0.0, "hidden_act": "gelu_pytorch_tanh", "hidden_size": 64,
+                                "image_size": 56, "intermediate_size": 128, "layer_norm_eps": 1e-06,
+                                "model_type": "siglip_vision_model", "num_attention_heads": 2, "num_channels": 3,
+                                "num_hidden_layers": 2, "patch_size": 14, "vision_use_head": False}),
+        "bf16", gemma3_vision_shapes, write_gemma3_tokenizer,
+        {"preprocessor_config.json": json.dumps(_GEMMA3_IMAGE_PROCESSOR, indent=2),
+         "processor_config.json": json.dumps({"image_seq_length": 4, "processor_class": "Gemma3Processor"}, indent=2)},
+        None,
     ),
     # bf16 Phi-3 mini: fused QKV and gate/up, its added tokens, sliding window
     "tiny-phi-3-mini": (

@@ -57,6 +57,14 @@ def convert(
             "--dtype", help="With --to hf: f32, f16, bf16, or auto (F16/BF16 if all the GGUF's matrices are; else f32)."
         ),
     ] = None,
+    mmproj: Annotated[
+        bool,
+        typer.Option(
+            "--mmproj",
+            help="Write the model's multimodal projector (its vision encoder and projection, for llama.cpp's "
+            "--mmproj) instead of its language model: convert_hf_to_gguf.py --mmproj's file.",
+        ),
+    ] = False,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print what was written as JSON (the progress bar goes to stderr).")
     ] = False,
@@ -65,19 +73,25 @@ def convert(
     (with --type, what llama-quantize makes of it, in one pass); or, with --to hf, a GGUF to a Hugging Face folder
     that transformers loads."""
     flags = flags or {}
-    check_convert_flags(to, outtype=outtype, type=type, dtype=dtype, flags=flags)
+    check_convert_flags(to, outtype=outtype, type=type, dtype=dtype, flags=flags, mmproj=mmproj)
     if to == "hf":
         run_export(src, dst, dtype or "auto", as_json=as_json, console=console)
     else:
         options = None if type is None else quantize_options(type, flags)
-        run_convert(src, dst, outtype or "auto", options, as_json=as_json, console=console)
+        run_convert(src, dst, outtype or "auto", options, as_json=as_json, console=console, mmproj=mmproj)
 
 
-def check_convert_flags(to: str, *, outtype: str | None, type: str | None, dtype: str | None, flags: dict) -> None:
-    """The flags `--to` takes: --dtype for hf; --outtype, --type and llama-quantize's flags (with --type) for gguf."""
+def check_convert_flags(to: str, *, outtype: str | None, type: str | None, dtype: str | None, flags: dict,
+                        mmproj: bool = False) -> None:  # fmt: skip
+    """The flags `--to` takes: --dtype for hf; --outtype, --type and llama-quantize's flags (with --type) for gguf;
+    --mmproj for gguf, without --type (a projector is not quantized in the same pass)."""
     given = [flag.spelling for flag in QUANTIZE_FLAGS if flag.name in flags]
     if to not in ("gguf", "hf"):
         raise ArgumentError(f"--to {to!r}: gguf or hf")
+    if mmproj and (to == "hf" or type is not None):
+        flag = "--to hf" if to == "hf" else "--type"
+        raise ArgumentError(f"--mmproj writes a projector GGUF from a Hugging Face folder with --outtype; {flag} "
+                            "does not apply to it")  # fmt: skip
     if to == "hf":
         if outtype is not None or type is not None:
             flag = "--outtype" if outtype is not None else "--type"
@@ -91,11 +105,23 @@ def check_convert_flags(to: str, *, outtype: str | None, type: str | None, dtype
 
 
 def run_convert(
-    src: Path, dst: Path, outtype: str, options: QuantizeOptions | None, *, as_json: bool, console: Console
+    src: Path,
+    dst: Path,
+    outtype: str,
+    options: QuantizeOptions | None,
+    *,
+    as_json: bool,
+    console: Console,
+    mmproj: bool = False,
 ) -> None:
     with byte_progress("converting", console, as_json) as update:
         report = convert_hf(
-            src, dst, outtype, progress=lambda name, done, total: update(done, total, name), quantize=options
+            src,
+            dst,
+            outtype,
+            progress=lambda name, done, total: update(done, total, name),
+            quantize=options,
+            mmproj=mmproj,
         )
     types = Counter(kind for kind, _ in report.tensors.values())
     if as_json:

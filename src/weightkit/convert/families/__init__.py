@@ -1,9 +1,10 @@
 """Every model family weightkit converts, one module each, registered in `FAMILIES`.
 
 A family module declares its `Family`: transformers' config classes it reads, how llama.cpp's converter writes
-each of its Hugging Face classes, and the folder `--to hf` writes for its GGUF architectures. The pieces
-families share (the standard decoder's names and shapes, the rope un-permutation, ...) are in `decoder`. Adding
-a family is a module and its line here; tests/convert/test_families.py checks every entry is complete.
+each of its Hugging Face classes (and their projectors, `--mmproj`), and the folder `--to hf` writes for its GGUF
+architectures. The pieces families share are in `decoder` (the standard decoder's names and shapes, the rope
+un-permutation, ...) and `vision` (the projectors' encoders). Adding a family is a module and its line here;
+tests/convert/test_families.py checks every entry is complete.
 """
 
 from __future__ import annotations
@@ -16,9 +17,21 @@ FAMILIES: tuple[Family, ...] = (llama.FAMILY, qwen.FAMILY, gemma.FAMILY, phi3.FA
 
 #: HF architecture class -> how the converter writes it
 CONVERSIONS: dict[str, Conversion] = {name: c for f in FAMILIES for name, c in f.conversions.items()}
+#: HF architecture class -> how the converter writes its projector (`--mmproj`)
+PROJECTORS: dict[str, Conversion] = {name: c for f in FAMILIES for name, c in f.projectors.items()}
 #: `model_type` -> transformers' config class
 CONFIG_CLASSES: dict[str, ConfigClass] = {name: c for f in FAMILIES for name, c in f.configs.items()}
 #: GGUF architecture -> the HF folder `--to hf` writes
 EXPORTS: dict[str, Export] = {name: e for f in FAMILIES for name, e in f.exports.items()}
 
-__all__ = ["CONFIG_CLASSES", "CONVERSIONS", "EXPORTS", "FAMILIES", "Conversion", "Export", "Family", "Transform"]
+__all__ = [
+    "CONFIG_CLASSES",
+    "CONVERSIONS",
+    "EXPORTS",
+    "FAMILIES",
+    "PROJECTORS",
+    "Conversion",
+    "Export",
+    "Family",
+    "Transform",
+]

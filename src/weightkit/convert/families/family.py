@@ -2,8 +2,9 @@
 
 A family module (one per model family, registered in `families.FAMILIES`) declares a `Family`: the
 transformers config classes it reads (`ConfigClass`, by `model_type`), how llama.cpp's converter writes each
-of its Hugging Face classes (`Conversion`, by class name), and the Hugging Face folder `--to hf` writes for
-each of its GGUF architectures (`Export`, whose tensor names and transforms are its `Conversion`'s, inverted).
+of its Hugging Face classes (`Conversion`, by class name) and each one's projector (`--mmproj`: a `Conversion`
+to the `clip` architecture, over the vision config), and the Hugging Face folder `--to hf` writes for each of
+its GGUF architectures (`Export`, whose tensor names and transforms are its `Conversion`'s, inverted).
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ TextParameters = Callable[[KV, str, HFConfig, dict[str, Any], int], None]
 #: `generate_extra_tensors`): the checkpoint's tensors in, the tensors to convert out, in order, read lazily.
 Rewrite = Callable[[list[tuple[str, SourceTensor]], HFConfig], list[tuple[str, SourceTensor]]]
 TensorShapes = Mapping[str, tuple[int, ...]]
+#: The converter's `tensor_force_quant`: (filtered HF name, GGUF name, the outtype's matrix type) -> the GGML
+#: type that tensor is written in whatever the outtype (vectors and norms stay F32), or None for the usual rule.
+ForcedType = Callable[[str, str, str], "str | None"]
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,8 @@ class Conversion:
     leading_parameters: tuple[Callable[[KV, str, HFConfig, dict[str, Any]], None], ...] = ()  # before general.*
     rewrites: tuple[Rewrite, ...] = ()
     quantized: tuple[str, ...] = ()  # the quantization_config.quant_method values converted as stored
+    forced_types: tuple[ForcedType, ...] = ()  # the first that names a type decides
+    general_type: str = "model"  # general.type: "model", or "mmproj" for a projector
 
 
 @dataclass(frozen=True)
@@ -83,7 +89,8 @@ class Family:
     name: str
     configs: Mapping[str, ConfigClass]  # model_type -> transformers' config class
     conversions: Mapping[str, Conversion]  # HF architecture class -> how the converter writes it
+    projectors: Mapping[str, Conversion] = field(default_factory=dict)  # HF class -> its projector (--mmproj)
     exports: Mapping[str, Export] = field(default_factory=dict)  # GGUF architecture -> the HF folder
 
 
-__all__ = ["Conversion", "Export", "Family", "Rewrite", "TensorShapes", "Transform"]
+__all__ = ["Conversion", "Export", "Family", "ForcedType", "Rewrite", "TensorShapes", "Transform"]

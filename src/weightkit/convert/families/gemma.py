@@ -1,5 +1,6 @@
 """Gemma 2 and Gemma 3 (text, and the language model of the multimodal 4B-27B): `Gemma2Model` and
-`Gemma3Model` of llama.cpp's converter, and transformers' Gemma 3 text class for `--to hf`."""
+`Gemma3Model` of llama.cpp's converter, Gemma 3's projector (`Gemma3VisionModel`: SigLIP and its projection),
+and transformers' Gemma 3 text class for `--to hf`."""
 
 from __future__ import annotations
 
@@ -8,13 +9,15 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import UnsupportedError
+from ...errors import FormatError, UnsupportedError
 from ..hf.config import CONFIG_NAME, ConfigClass, HFConfig
 from ..hf.kv import KV
 from ..hf.parameters import LAYERS, rope_parameters
+from ..hf.projector import no_vocab, patch_embedding_type, projector_config, write_vision_parameters
 from ..hf.tokenizer import SPM_MODEL, write_bpe_vocab, write_sentencepiece_vocab
 from .decoder import DECODER_CONFIG, DECODER_NAMES, DECODER_REQUIRED, QK_NORM_NAMES, H, number, rope_type_from_type
 from .family import Conversion, Export, Family, Transform
+from .vision import SIGLIP_REQUIRED, siglip_names
 
 _NAMES = DECODER_NAMES | {
     "model.layers.{bid}.post_attention_layernorm": "blk.{bid}.post_attention_norm",
@@ -120,6 +123,62 @@ _GEMMA3 = Conversion(
     parameters=(_gemma3_parameters,),
 )
 
+_VISION_TOWERS = ("multi_modal_projector.", "vision_tower.", "multimodal_projector.", "vision_model.")
+
+
+def _gemma3_vision_tensors(name: str) -> str | None:
+    """`Gemma3VisionModel.filter_tensors`: the vision tower and projector only (no SigLIP head); the projector's
+    `mm_input_projection_weight` named as a weight."""
+    if "vision_model.head." in name or not name.startswith(_VISION_TOWERS):
+        return None
+    return name.replace("_weight", ".weight")
+
+
+def _gemma3_vision_types(hf_name: str, gguf_name: str, matrix_type: str) -> str | None:
+    """`Gemma3VisionModel.tensor_force_quant`: the projection in F16 (llama.cpp issue 13025), the embeddings
+    in F32."""
+    if "input_projection" in hf_name:
+        return "F16"
+    if ".embeddings." in hf_name:
+        return "F32"
+    return None
+
+
+def _gemma3_vision_parameters(kv: KV, arch: str, folder: Path, h: HFConfig) -> None:
+    """`Gemma3VisionModel.set_gguf_parameters` after the common clip keys: the projector type, SigLIP's norm
+    epsilon and GELU, and the pooling factor where it is not the real models' 4 (image tokens per side from
+    the processor's `image_seq_length`)."""
+    h = projector_config(h)
+    kv.string("clip.projector_type", "gemma3")
+    kv.f32("clip.vision.attention.layer_norm_epsilon", number(h, "layer_norm_eps", 1e-6))
+    kv.bool("clip.use_gelu", True)
+    tokens = h.preprocessor.get("image_seq_length", 256)
+    per_side = int(tokens**0.5) if isinstance(tokens, int) and not isinstance(tokens, bool) else 0
+    if per_side < 1:
+        raise FormatError(folder / "processor_config.json", None, f"image_seq_length is {tokens!r}, not a count")
+    scale = (number(h, "image_size") // number(h, "patch_size")) // per_side
+    if scale > 0 and scale != 4:
+        kv.u32("clip.vision.projector.scale_factor", scale)
+
+
+_GEMMA3_VISION = Conversion(
+    gguf="clip",
+    tensor_names=siglip_names("vision_tower.vision_model.") | {
+        "multi_modal_projector.mm_input_projection": "mm.input_projection",
+        "multi_modal_projector.mm_soft_emb_norm": "mm.soft_emb_norm",
+    },
+    required=SIGLIP_REQUIRED | {"mm.input_projection.weight": ("hidden_size", None),
+                                "mm.soft_emb_norm.weight": ("hidden_size",)},
+    vocab=no_vocab,
+    filters=(_gemma3_vision_tensors,),
+    # only the projector's norm is Gemma's (1 + weight); SigLIP's are layer norms, stored as they are
+    transforms=(Transform(("soft_emb_norm.weight",), _plus_one, lambda shape, h: None, _minus_one),),
+    text_parameters=write_vision_parameters,
+    parameters=(_gemma3_vision_parameters,),
+    forced_types=(_gemma3_vision_types, patch_embedding_type),
+    general_type="mmproj",
+)  # fmt: skip
+
 _DEFAULTS = {"rms_norm_eps": 1e-6, "tie_word_embeddings": True, "bos_token_id": 2, "eos_token_id": 1,
              "pad_token_id": 0, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
              "num_attention_heads": 8, "head_dim": 256, "num_key_value_heads": 4, "sliding_window": 4096}  # fmt: skip
@@ -150,13 +209,21 @@ FAMILY = Family(
             {"mm_tokens_per_image": 256, "boi_token_index": 255999, "eoi_token_index": 256000,
              "image_token_index": 262144, "tie_word_embeddings": True},
             text_config="gemma3_text",
+            vision_config="siglip_vision_model",
+        ),
+        "siglip_vision_model": ConfigClass(
+            "SiglipVisionConfig",
+            {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12, "num_attention_heads": 12,
+             "num_channels": 3, "image_size": 224, "patch_size": 16, "hidden_act": "gelu_pytorch_tanh",
+             "layer_norm_eps": 1e-6, "attention_dropout": 0.0, "vision_use_head": True},
         ),
     },
     conversions={
         "Gemma2ForCausalLM": _GEMMA2,
         "Gemma3ForCausalLM": _GEMMA3,
-        "Gemma3ForConditionalGeneration": _GEMMA3,  # its text model; the vision tower is dropped (mmproj is apart)
+        "Gemma3ForConditionalGeneration": _GEMMA3,  # its text model; the vision tower is its projector's
     },
+    projectors={"Gemma3ForConditionalGeneration": _GEMMA3_VISION},
     exports={
         "gemma3": Export("Gemma3ForCausalLM", "gemma3_text", _GEMMA3, "gemma",
                          DECODER_CONFIG | _GEMMA3_CONFIG | {"attention.key_length": "head_dim"}),

@@ -41,12 +41,13 @@ class HFConfig(dict):
 class ConfigClass:
     """One transformers config class: its constructor's defaults (those the converter can read) and the
     values it derives, applied in order after the file's values; a composite config names the `model_type`
-    whose class makes its `text_config`."""
+    whose class makes its `text_config`, and its `vision_config`'s when that names none."""
 
     name: str
     defaults: Mapping[str, Any]
     derive: tuple[Callable[[dict[str, Any]], None], ...] = field(default=())
     text_config: str | None = None
+    vision_config: str | None = None
 
 
 #: Sizes the converter computes with: when given, each must be a positive integer.
@@ -112,6 +113,12 @@ def _with_class_defaults(raw: dict[str, Any], folder: Path, classes: Mapping[str
         if not isinstance(text, dict):
             raise FormatError(folder / CONFIG_NAME, None, "text_config is not an object")
         h["text_config"] = _apply_class(_config_class(cls.text_config, folder, classes), text, folder)
+    if cls.vision_config is not None:  # made by the class of its own model_type (`AutoConfig`)
+        vision = h.get("vision_config") or {}
+        if not isinstance(vision, dict):
+            raise FormatError(folder / CONFIG_NAME, None, "vision_config is not an object")
+        kind = vision.get("model_type", cls.vision_config)
+        h["vision_config"] = _apply_class(_config_class(kind, folder, classes), vision, folder)
     h["id2label"] = _labels(raw, folder)
     h["_name_or_path"] = str(folder)
     return h

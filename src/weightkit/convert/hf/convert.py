@@ -30,6 +30,7 @@ from .config import CONFIG_NAME, HFConfig, load_hparams, read_raw_config
 from .kv import KV
 from .metadata import derive_metadata, size_label, write_metadata
 from .parameters import LAYERS, rope_parameters
+from .projector import PROJECTOR_LAYERS, load_projector_hparams, projector_architecture, projector_filter
 from .tensors import SourceTensor, close_all, is_16bit, read_checkpoint
 
 #: --outtype -> (llama.cpp file type, GGML type of the matrices)
@@ -41,7 +42,8 @@ OUTTYPE_CHOICES = (*OUTTYPES, "auto")
 _INTERMEDIATE = ("f32", "f16", "bf16", "auto")  # what llama-quantize can take from the converter
 _SKIPPED = (".attention.masked_bias", ".attention.bias", ".rotary_emb.inv_freq")
 #: Matrices the converter keeps in F32 whatever the outtype (its list, for the tensors our architectures have).
-_F32_MATRICES = ("ffn_gate_inp.weight", "ffn_gate_inp_shexp.weight", "position_embd.weight", "token_types.weight")
+_F32_MATRICES = ("ffn_gate_inp.weight", "ffn_gate_inp_shexp.weight", "position_embd.weight", "token_types.weight",
+                 "v.position_embd.weight", "a.position_embd.weight")  # fmt: skip
 #: ... and in F16 under the ternary outtypes (the converter's "TODO: use Q4_K and Q6_K").
 _F16_UNDER_TERNARY = ("token_embd.weight", "per_layer_token_embd.weight", "output.weight")
 _BLOCK = re.compile(r"^blk\.\d+\.")
@@ -96,6 +98,7 @@ def convert_hf(
     progress: Progress | None = None,
     *,
     quantize: QuantizeOptions | str | None = None,
+    mmproj: bool = False,
 ) -> ConvertReport:
     """Convert the checkpoint in `folder` to a GGUF at `output`, byte for byte as llama.cpp's converter would
     with `--outtype` (f32, f16, bf16, q8_0, tq1_0, tq2_0, or auto: bf16 or f16 after the first 16-bit matrix,
@@ -105,7 +108,10 @@ def convert_hf(
     makes of the converter's output, in one pass: each tensor is converted as the converter would write it
     and quantized as llama-quantize would, with no intermediate file. The converter's type is then `outtype`
     (f32, f16 or bf16), and "auto" means the type the checkpoint's first matrix is stored in (bf16, f16, else
-    f32): the one that loses nothing before quantizing."""
+    f32): the one that loses nothing before quantizing.
+
+    With `mmproj`, the output is the model's projector (`convert_hf_to_gguf.py --mmproj`): its vision encoder
+    and projection, the `clip` architecture, as its family declares it (`Family.projectors`)."""
     folder, output = Path(folder), Path(output)
     options = None if quantize is None else _quantize_options(quantize, outtype)
     if outtype not in OUTTYPE_CHOICES:
@@ -114,32 +120,37 @@ def convert_hf(
         raise ArgumentError(f"{folder}: not a folder (give a Hugging Face checkpoint folder)")
     if output.is_dir():
         raise ArgumentError(f"{output}: is a folder; give the GGUF file's path")
+    if mmproj and options is not None:
+        raise ArgumentError("a projector (mmproj) is converted to --outtype's types, not quantized in the same pass")
     raw = read_raw_config(folder)
-    name = hf_architecture(raw, folder)
-    arch = families.CONVERSIONS.get(name)
+    name = (projector_architecture if mmproj else hf_architecture)(raw, folder)
+    table = families.PROJECTORS if mmproj else families.CONVERSIONS
+    arch = table.get(name)
     if arch is None:
-        supported = ", ".join(families.CONVERSIONS)
-        raise UnsupportedError(
-            f"{folder / CONFIG_NAME}: architecture {name!r} is not supported (supported: {supported})"
-        )
-    hparams = load_hparams(folder, families.CONFIG_CLASSES)
+        what = "a projector (--mmproj) for" if mmproj else "architecture"
+        raise UnsupportedError(f"{folder / CONFIG_NAME}: {what} {name!r} is not supported "
+                               f"(supported: {', '.join(table)})")  # fmt: skip
+    if mmproj:
+        hparams: HFConfig = load_projector_hparams(folder, families.CONFIG_CLASSES)
+    else:
+        hparams = load_hparams(folder, families.CONFIG_CLASSES)
     quantized = _quant_method(hparams, arch, folder)
     for check in arch.checks:
         check(folder, hparams)
-    rope = rope_parameters(hparams)
+    rope = {} if mmproj else rope_parameters(hparams)
     sources, opened = read_checkpoint(folder)
     try:
-        tensors = _filtered(sources, arch)
+        tensors = _filtered(sources, arch, projector_filter if mmproj else common_filter)
         outtype = _resolve_outtype(outtype, tensors, lossless=options is not None)
         file_type, matrix_type = OUTTYPES[outtype]
         if quantized is not None and file_type in _FLOAT_FILE_TYPES:
             file_type = _QUANT_FILE_TYPES[quantized]  # `prepare_metadata`: the file is as quantized as its experts
-        plan = _plan(arch, hparams, rope, tensors, matrix_type, folder)
+        plan = _plan(arch, hparams, rope, tensors, matrix_type, folder, PROJECTOR_LAYERS if mmproj else LAYERS)
         counts = _parameter_counts(plan)
         kv = KV(arch.gguf)
         for lead in arch.leading_parameters:  # set while the converter generates its extra tensors
             lead(kv, arch.gguf, hparams, rope)
-        kv.string("general.type", "model")
+        kv.string("general.type", arch.general_type)
         meta = derive_metadata(folder, raw, counts[0])
         if meta.size_label is None and counts[0] > 0:
             meta.size_label = size_label(*counts)
@@ -189,13 +200,14 @@ def common_filter(name: str) -> str | None:
     return name.replace("language_model.", "")
 
 
-def _filtered(sources: dict[str, SourceTensor], arch: Conversion) -> list[tuple[str, SourceTensor]]:
-    """The architecture's renames and drops, then the common ones; a later duplicate name replaces the
-    earlier tensor in its position (the converter keeps them in a dict)."""
+def _filtered(sources: dict[str, SourceTensor], arch: Conversion,
+              common: Callable[[str], str | None]) -> list[tuple[str, SourceTensor]]:  # fmt: skip
+    """The architecture's renames and drops, then the `common` ones (a text model's or a projector's); a later
+    duplicate name replaces the earlier tensor in its position (the converter keeps them in a dict)."""
     kept: dict[str, SourceTensor] = {}
     for name, t in sources.items():
         new: str | None = name
-        for f in (*arch.filters, common_filter):
+        for f in (*arch.filters, common):
             new = f(new)
             if new is None:
                 break
@@ -245,26 +257,29 @@ def _map_name(names: dict[str, str], name: str) -> str | None:
     return None
 
 
-def tensor_type(gguf_name: str, ndim: int, matrix_type: str, shape: tuple[int, ...]) -> str:
-    """The converter's per-tensor type: F32 for vectors, norms, biases and a few matrices; F16 for the
-    embeddings and output under TQ1_0/TQ2_0; the outtype's type for the rest, except F16 for rows that are
-    not whole blocks of a quantized type (32 for Q8_0, 256 for TQ1_0/TQ2_0)."""
-    base = _BLOCK.sub("", gguf_name)
-    if ndim <= 1 or gguf_name.endswith("_norm.weight") or base in _F32_MATRICES:
+def tensor_type(gguf_name: str, ndim: int, matrix_type: str, shape: tuple[int, ...], forced: str | None = None) -> str:
+    """The converter's per-tensor type: F32 for vectors and norms; the `forced` type (its `tensor_force_quant`)
+    where there is one; else F32 for biases and a few matrices, F16 for the embeddings and output under
+    TQ1_0/TQ2_0, the outtype's type for the rest; F16 for rows that are not whole blocks of a quantized type
+    (32 for Q8_0, 256 for TQ1_0/TQ2_0)."""
+    if ndim <= 1 or gguf_name.endswith("_norm.weight"):
         return "F32"
-    if gguf_name[-7:] not in (".weight", ".lora_a", ".lora_b"):
-        return "F32"
-    if matrix_type.startswith("TQ") and gguf_name in _F16_UNDER_TERNARY:
+    if forced is None:
+        if _BLOCK.sub("", gguf_name) in _F32_MATRICES or gguf_name[-7:] not in (".weight", ".lora_a", ".lora_b"):
+            return "F32"
+        if matrix_type.startswith("TQ") and gguf_name in _F16_UNDER_TERNARY:
+            return "F16"
+    kind = forced or matrix_type
+    if shape[-1] % ggml_type(kind).block_size:
         return "F16"
-    if shape[-1] % ggml_type(matrix_type).block_size:
-        return "F16"
-    return matrix_type
+    return kind
 
 
 def _plan(arch: Conversion, h: HFConfig, rope: dict, tensors: list[tuple[str, SourceTensor]], matrix_type: str,
-          folder: Path) -> list[_Planned]:  # fmt: skip
-    """Every output tensor, in order, with its type, shape and a maker of its bytes; checks names and shapes."""
-    n_blocks = h.find(LAYERS)
+          folder: Path, layers: tuple[str, ...]) -> list[_Planned]:  # fmt: skip
+    """Every output tensor, in order, with its type, shape and a maker of its bytes; checks names and shapes
+    (`layers`: the config keys the block count is read from)."""
+    n_blocks = h.find(layers, None)
     if not isinstance(n_blocks, int) or n_blocks < 0:
         raise FormatError(folder / CONFIG_NAME, None, f"layer count {n_blocks!r} is not a count")
     names = _name_map(arch, n_blocks)
@@ -285,7 +300,8 @@ def _plan(arch: Conversion, h: HFConfig, rope: dict, tensors: list[tuple[str, So
         for tr in transforms:
             if (why := tr.check(t.shape, h)) is not None:
                 raise FormatError(t.file, None, f"tensor {hf_name!r} {list(t.shape)}: {why}")
-        kind = t.ggml or tensor_type(gguf_name, len(t.shape), matrix_type, t.shape)
+        forced = next((k for f in arch.forced_types if (k := f(hf_name, gguf_name, matrix_type))), None)
+        kind = t.ggml or tensor_type(gguf_name, len(t.shape), matrix_type, t.shape, forced)
         rows = _row_maker(t, kind) if not transforms else None
         plan.append(_Planned(gguf_name, kind, t.shape, _maker(t, transforms, h, kind), rows))
     _check_complete(arch, h, plan, n_blocks, folder)

@@ -1,0 +1,100 @@
+"""Projectors (`--mmproj`): libmtmd (llama-cpp-python 0.3.36's, where it is installed) loads what weightkit
+writes and encodes an image with it; the command writes the recorded file; and what a projector needs is
+refused by name where it is missing."""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from weightkit.cli import main
+from weightkit.convert.hf import convert_hf
+from weightkit.errors import FormatError, UnsupportedError
+
+from .test_hf_golden import GOLDEN
+
+GEMMA3 = "tiny-gemma-3-vision-tf5"
+
+
+def _encode_image(llama_cpp, mtmd, text_model: str, projector: str, side: int, width: int) -> np.ndarray:
+    """libmtmd's embeddings of one side x side image (one row of `width` per image token), the projector loaded
+    beside the text model's vocabulary (mtmd_init_from_file checks the two widths agree)."""
+    params = llama_cpp.llama_model_default_params()
+    params.vocab_only = True
+    model = llama_cpp.llama_model_load_from_file(text_model.encode(), params)
+    assert model, "libllama refused the text model"
+    ctx_params = mtmd.mtmd_context_params_default()
+    ctx_params.use_gpu, ctx_params.n_threads, ctx_params.warmup = False, 1, True
+    ctx = mtmd.mtmd_init_from_file(projector.encode(), model, ctx_params)
+    try:
+        assert ctx, "libmtmd refused the projector"
+        pixels = (np.arange(side * side * 3) % 251).astype(np.uint8)
+        bitmap = mtmd.mtmd_bitmap_init(side, side, pixels.ctypes.data_as(ctypes.POINTER(ctypes.c_ubyte)))
+        chunks = mtmd.mtmd_input_chunks_init()
+        marker = mtmd.mtmd_default_marker()
+        text = mtmd.mtmd_input_text(text=marker, text_len=len(marker), add_special=False, parse_special=True)
+        try:
+            assert mtmd.mtmd_tokenize(ctx, chunks, ctypes.byref(text), (mtmd.mtmd_bitmap_p_ctypes * 1)(bitmap), 1) == 0
+            images = [c for i in range(mtmd.mtmd_input_chunks_size(chunks))
+                      if mtmd.mtmd_input_chunk_get_type(c := mtmd.mtmd_input_chunks_get(chunks, i)) == 1]  # fmt: skip
+            assert len(images) == 1
+            assert mtmd.mtmd_encode_chunk(ctx, images[0]) == 0
+            n_tokens = mtmd.mtmd_input_chunk_get_n_tokens(images[0])
+            return (
+                np.ctypeslib.as_array(mtmd.mtmd_get_output_embd(ctx), shape=(n_tokens * width,))
+                .reshape(n_tokens, -1)
+                .copy()
+            )
+        finally:
+            mtmd.mtmd_input_chunks_free(chunks)
+            mtmd.mtmd_bitmap_free(bitmap)
+    finally:
+        if ctx:
+            mtmd.mtmd_free(ctx)
+        llama_cpp.llama_model_free(model)
+
+
+@pytest.mark.slow
+def test_libmtmd_loads_the_gemma3_projector_and_encodes_an_image(hf_checkpoints, tmp_path):
+    """The Gemma 3 projector weightkit writes, loaded by libmtmd beside weightkit's text model of the same
+    checkpoint: an image becomes the processor's image_seq_length tokens of the text model's width."""
+    llama_cpp = pytest.importorskip("llama_cpp")
+    mtmd = pytest.importorskip("llama_cpp.mtmd_cpp")
+    folder = hf_checkpoints[GEMMA3]
+    convert_hf(folder, tmp_path / "text.gguf", "q8_0")
+    convert_hf(folder, tmp_path / "mmproj.gguf", "f16", mmproj=True)
+    config = json.loads((folder / "config.json").read_text())
+    tokens = json.loads((folder / "processor_config.json").read_text())["image_seq_length"]
+    side, width = config["vision_config"]["image_size"], config["text_config"]["hidden_size"]
+    text, projector = str(tmp_path / "text.gguf"), str(tmp_path / "mmproj.gguf")
+    embeddings = _encode_image(llama_cpp, mtmd, text, projector, side, width)
+    assert embeddings.shape == (tokens, width)
+    assert np.isfinite(embeddings).all() and embeddings.std() > 0
+
+
+def test_the_command_writes_the_recorded_projector(hf_checkpoints, tmp_path, capsys):
+    out = tmp_path / "mmproj.gguf"
+    with pytest.raises(SystemExit) as done:
+        main(["convert", str(hf_checkpoints[GEMMA3]), str(out), "--mmproj", "--outtype", "f16", "--json"])
+    assert done.value.code == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["architecture"] == "clip" and report["hf_architecture"] == "Gemma3ForConditionalGeneration"
+    assert hashlib.sha256(out.read_bytes()).hexdigest() == GOLDEN["projectors"][GEMMA3]["f16"]["sha256"]
+
+
+def test_a_text_model_has_no_projector(hf_checkpoints, tmp_path):
+    with pytest.raises(UnsupportedError, match="a projector \\(--mmproj\\) for 'Gemma3ForCausalLM'"):
+        convert_hf(hf_checkpoints["tiny-gemma-3"], tmp_path / "mmproj.gguf", mmproj=True)
+
+
+def test_the_image_processors_normalization_is_needed(hf_checkpoints, tmp_path):
+    folder = tmp_path / "no-processor"
+    shutil.copytree(hf_checkpoints[GEMMA3], folder)
+    (folder / "preprocessor_config.json").unlink()
+    with pytest.raises(FormatError, match="image_mean"):
+        convert_hf(folder, tmp_path / "mmproj.gguf", mmproj=True)
