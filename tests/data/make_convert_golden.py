@@ -46,7 +46,11 @@ def run_converter(python: str, converter: Path, folder: Path, outtype: str, out:
 
 
 def run_reference(python: str, converter: Path, folder: Path, outtype: str, out: Path) -> dict:
-    run_converter(python, converter, folder, outtype, out)
+    """The output's record, or {"refused": the converter's last line} where it refuses the checkpoint."""
+    try:
+        run_converter(python, converter, folder, outtype, out)
+    except subprocess.CalledProcessError as e:
+        return {"refused": e.stderr.decode(errors="replace").strip().splitlines()[-1]}
     with weightkit.open(out) as m:
         counts = {"keys": len(m.metadata), "tensors": len(m.tensors)}
     record = {"sha256": hashlib.sha256(out.read_bytes()).hexdigest(), "bytes": out.stat().st_size, **counts}
@@ -85,7 +89,7 @@ def main() -> None:
                 python = args.python_tf5 if name in make_hf_checkpoints.TF5 else args.python
                 record = run_reference(python, converter, folder, outtype, Path(tmp) / "out.gguf")
                 golden["checkpoints"][name][outtype] = record
-                print(name, outtype, record["sha256"][:16], flush=True)
+                print(name, outtype, record.get("sha256", "refused")[:16], flush=True)
     OUT.write_text(json.dumps(golden, indent=1) + "\n")
 
 

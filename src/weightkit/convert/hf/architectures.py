@@ -20,7 +20,7 @@ import numpy as np
 
 from ...errors import FormatError, UnsupportedError
 from .config import CONFIG_NAME, HFConfig, positive_integer, read_json_object
-from .experts import gpt_oss_experts, gpt_oss_filter, gpt_oss_mxfp4, stack_experts
+from .experts import EXPERT_COUNT, gpt_oss_experts, gpt_oss_filter, gpt_oss_mxfp4, stack_experts
 from .kv import KV
 from .parameters import LAYERS, rope_parameters, write_text_parameters
 from .tensors import SourceTensor
@@ -55,13 +55,18 @@ class Transform:
     invert: Callable[[np.ndarray, HFConfig], np.ndarray] | None = None
 
 
+#: A tensor's shape by config.json keys: a key, the first present of several (the converter's find_hparam), or None
+#: for any size.
+Dims = tuple[str | tuple[str, ...] | None, ...]
+
+
 @dataclass(frozen=True)
 class Conversion:
     """How the converter turns one HF architecture class into GGUF: an entry of `ARCHITECTURES`."""
 
     gguf: str
     tensor_names: Mapping[str, str]  # HF name ({bid} for the block number) -> GGUF name, without .weight/.bias
-    required: Mapping[str, tuple[str | None, ...]]  # GGUF tensor -> its shape, by config.json keys (None: any)
+    required: Mapping[str, Dims]  # GGUF tensor -> its shape, by config.json keys
     vocab: Callable[[KV, Path, HFConfig], None]
     filters: tuple[TensorFilter, ...] = ()
     transforms: tuple[Transform, ...] = ()
@@ -143,7 +148,7 @@ _GPT_OSS_NAMES = {
 }
 
 _H, _FF = "hidden_size", "intermediate_size"
-_DECODER_REQUIRED: dict[str, tuple[str | None, ...]] = {
+_DECODER_REQUIRED: dict[str, Dims] = {
     "token_embd.weight": (None, _H),
     "output_norm.weight": (_H,),
     "blk.{bid}.attn_norm.weight": (_H,),
@@ -156,13 +161,13 @@ _DECODER_REQUIRED: dict[str, tuple[str | None, ...]] = {
     "blk.{bid}.ffn_up.weight": (_FF, _H),
     "blk.{bid}.ffn_down.weight": (_H, _FF),
 }
-_GEMMA_REQUIRED: dict[str, tuple[str | None, ...]] = {
+_GEMMA_REQUIRED: dict[str, Dims] = {
     **{k: v for k, v in _DECODER_REQUIRED.items() if k != "token_embd.weight"},
     "token_embd.weight": ("vocab_size", _H),  # Gemma 3's converter cuts a longer one to the vocabulary: refused here
     "blk.{bid}.post_attention_norm.weight": (_H,),
     "blk.{bid}.post_ffw_norm.weight": (_H,),
 }
-_PHI3_REQUIRED: dict[str, tuple[str | None, ...]] = {
+_PHI3_REQUIRED: dict[str, Dims] = {
     "token_embd.weight": (None, _H),
     "output_norm.weight": (_H,),
     "blk.{bid}.attn_norm.weight": (_H,),
@@ -175,8 +180,9 @@ _PHI3_REQUIRED: dict[str, tuple[str | None, ...]] = {
 _DENSE_FFN = ("blk.{bid}.ffn_gate.weight", "blk.{bid}.ffn_up.weight", "blk.{bid}.ffn_down.weight")
 
 
-def _moe_required(experts: str, ff: str) -> dict[str, tuple[str | None, ...]]:
-    """The router and the stacked experts, `experts` and `ff` naming config.json's expert count and size."""
+def _moe_required(experts: str | tuple[str, ...], ff: str) -> dict[str, Dims]:
+    """The router and the stacked experts, `experts` and `ff` naming config.json's expert count (the first present
+    of several keys, where a tuple) and size."""
     return {
         "blk.{bid}.ffn_gate_inp.weight": (experts, _H),
         "blk.{bid}.ffn_gate_exps.weight": (experts, ff, _H),
@@ -186,11 +192,11 @@ def _moe_required(experts: str, ff: str) -> dict[str, tuple[str | None, ...]]:
 
 
 _QWEN3_MOE_REQUIRED = {k: v for k, v in _DECODER_REQUIRED.items() if k not in _DENSE_FFN} | _moe_required(
-    "num_experts", "moe_intermediate_size"
+    EXPERT_COUNT, "moe_intermediate_size"
 )
 _QWEN2_MOE_REQUIRED = (
     {k: v for k, v in _DECODER_REQUIRED.items() if k not in _DENSE_FFN}
-    | _moe_required("num_experts", "moe_intermediate_size")
+    | _moe_required(EXPERT_COUNT, "moe_intermediate_size")
     | {
         "blk.{bid}.ffn_gate_inp_shexp.weight": (None, _H),  # one row
         "blk.{bid}.ffn_gate_shexp.weight": ("shared_expert_intermediate_size", _H),
@@ -208,7 +214,7 @@ _GPT_OSS_REQUIRED = {
     "blk.{bid}.ffn_up_exps.bias": ("num_local_experts", _FF),
     "blk.{bid}.ffn_down_exps.bias": ("num_local_experts", _H),
 }
-_BERT_REQUIRED: dict[str, tuple[str | None, ...]] = {
+_BERT_REQUIRED: dict[str, Dims] = {
     "token_embd.weight": (None, _H),
     "position_embd.weight": ("max_position_embeddings", _H),
     "token_types.weight": ("type_vocab_size", _H),
@@ -641,7 +647,7 @@ _GEMMA3 = Conversion(
 )
 
 
-def _qwen_moe(gguf: str, tensor_names: Mapping[str, str], required: Mapping[str, tuple[str | None, ...]]) -> Conversion:
+def _qwen_moe(gguf: str, tensor_names: Mapping[str, str], required: Mapping[str, Dims]) -> Conversion:
     """Qwen2-MoE and Qwen3-MoE (`Qwen2MoeModel` and its subclass): byte-level BPE, experts stacked."""
     return Conversion(gguf=gguf, tensor_names=tensor_names, required=required, vocab=_gpt2_vocab,
                         parameters=(_moe_parameters,), rewrites=(stack_experts,))  # fmt: skip

@@ -5,6 +5,11 @@ raw file: keys the file leaves out get the config class's defaults, and some val
 `head_dim`, the key-value head count, the labels' integer keys). Those defaults change what is written
 (`llama.attention.key_length` appears for a Llama-2 config that has no `head_dim`; `rope.freq_base` is written
 when the file has no `rope_theta`), so they are reproduced here, one table entry per `model_type`.
+
+A config saved by transformers 5.x (its `transformers_version`) is read as 5.x reads it instead: 5.x's
+`save_pretrained` writes every value of its config class (`rope_parameters`, `dtype`, Qwen3-MoE's
+`num_local_experts`, `layer_types`, ...) and its `AutoConfig` gives them back unchanged, so no class defaults
+or derivations are applied, only the bookkeeping every 5.x config carries.
 """
 
 from __future__ import annotations
@@ -199,6 +204,16 @@ _SIZES = ("num_hidden_layers", "hidden_size", "intermediate_size", "num_attentio
 
 #: What every config gets from `PretrainedConfig` (only what the converter can read).
 _BASE_DEFAULTS = {"max_length": 20}
+#: What a sub-config (`text_config`) saved by transformers 5.x gets from its `PretrainedConfig` when read (only
+#: what the converter can read: merged into the top level, these replace the checkpoint's own).
+_TF5_SUB_CONFIG = {"_name_or_path": "", "architectures": None, "dtype": None}
+
+
+def saved_by_transformers_5(raw: Mapping[str, Any]) -> bool:
+    """Whether config.json was written by transformers 5.x or later (its `transformers_version`)."""
+    version = raw.get("transformers_version")
+    major = version.split(".", 1)[0] if isinstance(version, str) else ""
+    return major.isdigit() and int(major) >= 5
 
 
 def read_json(path: Path, what: str) -> Any:
@@ -249,6 +264,14 @@ def _with_class_defaults(raw: dict[str, Any], folder: Path) -> dict[str, Any]:
             "path, which weightkit does not"
         )
     cls = _config_class(model_type, folder)
+    if saved_by_transformers_5(raw):
+        h = json.loads(json.dumps(raw))
+        if isinstance(h.get("text_config"), dict):
+            h["text_config"] = {**h["text_config"], **_TF5_SUB_CONFIG}
+        _check_sizes(h, folder)
+        h["id2label"] = _labels(raw, folder)
+        h["_name_or_path"] = str(folder)
+        return h
     h = _apply_class(cls, json.loads(json.dumps(raw)), folder)  # a deep copy: derivations must not touch raw
     if cls.text_config is not None:  # the sub-config is made by its own class (and saved with its defaults)
         text = h.get("text_config") or {}
@@ -280,15 +303,19 @@ def _apply_class(cls: ConfigClass, h: dict[str, Any], folder: Path) -> dict[str,
     """The class's defaults under the given values, the sizes checked, then its derivations."""
     for key, value in (_BASE_DEFAULTS | dict(cls.defaults)).items():
         h.setdefault(key, copy.deepcopy(value))  # a default dict (GPT-OSS's rope_scaling) is changed later
-    for key in _SIZES:
-        if h.get(key) is not None:
-            positive_integer(h, key, folder)
+    _check_sizes(h, folder)
     try:
         for step in cls.derive:
             step(h)
     except FormatError as e:
         raise FormatError(folder / CONFIG_NAME, None, e.reason) from None
     return h
+
+
+def _check_sizes(h: dict[str, Any], folder: Path) -> None:
+    for key in _SIZES:
+        if h.get(key) is not None:
+            positive_integer(h, key, folder)
 
 
 def _labels(raw: dict[str, Any], folder: Path) -> dict[int, Any]:

@@ -86,6 +86,7 @@ _GPT2 = TokenizerClass({"unk_token": "<|endoftext|>", "bos_token": "<|endoftext|
 #: By the name tokenizer_config.json gives (without "Fast").
 FAST_TOKENIZER_CLASSES: dict[str, TokenizerClass] = {
     "PreTrainedTokenizer": TokenizerClass(),
+    "TokenizersBackend": TokenizerClass(),  # transformers 5.x's name for a tokenizer.json without a model class
     "GPT2Tokenizer": _GPT2,
     "Qwen2Tokenizer": TokenizerClass(
         {"unk_token": "<|endoftext|>", "eos_token": "<|endoftext|>", "pad_token": "<|endoftext|>"}
