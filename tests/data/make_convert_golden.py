@@ -3,12 +3,15 @@
 Builds the checkpoints of make_hf_checkpoints.py (and takes the real all-MiniLM-L6-v2), runs the reference
 converter of llama-cpp-python 0.3.36's vendored llama.cpp on each for every --outtype, and stores each output's
 SHA-256, size, and its key and tensor counts; for the checkpoints in `PROJECTORS`, its projector's too
-(`--mmproj`, under "projectors"). The reference needs its own Python environment (see docs/contributing.md):
+(`--mmproj`, under "projectors"). The reference needs its own Python environment (see docs/contributing.md),
+with transformers 4.57.6 for the checkpoints saved by 4.x and with transformers 5.x (`--python-tf5`) for those
+saved by 5.x (their config.json's `transformers_version`: the `-tf5` saves and the families new in 5.x), as
+each would be converted where it was made:
 
-    python tests/data/make_convert_golden.py --python /tmp/convenv/bin/python --llama-cpp path/to/vendor/llama.cpp
+    python tests/data/make_convert_golden.py --python /tmp/convenv/bin/python --python-tf5 /tmp/convenv5/bin/python \
+        --llama-cpp path/to/vendor/llama.cpp
 
-`--only NAME ...` records those checkpoints again and keeps the others' records (a record made under another
-transformers than the file's names its version).
+`--only NAME ...` records those checkpoints again and keeps the others' records.
 """
 
 from __future__ import annotations
@@ -26,11 +29,14 @@ sys.path.insert(0, str(Path(__file__).parent))
 import make_hf_checkpoints
 
 import weightkit
+from weightkit.convert.hf.config import read_raw_config, saved_by_transformers_5
 
 OUT = Path(__file__).parent / "convert_golden.json"
 OUTTYPES = ("f32", "f16", "bf16", "q8_0", "auto")
-#: checkpoints recorded for --outtype auto only: their tokenizer costs seconds per conversion, the same each time
-AUTO_ONLY = ("tiny-gemma-3-fast",)
+#: checkpoints recorded for --outtype auto only: their tokenizer costs seconds per conversion, the same each time;
+#: and the -tf5 saves, whose tensors are their 4.x checkpoint's (recorded for every outtype): what 5.x changes is
+#: in the metadata, and the dtype that auto reads
+AUTO_ONLY = ("tiny-gemma-3-fast", *make_hf_checkpoints.TF5)
 MINILM = "all-MiniLM-L6-v2"
 #: checkpoints whose projector (`--mmproj`) is recorded, for every outtype
 PROJECTORS = ("tiny-gemma-3-vision-tf5",)
@@ -47,7 +53,11 @@ def run_converter(python: str, converter: Path, folder: Path, outtype: str, out:
 
 
 def run_reference(python: str, converter: Path, folder: Path, outtype: str, out: Path, *, mmproj: bool = False) -> dict:
-    run_converter(python, converter, folder, outtype, out, mmproj=mmproj)
+    """The output's record, or {"refused": the converter's last line} where it refuses the checkpoint."""
+    try:
+        run_converter(python, converter, folder, outtype, out, mmproj=mmproj)
+    except subprocess.CalledProcessError as e:
+        return {"refused": e.stderr.decode(errors="replace").strip().splitlines()[-1]}
     with weightkit.open(out) as m:
         counts = {"keys": len(m.metadata), "tensors": len(m.tensors)}
     record = {"sha256": hashlib.sha256(out.read_bytes()).hexdigest(), "bytes": out.stat().st_size, **counts}
@@ -55,37 +65,42 @@ def run_reference(python: str, converter: Path, folder: Path, outtype: str, out:
     return record
 
 
+def versions(python: str) -> dict[str, str]:
+    """The transformers and tokenizers versions of `python`."""
+    probe = "import transformers, tokenizers; print(transformers.__version__, tokenizers.__version__)"
+    found = subprocess.run([python, "-c", probe], check=True, capture_output=True, text=True).stdout.split()
+    return {"transformers": found[0], "tokenizers": found[1]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--python", required=True, help="a Python with transformers==4.57.6 (the reference's pins)")
+    parser.add_argument("--python-tf5", required=True, help="a Python with transformers 5.x, for the -tf5 checkpoints")
     parser.add_argument("--llama-cpp", required=True, type=Path, help="llama-cpp-python 0.3.36's vendor/llama.cpp")
     parser.add_argument("--only", nargs="+", metavar="NAME", help="record these checkpoints, keep the other records")
     args = parser.parse_args()
     converter = args.llama_cpp / "convert_hf_to_gguf.py"
-    probe = "import transformers, tokenizers; print(transformers.__version__, tokenizers.__version__)"
-    version = subprocess.run([args.python, "-c", probe], check=True, capture_output=True, text=True).stdout.split()
-    golden: dict = {"reference": "llama-cpp-python 0.3.36 convert_hf_to_gguf.py", "transformers": version[0],
-                    "tokenizers": version[1], "checkpoints": {}, "projectors": {}}  # fmt: skip
-    if args.only:  # the file's versions stay those of its other records; a record made under others names its own
-        golden = {"projectors": {}} | json.loads(OUT.read_text())
+    golden: dict = {"reference": "llama-cpp-python 0.3.36 convert_hf_to_gguf.py", **versions(args.python),
+                    "tf5": versions(args.python_tf5), "checkpoints": {}, "projectors": {}}  # fmt: skip
+    if args.only:
+        recorded = json.loads(OUT.read_text())
+        golden |= {section: recorded.get(section, {}) for section in ("checkpoints", "projectors")}
     with tempfile.TemporaryDirectory() as tmp:
-        names = args.only or list(make_hf_checkpoints.CHECKPOINTS)
+        names = args.only or [*make_hf_checkpoints.CHECKPOINTS, *make_hf_checkpoints.TF5]
         vocabs = make_hf_checkpoints.vocab_files()
         folders = {n: make_hf_checkpoints.build(n, Path(tmp) / "models", vocabs) for n in names if n != MINILM}
         if MINILM in names or not args.only:
             folders[MINILM] = make_hf_checkpoints.minilm_folder()
         for name, folder in folders.items():
+            python = args.python_tf5 if saved_by_transformers_5(read_raw_config(folder)) else args.python
             for section, mmproj in (("checkpoints", False), ("projectors", True)):
                 if (name in PROJECTOR_ONLY and not mmproj) or (name not in PROJECTORS and mmproj):
                     continue
                 golden[section][name] = {}
                 for outtype in ("auto",) if name in AUTO_ONLY else OUTTYPES:
-                    out = Path(tmp) / "out.gguf"
-                    record = run_reference(args.python, converter, folder, outtype, out, mmproj=mmproj)
-                    if version[0] != golden["transformers"]:
-                        record["transformers"] = version[0]
+                    record = run_reference(python, converter, folder, outtype, Path(tmp) / "out.gguf", mmproj=mmproj)
                     golden[section][name][outtype] = record
-                    print(section, name, outtype, record["sha256"][:16], flush=True)
+                    print(section, name, outtype, record.get("sha256", "refused")[:16], flush=True)
     OUT.write_text(json.dumps(golden, indent=1) + "\n")
 
 

@@ -940,15 +940,68 @@ CHECKPOINTS: dict[str, tuple[dict[str, Any], str, Callable, Callable, dict[str, 
 }  # fmt: skip
 
 
+# --- the checkpoints as transformers 5.x saves them ------------------------------------------------------------------
+
+#: What transformers 5.x writes for each checkpoint above (recorded by make_tf5_checkpoints.py).
+TF5_RECORD = Path(__file__).with_name("tf5_checkpoints.json")
+
+
+def tf5_name(name: str) -> str:
+    """The name of checkpoint `name` as transformers 5.x saves it."""
+    return f"{name}-tf5"
+
+
+@functools.cache
+def _tf5_files() -> dict[str, Any]:
+    return json.loads(TF5_RECORD.read_text(encoding="utf-8"))["checkpoints"] if TF5_RECORD.is_file() else {}
+
+
+#: The -tf5 checkpoints: each the checkpoint it names (same weights and extra files) with the config, tokenizer
+#: and generation config files transformers 5.x writes for it.
+TF5: dict[str, str] = {tf5_name(name): name for name in _tf5_files()}
+
+
+def merges_as_pairs(tokenizer_json: dict[str, Any]) -> dict[str, Any]:
+    """tokenizer.json with its BPE merges as [left, right] pairs, as the `tokenizers` library writes them now."""
+    model = tokenizer_json.get("model", {})
+    if isinstance(model.get("merges"), list):
+        model["merges"] = [m.split(" ", 1) if isinstance(m, str) else m for m in model["merges"]]
+    return tokenizer_json
+
+
+def apply_json_patch(value: Any, patch: dict[str, Any]) -> Any:
+    """`value` changed by a patch of make_tf5_checkpoints.json_patch."""
+    if "value" in patch:
+        return patch["value"]
+    if "items" in patch:
+        return [apply_json_patch(v, patch["items"][str(i)]) if str(i) in patch["items"] else v
+                for i, v in enumerate(value)]  # fmt: skip
+    changed = patch["dict"]
+    return {k: apply_json_patch(value.get(k), changed[k]) if k in changed else value[k] for k in patch["order"]}
+
+
+def _save_as_tf5(folder: Path, record: dict[str, Any]) -> None:
+    """Turn a checkpoint folder into what transformers 5.x saves for it (see make_tf5_checkpoints.py)."""
+    for name in record["removed"]:
+        (folder / name).unlink()
+    for name, content in record["files"].items():
+        if "patch" in content:
+            old = merges_as_pairs(json.loads((folder / name).read_text(encoding="utf-8")))
+            _write_json(folder / name, apply_json_patch(old, content["patch"]), None)
+        else:
+            (folder / name).write_text(content["text"], encoding="utf-8")
+
+
 def build(name: str, root: Path, vocabs: dict[str, Path] | None = None) -> Path:
-    """Write checkpoint `name` into root/name (replacing it) and return the folder."""
-    config, dtype, shapes, tokenizer, extra, shard_bytes = CHECKPOINTS[name]
+    """Write checkpoint `name` (of CHECKPOINTS or TF5) into root/name (replacing it) and return the folder."""
+    base = TF5.get(name, name)
+    config, dtype, shapes, tokenizer, extra, shard_bytes = CHECKPOINTS[base]
     vocabs = vocab_files() if vocabs is None else vocabs
     folder = root / name
     if folder.exists():
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
-    seed = sum(name.encode())  # one fixed seed per checkpoint
+    seed = sum(base.encode())  # one fixed seed per checkpoint (and its -tf5 save)
     write_checkpoint(folder, _weights(shapes(config), dtype, seed), {"format": "pt"},
                      max_shard_bytes=shard_bytes or 1 << 40)  # fmt: skip
     _write_json(folder / "config.json", config)
@@ -956,12 +1009,14 @@ def build(name: str, root: Path, vocabs: dict[str, Path] | None = None) -> Path:
     for rel, text in extra.items():
         (folder / rel).parent.mkdir(parents=True, exist_ok=True)
         (folder / rel).write_text(text + ("" if text.endswith("\n") else "\n"), encoding="utf-8")
+    if base != name:
+        _save_as_tf5(folder, _tf5_files()[base])
     return folder
 
 
 def build_all(root: Path) -> dict[str, Path]:
     vocabs = vocab_files()
-    return {name: build(name, root, vocabs) for name in CHECKPOINTS}
+    return {name: build(name, root, vocabs) for name in (*CHECKPOINTS, *TF5)}
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ from ..hf.config import CONFIG_NAME, ConfigClass, HFConfig
 from ..hf.kv import KV
 from ..hf.tokenizer import write_wordpiece_vocab
 from .decoder import FF, H, pooling_type
-from .family import Conversion, Family
+from .family import Conversion, Dims, Family
 
 _NAMES = {
     "embeddings.word_embeddings": "token_embd",
@@ -24,7 +24,7 @@ _NAMES = {
     "encoder.layer.{bid}.output.dense": "blk.{bid}.ffn_down",
     "encoder.layer.{bid}.output.LayerNorm": "blk.{bid}.layer_output_norm",
 }
-_REQUIRED: dict[str, tuple[str | None, ...]] = {
+_REQUIRED: dict[str, Dims] = {
     "token_embd.weight": (None, H),
     "position_embd.weight": ("max_position_embeddings", H),
     "token_types.weight": ("type_vocab_size", H),

@@ -15,7 +15,7 @@ from ...errors import FormatError, UnsupportedError
 from ..hf.config import CONFIG_NAME, HFConfig, read_json_object
 from ..hf.kv import KV
 from ..hf.tokenizer import write_bpe_vocab
-from .family import Transform
+from .family import Dims, Transform
 
 # --- tensor names -------------------------------------------------------------------------------------------
 
@@ -48,7 +48,7 @@ MOE_NAMES = {
 # --- tensor shapes, by config.json keys ---------------------------------------------------------------------
 
 H, FF = "hidden_size", "intermediate_size"
-DECODER_REQUIRED: dict[str, tuple[str | None, ...]] = {
+DECODER_REQUIRED: dict[str, Dims] = {
     "token_embd.weight": (None, H),
     "output_norm.weight": (H,),
     "blk.{bid}.attn_norm.weight": (H,),
@@ -64,8 +64,9 @@ DECODER_REQUIRED: dict[str, tuple[str | None, ...]] = {
 DENSE_FFN = ("blk.{bid}.ffn_gate.weight", "blk.{bid}.ffn_up.weight", "blk.{bid}.ffn_down.weight")
 
 
-def moe_required(experts: str, ff: str) -> dict[str, tuple[str | None, ...]]:
-    """The router and the stacked experts, `experts` and `ff` naming config.json's expert count and size."""
+def moe_required(experts: str | tuple[str, ...], ff: str) -> dict[str, Dims]:
+    """The router and the stacked experts, `experts` and `ff` naming config.json's expert count (the first present
+    of several keys, where a tuple) and size."""
     return {
         "blk.{bid}.ffn_gate_inp.weight": (experts, H),
         "blk.{bid}.ffn_gate_exps.weight": (experts, ff, H),

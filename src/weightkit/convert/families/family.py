@@ -27,6 +27,9 @@ TextParameters = Callable[[KV, str, HFConfig, dict[str, Any], int], None]
 #: `generate_extra_tensors`): the checkpoint's tensors in, the tensors to convert out, in order, read lazily.
 Rewrite = Callable[[list[tuple[str, SourceTensor]], HFConfig], list[tuple[str, SourceTensor]]]
 TensorShapes = Mapping[str, tuple[int, ...]]
+#: A tensor's shape by config.json keys: a key, the first present of several (the converter's find_hparam), or None
+#: for any size.
+Dims = tuple[str | tuple[str, ...] | None, ...]
 #: The converter's `tensor_force_quant`: (filtered HF name, GGUF name, the outtype's matrix type) -> the GGML
 #: type that tensor is written in whatever the outtype (vectors and norms stay F32), or None for the usual rule.
 ForcedType = Callable[[str, str, str], "str | None"]
@@ -50,7 +53,7 @@ class Conversion:
 
     gguf: str
     tensor_names: Mapping[str, str]  # HF name ({bid} for the block number) -> GGUF name, without .weight/.bias
-    required: Mapping[str, tuple[str | None, ...]]  # GGUF tensor -> its shape, by config.json keys (None: any)
+    required: Mapping[str, Dims]  # GGUF tensor -> its shape, by config.json keys
     vocab: Callable[[KV, Path, HFConfig], None]
     filters: tuple[TensorFilter, ...] = ()
     transforms: tuple[Transform, ...] = ()
@@ -93,4 +96,4 @@ class Family:
     exports: Mapping[str, Export] = field(default_factory=dict)  # GGUF architecture -> the HF folder
 
 
-__all__ = ["Conversion", "Export", "Family", "ForcedType", "Rewrite", "TensorShapes", "Transform"]
+__all__ = ["Conversion", "Dims", "Export", "Family", "ForcedType", "Rewrite", "TensorShapes", "Transform"]

@@ -16,7 +16,7 @@ from ..hf.parameters import LAYERS, rope_parameters
 from ..hf.projector import no_vocab, patch_embedding_type, projector_config, write_vision_parameters
 from ..hf.tokenizer import SPM_MODEL, write_bpe_vocab, write_sentencepiece_vocab
 from .decoder import DECODER_CONFIG, DECODER_NAMES, DECODER_REQUIRED, QK_NORM_NAMES, H, number, rope_type_from_type
-from .family import Conversion, Export, Family, Transform
+from .family import Conversion, Dims, Export, Family, Transform
 from .vision import SIGLIP_REQUIRED, siglip_names
 
 _NAMES = DECODER_NAMES | {
@@ -24,7 +24,7 @@ _NAMES = DECODER_NAMES | {
     "model.layers.{bid}.pre_feedforward_layernorm": "blk.{bid}.ffn_norm",
     "model.layers.{bid}.post_feedforward_layernorm": "blk.{bid}.post_ffw_norm",
 }
-_REQUIRED: dict[str, tuple[str | None, ...]] = {
+_REQUIRED: dict[str, Dims] = {
     **{k: v for k, v in DECODER_REQUIRED.items() if k != "token_embd.weight"},
     "token_embd.weight": ("vocab_size", H),  # Gemma 3's converter cuts a longer one to the vocabulary: refused here
     "blk.{bid}.post_attention_norm.weight": (H,),

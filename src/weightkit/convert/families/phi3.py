@@ -16,7 +16,7 @@ from ..hf.parameters import LAYERS
 from ..hf.tokenizer import write_bpe_vocab, write_phi3_vocab
 from ..hf.tokenizer.fast import TOKENIZER_CONFIG
 from .decoder import DECODER_CONFIG, DECODER_NAMES, FF, H, kv_heads_default_to_heads, number
-from .family import Conversion, Export, Family
+from .family import Conversion, Dims, Export, Family
 
 _NAMES = {
     **{k: v for k, v in DECODER_NAMES.items() if ".self_attn." not in k and ".mlp." not in k},
@@ -25,7 +25,7 @@ _NAMES = {
     "model.layers.{bid}.mlp.gate_up_proj": "blk.{bid}.ffn_up",
     "model.layers.{bid}.mlp.down_proj": "blk.{bid}.ffn_down",
 }
-_REQUIRED: dict[str, tuple[str | None, ...]] = {
+_REQUIRED: dict[str, Dims] = {
     "token_embd.weight": (None, H),
     "output_norm.weight": (H,),
     "blk.{bid}.attn_norm.weight": (H,),

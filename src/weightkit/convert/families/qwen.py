@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ...errors import UnsupportedError
 from ..hf.config import ConfigClass, HFConfig
-from ..hf.experts import stack_experts
+from ..hf.experts import EXPERT_COUNT, stack_experts
 from ..hf.kv import KV
 from ..hf.tokenizer import SPM_MODEL, write_bpe_vocab, write_sentencepiece_vocab
 from .decoder import (
@@ -28,7 +28,7 @@ from .decoder import (
     rope_type_from_type,
     sliding_window_only_if_used,
 )
-from .family import Conversion, Export, Family
+from .family import Conversion, Dims, Export, Family
 
 _SHARED_EXPERT_NAMES = {
     "model.layers.{bid}.mlp.shared_expert_gate": "blk.{bid}.ffn_gate_inp_shexp",
@@ -37,10 +37,10 @@ _SHARED_EXPERT_NAMES = {
     "model.layers.{bid}.mlp.shared_expert.down_proj": "blk.{bid}.ffn_down_shexp",
 }
 _ATTENTION_REQUIRED = {k: v for k, v in DECODER_REQUIRED.items() if k not in DENSE_FFN}
-_QWEN3_MOE_REQUIRED = _ATTENTION_REQUIRED | moe_required("num_experts", "moe_intermediate_size")
+_QWEN3_MOE_REQUIRED = _ATTENTION_REQUIRED | moe_required(EXPERT_COUNT, "moe_intermediate_size")
 _QWEN2_MOE_REQUIRED = (
     _ATTENTION_REQUIRED
-    | moe_required("num_experts", "moe_intermediate_size")
+    | moe_required(EXPERT_COUNT, "moe_intermediate_size")
     | {
         "blk.{bid}.ffn_gate_inp_shexp.weight": (None, H),  # one row
         "blk.{bid}.ffn_gate_shexp.weight": ("shared_expert_intermediate_size", H),
@@ -81,7 +81,7 @@ def _moe_parameters(kv: KV, arch: str, folder: Path, h: HFConfig) -> None:
         kv.u32(f"{arch}.expert_shared_feed_forward_length", size)
 
 
-def _qwen_moe(gguf: str, tensor_names: Mapping[str, str], required: Mapping[str, tuple[str | None, ...]]) -> Conversion:
+def _qwen_moe(gguf: str, tensor_names: Mapping[str, str], required: Mapping[str, Dims]) -> Conversion:
     """Qwen2-MoE and Qwen3-MoE (`Qwen2MoeModel` and its subclass): byte-level BPE, experts stacked."""
     return Conversion(gguf=gguf, tensor_names=tensor_names, required=required, vocab=gpt2_vocab,
                       parameters=(_moe_parameters,), rewrites=(stack_experts,))  # fmt: skip

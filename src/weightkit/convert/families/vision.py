@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .family import Dims
+
 #: SigLIP's vision encoder (`SiglipVisionModel`) -> llama.cpp's clip names, under the checkpoint's prefix
 _SIGLIP_NAMES = {
     "embeddings.patch_embedding": "v.patch_embd",
@@ -18,7 +20,7 @@ _SIGLIP_NAMES = {
 }
 _V = "hidden_size"
 #: clip tensor -> its shape by the vision config's keys (None: any)
-SIGLIP_REQUIRED: dict[str, tuple[str | None, ...]] = {
+SIGLIP_REQUIRED: dict[str, Dims] = {
     "v.patch_embd.weight": (_V, "num_channels", "patch_size", "patch_size"),
     "v.position_embd.weight": (None, _V),
     **{f"v.blk.{{bid}}.{norm}.weight": (_V,) for norm in ("ln1", "ln2")},

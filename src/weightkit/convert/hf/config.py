@@ -6,6 +6,12 @@ raw file: keys the file leaves out get the config class's defaults, and some val
 (`llama.attention.key_length` appears for a Llama-2 config that has no `head_dim`; `rope.freq_base` is written
 when the file has no `rope_theta`), so they are reproduced: a `ConfigClass` per `model_type`, declared by its
 family (`convert.families`), applied here.
+
+A config saved by transformers 5.x (its `transformers_version`) is read as 5.x reads it: 5.x's `save_pretrained`
+writes every value of its config class (`rope_parameters`, `dtype`, Qwen3-MoE's `num_local_experts`,
+`layer_types`, ...) and its `AutoConfig` gives them back unchanged, so a class mirroring 4.57.6 is not applied to
+it (only the bookkeeping every 5.x config carries is added); a class mirroring 5.x (`ConfigClass.transformers`,
+the families new in 5.x) is applied to every config of its type.
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ class ConfigClass:
     derive: tuple[Callable[[dict[str, Any]], None], ...] = field(default=())
     text_config: str | None = None
     vision_config: str | None = None
+    transformers: int = 4  # the major version whose class this mirrors (4: 4.57.6; 5: 5.25, for 5.x's families)
 
 
 #: Sizes the converter computes with: when given, each must be a positive integer.
@@ -57,6 +64,16 @@ _SIZES = ("num_hidden_layers", "hidden_size", "intermediate_size", "num_attentio
 
 #: What every config gets from `PretrainedConfig` (only what the converter can read).
 _BASE_DEFAULTS = {"max_length": 20}
+#: What a sub-config (`text_config`) saved by transformers 5.x gets from its `PretrainedConfig` when read (only
+#: what the converter can read: merged into the top level, these replace the checkpoint's own).
+_TF5_SUB_CONFIG = {"_name_or_path": "", "architectures": None, "dtype": None}
+
+
+def saved_by_transformers_5(raw: Mapping[str, Any]) -> bool:
+    """Whether config.json was written by transformers 5.x or later (its `transformers_version`)."""
+    version = raw.get("transformers_version")
+    major = version.split(".", 1)[0] if isinstance(version, str) else ""
+    return major.isdigit() and int(major) >= 5
 
 
 def read_json(path: Path, what: str) -> Any:
@@ -107,18 +124,21 @@ def _with_class_defaults(raw: dict[str, Any], folder: Path, classes: Mapping[str
             "path, which weightkit does not"
         )
     cls = _config_class(model_type, folder, classes)
-    h = _apply_class(cls, json.loads(json.dumps(raw)), folder)  # a deep copy: derivations must not touch raw
+    tf5 = saved_by_transformers_5(raw)
+    h = _apply_class(cls, json.loads(json.dumps(raw)), folder, tf5)  # a deep copy: derivations must not touch raw
     if cls.text_config is not None:  # the sub-config is made by its own class (and saved with its defaults)
         text = h.get("text_config") or {}
         if not isinstance(text, dict):
             raise FormatError(folder / CONFIG_NAME, None, "text_config is not an object")
-        h["text_config"] = _apply_class(_config_class(cls.text_config, folder, classes), text, folder)
+        h["text_config"] = _apply_class(_config_class(cls.text_config, folder, classes), text, folder, tf5)
     if cls.vision_config is not None:  # made by the class of its own model_type (`AutoConfig`)
         vision = h.get("vision_config") or {}
         if not isinstance(vision, dict):
             raise FormatError(folder / CONFIG_NAME, None, "vision_config is not an object")
         kind = vision.get("model_type", cls.vision_config)
-        h["vision_config"] = _apply_class(_config_class(kind, folder, classes), vision, folder)
+        h["vision_config"] = _apply_class(_config_class(kind, folder, classes), vision, folder, tf5)
+    if tf5 and isinstance(h.get("text_config"), dict):
+        h["text_config"] = {**h["text_config"], **_TF5_SUB_CONFIG}
     h["id2label"] = _labels(raw, folder)
     h["_name_or_path"] = str(folder)
     return h
@@ -140,19 +160,28 @@ def positive_integer(h: HFConfig, key: str, folder: Path) -> int:
     return value
 
 
-def _apply_class(cls: ConfigClass, h: dict[str, Any], folder: Path) -> dict[str, Any]:
-    """The class's defaults under the given values, the sizes checked, then its derivations."""
-    for key, value in (_BASE_DEFAULTS | dict(cls.defaults)).items():
+def _apply_class(cls: ConfigClass, h: dict[str, Any], folder: Path, tf5: bool) -> dict[str, Any]:
+    """The class's defaults under the given values, the sizes checked, then its derivations; a config saved by
+    transformers 5.x (`tf5`) only has its sizes checked unless the class mirrors 5.x."""
+    if tf5 and cls.transformers < 5:
+        _check_sizes(h, folder)
+        return h
+    base = {} if tf5 else _BASE_DEFAULTS  # 5.x's PretrainedConfig has no max_length
+    for key, value in (base | dict(cls.defaults)).items():
         h.setdefault(key, copy.deepcopy(value))  # a default dict (GPT-OSS's rope_scaling) is changed later
-    for key in _SIZES:
-        if h.get(key) is not None:
-            positive_integer(h, key, folder)
+    _check_sizes(h, folder)
     try:
         for step in cls.derive:
             step(h)
     except FormatError as e:
         raise FormatError(folder / CONFIG_NAME, None, e.reason) from None
     return h
+
+
+def _check_sizes(h: dict[str, Any], folder: Path) -> None:
+    for key in _SIZES:
+        if h.get(key) is not None:
+            positive_integer(h, key, folder)
 
 
 def _labels(raw: dict[str, Any], folder: Path) -> dict[int, Any]:

@@ -358,11 +358,16 @@ def _check_complete(arch: Conversion, h: HFConfig, plan: list[_Planned], n_block
             shape = shapes.get(name)
             if shape is None:
                 raise FormatError(folder, None, f"the checkpoint has no {name} ({n_blocks} layers in config.json)")
-            expected = tuple(h.get(d) if d is not None else n for d, n in zip(dims, shape, strict=False))
+            expected = tuple(_dimension(h, d) if d is not None else n for d, n in zip(dims, shape, strict=False))
             if len(shape) != len(dims) or shape != expected:
-                want = [d if d is not None else "*" for d in dims]
-                raise FormatError(folder, None, f"{name} has shape {list(shape)}; config.json implies {want} "
-                                                f"({', '.join(f'{d}={h.get(d)}' for d in dims if d)})")  # fmt: skip
+                want = [(d if isinstance(d, str) else "|".join(d)) if d is not None else "*" for d in dims]
+                given = ", ".join(f"{w}={_dimension(h, d)}" for w, d in zip(want, dims, strict=True) if d)
+                raise FormatError(folder, None, f"{name} has shape {list(shape)}; config.json implies {want} ({given})")
+
+
+def _dimension(h: HFConfig, key: str | tuple[str, ...]) -> object:
+    """A required dimension: config.json's `key`, or the first present of several (the converter's find_hparam)."""
+    return h.get(key) if isinstance(key, str) else h.find(key, None)
 
 
 def _parameter_counts(plan: list[_Planned]) -> tuple[int, int, int, int]:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ....errors import FormatError, UnsupportedError
-from ..config import read_json_object
+from ..config import CONFIG_NAME, read_json_object, saved_by_transformers_5
 
 TOKENIZER_JSON = "tokenizer.json"
 TOKENIZER_CONFIG = "tokenizer_config.json"
@@ -86,6 +86,7 @@ _GPT2 = TokenizerClass({"unk_token": "<|endoftext|>", "bos_token": "<|endoftext|
 #: By the name tokenizer_config.json gives (without "Fast").
 FAST_TOKENIZER_CLASSES: dict[str, TokenizerClass] = {
     "PreTrainedTokenizer": TokenizerClass(),
+    "TokenizersBackend": TokenizerClass(),  # transformers 5.x's name for a tokenizer.json without a model class
     "GPT2Tokenizer": _GPT2,
     "Qwen2Tokenizer": TokenizerClass(
         {"unk_token": "<|endoftext|>", "eos_token": "<|endoftext|>", "pad_token": "<|endoftext|>"}
@@ -175,6 +176,8 @@ def load_fast_tokenizer(folder: Path, model_type: str | None) -> FastTokenizer:
     config_path = folder / TOKENIZER_CONFIG
     settings = read_json_object(config_path, "tokenizer_config.json") if config_path.is_file() else {}
     name = settings.get("tokenizer_class") or CLASS_BY_MODEL_TYPE.get(model_type or "")
+    if _saved_by_transformers_5(folder):  # its tokenizer.json is what its class builds: read as written
+        name = "TokenizersBackend"
     cls = FAST_TOKENIZER_CLASSES.get(str(name).removesuffix("Fast"))
     if cls is None:
         known = ", ".join(sorted(FAST_TOKENIZER_CLASSES))
@@ -188,6 +191,14 @@ def load_fast_tokenizer(folder: Path, model_type: str | None) -> FastTokenizer:
     if cls.adjust is not None:
         cls.adjust(backend, {**cls.special_defaults, **settings}, config_path)
     return FastTokenizer(backend, settings, specials)
+
+
+def _saved_by_transformers_5(folder: Path) -> bool:
+    """transformers 5.x saves a tokenizer class's tokenizer.json as the class builds it (normalizer, pre-tokenizer,
+    post-processor) and no longer writes the settings 4.x rebuilt them from (`add_bos_token`), so a checkpoint
+    whose config.json 5.x wrote is read as its `TokenizersBackend` reads tokenizer.json, whatever the class."""
+    path = folder / CONFIG_NAME
+    return path.is_file() and saved_by_transformers_5(read_json_object(path, "config.json"))
 
 
 def _added_token(spec: Any, AddedToken: type, where: Path) -> Any:
@@ -219,6 +230,8 @@ def _add_configured_tokens(backend: Any, settings: dict[str, Any], cls: Tokenize
     seen: dict[str, None] = {}
     values = [settings.get(a, cls.special_defaults.get(a)) for a in _SPECIAL_ATTRIBUTES]
     extra = settings.get("additional_special_tokens") or []
+    if isinstance(settings.get("extra_special_tokens"), list):  # transformers 5.x's name for them (4.x: a dict)
+        extra = [*(extra if isinstance(extra, list) else []), *settings["extra_special_tokens"]]
     for value in [*values, *(extra if isinstance(extra, list) else [])]:
         token = _added_token(value, AddedToken, where) if value is not None else None
         text = token if isinstance(token, str) else getattr(token, "content", None)
