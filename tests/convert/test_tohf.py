@@ -35,6 +35,10 @@ from .conftest import DATA
 GOLDEN = json.loads((DATA / "tohf_golden.json").read_text())
 make_tohf_golden = load_script(DATA / "make_tohf_golden.py")
 TINY = list(GOLDEN["tiny"])
+TOKENS = json.loads((DATA / "tohf_tokenizer_golden.json").read_text(encoding="utf-8"))
+make_tohf_tokenizer_golden = load_script(DATA / "make_tohf_tokenizer_golden.py")
+#: the tokenizer cases of tiny checkpoints that tohf_golden.json does not have
+EXTRA_TOKEN_CASES = [n for n in TOKENS["cases"] if n not in TINY and n != make_tohf_tokenizer_golden.GEMMA]
 
 
 def _sha(values: np.ndarray) -> str:
@@ -63,19 +67,42 @@ def tiny_folders(tiny_ggufs, tmp_path_factory) -> Mapping[str, Path]:
                      lambda name, root: root / f"{name}-hf")  # fmt: skip
 
 
+@pytest.fixture(scope="session")
+def extra_token_folders(tmp_path_factory) -> Mapping[str, Path]:
+    """weightkit's folder of each tokenizer case that is not a tohf_golden.json checkpoint, made once a run."""
+
+    def build(name: str, root: Path) -> None:
+        convert_gguf_to_hf(make_tohf_tokenizer_golden.case_gguf(name, root), root / f"{name}-hf", "f32")
+
+    return BuiltEach(tmp_path_factory, "tohf-tokens", EXTRA_TOKEN_CASES, build, lambda name, root: root / f"{name}-hf")
+
+
 def _check_against_transformers(folder: Path, record: dict) -> None:
     with SafetensorsCheckpoint(folder) as ckpt:
         assert {n: _sha(ckpt.tensor(n)) for n in ckpt.tensors} == record["state_dict"]
+
+
+def _check_tokenizer(folder: Path, record: dict) -> None:
+    """The folder's tokenizer files are those transformers 5 was recorded to load to the source's ids, and
+    the `tokenizers` library gives those ids from them."""
     from tokenizers import Tokenizer
 
+    assert make_tohf_tokenizer_golden.file_hashes(folder) == record["files"]
     tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
-    ours = [tok.encode(text).ids for text in GOLDEN["texts"]]
-    assert ours == make_tohf_golden.expected_ids(record["token_ids"], record["add_bos_token"], record["bos_token_id"])
+    for text, ids in zip(TOKENS["texts"], record["ids"], strict=True):
+        assert tok.encode(text).ids == ids, text
 
 
 @pytest.mark.parametrize("name", TINY)
 def test_tiny_folder_is_what_transformers_loads(tiny_folders, name):
     _check_against_transformers(tiny_folders[name], GOLDEN["tiny"][name])
+
+
+@pytest.mark.parametrize("name", [n for n in TOKENS["cases"] if n != make_tohf_tokenizer_golden.GEMMA])
+def test_tiny_folder_tokenizes_like_its_source(tiny_folders, extra_token_folders, name):
+    """Each family's folder (one case per family and vocabulary kind) gives its source tokenizer's ids on
+    llama.cpp's tokenizer test inputs, scripts, code, whitespace and chat markup, as transformers 5 loads it."""
+    _check_tokenizer((tiny_folders if name in TINY else extra_token_folders)[name], TOKENS["cases"][name])
 
 
 @pytest.mark.parametrize("name", TINY)
@@ -94,6 +121,7 @@ def test_gemma_3_270m_is_what_transformers_loads(gemma_path, tmp_path):
     report = convert_gguf_to_hf(gemma_path, folder)
     assert (report.hf_architecture, report.dtype) == ("Gemma3ForCausalLM", "f32")
     _check_against_transformers(folder, GOLDEN["gemma-3-270m"])
+    _check_tokenizer(folder, TOKENS["cases"][make_tohf_tokenizer_golden.GEMMA])
     config = json.loads((folder / "config.json").read_text())
     assert config["model_type"] == "gemma3_text" and config["tie_word_embeddings"] is True
     assert (config["head_dim"], config["sliding_window"], config["rms_norm_eps"]) == (256, 512, 1e-06)

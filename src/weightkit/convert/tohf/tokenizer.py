@@ -1,15 +1,18 @@
 """The tokenizer files of an HF folder, from a GGUF's `tokenizer.ggml.*` keys.
 
-`tokenizer.json` is built as transformers' own GGUF loader builds its fast tokenizer (`integrations/ggml.py`
-of transformers 4.57.6): GPT-2-style BPE (`tokenizer.ggml.model = gpt2`, with merges) under the Llama 3 or
-Qwen2 pre-tokenizers; SentencePiece vocabularies (`tokenizer.ggml.model = llama`) as byte-fallback BPE with
-merges rebuilt from the scores (Llama, Mistral, Phi-3) or as Unigram (Gemma). The post-processor is the one
-the tokenizer class sets on load (BOS/EOS as `tokenizer.ggml.add_{bos,eos}_token` say). Control tokens are
-special added tokens, user-defined ones plain added tokens, as llama.cpp treats them.
+`tokenizer.json` is the tokenizer the model was made with, as its own tokenizer.json has it, built on
+transformers' GGUF loader (`integrations/ggml.py` of transformers 4.57.6) where that is right: byte-level
+BPE (`tokenizer.ggml.model = gpt2`, with merges) pre-tokenized as `tokenizer.ggml.pre` says (the loader
+gives Llama 3 GPT-2's split); SentencePiece vocabularies (`tokenizer.ggml.model = llama`) as byte-fallback
+BPE with merges rebuilt from the scores (Llama, Mistral, Phi-3; Gemma as transformers converts Gemma's
+tokenizer, where the loader makes a Unigram). The post-processor adds BOS/EOS as
+`tokenizer.ggml.add_{bos,eos}_token` say. Control tokens are special added tokens, user-defined ones plain
+added tokens, as llama.cpp treats them.
 
-Deliberate differences from transformers' loader: Phi-3 gets Llama's SentencePiece tokenizer (transformers'
-GGUF Phi-3 tokenizer has no normalizer and no byte fallback), and the EOS token is `eos_token_id`'s (its
-Llama converter names the BOS token for both).
+Also unlike transformers' loader: Phi-3 gets Llama's SentencePiece tokenizer (transformers' GGUF Phi-3
+tokenizer has no normalizer and no byte fallback), and the EOS token is `eos_token_id`'s (its Llama
+converter names the BOS token for both). tests/data/make_tohf_tokenizer_golden.py checks each family's
+folder against its source tokenizer under transformers 5.
 """
 
 from __future__ import annotations
@@ -253,9 +256,8 @@ def sentencepiece_model(vocab: GGUFVocab, *, unigram: bool) -> bytes:
     the spaces of user-defined pieces, which are SentencePiece's "▁"); Unigram for Gemma, BPE otherwise, byte
     fallback when the file has the 256 byte pieces, the dummy prefix as `tokenizer.ggml.add_space_prefix`."""
     unk = vocab.ids.get("unk", vocab.tokens.index("<unk>") if "<unk>" in vocab.tokens else None)
-    pieces = [(t.replace(" ", _SPIECE) if k == TokenType.USER_DEFINED else t, s,
-               TokenType.UNKNOWN if i == unk else k)
-              for i, (t, s, k) in enumerate(zip(vocab.tokens, vocab.scores, vocab.types, strict=True))]  # fmt: skip
+    spelled = zip(_spm_pieces(vocab), vocab.scores, vocab.types, strict=True)
+    pieces = [(t, s, TokenType.UNKNOWN if i == unk else k) for i, (t, s, k) in enumerate(spelled)]
     byte_fallback = sum(k == TokenType.BYTE for k in vocab.types) == 256
     prefix = True if vocab.add_space_prefix is None else bool(vocab.add_space_prefix)
     return write_sentencepiece_model(pieces, byte_fallback=byte_fallback, model_type=1 if unigram else 2,
