@@ -247,3 +247,13 @@ def test_command_line(tiny_ggufs, tmp_path):
     wrong = subprocess.run([*cmd[:-3], str(tmp_path / "x"), "--to", "hf", "--outtype", "f16"], capture_output=True,
                            text=True, env=env)  # fmt: skip
     assert wrong.returncode != 0 and "--outtype applies to --to gguf" in wrong.stderr
+
+
+def test_an_unknown_byte_level_pre_tokenizer_is_refused(tmp_path):
+    """A byte-level vocabulary whose `tokenizer.ggml.pre` has no known split is refused, not given GPT-2's."""
+    from weightkit.convert.tohf.tokenizer import tokenizer_files
+
+    meta = {"tokenizer.ggml.model": "gpt2", "tokenizer.ggml.pre": "tekken", "tokenizer.ggml.tokens": ["a", "b", "ab"],
+            "tokenizer.ggml.merges": ["a b"]}  # fmt: skip
+    with pytest.raises(UnsupportedError, match=r"x\.gguf: tokenizer\.ggml\.pre 'tekken' is not supported"):
+        tokenizer_files(meta, "llama", tmp_path / "x.gguf")
