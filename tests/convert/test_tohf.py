@@ -3,9 +3,10 @@
 The GGUFs are the reference converter's files for the tiny checkpoints (weightkit's forward conversion
 writes them; their hashes, recorded from llama.cpp's converter, prove it is the reference's file) and the
 real Gemma 3 270M Q4_K_M. tests/data/tohf_golden.json, recorded by tests/data/make_tohf_golden.py with
-transformers 4.57.6, holds what transformers loads from each GGUF (every state_dict tensor's hash, the token
-ids of sample texts; Phi-3's and Phi-4's from the source checkpoint's tokenizer, which the folder keeps)
-and the reference converter's file for weightkit's folder of each tiny GGUF.
+transformers 4.57.6, holds what transformers loads from each GGUF (every state_dict tensor's hash) and the
+reference converter's file for weightkit's folder of each tiny GGUF; tests/data/tohf_tokenizer_golden.json,
+recorded by make_tohf_tokenizer_golden.py with transformers 5.25, the source tokenizers' ids that each
+family's folder was loaded to, and that folder's tokenizer files' hashes.
 """
 
 from __future__ import annotations
