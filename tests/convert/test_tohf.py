@@ -3,9 +3,10 @@
 The GGUFs are the reference converter's files for the tiny checkpoints (weightkit's forward conversion
 writes them; their hashes, recorded from llama.cpp's converter, prove it is the reference's file) and the
 real Gemma 3 270M Q4_K_M. tests/data/tohf_golden.json, recorded by tests/data/make_tohf_golden.py with
-transformers 4.57.6, holds what transformers loads from each GGUF (every state_dict tensor's hash, the token
-ids of sample texts; Phi-3's and Phi-4's from the source checkpoint's tokenizer, which the folder keeps)
-and the reference converter's file for weightkit's folder of each tiny GGUF.
+transformers 4.57.6, holds what transformers loads from each GGUF (every state_dict tensor's hash) and the
+reference converter's file for weightkit's folder of each tiny GGUF; tests/data/tohf_tokenizer_golden.json,
+recorded by make_tohf_tokenizer_golden.py with transformers 5.25, the source tokenizers' ids that each
+family's folder was loaded to, and that folder's tokenizer files' hashes.
 """
 
 from __future__ import annotations
@@ -35,6 +36,10 @@ from .conftest import DATA
 GOLDEN = json.loads((DATA / "tohf_golden.json").read_text())
 make_tohf_golden = load_script(DATA / "make_tohf_golden.py")
 TINY = list(GOLDEN["tiny"])
+TOKENS = json.loads((DATA / "tohf_tokenizer_golden.json").read_text(encoding="utf-8"))
+make_tohf_tokenizer_golden = load_script(DATA / "make_tohf_tokenizer_golden.py")
+#: the tokenizer cases of tiny checkpoints that tohf_golden.json does not have
+EXTRA_TOKEN_CASES = [n for n in TOKENS["cases"] if n not in TINY and n != make_tohf_tokenizer_golden.GEMMA]
 
 
 def _sha(values: np.ndarray) -> str:
@@ -63,19 +68,42 @@ def tiny_folders(tiny_ggufs, tmp_path_factory) -> Mapping[str, Path]:
                      lambda name, root: root / f"{name}-hf")  # fmt: skip
 
 
+@pytest.fixture(scope="session")
+def extra_token_folders(tmp_path_factory) -> Mapping[str, Path]:
+    """weightkit's folder of each tokenizer case that is not a tohf_golden.json checkpoint, made once a run."""
+
+    def build(name: str, root: Path) -> None:
+        convert_gguf_to_hf(make_tohf_tokenizer_golden.case_gguf(name, root), root / f"{name}-hf", "f32")
+
+    return BuiltEach(tmp_path_factory, "tohf-tokens", EXTRA_TOKEN_CASES, build, lambda name, root: root / f"{name}-hf")
+
+
 def _check_against_transformers(folder: Path, record: dict) -> None:
     with SafetensorsCheckpoint(folder) as ckpt:
         assert {n: _sha(ckpt.tensor(n)) for n in ckpt.tensors} == record["state_dict"]
+
+
+def _check_tokenizer(folder: Path, record: dict) -> None:
+    """The folder's tokenizer files are those transformers 5 was recorded to load to the source's ids, and
+    the `tokenizers` library gives those ids from them."""
     from tokenizers import Tokenizer
 
+    assert make_tohf_tokenizer_golden.file_hashes(folder) == record["files"]
     tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
-    ours = [tok.encode(text).ids for text in GOLDEN["texts"]]
-    assert ours == make_tohf_golden.expected_ids(record["token_ids"], record["add_bos_token"], record["bos_token_id"])
+    for text, ids in zip(TOKENS["texts"], record["ids"], strict=True):
+        assert tok.encode(text).ids == ids, text
 
 
 @pytest.mark.parametrize("name", TINY)
 def test_tiny_folder_is_what_transformers_loads(tiny_folders, name):
     _check_against_transformers(tiny_folders[name], GOLDEN["tiny"][name])
+
+
+@pytest.mark.parametrize("name", [n for n in TOKENS["cases"] if n != make_tohf_tokenizer_golden.GEMMA])
+def test_tiny_folder_tokenizes_like_its_source(tiny_folders, extra_token_folders, name):
+    """Each family's folder (one case per family and vocabulary kind) gives its source tokenizer's ids on
+    llama.cpp's tokenizer test inputs, scripts, code, whitespace and chat markup, as transformers 5 loads it."""
+    _check_tokenizer((tiny_folders if name in TINY else extra_token_folders)[name], TOKENS["cases"][name])
 
 
 @pytest.mark.parametrize("name", TINY)
@@ -94,6 +122,7 @@ def test_gemma_3_270m_is_what_transformers_loads(gemma_path, tmp_path):
     report = convert_gguf_to_hf(gemma_path, folder)
     assert (report.hf_architecture, report.dtype) == ("Gemma3ForCausalLM", "f32")
     _check_against_transformers(folder, GOLDEN["gemma-3-270m"])
+    _check_tokenizer(folder, TOKENS["cases"][make_tohf_tokenizer_golden.GEMMA])
     config = json.loads((folder / "config.json").read_text())
     assert config["model_type"] == "gemma3_text" and config["tie_word_embeddings"] is True
     assert (config["head_dim"], config["sliding_window"], config["rms_norm_eps"]) == (256, 512, 1e-06)
@@ -212,3 +241,13 @@ def test_command_line(tiny_ggufs, tmp_path):
     wrong = subprocess.run([*cmd[:-3], str(tmp_path / "x"), "--to", "hf", "--outtype", "f16"], capture_output=True,
                            text=True, env=env)  # fmt: skip
     assert wrong.returncode != 0 and "--outtype applies to --to gguf" in wrong.stderr
+
+
+def test_an_unknown_byte_level_pre_tokenizer_is_refused(tmp_path):
+    """A byte-level vocabulary whose `tokenizer.ggml.pre` has no known split is refused, not given GPT-2's."""
+    from weightkit.convert.tohf.tokenizer import tokenizer_files
+
+    meta = {"tokenizer.ggml.model": "gpt2", "tokenizer.ggml.pre": "tekken", "tokenizer.ggml.tokens": ["a", "b", "ab"],
+            "tokenizer.ggml.merges": ["a b"]}  # fmt: skip
+    with pytest.raises(UnsupportedError, match=r"x\.gguf: tokenizer\.ggml\.pre 'tekken' is not supported"):
+        tokenizer_files(meta, "llama", tmp_path / "x.gguf")

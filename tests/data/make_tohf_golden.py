@@ -3,12 +3,12 @@ folders: tests/data/tohf_golden.json.
 
 For each GGUF (the tiny checkpoints of make_hf_checkpoints.py converted by llama.cpp's convert_hf_to_gguf.py,
 and the real Gemma 3 270M Q4_K_M), transformers 4.57.6 loads it (`from_pretrained(folder, gguf_file=...)`):
-the SHA-256 of each state_dict tensor (float32) and the token ids of its GGUF tokenizer on sample texts are
-stored (for Phi-3, the source checkpoint's tokenizer: see SOURCE_TOKENIZER). Then weightkit writes the GGUF
-as an HF folder (--dtype f32), and the script checks that transformers loads that folder to the same
-state_dict and token ids; for the architectures weightkit also converts forward, the reference converter's
-output from the folder is hashed (the round trip the tests redo with weightkit), and for the real Gemma the
-reference's file from weightkit's bf16 folder (with the tokenizer.model written back). Run from the
+the SHA-256 of each state_dict tensor (float32) is stored. Then weightkit writes the GGUF as an HF folder
+(--dtype f32), and the script checks that transformers loads that folder to the same state_dict (the
+folder's tokenizer is checked against its source's by make_tohf_tokenizer_golden.py); for the architectures
+weightkit also converts forward, the reference converter's output from the folder is hashed (the round trip
+the tests redo with weightkit), and for the real Gemma the reference's file from weightkit's bf16 folder
+(with the tokenizer.model written back). Run from the
 repository, with the reference's Python (transformers needs `accelerate` installed to load a GGUF):
 
     /tmp/convenv/bin/python tests/data/make_tohf_golden.py --llama-cpp path/to/vendor/llama.cpp
@@ -34,7 +34,6 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO / "src"), str(Path(__file__).parent)]
 import make_hf_checkpoints  # noqa: E402
 
-import weightkit  # noqa: E402
 from weightkit.convert.tohf import convert_gguf_to_hf  # noqa: E402
 
 OUT = Path(__file__).parent / "tohf_golden.json"
@@ -51,23 +50,11 @@ TINY: dict[str, tuple[str, dict, str]] = {
     "tiny-phi-4": ("tiny-phi-4", {}, "bf16"),
     "tiny-qwen3moe-ff768": ("tiny-qwen3moe", {"moe_intermediate_size": 768}, "q8_0"),
 }
-#: entries whose token ids are the source checkpoint's tokenizer's, not transformers' GGUF tokenizer's, which
-#: for Phi-3 has no normalizer and no byte fallback (it drops spaces; for a GPT-2 vocabulary, Phi-4's, it
-#: also splits words into letters): transformers' SentencePiece (slow) tokenizer for the checkpoint's
-#: tokenizer.model, BOS added as the GGUF says (weightkit's folder deliberately has Llama's SentencePiece
-#: tokenizer; the test checkpoint's own tokenizer.json has no merges), else its tokenizer.json
-SOURCE_TOKENIZER = {"tiny-phi-3-mini", "tiny-phi-4"}
 #: the reference's --outtype for converting weightkit's folder back (the round trip)
 ROUND_TRIP = "auto"
 #: weightkit's --dtype for the real Gemma's folder in its round trip (bf16: half the size of f32, and the
 #: reference's --outtype auto keeps it bf16)
 GEMMA_DTYPE = "bf16"
-TEXTS = [
-    "Hello world",
-    " Hello  world, it's 2026!\n\tTabs and    spaces",
-    "Ünïcödé: naïve café, 日本語のテキスト, emoji 🦙🚀",
-    "def f(x):\n    return x ** 2  # squares",
-]
 
 
 def build_tiny(name: str, root: Path, vocabs: dict[str, Path] | None = None) -> Path:
@@ -80,24 +67,6 @@ def build_tiny(name: str, root: Path, vocabs: dict[str, Path] | None = None) -> 
 
 def tensor_hash(values: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(values, dtype=np.float32).tobytes()).hexdigest()
-
-
-def transformers_ids(folder: Path, gguf_file: str | None) -> list[list[int]]:
-    """transformers' token ids of TEXTS for a GGUF's tokenizer (gguf_file) or an HF folder's."""
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(folder, **({"gguf_file": gguf_file} if gguf_file else {}))
-    return [tokenizer(text)["input_ids"] for text in TEXTS]
-
-
-def sentencepiece_ids(folder: Path, bos: int | None) -> list[list[int]]:
-    """transformers' slow tokenizer's ids of TEXTS for the folder's tokenizer.model, after `bos` if given
-    (legacy: its non-legacy mode needs a newer protobuf than the reference's environment has; the texts have
-    no special tokens, where the two differ)."""
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(folder, use_fast=False, legacy=True)
-    return [([] if bos is None else [bos]) + tokenizer(text, add_special_tokens=False)["input_ids"] for text in TEXTS]
 
 
 def transformers_state(folder: Path, gguf_file: str | None) -> dict[str, str]:
@@ -113,12 +82,6 @@ def transformers_state(folder: Path, gguf_file: str | None) -> dict[str, str]:
     return hashes
 
 
-def expected_ids(ids: list[list[int]], add_bos: bool, bos: int) -> list[list[int]]:
-    """transformers' ids as weightkit's folder gives them: transformers' Llama and Gemma tokenizers loaded
-    from a GGUF add BOS whatever tokenizer.ggml.add_bos_token says; the folder follows the file's flag."""
-    return ids if add_bos else [x[1:] if x[:1] == [bos] else x for x in ids]
-
-
 def reference_convert(converter: Path, folder: Path, outtype: str, out: Path) -> Path:
     """Run llama.cpp's converter (with its vendored gguf-py) on an HF folder."""
     env = {k: v for k, v in os.environ.items() if k != "NO_LOCAL_GGUF"}
@@ -128,28 +91,18 @@ def reference_convert(converter: Path, folder: Path, outtype: str, out: Path) ->
     return out
 
 
-def record(gguf: Path, tmp: Path, converter: Path | None, token_source: Path | None = None) -> dict:
-    """What transformers loads from `gguf` (token ids from `token_source`'s tokenizer, if given), checked
-    against weightkit's folder, and the reference's file from that folder."""
-    with weightkit.open(gguf) as m:
-        add_bos, bos = m.metadata.get("tokenizer.ggml.add_bos_token", False), m.metadata["tokenizer.ggml.bos_token_id"]
+def record(gguf: Path, tmp: Path, converter: Path | None) -> dict:
+    """What transformers loads from `gguf`, checked against weightkit's folder, and the reference's file from
+    that folder."""
     hashes = transformers_state(gguf.parent, gguf.name)
-    if token_source is None:
-        ids = transformers_ids(gguf.parent, gguf.name)
-    elif (token_source / "tokenizer.model").exists():
-        ids = sentencepiece_ids(token_source, bos if add_bos else None)
-    else:  # a byte-level BPE vocabulary (Phi-4's): the source checkpoint's own tokenizer.json
-        ids = transformers_ids(token_source, None)
     print(gguf.name, "loaded by transformers", flush=True)
     folder = tmp / f"{gguf.stem}-hf"
     convert_gguf_to_hf(gguf, folder, "f32")
-    ours, our_ids = transformers_state(folder, None), transformers_ids(folder, None)
+    ours = transformers_state(folder, None)
     if ours != hashes:
         differ = sorted(k for k in hashes.keys() | ours.keys() if hashes.get(k) != ours.get(k))
         raise SystemExit(f"{gguf.name}: transformers loads weightkit's folder to other tensors: {differ[:8]}")
-    if our_ids != expected_ids(ids, add_bos, bos):
-        raise SystemExit(f"{gguf.name}: weightkit's tokenizer gives {our_ids}, transformers' GGUF one {ids}")
-    entry: dict = {"state_dict": hashes, "token_ids": ids, "add_bos_token": add_bos, "bos_token_id": bos}
+    entry: dict = {"state_dict": hashes}
     if converter is not None:
         back = reference_convert(converter, folder, ROUND_TRIP, tmp / "back.gguf")
         entry["round_trip"] = {ROUND_TRIP: hashlib.sha256(back.read_bytes()).hexdigest()}
@@ -206,7 +159,7 @@ def main() -> None:
     import transformers
 
     golden: dict = {"transformers": transformers.__version__, "tokenizers": tokenizers.__version__,
-                    "texts": TEXTS, "tiny": {}, "gemma-3-270m": None}  # fmt: skip
+                    "tiny": {}, "gemma-3-270m": None}  # fmt: skip
     if args.only:
         golden = json.loads(OUT.read_text())
         if (golden["transformers"], golden["tokenizers"]) != (transformers.__version__, tokenizers.__version__):
@@ -221,8 +174,7 @@ def main() -> None:
             gguf.parent.mkdir(parents=True)
             reference_convert(converter, source, outtype, gguf)
             digest = hashlib.sha256(gguf.read_bytes()).hexdigest()
-            token_source = source if name in SOURCE_TOKENIZER else None
-            entry = record(gguf, tmp, converter, token_source)
+            entry = record(gguf, tmp, converter)
             golden["tiny"][name] = {"outtype": outtype, "gguf_sha256": digest, **entry}
             print(name, "recorded", flush=True)
             if args.only:  # kept even if a later entry fails

@@ -1,20 +1,24 @@
 """The tokenizer files of an HF folder, from a GGUF's `tokenizer.ggml.*` keys.
 
-`tokenizer.json` is built as transformers' own GGUF loader builds its fast tokenizer (`integrations/ggml.py`
-of transformers 4.57.6): GPT-2-style BPE (`tokenizer.ggml.model = gpt2`, with merges) under the Llama 3 or
-Qwen2 pre-tokenizers; SentencePiece vocabularies (`tokenizer.ggml.model = llama`) as byte-fallback BPE with
-merges rebuilt from the scores (Llama, Mistral, Phi-3) or as Unigram (Gemma). The post-processor is the one
-the tokenizer class sets on load (BOS/EOS as `tokenizer.ggml.add_{bos,eos}_token` say). Control tokens are
-special added tokens, user-defined ones plain added tokens, as llama.cpp treats them.
+`tokenizer.json` is the tokenizer the model was made with, as its own tokenizer.json has it, built on
+transformers' GGUF loader (`integrations/ggml.py` of transformers 4.57.6) where that is right: byte-level
+BPE (`tokenizer.ggml.model = gpt2`, with merges) pre-tokenized as `tokenizer.ggml.pre` says (the loader
+gives Llama 3 GPT-2's split); SentencePiece vocabularies (`tokenizer.ggml.model = llama`) as byte-fallback
+BPE with merges rebuilt from the scores (Llama, Mistral, Phi-3; Gemma as transformers converts Gemma's
+tokenizer, where the loader makes a Unigram). The post-processor adds BOS/EOS as
+`tokenizer.ggml.add_{bos,eos}_token` say. Control tokens are special added tokens, user-defined ones plain
+added tokens, as llama.cpp treats them.
 
-Deliberate differences from transformers' loader: Phi-3 gets Llama's SentencePiece tokenizer (transformers'
-GGUF Phi-3 tokenizer has no normalizer and no byte fallback), and the EOS token is `eos_token_id`'s (its
-Llama converter names the BOS token for both).
+Also unlike transformers' loader: Phi-3 gets Llama's SentencePiece tokenizer (transformers' GGUF Phi-3
+tokenizer has no normalizer and no byte fallback), and the EOS token is `eos_token_id`'s (its Llama
+converter names the BOS token for both). tests/data/make_tohf_tokenizer_golden.py checks each family's
+folder against its source tokenizer under transformers 5.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,13 +27,37 @@ from ..hf.tokenizer.fast import _tokenizers
 from ..hf.tokenizer.sentencepiece import write_sentencepiece_model
 from ..hf.tokenizer.vocab import TokenType
 
-_QWEN2_SPLIT = (
-    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
-)
+
+@dataclass(frozen=True)
+class ByteLevelPre:
+    """The pre-tokenization of a byte-level BPE tokenizer.json, as the model's own tokenizer has it."""
+
+    split: str | None  # the regex split before the byte-level mapping; None: GPT-2's, the ByteLevel step's own
+    ignore_merges: bool = False  # a word that is a token is taken whole (Llama 3's BPE), as llama.cpp does
+    nfc: bool = False  # NFC-normalized first (Qwen2's)
+
+
+#: `tokenizer.ggml.pre` -> its model's pre-tokenization (the regexes are llama.cpp's "original regex from
+#: tokenizer.json" for that pre-tokenizer in llama-vocab.cpp)
+BYTE_LEVEL_PRE: dict[str, ByteLevelPre] = {
+    "gpt-2": ByteLevelPre(None),
+    "llama-bpe": ByteLevelPre(
+        r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+"
+        r"|\s+(?!\S)|\s+",
+        ignore_merges=True,
+    ),
+    "qwen2": ByteLevelPre(
+        r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+"
+        r"|\s+(?!\S)|\s+",
+        nfc=True,
+    ),
+}
 _SPIECE = "▁"
-#: transformers' tokenizer class per tokenizer family
+#: transformers' tokenizer class per tokenizer family: one that takes tokenizer.json as it is. Not Llama's:
+#: transformers 5's `LlamaTokenizer` rebuilds its pipeline around the merges (a Metaspace pre-tokenizer that
+#: loses a run of leading spaces, none of Llama 3's); `PreTrainedTokenizerFast` loads the file in 4.x and 5.x
 TOKENIZER_CLASS_BY_FAMILY = {
-    "llama": "LlamaTokenizerFast",
+    "llama": "PreTrainedTokenizerFast",
     "qwen2": "Qwen2TokenizerFast",
     "gemma": "GemmaTokenizerFast",
 }
@@ -53,6 +81,7 @@ class GGUFVocab:
         if len(self.scores) != n or len(self.types) != n:
             raise FormatError(path, None, f"{n} tokens but {len(self.scores)} scores and {len(self.types)} types")
         self.merges: list[str] | None = meta.get("tokenizer.ggml.merges")
+        self.pre: str | None = meta.get("tokenizer.ggml.pre")
         self.ids: dict[str, int] = {}
         for role in _SPECIAL:
             token_id = meta.get(f"tokenizer.ggml.{_GGUF_IDS[role]}")
@@ -69,22 +98,33 @@ class GGUFVocab:
         return self.tokens[self.ids[role]] if role in self.ids else None
 
     def merge_pairs(self) -> list[tuple[str, str]]:
-        """The merges: the file's, else rebuilt from the scores as transformers' `GGUFTokenizerSkeleton` does
-        (each token's splits into two tokens, best-scored pieces first, then all by the token's score)."""
+        """The merges: the file's, else rebuilt from the scores (`score_merges`)."""
         if self.merges is not None:
             pairs = [tuple(m.split(" ")) for m in self.merges]
             if any(len(p) != 2 for p in pairs):
                 raise FormatError(self.path, None, "a tokenizer.ggml.merges entry is not two tokens")
             return pairs  # type: ignore[return-value]
-        score = dict(zip(self.tokens, self.scores, strict=True))
-        known = set(self.tokens)
-        merges: list[tuple[str, str, float]] = []
-        for piece, piece_score in score.items():
-            local = [(piece[:i], piece[i:], piece_score) for i in range(1, len(piece))
-                     if piece[:i] in known and piece[i:] in known]  # fmt: skip
-            merges += sorted(local, key=lambda m: (score[m[0]], score[m[1]]), reverse=True)
-        merges.sort(key=lambda m: m[2], reverse=True)
-        return [(a, b) for a, b, _ in merges]
+        return score_merges(self.tokens, self.scores)
+
+
+def score_merges(pieces: list[str], scores: list[float]) -> list[tuple[str, str]]:
+    """A SentencePiece vocabulary's merges, rebuilt from its scores as transformers' `GGUFTokenizerSkeleton`
+    does: each piece's splits into two pieces, best-scored pieces first, then all by the piece's score."""
+    score = dict(zip(pieces, scores, strict=True))
+    merges: list[tuple[str, str, float]] = []
+    for piece, piece_score in score.items():
+        local = [(piece[:i], piece[i:], piece_score) for i in range(1, len(piece))
+                 if piece[:i] in score and piece[i:] in score]  # fmt: skip
+        merges += sorted(local, key=lambda m: (score[m[0]], score[m[1]]), reverse=True)
+    merges.sort(key=lambda m: m[2], reverse=True)
+    return [(a, b) for a, b, _ in merges]
+
+
+def _spm_pieces(vocab: GGUFVocab) -> list[str]:
+    """The SentencePiece pieces of a `llama` vocabulary: llama.cpp's converter writes the spaces of
+    user-defined pieces as spaces, SentencePiece (and so the source's tokenizer) as "▁"."""
+    return [t.replace(" ", _SPIECE) if k == TokenType.USER_DEFINED else t
+            for t, k in zip(vocab.tokens, vocab.types, strict=True)]  # fmt: skip
 
 
 def _added_tokens(tok: Any, vocab: GGUFVocab, spelled: list[str] | None = None) -> None:
@@ -113,66 +153,72 @@ def _template(vocab: GGUFVocab) -> Any:
     return processors.TemplateProcessing(single=single, pair=pair, special_tokens=special)
 
 
-def _llama(vocab: GGUFVocab) -> tuple[Any, dict[str, Any]]:
-    """`GGUFLlamaConverter`: byte-fallback BPE; SentencePiece-style (prepend and replace spaces) for a `llama`
-    vocabulary, byte-level for a `gpt2` one (Llama 3)."""
+def _byte_level(vocab: GGUFVocab) -> Any:
+    """A byte-level BPE vocabulary's tokenizer as its model's own tokenizer.json has it: the merges,
+    pre-tokenized as `tokenizer.ggml.pre` says, control and user-defined tokens added, decoded byte-level."""
     tk = _tokenizers()
+    pre = BYTE_LEVEL_PRE.get(vocab.pre)  # type: ignore[arg-type]
+    if pre is None:
+        raise UnsupportedError(f"{vocab.path}: tokenizer.ggml.pre {vocab.pre!r} is not supported for a byte-level "
+                               f"BPE vocabulary (supported: {', '.join(BYTE_LEVEL_PRE)})")  # fmt: skip
+    if vocab.merges is None:
+        raise UnsupportedError(f"{vocab.path}: a byte-level BPE vocabulary needs tokenizer.ggml.merges")
+    ids = {t: i for i, t in enumerate(vocab.tokens)}
+    tok = tk.Tokenizer(tk.models.BPE(ids, vocab.merge_pairs(), fuse_unk=False, byte_fallback=False,
+                                     ignore_merges=pre.ignore_merges))  # fmt: skip
+    tok.normalizer = tk.normalizers.NFC() if pre.nfc else tk.normalizers.Sequence([])
+    byte_level = tk.pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=pre.split is None)
+    split = [] if pre.split is None else [tk.pre_tokenizers.Split(tk.Regex(pre.split), behavior="isolated")]
+    tok.pre_tokenizer = tk.pre_tokenizers.Sequence([*split, byte_level])
+    tok.decoder = tk.decoders.ByteLevel()
+    _added_tokens(tok, vocab)
+    return tok
+
+
+def _llama(vocab: GGUFVocab) -> tuple[Any, dict[str, Any]]:
+    """`GGUFLlamaConverter` for a `llama` vocabulary: byte-fallback BPE, SentencePiece-style (prepend and
+    replace spaces); a `gpt2` one (Llama 3) is byte-level (`_byte_level`), BOS/EOS added after the byte-level
+    step as Llama 3's tokenizer.json does."""
+    tk = _tokenizers()
+    settings = {"add_bos_token": vocab.add_bos, "add_eos_token": vocab.add_eos}
+    if vocab.model == "gpt2":
+        tok = _byte_level(vocab)
+        tok.post_processor = tk.processors.Sequence([tk.processors.ByteLevel(trim_offsets=False), _template(vocab)])
+        return tok, {**settings, "clean_up_tokenization_spaces": True, "legacy": False}
+    prefix = True if vocab.add_space_prefix is None else vocab.add_space_prefix
     ids = {t: i for i, t in enumerate(vocab.tokens)}
     tok = tk.Tokenizer(tk.models.BPE(ids, vocab.merge_pairs(), unk_token=vocab.token("unk"), fuse_unk=True,
                                      byte_fallback=True))  # fmt: skip
     _added_tokens(tok, vocab)
-    prefix = True if vocab.add_space_prefix is None else vocab.add_space_prefix
+    steps = [tk.normalizers.Prepend(_SPIECE)] if prefix else []
+    tok.normalizer = tk.normalizers.Sequence([*steps, tk.normalizers.Replace(" ", _SPIECE)])
     decoders = [tk.decoders.ByteFallback(), tk.decoders.Fuse(), tk.decoders.Replace(_SPIECE, " ")]
-    settings: dict[str, Any] = {}
-    if vocab.model == "gpt2":
-        byte_level = {"add_prefix_space": False, "trim_offsets": False, "use_regex": True}
-        tok.normalizer = tk.normalizers.Sequence([])
-        tok.pre_tokenizer = tk.pre_tokenizers.ByteLevel(**byte_level)
-        decoders.append(tk.decoders.ByteLevel(**byte_level))
-        settings = {"clean_up_tokenization_spaces": True, "legacy": False}
-    else:
-        steps = [tk.normalizers.Prepend(_SPIECE)] if prefix else []
-        tok.normalizer = tk.normalizers.Sequence([*steps, tk.normalizers.Replace(" ", _SPIECE)])
-        settings = {"clean_up_tokenization_spaces": False}
-    if prefix:
-        decoders.append(tk.decoders.Strip(" ", 1, 0))
-    tok.decoder = tk.decoders.Sequence(decoders)
+    tok.decoder = tk.decoders.Sequence([*decoders, *([tk.decoders.Strip(" ", 1, 0)] if prefix else [])])
     tok.post_processor = _template(vocab)
-    return tok, {"add_bos_token": vocab.add_bos, "add_eos_token": vocab.add_eos, **settings}
+    return tok, {**settings, "clean_up_tokenization_spaces": False}
 
 
 def _qwen2(vocab: GGUFVocab) -> tuple[Any, dict[str, Any]]:
-    """`GGUFQwen2Converter`: byte-level BPE after NFC and Qwen2's split."""
-    tk = _tokenizers()
-    if vocab.merges is None:
-        raise UnsupportedError(f"{vocab.path}: a Qwen tokenizer needs tokenizer.ggml.merges")
-    ids = {t: i for i, t in enumerate(vocab.tokens)}
-    tok = tk.Tokenizer(tk.models.BPE(ids, vocab.merge_pairs(), continuing_subword_prefix="", end_of_word_suffix="",
-                                     fuse_unk=False, byte_fallback=False))  # fmt: skip
-    tok.normalizer = tk.normalizers.NFC()
-    tok.pre_tokenizer = tk.pre_tokenizers.Sequence([
-        tk.pre_tokenizers.Split(tk.Regex(_QWEN2_SPLIT), behavior="isolated", invert=False),
-        tk.pre_tokenizers.ByteLevel(add_prefix_space=bool(vocab.add_space_prefix), use_regex=False),
-    ])  # fmt: skip
-    tok.decoder = tk.decoders.ByteLevel()
-    tok.post_processor = tk.processors.ByteLevel(trim_offsets=False)
-    _added_tokens(tok, vocab)
+    """`GGUFQwen2Converter`: byte-level BPE (`_byte_level`: NFC and Qwen2's split)."""
+    tok = _byte_level(vocab)
+    tok.post_processor = _tokenizers().processors.ByteLevel(trim_offsets=False)
     return tok, {"clean_up_tokenization_spaces": False}
 
 
 def _gemma(vocab: GGUFVocab) -> tuple[Any, dict[str, Any]]:
-    """`GGUFGemmaConverter`: Unigram with byte fallback; the tab and whitespace-run pieces as Gemma spells them."""
+    """Gemma's own tokenizer.json (what transformers' `GemmaConverter` makes of its tokenizer.model, and what
+    transformers 5's `GemmaTokenizer` rebuilds whatever the file holds): byte-fallback BPE over the pieces with
+    merges rebuilt from the scores, split on spaces; user-defined pieces spelled with "▁" again."""
     tk = _tokenizers()
-    pieces = [("\t" if t == "<0x09>" else _SPIECE * len(t) if " " in t and not t.strip() else t, s)
-              for t, s in zip(vocab.tokens, vocab.scores, strict=True)]  # fmt: skip
-    tok = tk.Tokenizer(tk.models.Unigram(pieces, unk_id=vocab.ids.get("unk"), byte_fallback=True))
+    pieces = _spm_pieces(vocab)
+    ids = {t: i for i, t in enumerate(pieces)}
+    merges = score_merges(pieces, vocab.scores)
+    tok = tk.Tokenizer(tk.models.BPE(ids, merges, unk_token=vocab.token("unk"), fuse_unk=True, byte_fallback=True))
     tok.normalizer = tk.normalizers.Replace(" ", _SPIECE)
     tok.pre_tokenizer = tk.pre_tokenizers.Split(" ", "merged_with_previous")
-    decoders = [tk.decoders.Replace(_SPIECE, " "), tk.decoders.ByteFallback(), tk.decoders.Fuse()]
-    if True if vocab.add_space_prefix is None else vocab.add_space_prefix:
-        decoders.append(tk.decoders.Strip(" ", 1, 0))
-    tok.decoder = tk.decoders.Sequence(decoders)
-    _added_tokens(tok, vocab, [piece for piece, _ in pieces])
+    tok.decoder = tk.decoders.Sequence([tk.decoders.Replace(_SPIECE, " "), tk.decoders.ByteFallback(),
+                                        tk.decoders.Fuse()])  # fmt: skip
+    _added_tokens(tok, vocab, pieces)
     tok.post_processor = _template(vocab)
     return tok, {"add_bos_token": vocab.add_bos, "add_eos_token": vocab.add_eos, "clean_up_tokenization_spaces": False}
 
@@ -210,9 +256,8 @@ def sentencepiece_model(vocab: GGUFVocab, *, unigram: bool) -> bytes:
     the spaces of user-defined pieces, which are SentencePiece's "▁"); Unigram for Gemma, BPE otherwise, byte
     fallback when the file has the 256 byte pieces, the dummy prefix as `tokenizer.ggml.add_space_prefix`."""
     unk = vocab.ids.get("unk", vocab.tokens.index("<unk>") if "<unk>" in vocab.tokens else None)
-    pieces = [(t.replace(" ", _SPIECE) if k == TokenType.USER_DEFINED else t, s,
-               TokenType.UNKNOWN if i == unk else k)
-              for i, (t, s, k) in enumerate(zip(vocab.tokens, vocab.scores, vocab.types, strict=True))]  # fmt: skip
+    spelled = zip(_spm_pieces(vocab), vocab.scores, vocab.types, strict=True)
+    pieces = [(t, s, TokenType.UNKNOWN if i == unk else k) for i, (t, s, k) in enumerate(spelled)]
     byte_fallback = sum(k == TokenType.BYTE for k in vocab.types) == 256
     prefix = True if vocab.add_space_prefix is None else bool(vocab.add_space_prefix)
     return write_sentencepiece_model(pieces, byte_fallback=byte_fallback, model_type=1 if unigram else 2,
