@@ -18,7 +18,7 @@ from weightkit.errors import FormatError, UnsupportedError
 
 from .test_hf_golden import GOLDEN
 
-GEMMA3 = "tiny-gemma-3-vision-tf5"
+GEMMA3 = "tiny-gemma-3-mmproj"
 
 
 def _encode_image(llama_cpp, mtmd, text_model: str, projector: str, side: int, width: int) -> np.ndarray:

@@ -823,7 +823,7 @@ CHECKPOINTS: dict[str, tuple[dict[str, Any], str, Callable, Callable, dict[str, 
     # bf16 Gemma 3 with vision as transformers 5.25 writes its config (rope_parameters, layer_types, dtype), a
     # 2-layer SigLIP tower of 56-pixel images in 14-pixel patches, 4 image tokens (processor_config.json): for
     # the projector (--mmproj), whose pooling then differs from the real models' 4 (clip.vision.projector.scale_factor)
-    "tiny-gemma-3-vision-tf5": (
+    "tiny-gemma-3-mmproj": (
         _config5("Gemma3ForConditionalGeneration", "gemma3", "bf16", boi_token_index=255999, eoi_token_index=256000,
                  eos_token_id=[1, 106], image_token_index=262144, initializer_range=0.02, mm_tokens_per_image=4,
                  tie_word_embeddings=True,
