@@ -307,6 +307,53 @@ def write_deepseek_llm_tokenizer(folder: Path, vocabs: dict[str, Path]) -> None:
         sp_model_kwargs={}, unk_token=None))  # fmt: skip
 
 
+#: GLM-4.5's added tokens: special, then plain (its tool-call and thinking markup)
+GLM_SPECIAL = (
+    "<|endoftext|>",
+    "[MASK]",
+    "[gMASK]",
+    "[sMASK]",
+    "<sop>",
+    "<eop>",
+    "<|system|>",
+    "<|user|>",
+    "<|assistant|>",
+    "<|observation|>",
+    "<|begin_of_image|>",
+    "<|end_of_image|>",
+    "<|begin_of_video|>",
+    "<|end_of_video|>",
+    "<|begin_of_audio|>",
+    "<|end_of_audio|>",
+    "<|begin_of_transcription|>",
+    "<|end_of_transcription|>",
+    "<|code_prefix|>",
+    "<|code_middle|>",
+    "<|code_suffix|>",
+    "/nothink",
+)
+GLM_PLAIN = ("<think>", "</think>", "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<arg_key>",
+             "</arg_key>", "<arg_value>", "</arg_value>")  # fmt: skip
+
+
+def write_glm_tokenizer(folder: Path, vocabs: dict[str, Path]) -> None:
+    """GLM-4.5's layout on Qwen2's byte-level BPE (its 151,643 tokens and merges): GLM's pre-tokenizer (Llama 3's
+    split), its added tokens after the vocabulary ([gMASK], <sop>, the role tokens, ...), no BOS added."""
+    tj = _byte_level_json(vocabs["qwen2"], LLAMA3_SPLIT)
+    n = len(tj["model"]["vocab"]) - len(tj["added_tokens"])
+    tj["model"]["vocab"] = {t: i for t, i in tj["model"]["vocab"].items() if i < n}
+    texts = (*GLM_SPECIAL, *GLM_PLAIN)
+    tj["added_tokens"] = [{**_added(n + i, t), "special": t in GLM_SPECIAL} for i, t in enumerate(texts)]
+    _write_json(folder / "tokenizer.json", tj, None)
+    _write_json(folder / "tokenizer_config.json", _tokenizer_config(
+        tj, "PreTrainedTokenizerFast", clean_up_tokenization_spaces=False, do_lower_case=False,
+        eos_token="<|endoftext|>", model_max_length=128000, pad_token="<|endoftext|>", padding_side="left",
+        remove_space=False))  # fmt: skip
+    (folder / "chat_template.jinja").write_text(
+        "[gMASK]<sop>{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}{% endfor %}"
+        "{% if add_generation_prompt %}<|assistant|>{% endif %}", encoding="utf-8")  # fmt: skip
+
+
 # --- SentencePiece tokenizers ----------------------------------------------------------------------------------------
 
 
@@ -695,6 +742,36 @@ def deepseek_shapes(c: dict[str, Any]) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
+def glm4moe_shapes(c: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+    """GLM-4.5 as transformers 5 saves it (its experts apart again), with the NextN layers the released
+    checkpoints have past `num_hidden_layers` (without their own embedding and head): Q/K/V biases, Q/K norms,
+    the first `first_k_dense_replace` layers dense, the rest mixtures of experts."""
+    layers = c["num_hidden_layers"]
+    every = {**c, "num_hidden_layers": layers + c["num_nextn_predict_layers"]}
+    shapes = decoder_shapes(every, qk_norm=c["use_qk_norm"], qkv_bias=c["attention_bias"])
+    for i in range(every["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        if i >= c["first_k_dense_replace"]:
+            shapes = {k: v for k, v in shapes.items() if not k.startswith(p + "mlp.")} | moe_ffn_shapes(p + "mlp.", c)
+        if i >= layers:
+            shapes |= mtp_shapes(p, c, head=False)
+    return shapes
+
+
+def mixtral_shapes(c: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+    """Mixtral as transformers 5 saves it (its experts apart again): Llama's attention, a router and each expert's
+    w1 (gate), w2 (down) and w3 (up) under `block_sparse_moe`."""
+    h, ff, n = c["hidden_size"], c["intermediate_size"], c["num_local_experts"]
+    shapes = {k: v for k, v in decoder_shapes(c).items() if ".mlp." not in k}
+    for i in range(c["num_hidden_layers"]):
+        p = f"model.layers.{i}.block_sparse_moe."
+        shapes[p + "gate.weight"] = (n, h)
+        for x in range(n):
+            shapes |= {p + f"experts.{x}.w1.weight": (ff, h), p + f"experts.{x}.w2.weight": (h, ff),
+                       p + f"experts.{x}.w3.weight": (ff, h)}  # fmt: skip
+    return shapes
+
+
 def bert_shapes(c: dict[str, Any]) -> dict[str, tuple[int, ...]]:
     h, ff = c["hidden_size"], c["intermediate_size"]
     shapes: dict[str, tuple[int, ...]] = {
@@ -970,6 +1047,36 @@ CHECKPOINTS: dict[str, tuple[dict[str, Any], str, Callable, Callable, dict[str, 
                     routed_scaling_factor=2.5, scoring_func="sigmoid", tie_word_embeddings=False, topk_group=1,
                     topk_method="noaux_tc", use_cache=True, v_head_dim=32, vocab_size=102400),
         "bf16", deepseek_shapes, write_deepseek_llm_tokenizer, {}, None,
+    ),
+    # bf16 GLM-4.5 as transformers 5.25 saves it, with GLM's added tokens on Qwen2's vocabulary: Q/K/V biases and
+    # Q/K norms, partial rope, one dense layer then two of 4 routed experts and a shared one, and a NextN layer
+    "tiny-glm-4.5": (
+        _config_tf5("Glm4MoeForCausalLM", "glm4_moe", "bf16", attention_bias=True, attention_dropout=0.0,
+                    bos_token_id=None, eos_token_id=[151643, 151650, 151652], first_k_dense_replace=1, head_dim=16,
+                    hidden_act="silu", hidden_size=32, initializer_range=0.02, intermediate_size=64,
+                    max_position_embeddings=131072, moe_intermediate_size=32, n_group=1, n_routed_experts=4,
+                    n_shared_experts=1, norm_topk_prob=True, num_attention_heads=4, num_experts_per_tok=2,
+                    num_hidden_layers=3, num_key_value_heads=2, num_nextn_predict_layers=1,
+                    output_router_logits=False, pad_token_id=151643, rms_norm_eps=1e-05,
+                    rope_parameters={"partial_rotary_factor": 0.5, "rope_theta": 1000000.0, "rope_type": "default"},
+                    routed_scaling_factor=2.5, tie_word_embeddings=False, topk_group=1, use_cache=True,
+                    use_qk_norm=True, vocab_size=151680),
+        "bf16", glm4moe_shapes, write_glm_tokenizer,
+        {"generation_config.json": json.dumps({"do_sample": True, "eos_token_id": [151643, 151650, 151652],
+                                               "pad_token_id": 151643, "temperature": 0.6, "top_p": 0.95},
+                                              indent=2)},
+        None,
+    ),
+    # bf16 Mixtral as transformers 5.25 saves it, with Llama 2's SentencePiece tokenizer: 4 experts per layer
+    "tiny-mixtral": (
+        _config_tf5("MixtralForCausalLM", "mixtral", "bf16", attention_dropout=0.0, bos_token_id=1, eos_token_id=2,
+                    head_dim=None, hidden_act="silu", hidden_size=64, initializer_range=0.02, intermediate_size=128,
+                    max_position_embeddings=32768, num_attention_heads=4, num_experts_per_tok=2, num_hidden_layers=2,
+                    num_key_value_heads=2, num_local_experts=4, output_router_logits=False, pad_token_id=None,
+                    rms_norm_eps=1e-05, rope_parameters={"rope_theta": 1000000.0, "rope_type": "default"},
+                    router_aux_loss_coef=0.001, router_jitter_noise=0.0, sliding_window=None,
+                    tie_word_embeddings=False, use_cache=True, vocab_size=32000),
+        "bf16", mixtral_shapes, write_llama2_tokenizer, {}, None,
     ),
     # f32 BERT with MiniLM's WordPiece tokenizer and mean pooling; a pooler that the converter drops
     "tiny-bert": (

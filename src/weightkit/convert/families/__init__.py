@@ -9,7 +9,7 @@ a family is a module and its line here; tests/convert/test_families.py checks ev
 from __future__ import annotations
 
 from ..hf.config import ConfigClass
-from . import bert, deepseek, gemma, gpt_oss, llama, phi3, qwen
+from . import bert, deepseek, gemma, glm, gpt_oss, llama, phi3, qwen
 from .family import Conversion, Export, Family, Transform
 
 FAMILIES: tuple[Family, ...] = (
@@ -20,6 +20,7 @@ FAMILIES: tuple[Family, ...] = (
     gpt_oss.FAMILY,
     bert.FAMILY,
     deepseek.FAMILY,
+    glm.FAMILY,
 )
 
 #: HF architecture class -> how the converter writes it

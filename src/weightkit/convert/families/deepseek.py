@@ -22,7 +22,7 @@ from ..hf.experts import ExpertLayout, Tensors, derived_tensor, expert_stacker
 from ..hf.kv import KV
 from ..hf.parameters import LAYERS, rope_parameters, write_text_parameters
 from ..hf.tensors import SourceTensor
-from .decoder import DECODER_NAMES, MOE_NAMES, H, gpt2_vocab, kv_heads_default_to_heads
+from .decoder import DECODER_NAMES, MOE_NAMES, H, default_rope_parameters, gpt2_vocab, kv_heads_default_to_heads
 from .family import Conversion, Family
 
 #: DeepSeek's experts: Qwen's names, found by "mlp.experts" (not the shared experts), counted by n_routed_experts
@@ -152,12 +152,6 @@ def _mla_head_dims(h: dict[str, Any]) -> None:
     h["head_dim"] = h["qk_rope_head_dim"]
 
 
-def _default_rope(h: dict[str, Any]) -> None:
-    """transformers 5's default rope parameters, when the config gives none."""
-    if h.get("rope_parameters") is None and h.get("rope_scaling") is None:
-        h["rope_parameters"] = {"rope_theta": h.get("rope_theta", 10000.0), "rope_type": "default"}
-
-
 FAMILY = Family(
     name="deepseek",
     configs={
@@ -172,7 +166,7 @@ FAMILY = Family(
              "max_position_embeddings": 4096, "rms_norm_eps": 1e-6, "bos_token_id": 0, "eos_token_id": 1,
              "pad_token_id": None, "tie_word_embeddings": False, "rope_interleave": True, "attention_bias": False,
              "num_nextn_predict_layers": 1},
-            (kv_heads_default_to_heads, _mla_head_dims, _default_rope),
+            (kv_heads_default_to_heads, _mla_head_dims, default_rope_parameters),
         ),
     },
     conversions={

@@ -57,6 +57,9 @@ class Conversion:
     leading_parameters: tuple[Callable[[KV, str, HFConfig, dict[str, Any]], None], ...] = ()  # before general.*
     rewrites: tuple[Rewrite, ...] = ()
     quantized: tuple[str, ...] = ()  # the quantization_config.quant_method values converted as stored
+    # config keys counting the blocks the converter keeps past num_hidden_layers (GLM's NextN layers): they
+    # are named and counted in `{arch}.block_count` too
+    extra_blocks: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
