@@ -76,6 +76,18 @@ CASES = [
      FormatError, ["gate_up_proj' [4, 32, 127]", "even out"]),
     ("missing expert bias", "tiny-gpt-oss-dense", lambda d: _rewrite_tensors(d, _drop(_EXPERTS + "down_proj_bias")),
      FormatError, ["no blk.1.ffn_down_exps.bias"]),
+    ("kv_b of other heads than config.json's", "tiny-deepseek-v3", lambda d: _set_config(d, v_head_dim=16),
+     FormatError, ["kv_b_proj.weight' [256, 32]", "[4 * (32 + 16), *]"]),
+    ("a routed expert missing", "tiny-deepseek-v3",
+     lambda d: _rewrite_tensors(d, _drop(_EXPERTS + "2.down_proj.weight")),
+     FormatError, ["do not make up whole layers of 4 experts", "down_proj, gate_proj, up_proj"]),
+    ("no NextN count", "tiny-glm-4.5", lambda d: _set_config(d, num_nextn_predict_layers=None), FormatError,
+     ["num_nextn_predict_layers None is not a count"]),
+    ("NextN layer not counted", "tiny-glm-4.5", lambda d: _set_config(d, num_nextn_predict_layers=0), FormatError,
+     ["'model.layers.3.eh_proj.weight' has no GGUF name for glm4moe"]),
+    ("a Mixtral expert missing", "tiny-mixtral",
+     lambda d: _rewrite_tensors(d, _drop("model.layers.0.block_sparse_moe.experts.3.w3.weight")),
+     FormatError, ["do not make up whole layers of 4 experts", "w1, w2, w3"]),
 ]  # fmt: skip
 
 

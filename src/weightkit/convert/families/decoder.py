@@ -97,6 +97,12 @@ def rope_type_from_type(h: dict[str, Any]) -> None:
         rope["rope_type"] = rope["type"]
 
 
+def default_rope_parameters(h: dict[str, Any]) -> None:
+    """transformers 5's rope parameters for a config that gives none."""
+    if h.get("rope_parameters") is None and h.get("rope_scaling") is None:
+        h["rope_parameters"] = {"rope_theta": h.get("rope_theta", 10000.0), "rope_type": "default"}
+
+
 def sliding_window_only_if_used(h: dict[str, Any]) -> None:
     if not h.get("use_sliding_window"):
         h["sliding_window"] = None

@@ -66,6 +66,9 @@ class Conversion:
     quantized: tuple[str, ...] = ()  # the quantization_config.quant_method values converted as stored
     forced_types: tuple[ForcedType, ...] = ()  # the first that names a type decides
     general_type: str = "model"  # general.type: "model", or "mmproj" for a projector
+    # config keys counting the blocks the converter keeps past num_hidden_layers (GLM's NextN layers): they
+    # are named and counted in `{arch}.block_count` too
+    extra_blocks: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

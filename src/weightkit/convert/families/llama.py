@@ -1,9 +1,10 @@
-"""Llama (1-3, CodeLlama) and Mistral: `LlamaModel` of llama.cpp's converter, and transformers' Llama and
-Mistral classes for `--to hf`."""
+"""Llama (1-3, CodeLlama), Mistral and Mixtral: `LlamaModel` of llama.cpp's converter, and transformers' Llama
+and Mistral classes for `--to hf`."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import numpy as np
 
 from ...errors import UnsupportedError
 from ..hf.config import ConfigClass, HFConfig, read_json_object
+from ..hf.experts import ExpertLayout, expert_stacker
 from ..hf.kv import KV
 from ..hf.tokenizer import (
     SPM_MODEL,
@@ -26,9 +28,13 @@ from .decoder import (
     DECODER_DEFAULTS,
     DECODER_NAMES,
     DECODER_REQUIRED,
+    DENSE_FFN,
+    FF,
     ROPE_UNPERMUTE,
+    default_rope_parameters,
     head_dim_from_hidden_size,
     kv_heads_default_to_heads,
+    moe_required,
     rope_type_from_type,
 )
 from .family import Conversion, Export, Family, TensorShapes
@@ -134,6 +140,21 @@ _LLAMA = Conversion(
     extra_tensors=(llama3_rope_factors,),
     parameters=(_llama_parameters,),
 )
+#: Mixtral's experts (`LlamaModel.modify_tensors`): w1, w2 and w3 are gate, down and up
+_MIXTRAL_EXPERTS = ExpertLayout("block_sparse_moe.experts", ("num_local_experts",), ("w1", "w2", "w3"),
+                                "model.layers.{bid}.block_sparse_moe.experts.{x}.{kind}.weight",
+                                "model.layers.{bid}.block_sparse_moe.experts.{kind}.weight")  # fmt: skip
+_MIXTRAL = replace(
+    _LLAMA,
+    tensor_names={k: v for k, v in DECODER_NAMES.items() if ".mlp." not in k} | {
+        "model.layers.{bid}.block_sparse_moe.gate": "blk.{bid}.ffn_gate_inp",
+        "model.layers.{bid}.block_sparse_moe.experts.w1": "blk.{bid}.ffn_gate_exps",
+        "model.layers.{bid}.block_sparse_moe.experts.w2": "blk.{bid}.ffn_down_exps",
+        "model.layers.{bid}.block_sparse_moe.experts.w3": "blk.{bid}.ffn_up_exps",
+    },
+    required={k: v for k, v in DECODER_REQUIRED.items() if k not in DENSE_FFN} | moe_required("num_local_experts", FF),
+    rewrites=(expert_stacker(_MIXTRAL_EXPERTS),),
+)  # fmt: skip
 _EXPORT_CONFIG = DECODER_CONFIG | {"rope.dimension_count": "head_dim"}
 
 FAMILY = Family(
@@ -155,8 +176,18 @@ FAMILY = Family(
                                 "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": None},
             (kv_heads_default_to_heads,),
         ),
+        # transformers 5.25's MixtralConfig
+        "mixtral": ConfigClass(
+            "MixtralConfig",
+            {"hidden_act": "silu", "tie_word_embeddings": False, "vocab_size": 32000, "hidden_size": 4096,
+             "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32,
+             "num_key_value_heads": 8, "head_dim": None, "max_position_embeddings": 4096 * 32, "rms_norm_eps": 1e-5,
+             "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": None, "sliding_window": None,
+             "num_experts_per_tok": 2, "num_local_experts": 8},
+            (kv_heads_default_to_heads, default_rope_parameters),
+        ),
     },
-    conversions={"LlamaForCausalLM": _LLAMA, "MistralForCausalLM": _LLAMA},
+    conversions={"LlamaForCausalLM": _LLAMA, "MistralForCausalLM": _LLAMA, "MixtralForCausalLM": _MIXTRAL},
     exports={
         # llama.cpp writes Mistral's models as `llama`; a `general.name` naming Mistral picks Mistral's class
         "llama": Export("LlamaForCausalLM", "llama", _LLAMA, "llama", _EXPORT_CONFIG, derived=(_attention_bias,),

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ...errors import UnsupportedError
 from ..hf.config import ConfigClass, HFConfig
-from ..hf.experts import EXPERT_COUNT, stack_experts
+from ..hf.experts import QWEN_EXPERTS, stack_experts
 from ..hf.kv import KV
 from ..hf.tokenizer import SPM_MODEL, write_bpe_vocab, write_sentencepiece_vocab
 from .decoder import (
@@ -37,10 +37,10 @@ _SHARED_EXPERT_NAMES = {
     "model.layers.{bid}.mlp.shared_expert.down_proj": "blk.{bid}.ffn_down_shexp",
 }
 _ATTENTION_REQUIRED = {k: v for k, v in DECODER_REQUIRED.items() if k not in DENSE_FFN}
-_QWEN3_MOE_REQUIRED = _ATTENTION_REQUIRED | moe_required(EXPERT_COUNT, "moe_intermediate_size")
+_QWEN3_MOE_REQUIRED = _ATTENTION_REQUIRED | moe_required(QWEN_EXPERTS.count, "moe_intermediate_size")
 _QWEN2_MOE_REQUIRED = (
     _ATTENTION_REQUIRED
-    | moe_required(EXPERT_COUNT, "moe_intermediate_size")
+    | moe_required(QWEN_EXPERTS.count, "moe_intermediate_size")
     | {
         "blk.{bid}.ffn_gate_inp_shexp.weight": (None, H),  # one row
         "blk.{bid}.ffn_gate_shexp.weight": ("shared_expert_intermediate_size", H),

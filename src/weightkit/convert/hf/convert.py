@@ -156,6 +156,8 @@ def convert_hf(
             meta.size_label = size_label(*counts)
         write_metadata(kv, meta, (folder / "README.md", folder / "generation_config.json"))
         arch.text_parameters(kv, arch.gguf, hparams, rope, file_type)
+        if arch.extra_blocks:  # the converter's block count, re-set in its place
+            kv.u32(f"{arch.gguf}.block_count", _block_count(arch, hparams, folder, LAYERS))
         for write in arch.parameters:
             write(kv, arch.gguf, folder, hparams)
         kv.u32("general.quantization_version", 2)
@@ -279,9 +281,7 @@ def _plan(arch: Conversion, h: HFConfig, rope: dict, tensors: list[tuple[str, So
           folder: Path, layers: tuple[str, ...]) -> list[_Planned]:  # fmt: skip
     """Every output tensor, in order, with its type, shape and a maker of its bytes; checks names and shapes
     (`layers`: the config keys the block count is read from)."""
-    n_blocks = h.find(layers, None)
-    if not isinstance(n_blocks, int) or n_blocks < 0:
-        raise FormatError(folder / CONFIG_NAME, None, f"layer count {n_blocks!r} is not a count")
+    n_blocks = _block_count(arch, h, folder, layers)
     names = _name_map(arch, n_blocks)
     plan: list[_Planned] = []
     for make in arch.extra_tensors:
@@ -306,6 +306,16 @@ def _plan(arch: Conversion, h: HFConfig, rope: dict, tensors: list[tuple[str, So
         plan.append(_Planned(gguf_name, kind, t.shape, _maker(t, transforms, h, kind), rows))
     _check_complete(arch, h, plan, n_blocks, folder)
     return plan
+
+
+def _block_count(arch: Conversion, h: HFConfig, folder: Path, layers: tuple[str, ...]) -> int:
+    """The converter's block count: config.json's layers (the first of `layers` present) and the extra blocks
+    the architecture keeps."""
+    counts = [("layer count", h.find(layers, None)), *((key, h.get(key, 0)) for key in arch.extra_blocks)]
+    for what, n in counts:
+        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            raise FormatError(folder / CONFIG_NAME, None, f"{what} {n!r} is not a count")
+    return sum(n for _, n in counts)
 
 
 def _maker(t: SourceTensor, transforms: list[Transform], h: HFConfig, kind: str) -> Callable[[], np.ndarray]:

@@ -1,8 +1,9 @@
 """Mixture-of-experts tensors as llama.cpp's converter writes them: one GGUF tensor per layer and kind.
 
-Qwen-style checkpoints store each expert's projections apart (`mlp.experts.{x}.gate_proj.weight`); the
-converter stacks a layer's experts into `[n_experts, rows, columns]` once it has seen all of them, so the
-stacked tensors sit where the layer's last expert tensor is in the sorted order.
+Most checkpoints store each expert's projections apart (Qwen's `mlp.experts.{x}.gate_proj.weight`, Mixtral's
+`block_sparse_moe.experts.{x}.w1.weight`: an `ExpertLayout`); the converter stacks a layer's experts into
+`[n_experts, rows, columns]` once it has seen all of them, so the stacked tensors sit where the layer's last
+expert tensor is in the sorted order.
 
 Each function here is a `Conversion.rewrites` step: it takes the checkpoint's tensors (after the name
 filters) and gives the tensors the converter goes on with, reading nothing until the writer asks; a stacked
@@ -12,7 +13,7 @@ tensor holds one layer's experts of one kind in memory while it is written, and 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -21,8 +22,6 @@ from .config import HFConfig
 from .tensors import SourceTensor
 
 Tensors = list[tuple[str, SourceTensor]]
-EXPERT_COUNT = ("num_local_experts", "num_experts")
-_PROJECTIONS = ("down_proj", "gate_proj", "up_proj")  # the order the converter emits a layer's stacks in
 
 
 def block_id(name: str) -> int | None:
@@ -35,40 +34,64 @@ def derived_tensor(t: SourceTensor, name: str, shape: tuple[int, ...], read: Cal
     return replace(t, name=name, shape=tuple(int(n) for n in shape), read=read, stored=None)
 
 
-# --- Qwen2-MoE / Qwen3-MoE: per-expert tensors stacked --------------------------------------------------------------
+# --- per-expert tensors stacked ---------------------------------------------------------------------------------------
 
 
-def stack_experts(tensors: Tensors, h: HFConfig) -> Tensors:
-    """`Qwen2MoeModel.modify_tensors`: every tensor with "experts" in its name waits for the rest of its
-    layer's; when the layer has 3 * n_experts of them, the down, gate and up stacks follow in that order."""
-    n_experts = h.find(EXPERT_COUNT)
-    waiting: dict[int, dict[str, SourceTensor]] = {}
+@dataclass(frozen=True)
+class ExpertLayout:
+    """Where a checkpoint keeps each expert's projections apart, and the name the converter gives each stack."""
+
+    marker: str  # a tensor is an expert's when its name contains this
+    count: tuple[str, ...]  # config.json's expert count: the first of these keys present
+    kinds: tuple[str, ...]  # the projections, in the order the converter emits a layer's stacks
+    source: str  # one expert's tensor: {bid}, {x} (the expert) and {kind}
+    merged: str  # the stack: {bid} and {kind}
+
+
+#: Qwen2-MoE's and Qwen3-MoE's (`Qwen2MoeModel.modify_tensors`, which takes any name with "experts" in it)
+QWEN_EXPERTS = ExpertLayout("experts", ("num_local_experts", "num_experts"), ("down_proj", "gate_proj", "up_proj"),
+                            "model.layers.{bid}.mlp.experts.{x}.{kind}.weight",
+                            "model.layers.{bid}.mlp.experts.{kind}.weight")  # fmt: skip
+
+
+def expert_stacker(layout: ExpertLayout) -> Callable[[Tensors, HFConfig], Tensors]:
+    """The `Conversion.rewrites` step stacking `layout`'s experts: every expert tensor waits for the rest of its
+    layer's; when the layer has one per expert and kind, its stacks follow in the layout's order."""
+
+    def stack(tensors: Tensors, h: HFConfig) -> Tensors:
+        n_experts = h.find(layout.count)
+        waiting: dict[int, dict[str, SourceTensor]] = {}
+        out: Tensors = []
+        for name, t in tensors:
+            if layout.marker not in name:
+                out.append((name, t))
+                continue
+            bid = block_id(name)
+            if bid is None:
+                raise FormatError(t.file, None, f"expert tensor {name!r} has no layer number")
+            layer = waiting.setdefault(bid, {})
+            layer[name] = t
+            if len(layer) >= n_experts * len(layout.kinds):
+                out.extend(_stacks(layout, layer, bid, n_experts))
+        leftover = [t for layer in waiting.values() for t in layer.values()]
+        if leftover:
+            names = sorted(t.name for t in leftover)[:4]
+            raise FormatError(leftover[0].file, None, f"expert tensors {names} do not make up whole layers of "
+                                                      f"{n_experts} experts (config.json) with "
+                                                      f"{', '.join(layout.kinds)} projections")  # fmt: skip
+        return out
+
+    return stack
+
+
+stack_experts = expert_stacker(QWEN_EXPERTS)
+
+
+def _stacks(layout: ExpertLayout, layer: dict[str, SourceTensor], bid: int, n_experts: int) -> Tensors:
+    """The layer's stacked tensors, taking their experts out of `layer`."""
     out: Tensors = []
-    for name, t in tensors:
-        if "experts" not in name:
-            out.append((name, t))
-            continue
-        bid = block_id(name)
-        if bid is None:
-            raise FormatError(t.file, None, f"expert tensor {name!r} has no layer number")
-        layer = waiting.setdefault(bid, {})
-        layer[name] = t
-        if len(layer) >= n_experts * 3:
-            out.extend(_stacks(layer, bid, n_experts))
-    leftover = [t for layer in waiting.values() for t in layer.values()]
-    if leftover:
-        names = sorted(t.name for t in leftover)[:4]
-        raise FormatError(leftover[0].file, None, f"expert tensors {names} do not make up whole layers of "
-                                                  f"{n_experts} experts (config.json) with down, gate and up "
-                                                  "projections")  # fmt: skip
-    return out
-
-
-def _stacks(layer: dict[str, SourceTensor], bid: int, n_experts: int) -> Tensors:
-    """The layer's three stacked tensors, taking their experts out of `layer`."""
-    out: Tensors = []
-    for kind in _PROJECTIONS:
-        names = [f"model.layers.{bid}.mlp.experts.{x}.{kind}.weight" for x in range(n_experts)]
+    for kind in layout.kinds:
+        names = [layout.source.format(bid=bid, x=x, kind=kind) for x in range(n_experts)]
         missing = [n for n in names if n not in layer]
         if missing:
             extra = sorted(set(layer) - set(names))
@@ -83,6 +106,6 @@ def _stacks(layer: dict[str, SourceTensor], bid: int, n_experts: int) -> Tensors
         def read(parts: list[SourceTensor] = parts) -> np.ndarray:
             return np.stack([p.read() for p in parts])
 
-        merged = f"model.layers.{bid}.mlp.experts.{kind}.weight"
+        merged = layout.merged.format(bid=bid, kind=kind)
         out.append((merged, derived_tensor(parts[0], merged, (n_experts, *parts[0].shape), read)))
     return out
