@@ -29,7 +29,7 @@ from ..families.family import Conversion, Transform
 from .config import CONFIG_NAME, HFConfig, load_hparams, read_raw_config
 from .kv import KV
 from .metadata import derive_metadata, size_label, write_metadata
-from .parameters import LAYERS, rope_parameters
+from .parameters import block_count, rope_parameters
 from .tensors import SourceTensor, close_all, is_16bit, read_checkpoint
 
 #: --outtype -> (llama.cpp file type, GGML type of the matrices)
@@ -41,7 +41,8 @@ OUTTYPE_CHOICES = (*OUTTYPES, "auto")
 _INTERMEDIATE = ("f32", "f16", "bf16", "auto")  # what llama-quantize can take from the converter
 _SKIPPED = (".attention.masked_bias", ".attention.bias", ".rotary_emb.inv_freq")
 #: Matrices the converter keeps in F32 whatever the outtype (its list, for the tensors our architectures have).
-_F32_MATRICES = ("ffn_gate_inp.weight", "ffn_gate_inp_shexp.weight", "position_embd.weight", "token_types.weight")
+_F32_MATRICES = ("ffn_gate_inp.weight", "ffn_gate_inp_shexp.weight", "position_embd.weight", "token_types.weight",
+                 "ssm_conv1d.weight")  # fmt: skip
 #: ... and in F16 under the ternary outtypes (the converter's "TODO: use Q4_K and Q6_K").
 _F16_UNDER_TERNARY = ("token_embd.weight", "per_layer_token_embd.weight", "output.weight")
 _BLOCK = re.compile(r"^blk\.\d+\.")
@@ -130,6 +131,8 @@ def convert_hf(
     sources, opened = read_checkpoint(folder)
     try:
         tensors = _filtered(sources, arch)
+        if arch.blocks is not None:
+            hparams.block_count = arch.blocks(hparams, [n for n, _ in tensors])
         outtype = _resolve_outtype(outtype, tensors, lossless=options is not None)
         file_type, matrix_type = OUTTYPES[outtype]
         if quantized is not None and file_type in _FLOAT_FILE_TYPES:
@@ -264,7 +267,7 @@ def tensor_type(gguf_name: str, ndim: int, matrix_type: str, shape: tuple[int, .
 def _plan(arch: Conversion, h: HFConfig, rope: dict, tensors: list[tuple[str, SourceTensor]], matrix_type: str,
           folder: Path) -> list[_Planned]:  # fmt: skip
     """Every output tensor, in order, with its type, shape and a maker of its bytes; checks names and shapes."""
-    n_blocks = h.find(LAYERS)
+    n_blocks = block_count(h)
     if not isinstance(n_blocks, int) or n_blocks < 0:
         raise FormatError(folder / CONFIG_NAME, None, f"layer count {n_blocks!r} is not a count")
     names = _name_map(arch, n_blocks)
@@ -281,7 +284,7 @@ def _plan(arch: Conversion, h: HFConfig, rope: dict, tensors: list[tuple[str, So
         if gguf_name is None:
             raise FormatError(t.file, None, f"tensor {hf_name!r} has no GGUF name for {arch.gguf} "
                                             f"({n_blocks} layers in config.json)")  # fmt: skip
-        transforms = [tr for tr in arch.transforms if hf_name.endswith(tr.suffixes)]
+        transforms = [tr for tr in arch.transforms if tr.applies_to(hf_name)]
         for tr in transforms:
             if (why := tr.check(t.shape, h)) is not None:
                 raise FormatError(t.file, None, f"tensor {hf_name!r} {list(t.shape)}: {why}")

@@ -39,12 +39,21 @@ def derived_tensor(t: SourceTensor, name: str, shape: tuple[int, ...], read: Cal
 
 
 def stack_experts(tensors: Tensors, h: HFConfig) -> Tensors:
-    """`Qwen2MoeModel.modify_tensors`: every tensor with "experts" in its name waits for the rest of its
-    layer's; when the layer has 3 * n_experts of them, the down, gate and up stacks follow in that order."""
+    """`Qwen2MoeModel.modify_tensors`: experts stored stacked, as transformers 5 saves them, are taken where
+    they are (`gate_up_proj` split into its gate and up halves); else every tensor with "experts" in its
+    name waits for the rest of its layer's, and when the layer has 3 * n_experts of them, the down, gate and
+    up stacks follow in that order."""
     n_experts = h.find(EXPERT_COUNT)
     waiting: dict[int, dict[str, SourceTensor]] = {}
     out: Tensors = []
     for name, t in tensors:
+        base = name.removesuffix(".weight")
+        if base.endswith("mlp.experts.down_proj"):
+            out.append((base + ".weight", t))
+            continue
+        if base.endswith("mlp.experts.gate_up_proj"):
+            out.extend(_gate_and_up(base.removesuffix("gate_up_proj"), t))
+            continue
         if "experts" not in name:
             out.append((name, t))
             continue
@@ -62,6 +71,16 @@ def stack_experts(tensors: Tensors, h: HFConfig) -> Tensors:
                                                   f"{n_experts} experts (config.json) with down, gate and up "
                                                   "projections")  # fmt: skip
     return out
+
+
+def _gate_and_up(prefix: str, t: SourceTensor) -> Tensors:
+    """A stacked `gate_up_proj` [experts, 2 * ff, hidden] as its gate (first half of the rows) and up."""
+    if len(t.shape) < 3 or t.shape[-2] % 2:
+        raise FormatError(t.file, None, f"{t.name!r} {list(t.shape)} is not [experts, 2 * ff, hidden]")
+    half = t.shape[-2] // 2
+    return [(f"{prefix}{kind}.weight", derived_tensor(t, f"{prefix}{kind}.weight", (*t.shape[:-2], half, t.shape[-1]),
+                                                       lambda rows=rows: t.read()[..., rows, :]))
+            for kind, rows in (("gate_proj", slice(0, half)), ("up_proj", slice(half, None)))]  # fmt: skip
 
 
 def _stacks(layer: dict[str, SourceTensor], bid: int, n_experts: int) -> Tensors:
