@@ -17,8 +17,18 @@ GOLDEN = json.loads((Path(__file__).resolve().parents[1] / "data" / "convert_gol
 #: The checkpoints whose conversions take 3 s or more (GPT-OSS's o200k vocabulary; Gemma 3's 262k one, from
 #: tokenizer.json alone), and their saves by transformers 5.x: marked `slow`.
 SLOW = {n + s for n in ("tiny-gpt-oss", "tiny-gpt-oss-dense", "tiny-gemma-3-fast") for s in ("", "-tf5")}
+#: Checkpoints whose other outtypes are marked `slow`: every outtype takes the same steps but the last, and
+#: each conversion costs a second or more (Qwen2's 151,936-token vocabulary).
+FAST_OUTTYPES = {"tiny-qwen35": ("f32", "q8_0"), "tiny-qwen35-text": ("f16",), "tiny-qwen35-moe": ("auto",),
+                 "tiny-qwen35-moe-text": ("bf16",), "tiny-qwen3next": ("f16",)}  # fmt: skip
+
+
+def _slow(name: str, outtype: str) -> bool:
+    return name in SLOW or outtype not in FAST_OUTTYPES.get(name, (outtype,))
+
+
 CASES = [
-    pytest.param(name, outtype, id=f"{name}-{outtype}", marks=[pytest.mark.slow] if name in SLOW else [])
+    pytest.param(name, outtype, id=f"{name}-{outtype}", marks=[pytest.mark.slow] if _slow(name, outtype) else [])
     for name, runs in GOLDEN["checkpoints"].items()
     for outtype in runs
 ]

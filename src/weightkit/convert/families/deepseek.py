@@ -167,6 +167,7 @@ FAMILY = Family(
              "pad_token_id": None, "tie_word_embeddings": False, "rope_interleave": True, "attention_bias": False,
              "num_nextn_predict_layers": 1},
             (kv_heads_default_to_heads, _mla_head_dims, default_rope_parameters),
+            transformers=5,
         ),
     },
     conversions={

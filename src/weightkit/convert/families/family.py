@@ -37,14 +37,18 @@ ForcedType = Callable[[str, str, str], "str | None"]
 
 @dataclass(frozen=True)
 class Transform:
-    """A change of a tensor's values, for the tensors whose (filtered) HF name ends with one of `suffixes`.
-    `apply(values, hparams)` keeps the shape; `check(shape, hparams)` says why a shape will not do;
-    `invert(values, hparams)` undoes `apply` (GGUF -> HF)."""
+    """A change of a tensor's values, for the tensors whose (filtered) HF name ends with one of `suffixes` and
+    with none of `exclude`. `apply(values, hparams)` keeps the shape; `check(shape, hparams)` says why a shape
+    will not do; `invert(values, hparams)` undoes `apply` (GGUF -> HF)."""
 
     suffixes: tuple[str, ...]
     apply: Callable[[np.ndarray, HFConfig], np.ndarray]
     check: Callable[[tuple[int, ...], HFConfig], str | None]
     invert: Callable[[np.ndarray, HFConfig], np.ndarray] | None = None
+    exclude: tuple[str, ...] = ()
+
+    def applies_to(self, name: str) -> bool:
+        return name.endswith(self.suffixes) and not name.endswith(self.exclude)
 
 
 @dataclass(frozen=True)
@@ -66,9 +70,9 @@ class Conversion:
     quantized: tuple[str, ...] = ()  # the quantization_config.quant_method values converted as stored
     forced_types: tuple[ForcedType, ...] = ()  # the first that names a type decides
     general_type: str = "model"  # general.type: "model", or "mmproj" for a projector
-    # config keys counting the blocks the converter keeps past num_hidden_layers (GLM's NextN layers): they
-    # are named and counted in `{arch}.block_count` too
-    extra_blocks: tuple[str, ...] = ()
+    # the converter's block count from the config and the filtered tensor names, where it adds blocks to the
+    # config's layers (multi-token prediction layers); else the config's layer count
+    blocks: Callable[[HFConfig, list[str]], int] | None = None
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..hf.config import ConfigClass, HFConfig
+from ...errors import FormatError
+from ..hf.config import CONFIG_NAME, ConfigClass, HFConfig
 from ..hf.experts import expert_stacker
 from ..hf.kv import KV
-from ..hf.parameters import rope_parameters
+from ..hf.parameters import LAYERS, rope_parameters
 from ..hf.tokenizer import write_bpe_vocab
 from .decoder import DECODER_NAMES, DECODER_REQUIRED, DENSE_FFN, MOE_NAMES, QK_NORM_NAMES, default_rope_parameters
 from .deepseek import DEEPSEEK_EXPERTS, SHARED_EXPERTS_NAMES
@@ -60,6 +61,14 @@ def _parameters(kv: KV, arch: str, folder: Path, h: HFConfig) -> None:
         kv.u32(f"{arch}.nextn_predict_layers", nextn)
 
 
+def _blocks(h: HFConfig, names: list[str]) -> int:
+    """`Glm4MoeModel.__init__`: the config's layers and its NextN (multi-token prediction) layers, kept as blocks."""
+    layers, nextn = h.find(LAYERS), h.get("num_nextn_predict_layers", 0)
+    if not isinstance(nextn, int) or isinstance(nextn, bool) or nextn < 0:
+        raise FormatError(CONFIG_NAME, None, f"num_nextn_predict_layers {nextn!r} is not a count")
+    return layers + nextn if isinstance(layers, int) else layers
+
+
 FAMILY = Family(
     name="glm",
     configs={
@@ -74,6 +83,7 @@ FAMILY = Family(
              "topk_group": 1, "first_k_dense_replace": 1, "norm_topk_prob": True, "use_qk_norm": False,
              "bos_token_id": None, "eos_token_id": None, "pad_token_id": None, "num_nextn_predict_layers": 1},
             (default_rope_parameters,),
+            transformers=5,
         ),
     },
     conversions={
@@ -84,7 +94,7 @@ FAMILY = Family(
             vocab=_glm_vocab,
             parameters=(_parameters,),
             rewrites=(expert_stacker(DEEPSEEK_EXPERTS),),
-            extra_blocks=("num_nextn_predict_layers",),
+            blocks=_blocks,
         ),
     },
 )  # fmt: skip

@@ -185,6 +185,7 @@ FAMILY = Family(
              "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": None, "sliding_window": None,
              "num_experts_per_tok": 2, "num_local_experts": 8},
             (kv_heads_default_to_heads, default_rope_parameters),
+            transformers=5,
         ),
     },
     conversions={"LlamaForCausalLM": _LLAMA, "MistralForCausalLM": _LLAMA, "MixtralForCausalLM": _MIXTRAL},

@@ -30,7 +30,7 @@ from .decoder import (
 )
 from .family import Conversion, Dims, Export, Family
 
-_SHARED_EXPERT_NAMES = {
+SHARED_EXPERT_NAMES = {
     "model.layers.{bid}.mlp.shared_expert_gate": "blk.{bid}.ffn_gate_inp_shexp",
     "model.layers.{bid}.mlp.shared_expert.gate_proj": "blk.{bid}.ffn_gate_shexp",
     "model.layers.{bid}.mlp.shared_expert.up_proj": "blk.{bid}.ffn_up_shexp",
@@ -73,7 +73,7 @@ def _refuse_qwen3_reranker(folder: Path, h: HFConfig) -> None:
         raise UnsupportedError(f"{folder}: Qwen3 rerankers are not supported yet")
 
 
-def _moe_parameters(kv: KV, arch: str, folder: Path, h: HFConfig) -> None:
+def moe_parameters(kv: KV, arch: str, folder: Path, h: HFConfig) -> None:
     """`Qwen2MoeModel.set_gguf_parameters`'s additions: the experts' feed-forward sizes."""
     if (size := h.get("moe_intermediate_size")) is not None:
         kv.u32(f"{arch}.expert_feed_forward_length", size)
@@ -84,7 +84,7 @@ def _moe_parameters(kv: KV, arch: str, folder: Path, h: HFConfig) -> None:
 def _qwen_moe(gguf: str, tensor_names: Mapping[str, str], required: Mapping[str, Dims]) -> Conversion:
     """Qwen2-MoE and Qwen3-MoE (`Qwen2MoeModel` and its subclass): byte-level BPE, experts stacked."""
     return Conversion(gguf=gguf, tensor_names=tensor_names, required=required, vocab=gpt2_vocab,
-                      parameters=(_moe_parameters,), rewrites=(stack_experts,))  # fmt: skip
+                      parameters=(moe_parameters,), rewrites=(stack_experts,))  # fmt: skip
 
 
 _QWEN2 = Conversion(
@@ -102,7 +102,7 @@ _QWEN3 = Conversion(
     parameters=(pooling_type,),
     checks=(_refuse_qwen3_reranker,),
 )
-_QWEN2_MOE = _qwen_moe("qwen2moe", DECODER_ATTENTION_NAMES | MOE_NAMES | _SHARED_EXPERT_NAMES, _QWEN2_MOE_REQUIRED)
+_QWEN2_MOE = _qwen_moe("qwen2moe", DECODER_ATTENTION_NAMES | MOE_NAMES | SHARED_EXPERT_NAMES, _QWEN2_MOE_REQUIRED)
 # no dense MLP names: as in gguf-py's qwen3moe tensors, a layer without experts (mlp_only_layers,
 # decoder_sparse_step; config.json's flags themselves are not read) has tensors without a GGUF name
 _QWEN3_MOE = _qwen_moe("qwen3moe", DECODER_ATTENTION_NAMES | QK_NORM_NAMES | MOE_NAMES, _QWEN3_MOE_REQUIRED)

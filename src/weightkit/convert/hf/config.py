@@ -31,7 +31,10 @@ _MISSING = object()
 
 class HFConfig(dict):
     """A checkpoint's config.json as the converter reads it (its hparams: merged with `text_config`, with
-    transformers' defaults): a dict with the converter's "first of these keys present" lookup."""
+    transformers' defaults): a dict with the converter's "first of these keys present" lookup, and the
+    converter's block count where a conversion adds blocks to the config's layers (`Conversion.blocks`)."""
+
+    block_count: int | None = None
 
     def find(self, keys: Iterable[str], default: Any = _MISSING) -> Any:
         """The value of the first key present (even if None); `default` if none is, else a KeyError."""

@@ -29,7 +29,7 @@ from ..families.family import Conversion, Transform
 from .config import CONFIG_NAME, HFConfig, load_hparams, read_raw_config
 from .kv import KV
 from .metadata import derive_metadata, size_label, write_metadata
-from .parameters import LAYERS, rope_parameters
+from .parameters import block_count, rope_parameters
 from .projector import PROJECTOR_LAYERS, load_projector_hparams, projector_architecture, projector_filter
 from .tensors import SourceTensor, close_all, is_16bit, read_checkpoint
 
@@ -43,7 +43,7 @@ _INTERMEDIATE = ("f32", "f16", "bf16", "auto")  # what llama-quantize can take f
 _SKIPPED = (".attention.masked_bias", ".attention.bias", ".rotary_emb.inv_freq")
 #: Matrices the converter keeps in F32 whatever the outtype (its list, for the tensors our architectures have).
 _F32_MATRICES = ("ffn_gate_inp.weight", "ffn_gate_inp_shexp.weight", "position_embd.weight", "token_types.weight",
-                 "v.position_embd.weight", "a.position_embd.weight")  # fmt: skip
+                 "v.position_embd.weight", "a.position_embd.weight", "ssm_conv1d.weight")  # fmt: skip
 #: ... and in F16 under the ternary outtypes (the converter's "TODO: use Q4_K and Q6_K").
 _F16_UNDER_TERNARY = ("token_embd.weight", "per_layer_token_embd.weight", "output.weight")
 _BLOCK = re.compile(r"^blk\.\d+\.")
@@ -141,11 +141,15 @@ def convert_hf(
     sources, opened = read_checkpoint(folder)
     try:
         tensors = _filtered(sources, arch, projector_filter if mmproj else common_filter)
+        if mmproj:
+            hparams.block_count = hparams.find(PROJECTOR_LAYERS, None)
+        elif arch.blocks is not None:
+            hparams.block_count = arch.blocks(hparams, [n for n, _ in tensors])
         outtype = _resolve_outtype(outtype, tensors, lossless=options is not None)
         file_type, matrix_type = OUTTYPES[outtype]
         if quantized is not None and file_type in _FLOAT_FILE_TYPES:
             file_type = _QUANT_FILE_TYPES[quantized]  # `prepare_metadata`: the file is as quantized as its experts
-        plan = _plan(arch, hparams, rope, tensors, matrix_type, folder, PROJECTOR_LAYERS if mmproj else LAYERS)
+        plan = _plan(arch, hparams, rope, tensors, matrix_type, folder)
         counts = _parameter_counts(plan)
         kv = KV(arch.gguf)
         for lead in arch.leading_parameters:  # set while the converter generates its extra tensors
@@ -156,8 +160,6 @@ def convert_hf(
             meta.size_label = size_label(*counts)
         write_metadata(kv, meta, (folder / "README.md", folder / "generation_config.json"))
         arch.text_parameters(kv, arch.gguf, hparams, rope, file_type)
-        if arch.extra_blocks:  # the converter's block count, re-set in its place
-            kv.u32(f"{arch.gguf}.block_count", _block_count(arch, hparams, folder, LAYERS))
         for write in arch.parameters:
             write(kv, arch.gguf, folder, hparams)
         kv.u32("general.quantization_version", 2)
@@ -278,10 +280,11 @@ def tensor_type(gguf_name: str, ndim: int, matrix_type: str, shape: tuple[int, .
 
 
 def _plan(arch: Conversion, h: HFConfig, rope: dict, tensors: list[tuple[str, SourceTensor]], matrix_type: str,
-          folder: Path, layers: tuple[str, ...]) -> list[_Planned]:  # fmt: skip
-    """Every output tensor, in order, with its type, shape and a maker of its bytes; checks names and shapes
-    (`layers`: the config keys the block count is read from)."""
-    n_blocks = _block_count(arch, h, folder, layers)
+          folder: Path) -> list[_Planned]:  # fmt: skip
+    """Every output tensor, in order, with its type, shape and a maker of its bytes; checks names and shapes."""
+    n_blocks = block_count(h)
+    if not isinstance(n_blocks, int) or isinstance(n_blocks, bool) or n_blocks < 0:
+        raise FormatError(folder / CONFIG_NAME, None, f"layer count {n_blocks!r} is not a count")
     names = _name_map(arch, n_blocks)
     plan: list[_Planned] = []
     for make in arch.extra_tensors:
@@ -296,7 +299,7 @@ def _plan(arch: Conversion, h: HFConfig, rope: dict, tensors: list[tuple[str, So
         if gguf_name is None:
             raise FormatError(t.file, None, f"tensor {hf_name!r} has no GGUF name for {arch.gguf} "
                                             f"({n_blocks} layers in config.json)")  # fmt: skip
-        transforms = [tr for tr in arch.transforms if hf_name.endswith(tr.suffixes)]
+        transforms = [tr for tr in arch.transforms if tr.applies_to(hf_name)]
         for tr in transforms:
             if (why := tr.check(t.shape, h)) is not None:
                 raise FormatError(t.file, None, f"tensor {hf_name!r} {list(t.shape)}: {why}")
@@ -306,16 +309,6 @@ def _plan(arch: Conversion, h: HFConfig, rope: dict, tensors: list[tuple[str, So
         plan.append(_Planned(gguf_name, kind, t.shape, _maker(t, transforms, h, kind), rows))
     _check_complete(arch, h, plan, n_blocks, folder)
     return plan
-
-
-def _block_count(arch: Conversion, h: HFConfig, folder: Path, layers: tuple[str, ...]) -> int:
-    """The converter's block count: config.json's layers (the first of `layers` present) and the extra blocks
-    the architecture keeps."""
-    counts = [("layer count", h.find(layers, None)), *((key, h.get(key, 0)) for key in arch.extra_blocks)]
-    for what, n in counts:
-        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
-            raise FormatError(folder / CONFIG_NAME, None, f"{what} {n!r} is not a count")
-    return sum(n for _, n in counts)
 
 
 def _maker(t: SourceTensor, transforms: list[Transform], h: HFConfig, kind: str) -> Callable[[], np.ndarray]:

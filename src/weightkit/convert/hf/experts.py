@@ -46,12 +46,15 @@ class ExpertLayout:
     kinds: tuple[str, ...]  # the projections, in the order the converter emits a layer's stacks
     source: str  # one expert's tensor: {bid}, {x} (the expert) and {kind}
     merged: str  # the stack: {bid} and {kind}
+    # experts already stacked as transformers 5 saves them (`mlp.experts.gate_up_proj` [experts, 2 * ff, hidden]
+    # and `mlp.experts.down_proj`) are taken where they are, gate_up_proj split into its gate and up halves
+    fused: bool = False
 
 
 #: Qwen2-MoE's and Qwen3-MoE's (`Qwen2MoeModel.modify_tensors`, which takes any name with "experts" in it)
 QWEN_EXPERTS = ExpertLayout("experts", ("num_local_experts", "num_experts"), ("down_proj", "gate_proj", "up_proj"),
                             "model.layers.{bid}.mlp.experts.{x}.{kind}.weight",
-                            "model.layers.{bid}.mlp.experts.{kind}.weight")  # fmt: skip
+                            "model.layers.{bid}.mlp.experts.{kind}.weight", fused=True)  # fmt: skip
 
 
 def expert_stacker(layout: ExpertLayout) -> Callable[[Tensors, HFConfig], Tensors]:
@@ -63,6 +66,13 @@ def expert_stacker(layout: ExpertLayout) -> Callable[[Tensors, HFConfig], Tensor
         waiting: dict[int, dict[str, SourceTensor]] = {}
         out: Tensors = []
         for name, t in tensors:
+            base = name.removesuffix(".weight")
+            if layout.fused and base.endswith("mlp.experts.down_proj"):
+                out.append((base + ".weight", t))
+                continue
+            if layout.fused and base.endswith("mlp.experts.gate_up_proj"):
+                out.extend(_gate_and_up(base.removesuffix("gate_up_proj"), t))
+                continue
             if layout.marker not in name:
                 out.append((name, t))
                 continue
@@ -85,6 +95,16 @@ def expert_stacker(layout: ExpertLayout) -> Callable[[Tensors, HFConfig], Tensor
 
 
 stack_experts = expert_stacker(QWEN_EXPERTS)
+
+
+def _gate_and_up(prefix: str, t: SourceTensor) -> Tensors:
+    """A stacked `gate_up_proj` [experts, 2 * ff, hidden] as its gate (first half of the rows) and up."""
+    if len(t.shape) < 3 or t.shape[-2] % 2:
+        raise FormatError(t.file, None, f"{t.name!r} {list(t.shape)} is not [experts, 2 * ff, hidden]")
+    half = t.shape[-2] // 2
+    return [(f"{prefix}{kind}.weight", derived_tensor(t, f"{prefix}{kind}.weight", (*t.shape[:-2], half, t.shape[-1]),
+                                                       lambda rows=rows: t.read()[..., rows, :]))
+            for kind, rows in (("gate_proj", slice(0, half)), ("up_proj", slice(half, None)))]  # fmt: skip
 
 
 def _stacks(layout: ExpertLayout, layer: dict[str, SourceTensor], bid: int, n_experts: int) -> Tensors:

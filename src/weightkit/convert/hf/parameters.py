@@ -27,6 +27,11 @@ _LOCAL_ROPE_THETA = (
 _GATING = {"softmax": 1, "sigmoid": 2, "sqrtsoftplus": 4}
 
 
+def block_count(h: HFConfig) -> int:
+    """The converter's `block_count`: the config's layers, and any blocks the conversion adds to them."""
+    return h.block_count if h.block_count is not None else h.find(LAYERS)
+
+
 def rope_parameters(h: HFConfig) -> dict[str, Any]:
     """`TextModel.__init__`'s rope parameters: `rope_parameters` or `rope_scaling` (the same dict, changed in
     place), with the global theta, the local one and the type mirrored in when it has no per-attention entries."""
@@ -51,7 +56,7 @@ def rope_parameters(h: HFConfig) -> dict[str, Any]:
 
 def write_text_parameters(kv: KV, arch: str, h: HFConfig, rope: dict[str, Any], file_type: int) -> None:
     """`TextModel.set_gguf_parameters`, from `{arch}.block_count` to `general.file_type`."""
-    kv.u32(f"{arch}.block_count", h.find(LAYERS))
+    kv.u32(f"{arch}.block_count", block_count(h))
     for key, names in (
         ("context_length", CONTEXT),
         ("embedding_length", ("hidden_size", "n_embd", "dim")),

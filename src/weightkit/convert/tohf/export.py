@@ -148,7 +148,7 @@ def _plan(export: Export, arch: str, meta: dict[str, Any], shapes: dict[str, tup
             raise FormatError(path, None, f"tensor {name!r} has no Hugging Face name for {arch} "
                                           f"({n_blocks} layers in {arch}.block_count)")  # fmt: skip
         hf += dot + suffix
-        steps = tuple(t for t in transforms if hf.endswith(t.suffixes))
+        steps = tuple(t for t in transforms if t.applies_to(hf))
         if any(t.invert is None for t in steps):
             raise UnsupportedError(f"{path}: tensor {name!r}: its transform has no inverse")
         if base.endswith("_exps"):  # stacked by the converter from one tensor per expert: `experts.N.`
