@@ -67,7 +67,7 @@ def _gemma2_parameters(kv: KV, arch: str, folder: Path, h: HFConfig) -> None:
     kv.u32(f"{arch}.attention.sliding_window", number(h, "sliding_window"))
 
 
-def _gemma3_parameters(kv: KV, arch: str, folder: Path, h: HFConfig) -> None:
+def gemma3_parameters(kv: KV, arch: str, folder: Path, h: HFConfig) -> None:
     """`Gemma3Model.set_gguf_parameters` after the common keys: some set again (they keep their places) with
     Gemma 3's defaults, the final soft-capping and the sliding window."""
     rope = rope_parameters(h)
@@ -117,7 +117,7 @@ _GEMMA3 = Conversion(
     required=_REQUIRED,
     vocab=_gemma3_vocab,
     transforms=(_NORMS,),
-    parameters=(_gemma3_parameters,),
+    parameters=(gemma3_parameters,),
 )
 
 _DEFAULTS = {"rms_norm_eps": 1e-6, "tie_word_embeddings": True, "bos_token_id": 2, "eos_token_id": 1,
