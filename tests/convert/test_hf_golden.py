@@ -12,9 +12,9 @@ import pytest
 from weightkit.convert.hf import convert_hf
 
 GOLDEN = json.loads((Path(__file__).resolve().parents[1] / "data" / "convert_golden.json").read_text())
-#: The checkpoints whose conversions take 3 s or more (GPT-OSS's o200k vocabulary; Gemma 3's 262k one, from
-#: tokenizer.json alone): marked `slow`.
-SLOW = {"tiny-gpt-oss", "tiny-gpt-oss-dense", "tiny-gemma-3-fast"}
+#: The checkpoints whose conversions take 3 s or more (GPT-OSS's o200k vocabulary; Gemma 3's and Gemma 4's 262k
+#: ones, from tokenizer.json alone): marked `slow`.
+SLOW = {"tiny-gpt-oss", "tiny-gpt-oss-dense", "tiny-gemma-3-fast", "tiny-gemma-4", "tiny-gemma-4-moe"}
 CASES = [
     pytest.param(name, outtype, id=f"{name}-{outtype}", marks=[pytest.mark.slow] if name in SLOW else [])
     for name, runs in GOLDEN["checkpoints"].items()

@@ -13,7 +13,7 @@ its order, recorded too).
         --llama-cpp path/to/vendor/llama.cpp
 
 (the Python running it needs llama-cpp-python; `--python` the converter's transformers, see
-docs/contributing.md).
+docs/contributing.md). `--only NAME ...` records those checkpoints again and keeps the others' records.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ RUNS = {
     ),
     "tiny-mistral-v0.1": ("Q4_K_M", "Q8_0", "--outtype tq1_0"),
     "tiny-qwen3": ("Q6_K",),
+    "tiny-gemma-4-moe": ("Q4_K_M",),
 }  # fmt: skip
 
 
@@ -78,16 +79,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--python", required=True, help="a Python with transformers==4.57.6 (the reference's pins)")
     parser.add_argument("--llama-cpp", required=True, type=Path, help="llama-cpp-python 0.3.36's vendor/llama.cpp")
+    parser.add_argument("--only", nargs="+", metavar="NAME", help="record these checkpoints, keep the other records")
     args = parser.parse_args()
     converter = args.llama_cpp / "convert_hf_to_gguf.py"
     quiet = llama_cpp.llama_log_callback(lambda level, text, data: None)  # kept alive while llama.cpp logs
     llama_cpp.llama_log_set(quiet, ctypes.c_void_p(0))
     golden: dict = {"reference": "llama-cpp-python 0.3.36 convert_hf_to_gguf.py, then its llama_model_quantize",
                     "checkpoints": {}}  # fmt: skip
+    if args.only:
+        golden["checkpoints"] = json.loads(OUT.read_text())["checkpoints"]
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         vocabs = make_hf_checkpoints.vocab_files()
         for name, keys in RUNS.items():
+            if args.only and name not in args.only:
+                continue
             folder = make_hf_checkpoints.build(name, tmp / "models", vocabs)
             record: dict = {"runs": {}}
             for key in keys:
