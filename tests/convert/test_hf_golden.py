@@ -14,9 +14,12 @@ from weightkit.convert.hf import convert_hf
 from weightkit.errors import WeightkitError
 
 GOLDEN = json.loads((Path(__file__).resolve().parents[1] / "data" / "convert_golden.json").read_text())
-#: The checkpoints whose conversions take 3 s or more (GPT-OSS's o200k vocabulary; Gemma 3's 262k one, from
-#: tokenizer.json alone), and their saves by transformers 5.x: marked `slow`.
-SLOW = {n + s for n in ("tiny-gpt-oss", "tiny-gpt-oss-dense", "tiny-gemma-3-fast") for s in ("", "-tf5")}
+#: The checkpoints whose conversions take 3 s or more (GPT-OSS's o200k vocabulary; Gemma 3's and Gemma 4's 262k
+#: ones, from tokenizer.json alone), and their saves by transformers 5.x: marked `slow`.
+SLOW = {n + s for n in ("tiny-gpt-oss", "tiny-gpt-oss-dense", "tiny-gemma-3-fast") for s in ("", "-tf5")} | {
+    "tiny-gemma-4",
+    "tiny-gemma-4-moe",
+}
 #: Checkpoints whose other outtypes are marked `slow`: every outtype takes the same steps but the last, and
 #: each conversion costs a second or more (Qwen2's 151,936-token vocabulary).
 FAST_OUTTYPES = {"tiny-qwen35": ("f32", "q8_0"), "tiny-qwen35-text": ("f16",), "tiny-qwen35-moe": ("auto",),

@@ -47,6 +47,7 @@ RUNS = {
     "tiny-deepseek-v3": ("Q4_K_M",),
     "tiny-glm-4.5": ("Q4_K_M",),
     "tiny-mixtral": ("Q4_K_M",),
+    "tiny-gemma-4-moe": ("Q4_K_M",),
 }  # fmt: skip
 
 

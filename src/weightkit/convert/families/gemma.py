@@ -70,7 +70,7 @@ def _gemma2_parameters(kv: KV, arch: str, folder: Path, h: HFConfig) -> None:
     kv.u32(f"{arch}.attention.sliding_window", number(h, "sliding_window"))
 
 
-def _gemma3_parameters(kv: KV, arch: str, folder: Path, h: HFConfig) -> None:
+def gemma3_parameters(kv: KV, arch: str, folder: Path, h: HFConfig) -> None:
     """`Gemma3Model.set_gguf_parameters` after the common keys: some set again (they keep their places) with
     Gemma 3's defaults, the final soft-capping and the sliding window."""
     rope = rope_parameters(h)
@@ -120,7 +120,7 @@ _GEMMA3 = Conversion(
     required=_REQUIRED,
     vocab=_gemma3_vocab,
     transforms=(_NORMS,),
-    parameters=(_gemma3_parameters,),
+    parameters=(gemma3_parameters,),
 )
 
 _VISION_TOWERS = ("multi_modal_projector.", "vision_tower.", "multimodal_projector.", "vision_model.")

@@ -2,18 +2,23 @@
 (or, Llama-style, from tokenizer.json alone), the pre-tokenizer check hash, and the special tokens."""
 
 from .bpe import write_bpe_vocab
-from .llama_hf import is_llama_hf_bpe, write_llama_hf_vocab
-from .sentencepiece import SPM_MODEL, write_phi3_vocab, write_sentencepiece_vocab
+from .llama_hf import is_llama_hf_bpe, llama_hf_vocab, write_llama_hf_vocab
+from .sentencepiece import SPM_MODEL, LlamaVocab, write_phi3_vocab, write_sentencepiece_vocab
+from .special import load_special_vocab, write_special_vocab
 from .vocab import TokenType
 from .wordpiece import write_wordpiece_vocab
 
 __all__ = [
     "SPM_MODEL",
+    "LlamaVocab",
     "TokenType",
     "is_llama_hf_bpe",
+    "llama_hf_vocab",
+    "load_special_vocab",
     "write_bpe_vocab",
     "write_llama_hf_vocab",
     "write_phi3_vocab",
     "write_sentencepiece_vocab",
+    "write_special_vocab",
     "write_wordpiece_vocab",
 ]

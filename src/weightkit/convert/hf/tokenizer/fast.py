@@ -229,10 +229,7 @@ def _add_configured_tokens(backend: Any, settings: dict[str, Any], cls: Tokenize
     specials: list[Any] = []
     seen: dict[str, None] = {}
     values = [settings.get(a, cls.special_defaults.get(a)) for a in _SPECIAL_ATTRIBUTES]
-    extra = settings.get("additional_special_tokens") or []
-    if isinstance(settings.get("extra_special_tokens"), list):  # transformers 5.x's name for them (4.x: a dict)
-        extra = [*(extra if isinstance(extra, list) else []), *settings["extra_special_tokens"]]
-    for value in [*values, *(extra if isinstance(extra, list) else [])]:
+    for value in [*values, *_more_special_tokens(settings)]:
         token = _added_token(value, AddedToken, where) if value is not None else None
         text = token if isinstance(token, str) else getattr(token, "content", None)
         if text is None or text in seen:
@@ -251,6 +248,21 @@ def _add_configured_tokens(backend: Any, settings: dict[str, Any], cls: Tokenize
     if tokens:
         backend.add_tokens(tokens)
     return list(seen)
+
+
+def _more_special_tokens(settings: Mapping[str, Any]) -> list[Any]:
+    """The special tokens beyond the standard attributes, in transformers' order. Saved by transformers 5 (its
+    tokenizer_config.json has `backend`), that is each other `*_token` key with a token, then the
+    `extra_special_tokens` (a mapping of named ones goes first); else `additional_special_tokens`."""
+    if "backend" not in settings:
+        extra = settings.get("additional_special_tokens") or []
+        return extra if isinstance(extra, list) else []
+    named = [v for k, v in settings.items() if k.endswith("_token") and k not in _SPECIAL_ATTRIBUTES
+             and isinstance(v, (str, dict))]  # fmt: skip
+    extra = settings.get("extra_special_tokens") or settings.get("additional_special_tokens") or []
+    if isinstance(extra, dict):
+        return [*extra.values(), *named]
+    return [*named, *(extra if isinstance(extra, list) else [])]
 
 
 def _sync_add_prefix_space(backend: Any, value: bool, pre_tokenizers: Any) -> None:

@@ -44,7 +44,7 @@ def is_llama_hf_bpe(folder: Path) -> bool:
     )
 
 
-def _llama_hf_vocab(folder: Path, hparams: HFConfig) -> LlamaVocab:
+def llama_hf_vocab(folder: Path, hparams: HFConfig) -> LlamaVocab:
     """`LlamaHfVocab.all_tokens`: ids below `tokenizer.vocab_size`, then the added tokens above it by id."""
     tok = load_fast_tokenizer(folder, hparams.get("model_type"))
     vocab = tok.vocab()
@@ -73,4 +73,4 @@ def _llama_hf_vocab(folder: Path, hparams: HFConfig) -> LlamaVocab:
 
 def write_llama_hf_vocab(kv: KV, folder: Path, hparams: HFConfig) -> None:
     """`TextModel._set_vocab_llama_hf`: model "llama", pre "default", tokens, scores, types, specials."""
-    write_llama_vocab(kv, folder, _llama_hf_vocab(folder, hparams))
+    write_llama_vocab(kv, folder, llama_hf_vocab(folder, hparams))

@@ -1,0 +1,237 @@
+"""Gemma 4 (text, and the language model of the multimodal models; dense, with per-layer inputs and a shared KV
+cache, or mixture-of-experts): `Gemma4Model` of llama.cpp's converter."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ...errors import FormatError, UnsupportedError
+from ..hf.config import CONFIG_NAME, ConfigClass, HFConfig
+from ..hf.kv import KV
+from ..hf.parameters import LAYERS
+from ..hf.tokenizer import (
+    TokenType,
+    is_llama_hf_bpe,
+    llama_hf_vocab,
+    load_special_vocab,
+    write_special_vocab,
+)
+from .decoder import DECODER_NAMES, QK_NORM_NAMES, H, number
+from .family import Conversion, Family
+from .gemma import gemma3_parameters
+
+_NAMES = DECODER_NAMES | QK_NORM_NAMES | {
+    "model.layers.{bid}.post_attention_layernorm": "blk.{bid}.post_attention_norm",
+    "model.layers.{bid}.pre_feedforward_layernorm": "blk.{bid}.ffn_norm",
+    "model.layers.{bid}.post_feedforward_layernorm": "blk.{bid}.post_ffw_norm",
+    "model.layers.{bid}.layer_scalar": "blk.{bid}.layer_output_scale",
+    # per-layer inputs
+    "model.embed_tokens_per_layer": "per_layer_token_embd",
+    "model.per_layer_model_projection": "per_layer_model_proj",
+    "model.per_layer_projection_norm": "per_layer_proj_norm",
+    "model.layers.{bid}.per_layer_input_gate": "blk.{bid}.inp_gate",
+    "model.layers.{bid}.per_layer_projection": "blk.{bid}.proj",
+    "model.layers.{bid}.post_per_layer_input_norm": "blk.{bid}.post_norm",
+    # the experts beside the MLP
+    "model.layers.{bid}.router.proj": "blk.{bid}.ffn_gate_inp",
+    "model.layers.{bid}.router.scale": "blk.{bid}.ffn_gate_inp.scale",
+    "model.layers.{bid}.router.per_expert_scale": "blk.{bid}.ffn_down_exps.scale",
+    "model.layers.{bid}.experts.gate_up_proj": "blk.{bid}.ffn_gate_up_exps",
+    "model.layers.{bid}.experts.down_proj": "blk.{bid}.ffn_down_exps",
+    "model.layers.{bid}.pre_feedforward_layernorm_2": "blk.{bid}.pre_ffw_norm_2",
+    "model.layers.{bid}.post_feedforward_layernorm_1": "blk.{bid}.post_ffw_norm_1",
+    "model.layers.{bid}.post_feedforward_layernorm_2": "blk.{bid}.post_ffw_norm_2",
+}  # fmt: skip
+# K and V are not in every layer (KV-shared layers saved without them, V shared with K in full attention), and
+# the MLP's width changes by layer: only what every layer has is required
+_REQUIRED: dict[str, tuple[str | None, ...]] = {
+    "token_embd.weight": ("vocab_size", H),
+    "output_norm.weight": (H,),
+    "blk.{bid}.attn_norm.weight": (H,),
+    "blk.{bid}.attn_q.weight": (None, H),
+    "blk.{bid}.attn_output.weight": (H, None),
+    "blk.{bid}.post_attention_norm.weight": (H,),
+    "blk.{bid}.ffn_norm.weight": (H,),
+    "blk.{bid}.post_ffw_norm.weight": (H,),
+    "blk.{bid}.ffn_gate.weight": (None, H),
+    "blk.{bid}.ffn_up.weight": (None, H),
+    "blk.{bid}.ffn_down.weight": (H, None),
+}
+
+
+def _suffix_weight(name: str) -> str | None:
+    """`Gemma4Model.filter_tensors`: the layer scalars and the stacked experts get a `.weight` suffix."""
+    if name.endswith(("per_dim_scale", "layer_scalar")):
+        name += ".weight"
+    if ".experts." in name and not name.endswith((".weight", ".weight_scale", ".weight_scale_2", ".input_scale")):
+        name += ".weight"
+    return name
+
+
+def _full_attention(h: HFConfig, key: str, given: str) -> Any:
+    """A full-attention layer's `key` (its head size, its KV heads): config.json's `given` key, else the first
+    full-attention layer's entry in `per_layer_config` that has it."""
+    if (value := h.get(given)) is not None:
+        return value
+    layer_types = h.get("layer_types") or []
+    for index, layer in (h.get("per_layer_config") or {}).items():
+        i = int(index)
+        if i < len(layer_types) and layer_types[i] == "full_attention" and key in layer:
+            return layer[key]
+    return None
+
+
+def _head_dim_full(h: HFConfig) -> int:
+    head_dim = _full_attention(h, "head_dim", "global_head_dim")
+    if head_dim is None:
+        raise FormatError(CONFIG_NAME, None, "no head size for full attention (global_head_dim or per_layer_config)")
+    return int(head_dim)
+
+
+def _parameters(kv: KV, arch: str, folder: Path, h: HFConfig) -> None:
+    """`Gemma4Model.set_gguf_parameters` after Gemma 3's: shared KV layers, per-layer inputs, the sliding
+    pattern, head sizes, KV heads and rope dimensions apart for full and sliding attention, expert and
+    per-layer feed-forward sizes."""
+    shared = number(h, "num_kv_shared_layers")
+    kv.u32(f"{arch}.attention.shared_kv_layers", shared)
+    kv.u32(f"{arch}.embedding_length_per_layer_input", h.get("hidden_size_per_layer_input") or 0)
+    swa = [t == "sliding_attention" for t in h["layer_types"]]
+    kv.array(f"{arch}.attention.sliding_window_pattern", swa, CONFIG_NAME)
+    head_dim_full, head_dim_swa = _head_dim_full(h), number(h, "head_dim")
+    kv.u32(f"{arch}.attention.key_length", head_dim_full)
+    kv.u32(f"{arch}.attention.value_length", head_dim_full)
+    kv.u32(f"{arch}.attention.key_length_swa", head_dim_swa)
+    kv.u32(f"{arch}.attention.value_length_swa", head_dim_swa)
+    if (expert_ff := h.find(("expert_intermediate_size", "moe_intermediate_size"), None)) is not None:
+        kv.u32(f"{arch}.expert_feed_forward_length", expert_ff)
+    n_blocks = h.find(LAYERS)
+    if h.get("use_double_wide_mlp", False):
+        ff = number(h, "intermediate_size")
+        kv.array(f"{arch}.feed_forward_length", [ff if i < n_blocks - shared else ff * 2 for i in range(n_blocks)],
+                 CONFIG_NAME)  # fmt: skip
+    kv_full = _full_attention(h, "num_key_value_heads", "num_global_key_value_heads")
+    kv_swa = h.get("num_key_value_heads")
+    if kv_full is not None and kv_swa is not None:
+        kv.array(f"{arch}.attention.head_count_kv", [kv_swa if s else kv_full for s in swa], CONFIG_NAME)
+    partial_swa = h.get("rope_parameters", {}).get("partial_rotary_factor", 1.0)
+    kv.u32(f"{arch}.rope.dimension_count", head_dim_full)
+    kv.u32(f"{arch}.rope.dimension_count_swa", int(head_dim_swa * partial_swa))
+
+
+def _rope_freqs(h: HFConfig, rope: dict[str, Any]) -> list[tuple[str, np.ndarray]]:
+    """`Gemma4Model.generate_extra_tensors`: full attention's "proportional" rope rotates part of each head;
+    the other dimensions get a frequency factor of 1e30, which stops their rotation."""
+    full = rope.get("full_attention", {})
+    if full.get("rope_type") != "proportional":
+        raise UnsupportedError(f"{CONFIG_NAME}: Gemma 4's full attention rope type is {full.get('rope_type')!r}; "
+                               "the converter takes only 'proportional'")  # fmt: skip
+    head_dim = _head_dim_full(h)
+    rotated = int(head_dim * number(full, "partial_rotary_factor") / 2)
+    values = [1.0] * rotated + [1e30] * (int(head_dim / 2) - rotated)
+    return [("rope_freqs.weight", np.array(values, dtype=np.float32))]
+
+
+#: Tokens the converter marks user-defined, so that llama.cpp renders them for the chat parser.
+_VISIBLE = ("<|channel>", "<channel|>", "<|tool_call>", "<tool_call|>", "<|tool_response>", "<tool_response|>",
+            '<|"|>')  # fmt: skip
+
+
+def _vocab(kv: KV, folder: Path, h: HFConfig) -> None:
+    """`Gemma4Model.set_vocab`: `LlamaHfVocab`'s tokens, the chat parser's tokens user-defined, model "gemma4",
+    the special vocabulary with merges, no space prefix, BOS added."""
+    if not is_llama_hf_bpe(folder):
+        raise UnsupportedError(f"{folder}: Gemma 4's tokenizer is read from tokenizer.json, a BPE model with "
+                               "byte fallback and a Sequence decoder; this folder has none")  # fmt: skip
+    vocab = llama_hf_vocab(folder, h)
+    for i, token in enumerate(vocab.tokens):
+        if token in _VISIBLE:
+            vocab.types[i] = TokenType.USER_DEFINED
+    kv.string("tokenizer.ggml.model", "gemma4")
+    kv.strings("tokenizer.ggml.tokens", vocab.tokens)
+    kv.float32s("tokenizer.ggml.scores", vocab.scores)
+    kv.int32s("tokenizer.ggml.token_type", vocab.types)
+    write_special_vocab(kv, load_special_vocab(folder, load_merges=True), folder / "tokenizer_config.json")
+    kv.bool("tokenizer.ggml.add_space_prefix", False)
+    kv.bool("tokenizer.ggml.add_bos_token", True)
+
+
+_GEMMA4 = Conversion(
+    gguf="gemma4",
+    tensor_names=_NAMES,
+    required=_REQUIRED,
+    vocab=_vocab,
+    filters=(_suffix_weight,),
+    extra_tensors=(_rope_freqs,),
+    parameters=(gemma3_parameters, _parameters),
+)
+
+# --- transformers 5.25's Gemma4TextConfig --------------------------------------------------------------------------
+
+
+def _layer_types(h: dict[str, Any]) -> None:
+    """Five sliding-window layers to one full-attention layer unless given; the last one full attention."""
+    if h.get("layer_types") is None:
+        h["layer_types"] = ["sliding_attention" if (i + 1) % 6 else "full_attention"
+                            for i in range(h["num_hidden_layers"])]  # fmt: skip
+    if h["layer_types"] and h["layer_types"][-1] != "full_attention":
+        h["layer_types"][-1] = "full_attention"
+
+
+def _rope(h: dict[str, Any]) -> None:
+    if h.get("rope_parameters") is None:
+        h["rope_parameters"] = {
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0},
+            "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1_000_000.0},
+        }
+
+
+def _per_layer_config(h: dict[str, Any]) -> None:
+    """`global_head_dim` and `num_global_key_value_heads` are read once, into the full-attention layers'
+    `per_layer_config` unless the file has one (the saved config keeps neither key)."""
+    head_dim = h.pop("global_head_dim", 512)
+    kv_heads = h.pop("num_global_key_value_heads", None)
+    if "per_layer_config" not in h:
+        overrides = {"head_dim": head_dim}
+        if kv_heads is not None and h.get("attention_k_eq_v", True):
+            overrides["num_key_value_heads"] = kv_heads
+        h["per_layer_config"] = {i: dict(overrides) for i, t in enumerate(h["layer_types"]) if t == "full_attention"}
+
+
+def _bidirectional(h: dict[str, Any]) -> None:
+    if h.get("use_bidirectional_attention") == "all":
+        h["is_causal"] = False
+
+
+FAMILY = Family(
+    name="gemma4",
+    configs={
+        "gemma4_text": ConfigClass(
+            "Gemma4TextConfig",
+            {"vocab_size": 262_144, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 30,
+             "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256, "max_position_embeddings": 131_072,
+             "rms_norm_eps": 1e-6, "pad_token_id": 0, "eos_token_id": 1, "bos_token_id": 2,
+             "tie_word_embeddings": True, "rope_parameters": None, "attention_bias": False, "sliding_window": 512,
+             "layer_types": None, "final_logit_softcapping": None, "use_bidirectional_attention": None,
+             "vocab_size_per_layer_input": 262_144, "hidden_size_per_layer_input": 256, "attention_k_eq_v": False,
+             "num_kv_shared_layers": 0, "enable_moe_block": False, "use_double_wide_mlp": False,
+             "num_experts": None, "top_k_experts": None, "moe_intermediate_size": None},
+            (_bidirectional, _layer_types, _rope, _per_layer_config),
+            transformers=5,
+        ),
+        "gemma4": ConfigClass(
+            "Gemma4Config",
+            {"boi_token_id": 255_999, "eoi_token_id": 258_882, "image_token_id": 258_880, "video_token_id": 258_884,
+             "boa_token_id": 256_000, "eoa_token_index": 258_883, "audio_token_id": 258_881,
+             "tie_word_embeddings": True},
+            text_config="gemma4_text",
+            transformers=5,
+        ),
+    },
+    conversions={
+        "Gemma4ForCausalLM": _GEMMA4,
+        "Gemma4ForConditionalGeneration": _GEMMA4,  # its text model; the vision and audio towers are dropped
+    },
+)  # fmt: skip
