@@ -33,9 +33,9 @@ OUTTYPES = ("f32", "f16", "bf16", "q8_0", "auto")
 AUTO_ONLY = ("tiny-gemma-3-fast",)
 MINILM = "all-MiniLM-L6-v2"
 #: checkpoints whose projector (`--mmproj`) is recorded, for every outtype
-PROJECTORS = ("tiny-gemma-3-vision-tf5",)
-#: ... of which only the projector is (their text model is another checkpoint's, recorded there)
-PROJECTOR_ONLY = ("tiny-gemma-3-vision-tf5",)
+PROJECTORS = ("tiny-gemma-3-vision-tf5", "tiny-qwen2.5-vl", "tiny-qwen3-vl", "tiny-qwen3-vl-moe")
+#: ... of which only the projector is (their text model is another checkpoint's, recorded there, or not converted)
+PROJECTOR_ONLY = PROJECTORS
 
 
 def run_converter(python: str, converter: Path, folder: Path, outtype: str, out: Path, *, mmproj: bool = False) -> None:
@@ -67,7 +67,8 @@ def main() -> None:
     golden: dict = {"reference": "llama-cpp-python 0.3.36 convert_hf_to_gguf.py", "transformers": version[0],
                     "tokenizers": version[1], "checkpoints": {}, "projectors": {}}  # fmt: skip
     if args.only:  # the file's versions stay those of its other records; a record made under others names its own
-        golden = {"projectors": {}} | json.loads(OUT.read_text())
+        golden = json.loads(OUT.read_text())
+        golden.setdefault("projectors", {})
     with tempfile.TemporaryDirectory() as tmp:
         names = args.only or list(make_hf_checkpoints.CHECKPOINTS)
         vocabs = make_hf_checkpoints.vocab_files()
