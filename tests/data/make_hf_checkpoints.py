@@ -772,6 +772,67 @@ def gemma4_multimodal_shapes(c: dict[str, Any]) -> dict[str, tuple[int, ...]]:
     }
 
 
+def _linear(name: str, rows: int, cols: int) -> dict[str, tuple[int, ...]]:
+    """A biased linear layer's weight and bias."""
+    return {name + ".weight": (rows, cols), name + ".bias": (rows,)}
+
+
+def qwen_vl_vision_shapes(v: dict[str, Any], prefix: str) -> dict[str, tuple[int, ...]]:
+    """Qwen2.5-VL's (gated MLP, RMS norms, `merger.mlp`) or Qwen3-VL's (`num_position_embeddings`: learned
+    positions, GELU MLP, layer norms, deepstack mergers) vision tower under `prefix`: fused QKV, a Conv3D patch
+    embedding over `temporal_patch_size` frames, a patch merger of spatial_merge_size^2 patches."""
+    h, ff, p = v["hidden_size"], v["intermediate_size"], v["patch_size"]
+    merged = h * v["spatial_merge_size"] ** 2
+    qwen3 = "num_position_embeddings" in v
+    shapes: dict[str, tuple[int, ...]] = {
+        prefix + "patch_embed.proj.weight": (h, v["in_channels"], v["temporal_patch_size"], p, p)
+    }
+    if qwen3:
+        shapes |= {prefix + "patch_embed.proj.bias": (h,),
+                   prefix + "pos_embed.weight": (v["num_position_embeddings"], h)}  # fmt: skip
+    for i in range(v["depth"]):
+        b = f"{prefix}blocks.{i}."
+        shapes |= _linear(b + "attn.qkv", 3 * h, h) | _linear(b + "attn.proj", h, h)
+        if qwen3:
+            shapes |= _linear(b + "mlp.linear_fc1", ff, h) | _linear(b + "mlp.linear_fc2", h, ff)
+            shapes |= {b + f"{n}.{k}": (h,) for n in ("norm1", "norm2") for k in ("weight", "bias")}
+        else:
+            shapes |= _linear(b + "mlp.gate_proj", ff, h) | _linear(b + "mlp.up_proj", ff, h)
+            shapes |= _linear(b + "mlp.down_proj", h, ff) | {b + "norm1.weight": (h,), b + "norm2.weight": (h,)}
+    if not qwen3:
+        return (
+            shapes
+            | {prefix + "merger.ln_q.weight": (h,)}
+            | _linear(prefix + "merger.mlp.0", merged, merged)
+            | _linear(prefix + "merger.mlp.2", v["out_hidden_size"], merged)
+        )
+    for m in (*(f"deepstack_merger_list.{k}." for k in range(len(v["deepstack_visual_indexes"]))), "merger."):
+        norm = h if m == "merger." else merged
+        shapes |= {prefix + m + "norm.weight": (norm,), prefix + m + "norm.bias": (norm,)}
+        shapes |= _linear(prefix + m + "linear_fc1", merged, merged)
+        shapes |= _linear(prefix + m + "linear_fc2", v["out_hidden_size"], merged)
+    return shapes
+
+
+def qwen_vl_shapes(c: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+    """Qwen2.5-VL as transformers 5.25 saves it (the published layout: `model.`, `visual.`), or Qwen3-VL and
+    Qwen3-VL-MoE (`model.language_model.`, `model.visual.`): a one-layer text model and the vision tower."""
+    text, vision = c["text_config"] | {"tie_word_embeddings": c["tie_word_embeddings"]}, c["vision_config"]
+    qwen3 = "num_position_embeddings" in vision
+    if "num_local_experts" in text:  # Qwen3-VL-MoE: the experts stacked, gate and up in one
+        n, ff, h = text["num_local_experts"], text["moe_intermediate_size"], text["hidden_size"]
+        layers = {k: v for k, v in decoder_shapes(text, qk_norm=True).items() if ".mlp." not in k}
+        for i in range(text["num_hidden_layers"]):
+            layers |= {f"model.layers.{i}.mlp.gate.weight": (n, h),
+                       f"model.layers.{i}.mlp.experts.gate_up_proj": (n, 2 * ff, h),
+                       f"model.layers.{i}.mlp.experts.down_proj": (n, h, ff)}  # fmt: skip
+    else:
+        layers = decoder_shapes(text, qk_norm=qwen3, qkv_bias=not qwen3)
+    if qwen3:
+        layers = {k.replace("model.", "model.language_model.", 1): v for k, v in layers.items()}
+    return layers | qwen_vl_vision_shapes(vision, "model.visual." if qwen3 else "visual.")
+
+
 def phi3_shapes(c: dict[str, Any]) -> dict[str, tuple[int, ...]]:
     """Phi-3: Q, K and V in one matrix, gate and up in one matrix."""
     h, ff = c["hidden_size"], c["intermediate_size"]
@@ -1062,6 +1123,44 @@ _GEMMA3_IMAGE_PROCESSOR = {
 }  # fmt: skip
 
 
+#: Qwen2.5-VL's image processor as transformers 5.25 saves it (preprocessor_config.json)
+_QWEN25_VL_IMAGE_PROCESSOR = {
+    "do_convert_rgb": True, "do_normalize": True, "do_rescale": True, "do_resize": True,
+    "image_mean": [0.48145466, 0.4578275, 0.40821073], "image_processor_type": "Qwen2VLImageProcessor",
+    "image_std": [0.26862954, 0.26130258, 0.27577711], "merge_size": 2, "patch_size": 14, "resample": 3,
+    "rescale_factor": 0.00392156862745098, "size": {"longest_edge": 12845056, "shortest_edge": 3136},
+    "temporal_patch_size": 2,
+}  # fmt: skip
+#: ... and Qwen3-VL's (16-pixel patches, normalized to [-1, 1])
+_QWEN3_VL_IMAGE_PROCESSOR = _QWEN25_VL_IMAGE_PROCESSOR | {
+    "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5], "patch_size": 16,
+    "size": {"longest_edge": 16777216, "shortest_edge": 65536},
+}  # fmt: skip
+
+
+def _qwen_vl_config(arch: str, model_type: str, text: dict[str, Any], vision: dict[str, Any]) -> dict[str, Any]:
+    """A tiny Qwen2.5-VL / Qwen3-VL(-MoE) config.json as transformers 5.25 writes it: a one-layer text model of
+    width 64 (tiny-qwen2's, whose text model libmtmd loads the projector beside), tied embeddings."""
+    text = {"attention_dropout": 0.0, "bos_token_id": 151643, "eos_token_id": 151645, "hidden_act": "silu",
+            "hidden_size": 64, "initializer_range": 0.02, "intermediate_size": 128, "num_attention_heads": 4,
+            "num_hidden_layers": 1, "num_key_value_heads": 2, "pad_token_id": None, "rms_norm_eps": 1e-06,
+            "use_cache": True, "vocab_size": 151936} | text  # fmt: skip
+    vision = {"in_channels": 3, "initializer_range": 0.02, "num_heads": 2, "out_hidden_size": 64,
+              "rope_parameters": {"rope_theta": 10000.0, "rope_type": "axial"}, "spatial_merge_size": 2,
+              "temporal_patch_size": 2} | vision  # fmt: skip
+    return _config5(arch, "bf16", model_type=model_type, image_token_id=151655, tie_word_embeddings=True,
+                    video_token_id=151656, vision_end_token_id=151653, vision_start_token_id=151652,
+                    text_config=dict(sorted(text.items())), vision_config=dict(sorted(vision.items())))  # fmt: skip
+
+
+_QWEN3_VL_VISION = {"deepstack_visual_indexes": [0, 2], "depth": 3, "hidden_act": "gelu_pytorch_tanh",
+                    "hidden_size": 32, "intermediate_size": 64, "num_position_embeddings": 16,
+                    "patch_size": 16}  # fmt: skip
+_QWEN3_VL_TEXT = {"attention_bias": False, "head_dim": 16, "max_position_embeddings": 262144,
+                  "rope_parameters": {"mrope_interleaved": True, "mrope_section": [2, 3, 3], "rope_theta": 5000000.0,
+                                      "rope_type": "default"}}  # fmt: skip
+
+
 def _gemma3_text_config(num_hidden_layers: int) -> dict:
     """The tiny bf16 Gemma 3 text models' config.json (Q/K norms, local and global rope bases, EOS list)."""
     return _config("Gemma3ForCausalLM", "gemma3_text", "bf16", vocab_size=262144, hidden_size=32,
@@ -1296,6 +1395,41 @@ CHECKPOINTS: dict[str, tuple[dict[str, Any], str, Callable, Callable, dict[str, 
             layer_types=["sliding_attention", "sliding_attention", "full_attention"], global_head_dim=32,
             num_global_key_value_heads=1)),
         "bf16", gemma4_text_shapes, write_gemma4_tokenizer, {}, None,
+    ),
+    # bf16 Qwen2.5-VL as transformers 5.25 writes it (for its projector, --mmproj): a 4-block vision tower
+    # with full attention every second block (fullatt_block_indexes, the window-attention pattern), no
+    # image_size (the reference's 560), the rms_norm_eps it reads left to its default (none at the top level)
+    "tiny-qwen2.5-vl": (
+        _qwen_vl_config("Qwen2_5_VLForConditionalGeneration", "qwen2_5_vl",
+                        {"layer_types": ["full_attention"], "max_position_embeddings": 128000,
+                         "max_window_layers": 70, "model_type": "qwen2_5_vl_text", "rms_norm_eps": 1e-05,
+                         "rope_parameters": {"mrope_section": [2, 3, 3], "rope_theta": 1000000.0,
+                                             "rope_type": "default"},
+                         "sliding_window": None, "use_sliding_window": False},
+                        {"depth": 4, "fullatt_block_indexes": [1, 3], "hidden_act": "silu", "hidden_size": 32,
+                         "intermediate_size": 64, "model_type": "qwen2_5_vl_vision", "patch_size": 14,
+                         "tokens_per_second": 2, "window_size": 112}),
+        "bf16", qwen_vl_shapes, write_qwen2_tokenizer,
+        {"preprocessor_config.json": json.dumps(_QWEN25_VL_IMAGE_PROCESSOR, indent=2)}, None,
+    ),
+    # bf16 Qwen3-VL as transformers 5.25 writes it (model.visual., model.language_model.): 3 vision blocks, the
+    # first and last feeding deepstack mergers, 4x4 learned positions (image_size 64 derived from them)
+    "tiny-qwen3-vl": (
+        _qwen_vl_config("Qwen3VLForConditionalGeneration", "qwen3_vl",
+                        _QWEN3_VL_TEXT | {"model_type": "qwen3_vl_text"},
+                        _QWEN3_VL_VISION | {"model_type": "qwen3_vl_vision"}),
+        "bf16", qwen_vl_shapes, write_qwen2_tokenizer,
+        {"preprocessor_config.json": json.dumps(_QWEN3_VL_IMAGE_PROCESSOR, indent=2)}, None,
+    ),
+    # bf16 Qwen3-VL-MoE: Qwen3-VL's vision tower (the same projector) beside a text model of 4 stacked experts
+    "tiny-qwen3-vl-moe": (
+        _qwen_vl_config("Qwen3VLMoeForConditionalGeneration", "qwen3_vl_moe",
+                        _QWEN3_VL_TEXT | {"decoder_sparse_step": 1, "mlp_only_layers": [],
+                                          "model_type": "qwen3_vl_moe_text", "moe_intermediate_size": 32,
+                                          "num_experts_per_tok": 2, "num_local_experts": 4},
+                        _QWEN3_VL_VISION | {"model_type": "qwen3_vl_moe_vision"}),
+        "bf16", qwen_vl_shapes, write_qwen2_tokenizer,
+        {"preprocessor_config.json": json.dumps(_QWEN3_VL_IMAGE_PROCESSOR, indent=2)}, None,
     ),
     # bf16 Phi-3 mini: fused QKV and gate/up, its added tokens, sliding window
     "tiny-phi-3-mini": (

@@ -1,7 +1,12 @@
-"""The pieces projector conversions (`--mmproj`) share: the SigLIP vision encoder's tensor names and shapes."""
+"""The pieces projector conversions (`--mmproj`) share: the SigLIP vision encoder's tensor names and shapes,
+and the rewrites of fused attention and Conv3D patch embeddings."""
 
 from __future__ import annotations
 
+from ...errors import FormatError
+from ..hf.config import HFConfig
+from ..hf.experts import Tensors, derived_tensor
+from ..hf.tensors import SourceTensor
 from .family import Dims
 
 #: SigLIP's vision encoder (`SiglipVisionModel`) -> llama.cpp's clip names, under the checkpoint's prefix
@@ -34,3 +39,44 @@ SIGLIP_REQUIRED: dict[str, Dims] = {
 def siglip_names(prefix: str) -> dict[str, str]:
     """The SigLIP encoder's HF -> clip names for a checkpoint that holds it under `prefix`."""
     return {prefix + hf: gguf for hf, gguf in _SIGLIP_NAMES.items()}
+
+
+def _rows(t: SourceTensor, name: str, start: int, stop: int) -> tuple[str, SourceTensor]:
+    """Rows start:stop of `t` (entries, for a vector), as tensor `name`."""
+    return name, derived_tensor(t, name, (stop - start, *t.shape[1:]), lambda: t.read()[start:stop])
+
+
+def split_fused_qkv(tensors: Tensors, h: HFConfig) -> Tensors:
+    """`Qwen2VLVisionModel.modify_tensors`: a fused `.qkv.` weight or bias split into thirds by rows, written
+    as `.q.`, `.k.` and `.v.` in its place."""
+    out: Tensors = []
+    for name, t in tensors:
+        if ".qkv." not in name:
+            out.append((name, t))
+            continue
+        if not t.shape or t.shape[0] % 3:
+            raise FormatError(t.file, None, f"tensor {name!r} {list(t.shape)}: fused Q/K/V rows not divisible by 3")
+        third = t.shape[0] // 3
+        out += [_rows(t, name.replace("qkv", x), i * third, (i + 1) * third) for i, x in enumerate("qkv")]
+    return out
+
+
+#: The Conv3D patch embedding's GGUF names, one per frame of its two (clip's two Conv2Ds)
+TEMPORAL_PATCHES = ("v.patch_embd.weight", "v.patch_embd.weight.1")
+
+
+def split_temporal_patches(tensors: Tensors, h: HFConfig) -> Tensors:
+    """`Qwen2VLVisionModel.modify_tensors`: the Conv3D patch embedding `[out, in, 2, h, w]` (`patch_embed.proj`)
+    written as the two Conv2D kernels of its frames, `TEMPORAL_PATCHES`."""
+    out: Tensors = []
+    for name, t in tensors:
+        if not name.endswith("patch_embed.proj.weight"):
+            out.append((name, t))
+            continue
+        if len(t.shape) != 5 or t.shape[2] != 2:
+            raise FormatError(t.file, None, f"tensor {name!r} {list(t.shape)}: only a Conv3D patch embedding over "
+                                            "2 frames ([out, in, 2, h, w]) is converted")  # fmt: skip
+        shape = (*t.shape[:2], *t.shape[3:])
+        out += [(n, derived_tensor(t, n, shape, lambda f=frame, t=t: t.read()[:, :, f])) for frame, n in
+                enumerate(TEMPORAL_PATCHES)]  # fmt: skip
+    return out

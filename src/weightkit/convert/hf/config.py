@@ -108,11 +108,15 @@ def read_raw_config(folder: Path) -> dict[str, Any]:
     return read_json_object(folder / CONFIG_NAME, "config.json (not a Hugging Face checkpoint folder?)")
 
 
-def load_hparams(folder: Path, classes: Mapping[str, ConfigClass]) -> HFConfig:
+def load_config(folder: Path, classes: Mapping[str, ConfigClass]) -> HFConfig:
     """config.json as `AutoConfig.from_pretrained(folder).to_dict()` gives it (`classes`: transformers' config
-    classes by `model_type`), with `text_config` merged into the top level as the converter's text models do."""
-    raw = read_raw_config(folder)
-    hparams = _with_class_defaults(raw, folder, classes)
+    classes by `model_type`): the sub-configs nested, as a projector's converter reads it (its `global_config`)."""
+    return HFConfig(_with_class_defaults(read_raw_config(folder), folder, classes))
+
+
+def load_hparams(folder: Path, classes: Mapping[str, ConfigClass]) -> HFConfig:
+    """`load_config`, with `text_config` merged into the top level as the converter's text models do."""
+    hparams = load_config(folder, classes)
     text = hparams.get("text_config")
     if isinstance(text, dict):
         hparams = {**hparams, **text}

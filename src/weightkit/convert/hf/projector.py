@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import FormatError
-from .config import CONFIG_NAME, ConfigClass, HFConfig, load_hparams, read_json_object
+from .config import CONFIG_NAME, ConfigClass, HFConfig, load_config, read_json_object
 from .kv import KV
 
 #: The keys `MmprojModel` takes the encoder's block count from, in order.
@@ -26,7 +26,7 @@ _PROCESSOR = "processor_config.json"
 class ProjectorConfig(HFConfig):
     """The vision config (with its class's defaults) as the projector's converter reads it: `MmprojModel`'s
     `hparams`; `text_hidden_size` (its `n_embd_text`, the projection's width), `preprocessor` (the image
-    processor's settings) and `model` (the whole config, its `global_config`) beside it."""
+    processor's settings) and `model` (the whole config, sub-configs nested: its `global_config`) beside it."""
 
     def __init__(self, vision: dict[str, Any], text_hidden_size: int, preprocessor: dict[str, Any],
                  model: HFConfig) -> None:  # fmt: skip
@@ -54,14 +54,23 @@ def projector_architecture(raw: dict[str, Any], folder: Path) -> str:
 
 def load_projector_hparams(folder: Path, classes: dict[str, ConfigClass]) -> ProjectorConfig:
     """`MmprojModel.__init__`'s view of the checkpoint: the vision config, the text width, the processor files."""
-    model = load_hparams(folder, classes)
+    model = load_config(folder, classes)
     vision = model.get("vision_config")
     if not isinstance(vision, dict):
         raise FormatError(folder / CONFIG_NAME, None, "no vision_config: the checkpoint has no vision encoder")
-    width = model.get("hidden_size", model.get("n_embd", 0))
+    text = model.get("text_config")
+    text = {**model, **text} if isinstance(text, dict) else model
+    width = text.get("hidden_size", text.get("n_embd", 0))
     if not isinstance(width, int) or isinstance(width, bool) or width < 1:
         raise FormatError(folder / CONFIG_NAME, None, f"the text model's hidden_size is {width!r}, not a width")
     return ProjectorConfig(vision, width, _preprocessor(folder), model)
+
+
+def vision_defaults(h: HFConfig, **values: Any) -> ProjectorConfig:
+    """`h` with `values` for the vision config's keys it lacks: the values a projector's converter sets in its
+    `hparams_vision` before writing the common keys (Qwen-VL's default image size, ...)."""
+    h = projector_config(h)
+    return ProjectorConfig(values | h, h.text_hidden_size, h.preprocessor, h.model)
 
 
 def _preprocessor(folder: Path) -> dict[str, Any]:
