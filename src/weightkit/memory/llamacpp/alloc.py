@@ -127,62 +127,50 @@ def fit_side_by_side(total: Sequence[int], reserved: Sequence[int]) -> bool:
     return all(need <= have for need, have in zip(total, reserved, strict=True))
 
 
-def buffer_sizes(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: Sequence[tuple[int, AllocSize]],
-                 buffer_of: Callable[[Tensor], int], snapshot_at: Mapping[int, list[State]] | None = None,
-                 reserved: Sequence[int] = ()) -> list[int]:  # fmt: skip
-    """`ggml_gallocr_reserve_n`: one pass over the graph, each tensor placed in the buffer `buffer_of` gives it;
-    `buffers` holds each buffer type's alignment and allocation size. Returns each buffer's size, at least
-    `reserved` (the sizes an earlier graph reserved: the buffers keep the largest). Where every tensor of the
-    graph fits in them side by side, no pass is needed: a buffer's end never passes the sum of what was placed in
-    it.
+Move = (
+    tuple  # one step of the allocator: (PLACE, tensor, buffer, size, node), (TAKE, node, parent, node), (FREE, tensor)
+)
+PLACE, TAKE, FREE = 0, 1, 2
 
-    `snapshot_at` maps node indices to lists that receive the allocator's state just before that node: its free
-    blocks and tops, and where each live tensor is: one made since the snapshot before named by how many nodes
-    back (its place in the repetition it is carried from, which says what will use it: two tensors a layer swaps
-    are told apart), the others (inputs, and what every later layer reads) by identity."""
+
+def allocator_moves(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: Sequence[tuple[int, AllocSize]],
+                    buffer_of: Callable[[Tensor], int]) -> tuple[list[Move], list[int]]:  # fmt: skip
+    """What `ggml_gallocr_reserve_n` does with the graph, in order, as moves: each tensor given memory (in the
+    buffer `buffer_of` gives it, its size as `buffers` says, at which node: -1 for the leaves and inputs placed
+    first), each node taking over its parent's memory, each tensor freed. None of them depends on where the
+    memory is, so a graph's moves are known before any is made. Also where each node's moves begin (one more
+    entry: the end)."""
     sizes = [size for _, size in buffers]
-    if reserved and not snapshot_at and fit_side_by_side(placed_bytes((*leafs, *nodes), buffers, buffer_of), reserved):
-        return list(reserved)
-    allocators = [_Blocks(align) for align, _ in buffers]
-    offset: dict[Tensor, tuple[int, int, int]] = {}  # (buffer, offset, size) of tensors placed and still owned
+    moves: list[Move] = []
+    owned: set[Tensor] = set()  # tensors placed and still owning their memory
     children = Counter(chain.from_iterable(map(_sources, nodes)))
     views = Counter(node.view_src for node in nodes if node.view_src is not None and node.op != "NONE")
-    made: dict[Tensor, int] = {}  # the node that gave each tensor its memory, where there are snapshots to take
     one = len(buffers) == 1  # every tensor in buffer 0: `buffer_of` need not be asked
 
     def place(t: Tensor, position: int) -> None:
-        """Give `t` memory at node `position`."""
         buffer = 0 if one else buffer_of(t)
         size = sizes[buffer]
-        size = t.nbytes if size is None else size(t)
-        offset[t] = (buffer, allocators[buffer].alloc(size), size)
-        if snapshot_at:
-            made[t] = position
+        moves.append((PLACE, t, buffer, t.nbytes if size is None else size(t), position))
+        owned.add(t)
 
     for leaf in leafs:
-        if not leaf.external and leaf.view_src is None and leaf not in offset:
+        if not leaf.external and leaf.view_src is None and leaf not in owned:
             place(leaf, -1)
     if any(node.flags & INPUT for node in nodes):  # else every input is a leaf, placed already
         for t in (s for node in nodes for s in (node, *node.src) if s is not None and s.flags & INPUT):
-            if not t.external and t.view_src is None and t not in offset:
+            if not t.external and t.view_src is None and t not in owned:
                 place(t, -1)
-    previous = min(snapshot_at, default=0) if snapshot_at else 0  # the snapshot before
-    snapshots = snapshot_at or {}
+    starts = []
     for index, node in enumerate(nodes):
-        if index in snapshots:
-            live = tuple(sorted((*where, index - made[t] if made.get(t, -1) >= previous else id(t))
-                                for t, where in offset.items()))  # fmt: skip
-            previous = index
-            free_lists = tuple(tuple(map(tuple, blocks.free)) for blocks in allocators)
-            snapshots[index].append((free_lists, tuple(blocks.top for blocks in allocators), live))
-        if node.view_src is None and not node.external and node not in offset:
+        starts.append(len(moves))
+        if node.view_src is None and not node.external and node not in owned:
             if node.op in INPLACE_OPS:
                 for parent in node.src:
-                    if (parent is not None and children[parent] == 1 and parent in offset and not views.get(parent)
+                    if (parent is not None and children[parent] == 1 and parent in owned and not views.get(parent)
                             and not parent.flags & OUTPUT and node.same_layout(parent)):  # fmt: skip
-                        offset[node] = offset.pop(parent)  # the node takes the parent's memory over
-                        if snapshot_at:
-                            made[node] = index
+                        moves.append((TAKE, node, parent, index))  # the node takes the parent's memory over
+                        owned.discard(parent)
+                        owned.add(node)
                         break
                 else:
                     place(node, index)
@@ -197,13 +185,73 @@ def buffer_sizes(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: Sequ
                 continue
             root = parent.view_src
             if root is None:
-                if parent in offset and not parent.flags & OUTPUT:
-                    buffer, at, size = offset.pop(parent)
-                    allocators[buffer].release(at, size)
+                if parent in owned and not parent.flags & OUTPUT:
+                    owned.discard(parent)
+                    moves.append((FREE, parent))
                 continue
             left = views[root] - 1
             views[root] = left
-            if not left and not children.get(root) and root in offset and not root.flags & OUTPUT:
-                buffer, at, size = offset.pop(root)
-                allocators[buffer].release(at, size)
-    return [max(blocks.top, have) for blocks, have in zip(allocators, reserved or [0] * len(allocators), strict=True)]
+            if not left and not children.get(root) and root in owned and not root.flags & OUTPUT:
+                owned.discard(root)
+                moves.append((FREE, root))
+    starts.append(len(moves))
+    return moves, starts
+
+
+def make_moves(moves: Iterable[Move], aligns: Sequence[int], snapshots: Mapping[int, list[list[State]]] | None = None,
+               previous: int = 0) -> list[int]:  # fmt: skip
+    """The allocator's moves made over one buffer per alignment of `aligns`: each buffer's size, the highest end
+    ever reached. `snapshots` maps a move's index to lists that receive the state just before it (as
+    `buffer_sizes` says; `previous`: the node of the snapshot before the first)."""
+    allocators = [_Blocks(align) for align in aligns]
+    offset: dict = {}  # (buffer, offset, size) of tensors placed and still owned
+    made: dict = {}  # the node that gave each tensor its memory, where there are snapshots to take
+    for at, move in enumerate(moves):
+        if snapshots and at in snapshots:
+            for index, got in snapshots[at]:
+                live = tuple(sorted((*where, index - made[t] if made.get(t, -1) >= previous else id(t))
+                                    for t, where in offset.items()))  # fmt: skip
+                previous = index
+                free_lists = tuple(tuple(map(tuple, blocks.free)) for blocks in allocators)
+                got.append((free_lists, tuple(blocks.top for blocks in allocators), live))
+        kind = move[0]
+        if kind == PLACE:
+            _, t, buffer, size, index = move
+            offset[t] = (buffer, allocators[buffer].alloc(size), size)
+            if snapshots:
+                made[t] = index
+        elif kind == FREE:
+            buffer, at_, size = offset.pop(move[1])
+            allocators[buffer].release(at_, size)
+        else:
+            _, node, parent, index = move
+            offset[node] = offset.pop(parent)
+            if snapshots:
+                made[node] = index
+    return [blocks.top for blocks in allocators]
+
+
+def buffer_sizes(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: Sequence[tuple[int, AllocSize]],
+                 buffer_of: Callable[[Tensor], int], snapshot_at: Mapping[int, list[State]] | None = None,
+                 reserved: Sequence[int] = ()) -> list[int]:  # fmt: skip
+    """`ggml_gallocr_reserve_n`: one pass over the graph, each tensor placed in the buffer `buffer_of` gives it;
+    `buffers` holds each buffer type's alignment and allocation size. Returns each buffer's size, at least
+    `reserved` (the sizes an earlier graph reserved: the buffers keep the largest). Where every tensor of the
+    graph fits in them side by side, no pass is needed: a buffer's end never passes the sum of what was placed in
+    it.
+
+    `snapshot_at` maps node indices to lists that receive the allocator's state just before that node: its free
+    blocks and tops, and where each live tensor is: one made since the snapshot before named by how many nodes
+    back (its place in the repetition it is carried from, which says what will use it: two tensors a layer swaps
+    are told apart), the others (inputs, and what every later layer reads) by identity."""
+    if reserved and not snapshot_at and fit_side_by_side(placed_bytes((*leafs, *nodes), buffers, buffer_of), reserved):
+        return list(reserved)
+    moves, starts = allocator_moves(leafs, nodes, buffers, buffer_of)
+    snapshots: dict[int, list] = {}
+    for index, got in sorted((snapshot_at or {}).items()):
+        if index < len(nodes):
+            snapshots.setdefault(starts[index], []).append((index, got))
+    tops = make_moves(
+        moves, [align for align, _ in buffers], snapshots, min(snapshot_at, default=0) if snapshot_at else 0
+    )
+    return [max(top, have) for top, have in zip(tops, reserved or [0] * len(tops), strict=True)]

@@ -19,11 +19,11 @@ from functools import cached_property
 
 from ...errors import UnsupportedError
 from ...model import TensorInfo
-from .alloc import buffer_sizes, fit_side_by_side, placed_bytes
+from .alloc import FREE, PLACE, TAKE, Move, allocator_moves, buffer_sizes, fit_side_by_side, make_moves, placed_bytes
 from .architectures import architecture
 from .cache import Memory
 from .context import Context
-from .ggml import Tensor
+from .ggml import INPUT, Tensor
 from .graph_builder import GraphBuilder
 from .hparams import LlamaCppHParams
 from .placement import Placement, buffer_of
@@ -78,6 +78,7 @@ class Repetition:
     last: int
 
     TOTALED = 2  # the repetitions of a graph whose tensors are added up: the second stands for every middle one
+    REPLAYED = 4  # the repetitions of a graph whose allocator moves are repeated: the third stands for the middle
 
     def layers(self, reps: int) -> list[int]:
         """The layers of a graph of `reps` repetitions, the tail and the last layer."""
@@ -105,11 +106,11 @@ class Repetition:
         return reps + (self.reps - reps) % period
 
 
-def repetition(hp: LlamaCppHParams, kinds: Sequence[tuple], *, allocated: bool = True) -> Repetition | None:
+def repetition(hp: LlamaCppHParams, kinds: Sequence[tuple], reps: int | None = None) -> Repetition | None:
     """How the layers repeat (their `layer_kinds`), if they repeat enough for a shortened graph to save a quarter
-    of the layers: one the allocator runs over (`allocated`), or one whose tensors are only added up
-    (`Repetition.TOTALED` repetitions)."""
-    if allocated and hp.is_dsa:  # each layer's sparse-attention mask starts from a leaf of its own, placed before
+    of the layers: one the allocator runs over (`reps` None: `Repetition.trials`), or one of `reps` repetitions
+    (whose tensors are added up, or whose allocator moves are repeated) and the whole graph more."""
+    if reps is None and hp.is_dsa:  # each layer's sparse-attention mask starts from a leaf of its own, placed before
         return None  # any node: the allocator's state never repeats
     last = hp.n_layer - 1
     best, best_size = None, hp.n_layer + 1
@@ -120,12 +121,12 @@ def repetition(hp: LlamaCppHParams, kinds: Sequence[tuple], *, allocated: bool =
                 start = i + 1
                 break
         plan = Repetition(start, period, *divmod(last - start, period), last)
-        if allocated:
+        if reps is None:
             trials = plan.trials()
             size = len(plan.layers(trials[0])) if trials else best_size
         else:  # a quarter of the layers left out, as `Repetition.saves` asks
-            size = len(plan.layers(plan.TOTALED))
-            size = size if plan.reps > plan.TOTALED and size * 4 <= hp.n_layer * 3 else best_size
+            size = len(plan.layers(reps))
+            size = size if plan.reps > reps and size * 4 <= hp.n_layer * 3 else best_size
         if size < best_size:
             best, best_size = plan, size
     return best
@@ -168,6 +169,7 @@ class _Reserve:
     placement: Placement | None = None
     pipeline: bool = False
     pin_norms: bool = True
+    shorten: bool = True  # through a shortened graph where it suffices
     weights: dict[str, Tensor] = field(default_factory=dict)  # the weights' tensors, made once for every graph
     whole: list[GraphBuilder] = field(default_factory=list)  # the whole graphs built so far
 
@@ -180,8 +182,16 @@ class _Reserve:
         return repetition(self.hp, self.kinds)
 
     @cached_property
+    def replayed(self) -> Repetition | None:
+        """How the layers repeat where the whole graph's allocator moves are assembled from a shortened graph's:
+        the sparse-attention models (whose allocator state never repeats), everything on the CPU."""
+        if not (self.shorten and self.hp.is_dsa) or self.placement is not None:
+            return None
+        return repetition(self.hp, self.kinds, Repetition.REPLAYED)
+
+    @cached_property
     def totaled(self) -> Repetition | None:
-        return repetition(self.hp, self.kinds, allocated=False)
+        return repetition(self.hp, self.kinds, Repetition.TOTALED)
 
     def build(self, batch: tuple[int, int, int], layers: Sequence[int] | None = None) -> GraphBuilder:
         return build_graph(self.hp, self.ctx, self.memory, self.tensors, *batch, self.placement, layers,
@@ -207,6 +217,11 @@ class _Reserve:
         at the start of repetition i recurs c repetitions later, every later middle repetition replays one of
         those c, and the whole graph's final repetition starts from the state a shortened graph's does when
         their numbers of repetitions agree modulo c and its final repetition starts at i or later."""
+        if self.replayed is not None:
+            plan = self.replayed
+            sizes = replayed_sizes(self.build(batch, plan.layers(plan.REPLAYED)), plan, reserved)
+            if sizes is not None:
+                return sizes, None
         plan = self.plan
         tried: dict[int, list[int]] = {}
         for reps in trials:
@@ -255,6 +270,112 @@ class _Reserve:
         return fit_side_by_side([total + (plan.reps - reps) * each], reserved)
 
 
+def replayed_sizes(builder: GraphBuilder, plan: Repetition, reserved: Sequence[int]) -> list[int] | None:
+    """The CPU buffer's size for the whole graph (at least `reserved`), from the allocator moves of `builder`'s
+    graph of `Repetition.REPLAYED` repetitions, or None where its repetitions' moves are not alike.
+
+    None of the allocator's moves (`alloc.allocator_moves`: which tensor is placed, taken over or freed, and when)
+    depends on where memory is, so the whole graph's moves are the shortened graph's with the moves of its
+    third repetition repeated after it, once for each repetition left out: their own leaves are placed with the
+    leaves, in leaf order. The third repetition's moves are checked to be the second's, the tensors they name
+    being each the same tensor or the same place one repetition on (what a layer hands the next); the last
+    repetition and the layers after it may name only such tensors, then the whole graph's own, or the graph's
+    inputs. The allocator then makes every move, as it does over the whole graph."""
+    graph, reps = builder.graph, plan.REPLAYED
+    if any(node.flags & INPUT for node in graph.nodes):  # inputs placed in node order: not split by repetition
+        return None
+    moves, starts = allocator_moves(graph.leafs, graph.nodes, [(32, None)], lambda t: 0)
+    bounds = plan.rep_starts(reps + 1)
+    node_at = [builder.layer_starts[at] for at in bounds]
+    leaf_at = [builder.leaf_starts[at] for at in bounds]
+    where: dict[Tensor, tuple[int, int, int]] = {}  # the repetition, nodes (0) or leaves (1), and the place in it
+    for k in range(reps):
+        for kind, made, at in ((0, graph.nodes, node_at), (1, graph.leafs, leaf_at)):
+            for pos, t in enumerate(made[at[k] : at[k + 1]], at[k] - at[k + 1]):  # counted back from its end (the
+                where[t] = (k, kind, pos)  # first repetition also reads the inputs in first)
+    leaf_index = {t: i for i, t in enumerate(graph.leafs)}
+    leaf_moves = moves[: starts[0]]
+    cut = [0, *(next((i for i, m in enumerate(leaf_moves) if leaf_index[m[1]] >= at), len(leaf_moves))
+                for at in leaf_at)]  # fmt: skip
+
+    def rep_moves(k: int) -> tuple[list[Move], list[Move]]:
+        return leaf_moves[cut[k + 1] : cut[k + 2]], moves[starts[node_at[k]] : starts[node_at[k + 1]]]
+
+    shared: set[Tensor] = set()  # what the repetitions name alike: the same tensor in each
+    handed: set[Tensor] = set()  # what each names at the same place in its own repetition or one before
+
+    def alike(a: list[Move], b: list[Move]) -> bool:
+        """Whether `b` makes `a`'s moves a repetition later."""
+        if len(a) != len(b):
+            return False
+        for ma, mb in zip(a, b, strict=True):
+            if ma[0] != mb[0] or (ma[0] == PLACE and ma[2:4] != mb[2:4]):
+                return False
+            for ta, tb in ((ma[1], mb[1]), (ma[2], mb[2])) if ma[0] == TAKE else ((ma[1], mb[1]),):
+                if ta is tb:
+                    shared.add(ta)
+                    continue
+                place = where.get(ta)
+                if place is None or where.get(tb) != (place[0] + 1, *place[1:]):
+                    return False
+                handed.update((ta, tb))
+        return True
+
+    middle = reps - 2  # the repetition repeated: the last one's moves follow it
+    template = rep_moves(middle)
+    if not all(map(alike, rep_moves(middle - 1), template)) or shared & handed:
+        return None
+    shared.update(t for t in where if t.flags & INPUT)  # a graph's inputs are made once, before the layers
+    later = moves[starts[node_at[middle + 1]] :]  # the last repetition and the layers after it
+    if any(where.get(t, (reps,))[0] <= middle and t not in shared and t not in handed
+           for m in later for t in _named(m)):  # fmt: skip
+        return None  # they name what a repetition made that the repetitions do not name alike: not known to repeat
+
+    # what a repetition up to the repeated one made and not every repetition names alike, named by a number that
+    # a repetition later is one `step` on: the repetitions left out, and those after them, name theirs so
+    step = 2 * (len(graph.nodes) + len(graph.leafs))
+    number = {
+        t: (2 * k + kind) * step // 2 + pos for t, (k, kind, pos) in where.items() if k <= middle and t not in shared
+    }
+
+    def renamed(ms: list[Move], shift: int) -> list[Move]:
+        """`ms` made `shift` repetitions later."""
+        get, on = number.get, shift * step
+        out = []
+        for m in ms:
+            kind, t = m[0], m[1]
+            c = get(t)
+            t = t if c is None else c + on
+            if kind == FREE:
+                out.append((FREE, t))
+            elif kind == PLACE:
+                out.append((PLACE, t, *m[2:]))
+            else:
+                c = get(m[2])
+                out.append((TAKE, t, m[2] if c is None else c + on, m[3]))
+        return out
+
+    left_out = plan.reps - reps
+    if reserved and fit_side_by_side([_placed(moves) + left_out * sum(map(_placed, template))], reserved):
+        return list(reserved)  # (the token-generation graph, as a rule: no allocator pass needed)
+    repeated = range(1, left_out + 1)
+    whole = [*renamed(leaf_moves[: cut[middle + 2]], 0), *(m for v in repeated for m in renamed(template[0], v)),
+             *leaf_moves[cut[middle + 2] :], *renamed(moves[starts[0] : starts[node_at[middle + 1]]], 0),
+             *(m for v in repeated for m in renamed(template[1], v)), *renamed(later, left_out)]  # fmt: skip
+    (top,) = make_moves(whole, [32])
+    return [max(top, *reserved, 0)]
+
+
+def _placed(moves: list[Move]) -> int:
+    """The bytes the tensors `moves` place take side by side in the CPU buffer (a buffer's end never passes it)."""
+    return sum(-(-m[3] // 32) * 32 for m in moves if m[0] == PLACE)
+
+
+def _named(move: Move) -> tuple:
+    """The tensors a move names."""
+    return (move[1], move[2]) if move[0] == TAKE else (move[1],)
+
+
 def _alike(builder: GraphBuilder, layers: range, period: int) -> bool:
     """Whether each of `layers` adds the same nodes and leaves (ops, types, shapes) to the whole graph `builder`
     built as the layer `period` before it."""
@@ -284,12 +405,12 @@ def _batches(ctx: Context) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
     return (n_tokens, n_seqs, min(n_tokens, ctx.n_outputs_max)), (n_seqs, n_seqs, n_seqs)
 
 
-def _reserve(reserve: _Reserve, batches: Sequence[tuple[int, int, int]], shorten: bool) -> list[list[int]]:
+def _reserve(reserve: _Reserve, batches: Sequence[tuple[int, int, int]]) -> list[list[int]]:
     """Each batch's buffer sizes, each at least the previous batch's (the buffers keep the largest size). The
     token-generation graph's layers repeat as the prompt graph's do: its first shortened graph is the one the
     prompt graph's cycle shows in, and where the prompt graph needed the whole, so does it (whose tensors all fit
     in the prompt graph's buffer as a rule: it then needs no allocator pass)."""
-    plan = reserve.plan if shorten else None
+    plan = reserve.plan if reserve.shorten else None
     trials = plan.trials() if plan is not None else []
     out: list[list[int]] = []
     for batch in batches:
@@ -307,7 +428,7 @@ def compute_buffer(hp: LlamaCppHParams, ctx: Context, memory: Memory, tensors: M
                    shorten: bool = True) -> ComputeBuffer:  # fmt: skip
     """`sched_reserve`'s prompt and token-generation reserves, everything on the CPU (`shorten`: through the
     shortened graph where it suffices)."""
-    (prompt,), (larger,) = _reserve(_Reserve(hp, ctx, memory, tensors), _batches(ctx), shorten)
+    (prompt,), (larger,) = _reserve(_Reserve(hp, ctx, memory, tensors, shorten=shorten), _batches(ctx))
     return ComputeBuffer(prompt, larger)
 
 
@@ -337,5 +458,5 @@ def compute_buffers(hp: LlamaCppHParams, ctx: Context, memory: Memory, tensors: 
     the prompt and token-generation reserves, per backend. `planned`: what a context made without allocating
     plans instead (`ggml_backend_sched_reserve_size`, which llama.cpp's fit measures): the prompt graph alone,
     split after the scheduler is reset, which forgets the pinned norms."""
-    reserve = _Reserve(hp, ctx, memory, tensors, placement, pipeline, pin_norms=not planned)
-    return _reserve(reserve, _batches(ctx)[:1] if planned else _batches(ctx), shorten)[-1]
+    reserve = _Reserve(hp, ctx, memory, tensors, placement, pipeline, pin_norms=not planned, shorten=shorten)
+    return _reserve(reserve, _batches(ctx)[:1] if planned else _batches(ctx))[-1]
