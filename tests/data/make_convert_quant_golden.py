@@ -13,7 +13,7 @@ its order, recorded too).
         --llama-cpp path/to/vendor/llama.cpp
 
 (the Python running it needs llama-cpp-python; `--python` the converter's transformers, see
-docs/contributing.md).
+docs/contributing.md). `--only NAME ...` records those checkpoints again and keeps the others' records.
 """
 
 from __future__ import annotations
@@ -43,6 +43,11 @@ RUNS = {
     ),
     "tiny-mistral-v0.1": ("Q4_K_M", "Q8_0", "--outtype tq1_0"),
     "tiny-qwen3": ("Q6_K",),
+    # saved as transformers 5.25 writes them: recorded with a --python of transformers 5.25 (--only)
+    "tiny-smollm3": ("Q4_K_M",),
+    "tiny-olmo3": ("Q4_K_M",),
+    "tiny-seed-oss": ("Q4_K_M",),
+    "tiny-granite-3": ("Q4_K_M",),
 }  # fmt: skip
 
 
@@ -61,13 +66,13 @@ def lossless_outtype(folder: Path) -> str:
     """weightkit's converter type before quantizing: the type of the checkpoint's first matrix."""
     from weightkit.convert.families import CONVERSIONS
     from weightkit.convert.hf.config import read_raw_config
-    from weightkit.convert.hf.convert import _filtered, _resolve_outtype, hf_architecture
+    from weightkit.convert.hf.convert import _filtered, _resolve_outtype, common_filter, hf_architecture
     from weightkit.convert.hf.tensors import close_all, read_checkpoint
 
     arch = CONVERSIONS[hf_architecture(read_raw_config(folder), folder)]
     sources, opened = read_checkpoint(folder)
     try:
-        return _resolve_outtype("auto", _filtered(sources, arch), lossless=True)
+        return _resolve_outtype("auto", _filtered(sources, arch, common_filter), lossless=True)
     finally:
         close_all(opened)
 
@@ -78,16 +83,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--python", required=True, help="a Python with transformers==4.57.6 (the reference's pins)")
     parser.add_argument("--llama-cpp", required=True, type=Path, help="llama-cpp-python 0.3.36's vendor/llama.cpp")
+    parser.add_argument("--only", nargs="+", metavar="NAME", help="record these checkpoints, keep the other records")
     args = parser.parse_args()
     converter = args.llama_cpp / "convert_hf_to_gguf.py"
     quiet = llama_cpp.llama_log_callback(lambda level, text, data: None)  # kept alive while llama.cpp logs
     llama_cpp.llama_log_set(quiet, ctypes.c_void_p(0))
     golden: dict = {"reference": "llama-cpp-python 0.3.36 convert_hf_to_gguf.py, then its llama_model_quantize",
                     "checkpoints": {}}  # fmt: skip
+    if args.only:
+        golden["checkpoints"] = json.loads(OUT.read_text())["checkpoints"]
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         vocabs = make_hf_checkpoints.vocab_files()
-        for name, keys in RUNS.items():
+        for name in args.only or RUNS:
+            keys = RUNS[name]
             folder = make_hf_checkpoints.build(name, tmp / "models", vocabs)
             record: dict = {"runs": {}}
             for key in keys:

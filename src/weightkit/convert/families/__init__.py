@@ -10,10 +10,13 @@ tests/convert/test_families.py checks every entry is complete.
 from __future__ import annotations
 
 from ..hf.config import ConfigClass
-from . import bert, gemma, gpt_oss, llama, phi3, qwen
+from . import bert, gemma, gpt_oss, granite, llama, olmo, phi3, qwen, seed_oss
 from .family import Conversion, Export, Family, Transform
 
-FAMILIES: tuple[Family, ...] = (llama.FAMILY, qwen.FAMILY, gemma.FAMILY, phi3.FAMILY, gpt_oss.FAMILY, bert.FAMILY)
+FAMILIES: tuple[Family, ...] = (
+    llama.FAMILY, qwen.FAMILY, gemma.FAMILY, phi3.FAMILY, gpt_oss.FAMILY, bert.FAMILY, olmo.FAMILY,
+    seed_oss.FAMILY, granite.FAMILY,
+)  # fmt: skip
 
 #: HF architecture class -> how the converter writes it
 CONVERSIONS: dict[str, Conversion] = {name: c for f in FAMILIES for name, c in f.conversions.items()}

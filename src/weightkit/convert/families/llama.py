@@ -1,9 +1,10 @@
-"""Llama (1-3, CodeLlama) and Mistral: `LlamaModel` of llama.cpp's converter, and transformers' Llama and
-Mistral classes for `--to hf`."""
+"""Llama (1-3, CodeLlama), Mistral and SmolLM3: `LlamaModel` of llama.cpp's converter (SmolLM3's `SmolLM3Model`
+is it under another GGUF architecture), and transformers' Llama and Mistral classes for `--to hf`."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from .decoder import (
     ROPE_UNPERMUTE,
     head_dim_from_hidden_size,
     kv_heads_default_to_heads,
+    rope_parameters_of_5x,
     rope_type_from_type,
 )
 from .family import Conversion, Export, Family, TensorShapes
@@ -134,6 +136,8 @@ _LLAMA = Conversion(
     extra_tensors=(llama3_rope_factors,),
     parameters=(_llama_parameters,),
 )
+#: SmolLM3: Llama's conversion as `smollm3` (llama.cpp itself leaves rope out of every 4th layer; nothing is written)
+_SMOLLM3 = replace(_LLAMA, gguf="smollm3")
 _EXPORT_CONFIG = DECODER_CONFIG | {"rope.dimension_count": "head_dim"}
 
 FAMILY = Family(
@@ -155,8 +159,18 @@ FAMILY = Family(
                                 "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": None},
             (kv_heads_default_to_heads,),
         ),
+        # transformers 5.25's (the class is new in 5.x)
+        "smollm3": ConfigClass(
+            "SmolLM3Config",
+            {"vocab_size": 128256, "hidden_size": 2048, "intermediate_size": 11008, "num_hidden_layers": 36,
+             "num_attention_heads": 16, "num_key_value_heads": 4, "hidden_act": "silu",
+             "max_position_embeddings": 32768, "rms_norm_eps": 1e-6, "pad_token_id": 128004, "bos_token_id": 128000,
+             "eos_token_id": 128001, "use_sliding_window": False, "sliding_window": None, "no_rope_layer_interval": 4,
+             "attention_bias": False, "mlp_bias": False, "tie_word_embeddings": True},
+            (kv_heads_default_to_heads, rope_parameters_of_5x(2000000.0)),
+        ),
     },
-    conversions={"LlamaForCausalLM": _LLAMA, "MistralForCausalLM": _LLAMA},
+    conversions={"LlamaForCausalLM": _LLAMA, "MistralForCausalLM": _LLAMA, "SmolLM3ForCausalLM": _SMOLLM3},
     exports={
         # llama.cpp writes Mistral's models as `llama`; a `general.name` naming Mistral picks Mistral's class
         "llama": Export("LlamaForCausalLM", "llama", _LLAMA, "llama", _EXPORT_CONFIG, derived=(_attention_bias,),
