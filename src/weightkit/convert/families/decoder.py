@@ -97,10 +97,18 @@ def rope_type_from_type(h: dict[str, Any]) -> None:
         rope["rope_type"] = rope["type"]
 
 
-def default_rope_parameters(h: dict[str, Any]) -> None:
-    """transformers 5's rope parameters for a config that gives none."""
-    if h.get("rope_parameters") is None and h.get("rope_scaling") is None:
-        h["rope_parameters"] = {"rope_theta": h.get("rope_theta", 10000.0), "rope_type": "default"}
+def rope_parameters_of_5x(default_theta: float) -> Callable[[dict[str, Any]], None]:
+    """transformers 5.x's `rope_parameters` (its `convert_rope_params_to_dict`) for a config.json without one: the
+    old `rope_scaling`, with the old `rope_theta` (else the class's `default_theta`) and the type put in."""
+
+    def derive(h: dict[str, Any]) -> None:
+        if h.get("rope_parameters") is None:
+            rope = h.pop("rope_scaling", None) or {}
+            rope.setdefault("rope_theta", h.pop("rope_theta", default_theta))
+            rope.setdefault("rope_type", rope.get("type", "default"))
+            h["rope_parameters"] = rope
+
+    return derive
 
 
 def sliding_window_only_if_used(h: dict[str, Any]) -> None:

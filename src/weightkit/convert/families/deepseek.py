@@ -22,7 +22,7 @@ from ..hf.experts import ExpertLayout, Tensors, derived_tensor, expert_stacker
 from ..hf.kv import KV
 from ..hf.parameters import LAYERS, rope_parameters, write_text_parameters
 from ..hf.tensors import SourceTensor
-from .decoder import DECODER_NAMES, MOE_NAMES, H, default_rope_parameters, gpt2_vocab, kv_heads_default_to_heads
+from .decoder import DECODER_NAMES, MOE_NAMES, H, gpt2_vocab, kv_heads_default_to_heads, rope_parameters_of_5x
 from .family import Conversion, Family
 
 #: DeepSeek's experts: Qwen's names, found by "mlp.experts" (not the shared experts), counted by n_routed_experts
@@ -166,7 +166,7 @@ FAMILY = Family(
              "max_position_embeddings": 4096, "rms_norm_eps": 1e-6, "bos_token_id": 0, "eos_token_id": 1,
              "pad_token_id": None, "tie_word_embeddings": False, "rope_interleave": True, "attention_bias": False,
              "num_nextn_predict_layers": 1},
-            (kv_heads_default_to_heads, _mla_head_dims, default_rope_parameters),
+            (kv_heads_default_to_heads, _mla_head_dims, rope_parameters_of_5x(10000.0)),
             transformers=5,
         ),
     },

@@ -17,7 +17,7 @@ from ..hf.experts import expert_stacker
 from ..hf.kv import KV
 from ..hf.parameters import LAYERS, rope_parameters
 from ..hf.tokenizer import write_bpe_vocab
-from .decoder import DECODER_NAMES, DECODER_REQUIRED, DENSE_FFN, MOE_NAMES, QK_NORM_NAMES, default_rope_parameters
+from .decoder import DECODER_NAMES, DECODER_REQUIRED, DENSE_FFN, MOE_NAMES, QK_NORM_NAMES, rope_parameters_of_5x
 from .deepseek import DEEPSEEK_EXPERTS, SHARED_EXPERTS_NAMES
 from .family import Conversion, Family
 
@@ -82,7 +82,7 @@ FAMILY = Family(
              "n_shared_experts": 1, "n_routed_experts": 128, "routed_scaling_factor": 1.0, "n_group": 1,
              "topk_group": 1, "first_k_dense_replace": 1, "norm_topk_prob": True, "use_qk_norm": False,
              "bos_token_id": None, "eos_token_id": None, "pad_token_id": None, "num_nextn_predict_layers": 1},
-            (default_rope_parameters,),
+            (rope_parameters_of_5x(10000.0),),
             transformers=5,
         ),
     },

@@ -1,5 +1,5 @@
-"""Llama (1-3, CodeLlama), Mistral and Mixtral: `LlamaModel` of llama.cpp's converter, and transformers' Llama
-and Mistral classes for `--to hf`."""
+"""Llama (1-3, CodeLlama), Mistral, Mixtral and SmolLM3: `LlamaModel` of llama.cpp's converter (SmolLM3's
+`SmolLM3Model` is it under another GGUF architecture), and transformers' Llama and Mistral classes for `--to hf`."""
 
 from __future__ import annotations
 
@@ -31,10 +31,10 @@ from .decoder import (
     DENSE_FFN,
     FF,
     ROPE_UNPERMUTE,
-    default_rope_parameters,
     head_dim_from_hidden_size,
     kv_heads_default_to_heads,
     moe_required,
+    rope_parameters_of_5x,
     rope_type_from_type,
 )
 from .family import Conversion, Export, Family, TensorShapes
@@ -155,6 +155,8 @@ _MIXTRAL = replace(
     required={k: v for k, v in DECODER_REQUIRED.items() if k not in DENSE_FFN} | moe_required("num_local_experts", FF),
     rewrites=(expert_stacker(_MIXTRAL_EXPERTS),),
 )  # fmt: skip
+#: SmolLM3: Llama's conversion as `smollm3` (llama.cpp itself leaves rope out of every 4th layer; nothing is written)
+_SMOLLM3 = replace(_LLAMA, gguf="smollm3")
 _EXPORT_CONFIG = DECODER_CONFIG | {"rope.dimension_count": "head_dim"}
 
 FAMILY = Family(
@@ -184,11 +186,23 @@ FAMILY = Family(
              "num_key_value_heads": 8, "head_dim": None, "max_position_embeddings": 4096 * 32, "rms_norm_eps": 1e-5,
              "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": None, "sliding_window": None,
              "num_experts_per_tok": 2, "num_local_experts": 8},
-            (kv_heads_default_to_heads, default_rope_parameters),
+            (kv_heads_default_to_heads, rope_parameters_of_5x(1_000_000.0)),
+            transformers=5,
+        ),
+        # transformers 5.25's (the class is new in 5.x)
+        "smollm3": ConfigClass(
+            "SmolLM3Config",
+            {"vocab_size": 128256, "hidden_size": 2048, "intermediate_size": 11008, "num_hidden_layers": 36,
+             "num_attention_heads": 16, "num_key_value_heads": 4, "hidden_act": "silu",
+             "max_position_embeddings": 32768, "rms_norm_eps": 1e-6, "pad_token_id": 128004, "bos_token_id": 128000,
+             "eos_token_id": 128001, "use_sliding_window": False, "sliding_window": None, "no_rope_layer_interval": 4,
+             "attention_bias": False, "mlp_bias": False, "tie_word_embeddings": True},
+            (kv_heads_default_to_heads, rope_parameters_of_5x(2000000.0)),
             transformers=5,
         ),
     },
-    conversions={"LlamaForCausalLM": _LLAMA, "MistralForCausalLM": _LLAMA, "MixtralForCausalLM": _MIXTRAL},
+    conversions={"LlamaForCausalLM": _LLAMA, "MistralForCausalLM": _LLAMA, "MixtralForCausalLM": _MIXTRAL,
+                 "SmolLM3ForCausalLM": _SMOLLM3},
     exports={
         # llama.cpp writes Mistral's models as `llama`; a `general.name` naming Mistral picks Mistral's class
         "llama": Export("LlamaForCausalLM", "llama", _LLAMA, "llama", _EXPORT_CONFIG, derived=(_attention_bias,),
