@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from weightkit.convert import families
 
 from ..conftest import BuiltEach
 from ..scripts import load_script
@@ -38,3 +42,48 @@ def hf_checkpoints(tmp_path_factory) -> Mapping[str, Path]:
         lambda name, root: None if name == MINILM else make_hf_checkpoints.build(name, root, _vocabs()),
         lambda name, root: make_hf_checkpoints.minilm_folder() if name == MINILM else root / name,
     )  # fmt: skip
+
+
+class _Recorded:
+    """A KV that passes every write on to `kv` and keeps it, to be done again on another KV."""
+
+    def __init__(self, kv: Any) -> None:
+        self.kv, self.calls = kv, []
+
+    def __getattr__(self, name: str) -> Callable[..., None]:
+        method = getattr(self.kv, name)
+
+        def call(*args: Any, **kwargs: Any) -> None:
+            self.calls.append((name, args, kwargs))
+            method(*args, **kwargs)
+
+        return call
+
+
+_WRITES: dict[tuple[str, int], list] = {}
+
+
+def _once(vocab: Callable[..., None]) -> Callable[..., None]:
+    """`vocab`, its writes to the KV kept per folder: run for the first conversion of a checkpoint, done again
+    from the record for the others."""
+
+    def write(kv: Any, folder: Path, h: Any) -> None:
+        key = (str(folder), id(vocab))
+        if key not in _WRITES:
+            recorded = _Recorded(kv)
+            vocab(recorded, folder, h)
+            _WRITES[key] = recorded.calls
+            return
+        for name, args, kwargs in _WRITES[key]:
+            getattr(kv, name)(*args, **kwargs)
+
+    return write
+
+
+@pytest.fixture
+def vocabulary_once(monkeypatch):
+    """A conversion's vocabulary is written by its `vocab` step alone, which is given neither the outtype nor the
+    output: the tokenizer (up to seconds for a 262k vocabulary) is read for a checkpoint's first outtype and its
+    writes replayed for the others, each output still weightkit's whole file compared byte for byte."""
+    for name, conversion in families.CONVERSIONS.items():
+        monkeypatch.setitem(families.CONVERSIONS, name, dataclasses.replace(conversion, vocab=_once(conversion.vocab)))

@@ -36,8 +36,11 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-@pytest.mark.parametrize(("name", "key"), CASES, ids=[f"{n}-{k}" for n, k in CASES])
-def test_same_bytes_as_converter_then_llama_quantize(hf_checkpoints, tmp_path, name, key):
+@pytest.mark.parametrize(
+    ("name", "key"),
+    [pytest.param(n, k, id=f"{n}-{k}", marks=pytest.mark.xdist_group(n)) for n, k in CASES],
+)
+def test_same_bytes_as_converter_then_llama_quantize(hf_checkpoints, tmp_path, vocabulary_once, name, key):
     record = GOLDEN["checkpoints"][name]
     expected = record["runs"][key]
     outtype, quantize = RECORDER.split_run(key)

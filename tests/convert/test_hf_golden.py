@@ -30,15 +30,20 @@ def _slow(name: str, outtype: str) -> bool:
     return name in SLOW or outtype not in FAST_OUTTYPES.get(name, (outtype,))
 
 
+def _marks(name: str, outtype: str) -> list[pytest.MarkDecorator]:
+    """A checkpoint's outtypes on one worker (its vocabulary written once there, see `vocabulary_once`)."""
+    return [pytest.mark.xdist_group(name), *([pytest.mark.slow] if _slow(name, outtype) else [])]
+
+
 CASES = [
-    pytest.param(name, outtype, id=f"{name}-{outtype}", marks=[pytest.mark.slow] if _slow(name, outtype) else [])
+    pytest.param(name, outtype, id=f"{name}-{outtype}", marks=_marks(name, outtype))
     for name, runs in GOLDEN["checkpoints"].items()
     for outtype in runs
 ]
 
 
 @pytest.mark.parametrize(("name", "outtype"), CASES)
-def test_same_bytes_as_convert_hf_to_gguf(hf_checkpoints, tmp_path, name, outtype):
+def test_same_bytes_as_convert_hf_to_gguf(hf_checkpoints, tmp_path, vocabulary_once, name, outtype):
     """The reference's file; or, where the reference refuses the checkpoint (recorded with its last line), an
     error of weightkit's."""
     expected = GOLDEN["checkpoints"][name][outtype]

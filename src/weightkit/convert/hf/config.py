@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -95,12 +97,42 @@ def read_json(path: Path, what: str) -> Any:
         raise FormatError(path, None, "JSON nested too deeply") from None
 
 
-def read_json_object(path: Path, what: str) -> dict[str, Any]:
-    """A JSON file that must hold an object."""
+def read_json_object(path: Path, what: str, *, shared: bool = False) -> dict[str, Any]:
+    """A JSON file that must hold an object. `shared`: the caller only reads it, so within `parse_once` the file
+    is parsed once and every such caller gets the same object (a tokenizer.json of 262k tokens takes a second)."""
+    cache = _PARSED.get() if shared else None
+    key = (str(path.resolve()), *_stat_key(path)) if cache is not None else None
+    if cache is not None and key in cache:
+        return cache[key]
     data = read_json(path, what)
     if not isinstance(data, dict):
         raise FormatError(path, 0, f"{what} is not a JSON object")
+    if cache is not None:
+        cache[key] = data
     return data
+
+
+#: the files parsed for shared reading within `parse_once`, by path and state
+_PARSED: ContextVar[dict[tuple, dict[str, Any]] | None] = ContextVar("weightkit_parsed_json", default=None)
+
+
+def _stat_key(path: Path) -> tuple[int, int]:
+    try:
+        st = path.stat()
+    except OSError:
+        return (-1, -1)
+    return (st.st_size, st.st_mtime_ns)
+
+
+@contextmanager
+def parse_once() -> Iterator[None]:
+    """Within: a JSON file read with `shared=True` is parsed once (a conversion's tokenizer.json, read by several
+    steps)."""
+    token = _PARSED.set({})
+    try:
+        yield
+    finally:
+        _PARSED.reset(token)
 
 
 def read_raw_config(folder: Path) -> dict[str, Any]:

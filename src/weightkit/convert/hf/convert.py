@@ -26,7 +26,7 @@ from ...llama_quantize import QuantizeOptions, quantize_model
 from ...model import ModelFile, TensorInfo
 from .. import families
 from ..families.family import Conversion, Transform
-from .config import CONFIG_NAME, HFConfig, load_hparams, read_raw_config
+from .config import CONFIG_NAME, HFConfig, load_hparams, parse_once, read_raw_config
 from .kv import KV
 from .metadata import derive_metadata, size_label, write_metadata
 from .parameters import block_count, rope_parameters
@@ -91,6 +91,7 @@ def hf_architecture(raw: dict, folder: Path) -> str:
     raise FormatError(folder / CONFIG_NAME, None, "no 'architectures' list naming the model class")
 
 
+@parse_once()  # the steps reading tokenizer.json share one parse of it
 def convert_hf(
     folder: str | os.PathLike[str],
     output: str | os.PathLike[str],

@@ -29,7 +29,7 @@ def is_llama_hf_bpe(folder: Path) -> bool:
     path = folder / TOKENIZER_JSON
     if not path.is_file():
         return False
-    tokenizer = read_json_object(path, "tokenizer.json")
+    tokenizer = read_json_object(path, "tokenizer.json", shared=True)
     model = tokenizer.get("model")
     if not isinstance(model, dict):
         raise FormatError(path, None, "tokenizer.json has no model")

@@ -320,7 +320,7 @@ def _tokenizer_json_added(vocab: LlamaVocab, folder: Path) -> None:
     path = folder / TOKENIZER_JSON
     if not path.is_file():
         return
-    added = read_json_object(path, TOKENIZER_JSON).get("added_tokens", [])
+    added = read_json_object(path, TOKENIZER_JSON, shared=True).get("added_tokens", [])
     if not isinstance(added, list):
         raise FormatError(path, None, "added_tokens is not a list")
     for entry in added:

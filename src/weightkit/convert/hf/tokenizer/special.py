@@ -92,7 +92,7 @@ class _Loader:
         tokenizer: dict[str, Any] | None = None
         added: list[Any] = []
         if tokenizer_path.is_file():
-            tokenizer = read_json_object(tokenizer_path, "tokenizer.json")
+            tokenizer = read_json_object(tokenizer_path, "tokenizer.json", shared=True)
             if self.load_merges:
                 self.merges(tokenizer.get("model", {}), tokenizer_path)
             if tokenizer.get("normalizer"):
