@@ -1719,7 +1719,7 @@ CHECKPOINTS: dict[str, tuple[dict[str, Any], str, Callable, Callable, dict[str, 
     "tiny-olmo3-minimal": (
         _config("Olmo3ForCausalLM", "olmo3", "f16", vocab_size=100352, hidden_size=64, intermediate_size=128,
                 num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, rope_theta=250000.0,
-                eos_token_id=100257, pad_token_id=100277),
+                eos_token_id=100257, pad_token_id=100277) | {"transformers_version": "5.25.0"},
         "f16", olmo2_shapes, write_olmo2_tokenizer, {}, None,
     ),
     # bf16 Seed-OSS as transformers 5.25 writes it: Q/K/V biases, head_dim given; Qwen2's tokenizer (the closest
