@@ -45,6 +45,16 @@ MOE_NAMES = {
     "model.layers.{bid}.mlp.experts.down_proj": "blk.{bid}.ffn_down_exps",
 }
 
+#: a multi-token-prediction (NextN) layer's own tensors, kept as a block past the model's layers (GLM, Qwen 3.5)
+NEXTN_NAMES = {
+    "model.layers.{bid}.eh_proj": "blk.{bid}.nextn.eh_proj",
+    "model.layers.{bid}.embed_tokens": "blk.{bid}.nextn.embed_tokens",
+    "model.layers.{bid}.enorm": "blk.{bid}.nextn.enorm",
+    "model.layers.{bid}.hnorm": "blk.{bid}.nextn.hnorm",
+    "model.layers.{bid}.shared_head.head": "blk.{bid}.nextn.shared_head_head",
+    "model.layers.{bid}.shared_head.norm": "blk.{bid}.nextn.shared_head_norm",
+}
+
 # --- tensor shapes, by config.json keys ---------------------------------------------------------------------
 
 H, FF = "hidden_size", "intermediate_size"

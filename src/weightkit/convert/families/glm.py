@@ -17,21 +17,21 @@ from ..hf.experts import expert_stacker
 from ..hf.kv import KV
 from ..hf.parameters import LAYERS, rope_parameters
 from ..hf.tokenizer import write_bpe_vocab
-from .decoder import DECODER_NAMES, DECODER_REQUIRED, DENSE_FFN, MOE_NAMES, QK_NORM_NAMES, rope_parameters_of_5x
+from .decoder import (
+    DECODER_NAMES,
+    DECODER_REQUIRED,
+    DENSE_FFN,
+    MOE_NAMES,
+    NEXTN_NAMES,
+    QK_NORM_NAMES,
+    rope_parameters_of_5x,
+)
 from .deepseek import DEEPSEEK_EXPERTS, SHARED_EXPERTS_NAMES
 from .family import Conversion, Family
 
-_NEXTN_NAMES = {
-    "model.layers.{bid}.eh_proj": "blk.{bid}.nextn.eh_proj",
-    "model.layers.{bid}.embed_tokens": "blk.{bid}.nextn.embed_tokens",
-    "model.layers.{bid}.enorm": "blk.{bid}.nextn.enorm",
-    "model.layers.{bid}.hnorm": "blk.{bid}.nextn.hnorm",
-    "model.layers.{bid}.shared_head.head": "blk.{bid}.nextn.shared_head_head",
-    "model.layers.{bid}.shared_head.norm": "blk.{bid}.nextn.shared_head_norm",
-}
 #: gguf-py's glm4moe tensors have no ffn_norm: the norm after attention is `post_attention_norm`
 _POST_ATTENTION = {"model.layers.{bid}.post_attention_layernorm": "blk.{bid}.post_attention_norm"}
-_NAMES = DECODER_NAMES | _POST_ATTENTION | QK_NORM_NAMES | MOE_NAMES | SHARED_EXPERTS_NAMES | _NEXTN_NAMES
+_NAMES = DECODER_NAMES | _POST_ATTENTION | QK_NORM_NAMES | MOE_NAMES | SHARED_EXPERTS_NAMES | NEXTN_NAMES
 _REQUIRED = {k: v for k, v in DECODER_REQUIRED.items() if k not in (*DENSE_FFN, "blk.{bid}.ffn_norm.weight")}
 _REQUIRED["blk.{bid}.post_attention_norm.weight"] = ("hidden_size",)
 #: `_set_vocab_glm`'s special tokens, by the added token's text

@@ -28,6 +28,7 @@ from .decoder import (
     DECODER_ATTENTION_NAMES,
     DECODER_NAMES,
     MOE_NAMES,
+    NEXTN_NAMES,
     QK_NORM_NAMES,
     H,
     gpt2_vocab,
@@ -51,16 +52,8 @@ _LINEAR_ATTENTION_NAMES = {
     _L + "norm": "blk.{bid}.ssm_norm",
     _L + "out_proj": "blk.{bid}.ssm_out",
 }
-_NEXTN_NAMES = {
-    "model.layers.{bid}.eh_proj": "blk.{bid}.nextn.eh_proj",
-    "model.layers.{bid}.embed_tokens": "blk.{bid}.nextn.embed_tokens",
-    "model.layers.{bid}.enorm": "blk.{bid}.nextn.enorm",
-    "model.layers.{bid}.hnorm": "blk.{bid}.nextn.hnorm",
-    "model.layers.{bid}.shared_head.head": "blk.{bid}.nextn.shared_head_head",
-    "model.layers.{bid}.shared_head.norm": "blk.{bid}.nextn.shared_head_norm",
-}
 _POST_ATTENTION_NORM = {"model.layers.{bid}.post_attention_layernorm": "blk.{bid}.post_attention_norm"}
-_HYBRID_NAMES = DECODER_ATTENTION_NAMES | QK_NORM_NAMES | _POST_ATTENTION_NORM | _LINEAR_ATTENTION_NAMES | _NEXTN_NAMES
+_HYBRID_NAMES = DECODER_ATTENTION_NAMES | QK_NORM_NAMES | _POST_ATTENTION_NORM | _LINEAR_ATTENTION_NAMES | NEXTN_NAMES
 _DENSE_NAMES = _HYBRID_NAMES | {k: v for k, v in DECODER_NAMES.items() if ".mlp." in k}
 _MOE_NAMES = _HYBRID_NAMES | MOE_NAMES | SHARED_EXPERT_NAMES
 
