@@ -183,9 +183,10 @@ class _Reserve:
 
     @cached_property
     def replayed(self) -> Repetition | None:
-        """How the layers repeat where the whole graph's allocator moves are assembled from a shortened graph's:
-        the sparse-attention models (whose allocator state never repeats), everything on the CPU."""
-        if not (self.shorten and self.hp.is_dsa) or self.placement is not None:
+        """How the layers repeat where the whole graph's allocator moves are assembled from a shortened graph's,
+        everything on the CPU: the sparse-attention models' first (their allocator state never repeats), the
+        others' where the allocator's state is not seen to cycle."""
+        if not self.shorten or self.placement is not None:
             return None
         return repetition(self.hp, self.kinds, Repetition.REPLAYED)
 
@@ -217,15 +218,17 @@ class _Reserve:
         at the start of repetition i recurs c repetitions later, every later middle repetition replays one of
         those c, and the whole graph's final repetition starts from the state a shortened graph's does when
         their numbers of repetitions agree modulo c and its final repetition starts at i or later."""
-        if self.replayed is not None:
+        if self.replayed is not None and self.hp.is_dsa:
             plan = self.replayed
             sizes = replayed_sizes(self.build(batch, plan.layers(plan.REPLAYED)), plan, reserved)
             if sizes is not None:
                 return sizes, None
         plan = self.plan
         tried: dict[int, list[int]] = {}
+        built: dict[tuple[int, ...], GraphBuilder] = {}  # the shortened graphs, by their layers
         for reps in trials:
-            builder = self.build(batch, plan.layers(reps))
+            layers = plan.layers(reps)
+            builder = built[tuple(layers)] = self.build(batch, layers)
             states: dict[int, list] = {builder.layer_starts[at]: [] for at in plan.rep_starts(reps)}
             tried[reps] = self.sizes(builder, states, reserved)
             cycle = _cycle([state for got in states.values() for state in got])
@@ -240,6 +243,12 @@ class _Reserve:
             break
         if reserved and self.fits(batch, reserved):
             return list(reserved), None
+        if self.replayed is not None and not self.hp.is_dsa:
+            layers = self.replayed.layers(Repetition.REPLAYED)
+            builder = built.get(tuple(layers)) or self.build(batch, layers)
+            sizes = replayed_sizes(builder, self.replayed, reserved)
+            if sizes is not None:
+                return sizes, None
         self.whole.append(self.build(batch))
         return self.sizes(self.whole[-1], reserved=reserved), None
 
@@ -326,6 +335,10 @@ def replayed_sizes(builder: GraphBuilder, plan: Repetition, reserved: Sequence[i
     if not all(map(alike, rep_moves(middle - 1), template)) or shared & handed:
         return None
     shared.update(t for t in where if t.flags & INPUT)  # a graph's inputs are made once, before the layers
+    repeated_named = {t for k in range(1, middle + 1) for ms in rep_moves(k) for m in ms for t in _named(m)}
+    shared.update(t for t, place in where.items() if place[0] == 0 and t not in repeated_named and t not in handed)
+    # (what the first repetition makes for every later one, as Gemma 4's per-layer inputs: no repetition after it
+    # names it, so the last one frees that very tensor)
     later = moves[starts[node_at[middle + 1]] :]  # the last repetition and the layers after it
     if any(where.get(t, (reps,))[0] <= middle and t not in shared and t not in handed
            for m in later for t in _named(m)):  # fmt: skip
