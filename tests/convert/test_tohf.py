@@ -47,13 +47,15 @@ def _sha(values: np.ndarray) -> str:
 
 
 @pytest.fixture(scope="session")
-def tiny_ggufs(tmp_path_factory) -> Mapping[str, Path]:
+def tiny_ggufs(hf_checkpoints, tmp_path_factory) -> Mapping[str, Path]:
     """The reference's GGUF for each tiny checkpoint (written by weightkit, checked against its hash), each made
-    once a run."""
+    once a run; from the conversion tests' own checkpoint where it has no config changes (the same build)."""
 
     def build(name: str, root: Path) -> None:
         gguf = root / f"{name}.gguf"
-        convert_hf(make_tohf_golden.build_tiny(name, root / "hf"), gguf, GOLDEN["tiny"][name]["outtype"])
+        base, changes, _ = make_tohf_golden.TINY[name]
+        folder = hf_checkpoints[base] if not changes else make_tohf_golden.build_tiny(name, root / "hf")
+        convert_hf(folder, gguf, GOLDEN["tiny"][name]["outtype"])
         assert hashlib.sha256(gguf.read_bytes()).hexdigest() == GOLDEN["tiny"][name]["gguf_sha256"]
 
     return BuiltEach(tmp_path_factory, "tohf", list(TINY), build, lambda name, root: root / f"{name}.gguf")
