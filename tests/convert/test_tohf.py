@@ -71,11 +71,13 @@ def tiny_folders(tiny_ggufs, tmp_path_factory) -> Mapping[str, Path]:
 
 
 @pytest.fixture(scope="session")
-def extra_token_folders(tmp_path_factory) -> Mapping[str, Path]:
-    """weightkit's folder of each tokenizer case that is not a tohf_golden.json checkpoint, made once a run."""
+def extra_token_folders(hf_checkpoints, tmp_path_factory) -> Mapping[str, Path]:
+    """weightkit's folder of each tokenizer case that is not a tohf_golden.json checkpoint (so a checkpoint of
+    the conversion tests, with no config changes), made once a run."""
 
     def build(name: str, root: Path) -> None:
-        convert_gguf_to_hf(make_tohf_tokenizer_golden.case_gguf(name, root), root / f"{name}-hf", "f32")
+        source = hf_checkpoints[make_tohf_tokenizer_golden.CASES[name][0]]
+        convert_gguf_to_hf(make_tohf_tokenizer_golden.case_gguf(name, root, source), root / f"{name}-hf", "f32")
 
     return BuiltEach(tmp_path_factory, "tohf-tokens", EXTRA_TOKEN_CASES, build, lambda name, root: root / f"{name}-hf")
 
