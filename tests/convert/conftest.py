@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from weightkit.convert import families
+from weightkit.gguf import GGUFValueType, writer
 
 from ..conftest import BuiltEach
 from ..scripts import load_script
@@ -80,10 +81,34 @@ def _once(vocab: Callable[..., None]) -> Callable[..., None]:
     return write
 
 
+#: The string arrays (token lists, merges) of the last few conversions, with their bytes in a GGUF header.
+_ENCODED: dict[tuple[str, tuple[str, ...]], bytes] = {}
+_KEEP = 8
+
+
+def _encoded_once(encode: Callable[..., bytes]) -> Callable[..., bytes]:
+    """`encode`, its bytes for a long string array kept by the array's strings: a checkpoint's outtypes (and
+    checkpoints sharing a vocabulary) write the same token list and merges, up to seconds to encode again."""
+
+    def encode_value(value: Any, order: str = "<") -> bytes:
+        if value.element != GGUFValueType.STRING or len(value.value) < 1000:
+            return encode(value, order)
+        key = (order, tuple(value.value))
+        if key not in _ENCODED:
+            if len(_ENCODED) >= _KEEP:
+                del _ENCODED[next(iter(_ENCODED))]
+            _ENCODED[key] = encode(value, order)
+        return _ENCODED[key]
+
+    return encode_value
+
+
 @pytest.fixture
 def vocabulary_once(monkeypatch):
     """A conversion's vocabulary is written by its `vocab` step alone, which is given neither the outtype nor the
     output: the tokenizer (up to seconds for a 262k vocabulary) is read for a checkpoint's first outtype and its
-    writes replayed for the others, each output still weightkit's whole file compared byte for byte."""
+    writes replayed for the others, and a long string array's header bytes are encoded once for all; each output
+    is still weightkit's whole file compared byte for byte."""
     for name, conversion in families.CONVERSIONS.items():
         monkeypatch.setitem(families.CONVERSIONS, name, dataclasses.replace(conversion, vocab=_once(conversion.vocab)))
+    monkeypatch.setattr(writer, "encode_value", _encoded_once(writer.encode_value))

@@ -47,13 +47,15 @@ def _sha(values: np.ndarray) -> str:
 
 
 @pytest.fixture(scope="session")
-def tiny_ggufs(tmp_path_factory) -> Mapping[str, Path]:
+def tiny_ggufs(hf_checkpoints, tmp_path_factory) -> Mapping[str, Path]:
     """The reference's GGUF for each tiny checkpoint (written by weightkit, checked against its hash), each made
-    once a run."""
+    once a run; from the conversion tests' own checkpoint where it has no config changes (the same build)."""
 
     def build(name: str, root: Path) -> None:
         gguf = root / f"{name}.gguf"
-        convert_hf(make_tohf_golden.build_tiny(name, root / "hf"), gguf, GOLDEN["tiny"][name]["outtype"])
+        base, changes, _ = make_tohf_golden.TINY[name]
+        folder = hf_checkpoints[base] if not changes else make_tohf_golden.build_tiny(name, root / "hf")
+        convert_hf(folder, gguf, GOLDEN["tiny"][name]["outtype"])
         assert hashlib.sha256(gguf.read_bytes()).hexdigest() == GOLDEN["tiny"][name]["gguf_sha256"]
 
     return BuiltEach(tmp_path_factory, "tohf", list(TINY), build, lambda name, root: root / f"{name}.gguf")
@@ -69,11 +71,13 @@ def tiny_folders(tiny_ggufs, tmp_path_factory) -> Mapping[str, Path]:
 
 
 @pytest.fixture(scope="session")
-def extra_token_folders(tmp_path_factory) -> Mapping[str, Path]:
-    """weightkit's folder of each tokenizer case that is not a tohf_golden.json checkpoint, made once a run."""
+def extra_token_folders(hf_checkpoints, tmp_path_factory) -> Mapping[str, Path]:
+    """weightkit's folder of each tokenizer case that is not a tohf_golden.json checkpoint (so a checkpoint of
+    the conversion tests, with no config changes), made once a run."""
 
     def build(name: str, root: Path) -> None:
-        convert_gguf_to_hf(make_tohf_tokenizer_golden.case_gguf(name, root), root / f"{name}-hf", "f32")
+        source = hf_checkpoints[make_tohf_tokenizer_golden.CASES[name][0]]
+        convert_gguf_to_hf(make_tohf_tokenizer_golden.case_gguf(name, root, source), root / f"{name}-hf", "f32")
 
     return BuiltEach(tmp_path_factory, "tohf-tokens", EXTRA_TOKEN_CASES, build, lambda name, root: root / f"{name}-hf")
 

@@ -97,12 +97,14 @@ def build_checkpoint(name: str, root: Path, vocabs: dict[str, Path]) -> Path:
     return make_hf_checkpoints.build(name, root, vocabs)
 
 
-def case_gguf(name: str, root: Path) -> Path:
-    """The GGUF of a tiny case, converted by weightkit (make_tohf_golden's outtype, else f32)."""
+def case_gguf(name: str, root: Path, source: Path | None = None) -> Path:
+    """The GGUF of a tiny case, converted by weightkit (make_tohf_golden's outtype, else f32) from `source`, its
+    checkpoint already built (the tests share their builds), else built here."""
     checkpoint = CASES[name][0]
     outtype = make_tohf_golden.TINY[checkpoint][2] if checkpoint in make_tohf_golden.TINY else "f32"
     gguf = root / f"{name}.gguf"
-    convert_hf(build_checkpoint(checkpoint, root / "hf", make_hf_checkpoints.vocab_files()), gguf, outtype)
+    source = source or build_checkpoint(checkpoint, root / "hf", make_hf_checkpoints.vocab_files())
+    convert_hf(source, gguf, outtype)
     return gguf
 
 
