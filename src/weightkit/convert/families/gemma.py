@@ -13,11 +13,11 @@ from ...errors import FormatError, UnsupportedError
 from ..hf.config import CONFIG_NAME, ConfigClass, HFConfig
 from ..hf.kv import KV
 from ..hf.parameters import LAYERS, rope_parameters
-from ..hf.projector import no_vocab, patch_embedding_type, projector_config, write_vision_parameters
+from ..hf.projector import projector_config, write_vision_parameters
 from ..hf.tokenizer import SPM_MODEL, write_bpe_vocab, write_sentencepiece_vocab
 from .decoder import DECODER_CONFIG, DECODER_NAMES, DECODER_REQUIRED, QK_NORM_NAMES, H, number, rope_type_from_type
 from .family import Conversion, Dims, Export, Family, Transform
-from .vision import SIGLIP_REQUIRED, siglip_names
+from .vision import SIGLIP_REQUIRED, projector, siglip_names
 
 _NAMES = DECODER_NAMES | {
     "model.layers.{bid}.post_attention_layernorm": "blk.{bid}.post_attention_norm",
@@ -161,22 +161,19 @@ def _gemma3_vision_parameters(kv: KV, arch: str, folder: Path, h: HFConfig) -> N
         kv.u32("clip.vision.projector.scale_factor", scale)
 
 
-_GEMMA3_VISION = Conversion(
-    gguf="clip",
+_GEMMA3_VISION = projector(
     tensor_names=siglip_names("vision_tower.vision_model.") | {
         "multi_modal_projector.mm_input_projection": "mm.input_projection",
         "multi_modal_projector.mm_soft_emb_norm": "mm.soft_emb_norm",
     },
     required=SIGLIP_REQUIRED | {"mm.input_projection.weight": ("hidden_size", None),
                                 "mm.soft_emb_norm.weight": ("hidden_size",)},
-    vocab=no_vocab,
     filters=(_gemma3_vision_tensors,),
     # only the projector's norm is Gemma's (1 + weight); SigLIP's are layer norms, stored as they are
     transforms=(Transform(("soft_emb_norm.weight",), _plus_one, lambda shape, h: None, _minus_one),),
     text_parameters=write_vision_parameters,
     parameters=(_gemma3_vision_parameters,),
-    forced_types=(_gemma3_vision_types, patch_embedding_type),
-    general_type="mmproj",
+    forced_types=(_gemma3_vision_types,),
 )  # fmt: skip
 
 _DEFAULTS = {"rms_norm_eps": 1e-6, "tie_word_embeddings": True, "bos_token_id": 2, "eos_token_id": 1,

@@ -13,15 +13,13 @@ from ..hf.config import CONFIG_NAME, ConfigClass, HFConfig
 from ..hf.experts import Tensors
 from ..hf.kv import KV
 from ..hf.projector import (
-    no_vocab,
-    patch_embedding_type,
     projector_config,
     vision_defaults,
     write_vision_parameters,
 )
 from .decoder import number
-from .family import Conversion, Family
-from .vision import TEMPORAL_PATCHES, split_fused_qkv, split_temporal_patches
+from .family import Family
+from .vision import TEMPORAL_PATCHES, projector, split_fused_qkv, split_temporal_patches
 
 _V, _FF = "hidden_size", "intermediate_size"
 _PATCH = (_V, "in_channels", "patch_size", "patch_size")
@@ -131,8 +129,7 @@ def _deepstack_names(tensors: Tensors, h: HFConfig) -> Tensors:
 
 _DEEPSTACK_PARTS = {"norm": "norm", "linear_fc1": "fc1", "linear_fc2": "fc2"}
 
-_QWEN25_VL_VISION = Conversion(
-    gguf="clip",
+_QWEN25_VL_VISION = projector(
     tensor_names=_BLOCK_NAMES | {
         **{f"visual.blocks.{{bid}}.attn.{x}": f"v.blk.{{bid}}.attn_{x}" for x in "qkv"},
         "visual.blocks.{bid}.mlp.gate_proj": "v.blk.{bid}.ffn_gate",
@@ -148,16 +145,12 @@ _QWEN25_VL_VISION = Conversion(
         "v.blk.{bid}.ffn_up.weight": (_FF, _V),
         "v.blk.{bid}.ffn_down.weight": (_V, _FF),
     },
-    vocab=no_vocab,
     filters=(_visual_only,),
     rewrites=(split_fused_qkv, split_temporal_patches),
     text_parameters=_qwen25_vision_parameters,
     parameters=(_qwen25_parameters,),
-    forced_types=(patch_embedding_type,),
-    general_type="mmproj",
 )  # fmt: skip
-_QWEN3_VL_VISION = Conversion(
-    gguf="clip",
+_QWEN3_VL_VISION = projector(
     tensor_names=_BLOCK_NAMES | {
         "visual.blocks.{bid}.attn.qkv": "v.blk.{bid}.attn_qkv",
         "visual.blocks.{bid}.mlp.linear_fc1": "v.blk.{bid}.ffn_up",
@@ -174,13 +167,10 @@ _QWEN3_VL_VISION = Conversion(
         "v.blk.{bid}.ffn_up.weight": (_FF, _V),
         "v.blk.{bid}.ffn_down.weight": (_V, _FF),
     },
-    vocab=no_vocab,
     filters=(_qwen3_visual_only,),
     rewrites=(_deepstack_names, split_temporal_patches),
     text_parameters=_qwen3_vision_parameters,
     parameters=(_qwen3_parameters,),
-    forced_types=(patch_embedding_type,),
-    general_type="mmproj",
 )  # fmt: skip
 
 #: the vision configs' defaults the projectors read (transformers 5.25)

@@ -1,13 +1,29 @@
-"""The pieces projector conversions (`--mmproj`) share: the SigLIP vision encoder's tensor names and shapes,
-and the rewrites of fused attention and Conv3D patch embeddings."""
+"""The pieces projector conversions (`--mmproj`) share: `projector`, the shape of their declaration; the SigLIP
+vision encoder's tensor names and shapes; and the rewrites of fused attention and Conv3D patch embeddings."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from ...errors import FormatError
 from ..hf.config import HFConfig
 from ..hf.experts import Tensors, derived_tensor
+from ..hf.projector import PROJECTOR_LAYERS, no_vocab, patch_embedding_type
 from ..hf.tensors import SourceTensor
-from .family import Dims
+from .family import Conversion, Dims, ForcedType
+
+
+def _blocks(h: HFConfig, names: list[str]) -> int:
+    """`MmprojModel`'s block count: the vision config's first layer-count key."""
+    return h.find(PROJECTOR_LAYERS, None)
+
+
+def projector(*, forced_types: tuple[ForcedType, ...] = (), **fields: Any) -> Conversion:
+    """A projector conversion (`MmprojModel`): the `clip` architecture, no vocabulary, the encoder's layers as
+    its blocks, and the patch embedding's forced type after the model's own (`forced_types`)."""
+    return Conversion(gguf="clip", vocab=no_vocab, blocks=_blocks, general_type="mmproj",
+                      forced_types=(*forced_types, patch_embedding_type), **fields)  # fmt: skip
+
 
 #: SigLIP's vision encoder (`SiglipVisionModel`) -> llama.cpp's clip names, under the checkpoint's prefix
 _SIGLIP_NAMES = {

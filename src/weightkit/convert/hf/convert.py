@@ -30,7 +30,7 @@ from .config import CONFIG_NAME, HFConfig, load_hparams, parse_once, read_raw_co
 from .kv import KV
 from .metadata import derive_metadata, size_label, write_metadata
 from .parameters import block_count, rope_parameters
-from .projector import PROJECTOR_LAYERS, load_projector_hparams, projector_architecture, projector_filter
+from .projector import load_projector_hparams, projector_architecture, projector_filter
 from .tensors import SourceTensor, close_all, is_16bit, read_checkpoint
 
 #: --outtype -> (llama.cpp file type, GGML type of the matrices)
@@ -142,9 +142,7 @@ def convert_hf(
     sources, opened = read_checkpoint(folder)
     try:
         tensors = _filtered(sources, arch, projector_filter if mmproj else common_filter)
-        if mmproj:
-            hparams.block_count = hparams.find(PROJECTOR_LAYERS, None)
-        elif arch.blocks is not None:
+        if arch.blocks is not None:
             hparams.block_count = arch.blocks(hparams, [n for n, _ in tensors])
         outtype = _resolve_outtype(outtype, tensors, lossless=options is not None)
         file_type, matrix_type = OUTTYPES[outtype]
