@@ -257,10 +257,6 @@ def soft_max(a: Tensor, mask: Tensor | None = None, sinks: Tensor | None = None)
     return t
 
 
-def soft_max_inplace(a: Tensor) -> Tensor:
-    return view_tensor(a, "SOFT_MAX", a, None)
-
-
 def flash_attn_ext(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, sinks: Tensor | None = None) -> Tensor:
     t = _new(F32, (v.ne[0], q.ne[2], q.ne[1], q.ne[3]), "FLASH_ATTN_EXT", q, k, v, mask)
     if sinks is not None:  # ggml_flash_attn_ext_add_sinks

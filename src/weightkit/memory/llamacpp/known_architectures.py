@@ -19,8 +19,6 @@ RECURRENT = "recurrent"  # llama_memory_recurrent: every layer's state (llm_arch
 HYBRID = "hybrid"  # llama_memory_hybrid(_iswa): attention and recurrent layers, split by the architecture's filter
 OWN = "own"  # a cache of its own (sparse-attention indexers, caches shared between layers or models, ...)
 
-MEMORY_KINDS = (KV, NONE, RECURRENT, HYBRID, OWN)
-
 #: the nearest graph family by memory (the generic graph builds its layers as this family does)
 FAMILIES = {KV: "decoder", OWN: "decoder", NONE: "encoder", RECURRENT: "recurrent", HYBRID: "hybrid"}
 
