@@ -3,23 +3,29 @@
 Shard i of n is `<prefix>-<i+1:05d>-of-<n:05d>.gguf`. Every shard carries `split.no` (UINT16, from 0),
 `split.count` (UINT16) and `split.tensors.count` (INT32, the model's total); the first shard also
 carries all the model's metadata. As in gguf-split, a size limit counts tensor data only (each tensor
-padded to the alignment) and is soft: a shard always takes at least one tensor.
+padded to 32 bytes) and is soft: a shard always takes at least one tensor.
+
+`split_gguf` and `merge_gguf` are llama-gguf-split's `--split` and `--merge`, byte for byte; they stream
+tensor data through a fixed buffer and move their files into place only once all are written.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
-from .._io import Openable
+from .._io import Openable, atomic_write
 from ..errors import ArgumentError, FormatError
 from .constants import DEFAULT_ALIGNMENT, KEY_ALIGNMENT, KEY_SPLIT_COUNT, KEY_SPLIT_NO, KEY_SPLIT_TENSORS, GGUFValueType
 from .file import GGUFFile, GGUFSplit
 from .values import Value
-from .writer import GGUFWriter, PlannedTensor
+from .writer import GGUFWriter, PlannedTensor, encode_header
 
 _NAME = re.compile(r"^(?P<prefix>.*)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
 _T = GGUFValueType
@@ -34,7 +40,8 @@ SPLIT_KEYS = (KEY_SPLIT_NO, KEY_SPLIT_COUNT, KEY_SPLIT_TENSORS)
 
 
 def split_keys(index: int, count: int, n_tensors: int) -> dict[str, Value]:
-    """The keys shard `index` (from 0) of `count` carries, in gguf-split's order and types."""
+    """The keys shard `index` (from 0) of `count` carries, in their types, in the order llama-quantize
+    --keep-split writes them (llama-gguf-split's is `shard_metadata`'s)."""
     return {
         KEY_SPLIT_NO: Value(index, _T.UINT16),
         KEY_SPLIT_COUNT: Value(count, _T.UINT16),
@@ -78,13 +85,24 @@ def open_gguf(
     try:
         for i in range(count):
             sibling = location.with_name(split_path(prefix, i, count).name)
-            shards.append(first if i == index else GGUFFile(sibling, framework=framework, header_only=header_only))
+            shards.append(first if i == index else _open_shard(sibling, i, count, framework, header_only))
         _check_shards(shards, count)
     except BaseException:
         for s in [*shards, first]:
             s.close()
         raise
     return GGUFSplit(shards)
+
+
+def _open_shard(location: Path | Openable, index: int, count: int, framework: str, header_only: bool) -> GGUFFile:
+    """Shard `index` of a split model; one that is not there is named as the missing shard it is."""
+    try:
+        return GGUFFile(location, framework=framework, header_only=header_only)
+    except FileNotFoundError:
+        name = location.display() if hasattr(location, "display") else os.fspath(location)
+        raise FileNotFoundError(
+            errno.ENOENT, f"shard {index + 1} of {count} of a split model is missing", name
+        ) from None
 
 
 def open_gguf_shards(
@@ -131,23 +149,76 @@ def _check_shards(shards: list[GGUFFile], count: int) -> None:
         )
 
 
+def parse_split_size(text: str) -> int:
+    """llama-gguf-split's `--split-max-size`: a whole number of decimal megabytes or gigabytes, "500M" or "48G"
+    (10**6 and 10**9 bytes). The reference's sscanf would read "1.5G" as 1G; that is refused here instead."""
+    m = _SIZE.match(text.strip())
+    if m is None:
+        raise ArgumentError(
+            f"--split-max-size {text!r}: give a whole number of megabytes or gigabytes, e.g. 500M or 48G"
+        )
+    n = int(m["n"])
+    if n <= 0:
+        raise ArgumentError(f"--split-max-size {text!r}: the size must be positive")
+    return n * _SIZE_UNITS[m["unit"]]
+
+
+_SIZE = re.compile(r"^(?P<n>[+-]?\d+)(?P<unit>[MG])$")
+_SIZE_UNITS = {"M": 1000**2, "G": 1000**3}
+
+
 def plan_split(
-    tensors: list[PlannedTensor], *, max_tensors: int | None = None, max_bytes: int | None = None, alignment: int = 32
+    tensors: Sequence[PlannedTensor],
+    *,
+    max_tensors: int | None = None,
+    max_bytes: int | None = None,
+    no_tensor_first_split: bool = False,
 ) -> list[list[PlannedTensor]]:
-    """Group tensors into shards as gguf-split does (by tensor count, or by padded data size)."""
+    """Group tensors into shards as llama-gguf-split does: a new shard at every `max_tensors`-th tensor, or
+    when the shard's tensor data (each tensor padded to 32 bytes) would pass `max_bytes`; a shard holds at
+    least one tensor, so the limit is soft. `no_tensor_first_split` gives the first shard metadata only."""
     if (max_tensors is None) == (max_bytes is None):
         raise ArgumentError("give exactly one of max_tensors and max_bytes")
-    groups: list[list[PlannedTensor]] = [[]]
+    if max_tensors is not None and max_tensors <= 0:
+        raise ArgumentError(f"--split-max-tensors must be positive, not {max_tensors}")
+    groups: list[list[PlannedTensor]] = [[], []] if no_tensor_first_split else [[]]
     size = 0
-    for t in tensors:
-        padded = -(-t.nbytes // alignment) * alignment
-        full = len(groups[-1]) >= max_tensors if max_tensors is not None else size + padded > max_bytes
-        if groups[-1] and full:
+    for i, t in enumerate(tensors):
+        padded = _pad(t.nbytes, DEFAULT_ALIGNMENT)
+        full = i > 0 and i % max_tensors == 0 if max_tensors is not None else size + padded > max_bytes
+        if full:
+            if not groups[-1]:
+                raise ArgumentError(
+                    f"--split-max-size {max_bytes} bytes is less than tensor {t.name!r} ({padded} bytes): "
+                    "a shard would hold no tensors"
+                )
             groups.append([])
             size = 0
         groups[-1].append(t)
         size += padded
     return groups
+
+
+def shard_metadata(metadata: Mapping[str, Any], index: int, count: int, n_tensors: int) -> dict[str, Any]:
+    """The metadata of shard `index` (from 0) of `count` as llama-gguf-split writes it: the first has all of
+    the model's; the others have the split keys only, and `general.alignment` where it is not the default, so
+    every shard reads back as laid out. The split keys come last, `split.count` after `split.tensors.count`
+    (gguf-split sets it twice, and llama.cpp's gguf_set_val removes a key and appends it)."""
+    if index == 0:
+        kept = {key: value for key, value in metadata.items() if key not in SPLIT_KEYS}
+    else:
+        kept = {KEY_ALIGNMENT: metadata[KEY_ALIGNMENT]} if _alignment(metadata) != DEFAULT_ALIGNMENT else {}
+    keys = split_keys(index, count, n_tensors)
+    return kept | {key: keys[key] for key in (KEY_SPLIT_NO, KEY_SPLIT_TENSORS, KEY_SPLIT_COUNT)}
+
+
+def _alignment(metadata: Mapping[str, Any]) -> int:
+    value = metadata.get(KEY_ALIGNMENT, DEFAULT_ALIGNMENT)
+    return int(value.value if isinstance(value, Value) else value)
+
+
+def _pad(n: int, alignment: int) -> int:
+    return -(-n // alignment) * alignment
 
 
 def write_split(
@@ -163,18 +234,150 @@ def write_split(
     Each shard is written atomically. Tensors are `PlannedTensor`s with data (see `plan_tensor`).
     """
     tensors = list(tensors)
-    alignment = metadata.get(KEY_ALIGNMENT, DEFAULT_ALIGNMENT)
-    alignment = alignment.value if isinstance(alignment, Value) else int(alignment)
-    groups = plan_split(tensors, max_tensors=max_tensors, max_bytes=max_bytes, alignment=alignment)
+    groups = plan_split(tensors, max_tensors=max_tensors, max_bytes=max_bytes)
     paths = []
     for i, group in enumerate(groups):
         path = split_path(prefix, i, len(groups))
-        shard_meta = dict(metadata) if i == 0 else {}
-        if i and KEY_ALIGNMENT in metadata:
-            shard_meta[KEY_ALIGNMENT] = metadata[KEY_ALIGNMENT]
-        shard_meta |= split_keys(i, len(groups), len(tensors))
-        with GGUFWriter(path, shard_meta) as w:
+        with GGUFWriter(path, shard_metadata(metadata, i, len(groups), len(tensors))) as w:
             for t in group:
                 w.add_planned(PlannedTensor(t.name, t.type, t.shape, t.nbytes, data=t.data))
         paths.append(path)
     return paths
+
+
+@dataclass
+class ShardFile:
+    """One GGUF file `split_gguf` or `merge_gguf` writes: where, its header, and where each tensor's bytes
+    come from (a source file and the absolute offset in it), in the order they are written."""
+
+    path: Path
+    header: bytes
+    tensors: list[PlannedTensor]
+    sources: list[tuple[Path, int]]
+    alignment: int
+
+    @property
+    def size(self) -> int:
+        """The file's size in bytes."""
+        return len(self.header) + sum(_pad(t.nbytes, self.alignment) for t in self.tensors)
+
+
+#: Tensor bytes are copied through a buffer of this size, so memory use does not grow with the model.
+COPY_CHUNK = 16 * 2**20
+
+Progress = Callable[[int, int, str], None]
+
+
+def split_gguf(
+    src: str | os.PathLike[str],
+    prefix: str | os.PathLike[str],
+    *,
+    max_tensors: int | None = None,
+    max_bytes: int | None = None,
+    no_tensor_first_split: bool = False,
+    dry_run: bool = False,
+    progress: Progress | None = None,
+) -> list[ShardFile]:
+    """Split a GGUF file into `<prefix>-0000i-of-0000n.gguf` as llama-gguf-split does, byte for byte (the
+    tensor limit is its default, 128, unless `max_bytes` is given); returns the shards, written unless
+    `dry_run`. Tensor data is streamed; every shard appears at once or none does."""
+    if max_tensors is None and max_bytes is None:
+        max_tensors = DEFAULT_MAX_TENSORS
+    with GGUFFile(src) as model:
+        metadata = dict(model.metadata.typed_items())
+        planned = _planned(model, model.tensors)
+        groups = plan_split(
+            planned, max_tensors=max_tensors, max_bytes=max_bytes, no_tensor_first_split=no_tensor_first_split
+        )
+        shards = []
+        for i, group in enumerate(groups):
+            shard_meta = shard_metadata(metadata, i, len(groups), len(planned))
+            shards.append(_shard_file(split_path(prefix, i, len(groups)), shard_meta, group, model.path, model))
+    if not dry_run:
+        _write_all(shards, progress)
+    return shards
+
+
+#: llama-gguf-split's default `--split-max-tensors`.
+DEFAULT_MAX_TENSORS = 128
+
+
+def merge_gguf(
+    first: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    *,
+    dry_run: bool = False,
+    progress: Progress | None = None,
+) -> ShardFile:
+    """Join a split model (any of its shards names it) into one GGUF file as llama-gguf-split --merge does,
+    byte for byte: the first shard's metadata with `split.count` set to 0 (so the file is not taken for a
+    shard), then every shard's tensors in order. Streams, writes atomically, and, as the reference, refuses
+    an `out` that exists. A missing or mismatched shard is a `FormatError` or `FileNotFoundError` naming it."""
+    out = Path(out)
+    if out.exists():
+        raise ArgumentError(f"{out} already exists; merge does not overwrite (as llama-gguf-split)")
+    with open_gguf(first) as model:
+        if isinstance(model, GGUFFile) and model.metadata.get(KEY_SPLIT_COUNT) != 1:
+            raise FormatError(model.path, None, f"not a shard of a split model: its {KEY_SPLIT_COUNT} is not 1 or more")
+        metadata = {key: value for key, value in model.metadata.typed_items() if key != KEY_SPLIT_COUNT}
+        metadata[KEY_SPLIT_COUNT] = Value(0, _T.UINT16)
+        shard = _shard_file(out, metadata, _planned(model, model.tensors), None, model)
+    if not dry_run:
+        _write_all([shard], progress)
+    return shard
+
+
+def _planned(model: GGUFFile | GGUFSplit, tensors: Mapping[str, Any]) -> list[PlannedTensor]:
+    return [PlannedTensor(name, info.dtype, info.shape, info.nbytes) for name, info in tensors.items()]
+
+
+def _shard_file(
+    path: Path,
+    metadata: dict[str, Value],
+    tensors: list[PlannedTensor],
+    source: Path | None,
+    model: GGUFFile | GGUFSplit,
+) -> ShardFile:
+    """A file's header and sources; a tensor's source is its shard's file, or `source` for one file."""
+    alignment = _alignment(metadata)
+    header = encode_header(metadata, tensors, alignment, model.byte_order)
+    shards = model.shards if isinstance(model, GGUFSplit) else [model]
+    sources = []
+    for t in tensors:
+        info = model.tensors[t.name]
+        sources.append((source or shards[info.shard].path, info.offset))
+    return ShardFile(path, header, tensors, sources, alignment)
+
+
+def _write_all(files: list[ShardFile], progress: Progress | None) -> None:
+    """Write every file, each to a temporary file first; they are moved into place together at the end,
+    so a failure leaves no partial output and overwrites nothing."""
+    total = sum(f.size for f in files)
+    done = 0
+    buffer = bytearray(COPY_CHUNK)
+    with contextlib.ExitStack() as outputs, contextlib.ExitStack() as inputs:
+        readers: dict[Path, IO[bytes]] = {}
+        for f in files:
+            out = outputs.enter_context(atomic_write(f.path))
+            out.write(f.header)
+            done += len(f.header)
+            for t, (source, offset) in zip(f.tensors, f.sources, strict=True):
+                if source not in readers:
+                    readers[source] = inputs.enter_context(open(source, "rb"))
+                _copy(readers[source], offset, t.nbytes, out, buffer)
+                out.write(bytes(_pad(t.nbytes, f.alignment) - t.nbytes))
+                done += _pad(t.nbytes, f.alignment)
+                if progress is not None:
+                    progress(done, total, t.name)
+
+
+def _copy(src: IO[bytes], offset: int, length: int, out: IO[bytes], buffer: bytearray) -> None:
+    """Copy `length` bytes at `offset` of `src` to `out`, a buffer at a time."""
+    view = memoryview(buffer)
+    src.seek(offset)
+    while length:
+        n = src.readinto(view[: min(length, len(view))])
+        if not n:
+            raise FormatError(getattr(src, "name", None), src.tell(), f"the file ends {length} bytes early")
+        out.write(view[:n])
+        length -= n

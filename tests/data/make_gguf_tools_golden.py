@@ -1,0 +1,107 @@
+"""Record what llama-gguf-split (split, merge, dry runs) and gguf-py's gguf_new_metadata.py write from the small
+GGUF of tests/gguf/tool_inputs.py, into tests/data/gguf_tools_golden.json; the tests compare weightkit's files
+with these digests and read the JSON only.
+
+llama-gguf-split is built from the llama-cpp-python 0.3.36 sdist's tools/gguf-split (its CMake target
+`llama-gguf-split`, or gguf-split.cpp compiled against that sdist's libllama and libllama-common); the
+script runs from the sdist's gguf-py with any Python that has numpy and tqdm.
+
+    PYTHONPATH=src python tests/data/make_gguf_tools_golden.py \\
+        --gguf-split /work/build/gguf-split/llama-gguf-split \\
+        --llama-cpp /work/ref/llama_cpp_python-0.3.36/vendor/llama.cpp
+
+Recorded per case: the reference's command line (weightkit's equivalent is in the tests), each output file's
+name, sha256 and size, and its metadata keys with their types and tensor names, to diff on a failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from tests.gguf.tool_inputs import structure, tools_model  # noqa: E402
+
+OUT = Path(__file__).with_name("gguf_tools_golden.json")
+
+#: name -> llama-gguf-split's options; every case splits the input to `<dir>/split`.
+SPLITS = {
+    "tensors2": ["--split-max-tensors", "2"],
+    "size1M": ["--split-max-size", "1M"],
+    "no_first": ["--split-max-tensors", "4", "--no-tensor-first-split"],
+    "size1M_no_first": ["--split-max-size", "1M", "--no-tensor-first-split"],
+    "default": [],
+}
+#: name -> (split case merged; then split again with these options, or None)
+MERGES = {
+    "tensors2": ["--split-max-tensors", "5"],
+    "no_first": None,
+    "default": None,
+}
+
+
+def describe(path: Path) -> dict:
+    """A file's structure (`tool_inputs.structure`) with its sha256 and size."""
+    data = path.read_bytes()
+    return structure(path) | {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
+
+
+def run(cmd: list, cwd: Path) -> str:
+    done = subprocess.run([str(c) for c in cmd], cwd=cwd, capture_output=True, text=True, check=True)
+    return done.stdout
+
+
+def record_split(tool: Path, source: Path, work: Path) -> dict:
+    cases = {}
+    for name, options in SPLITS.items():
+        folder = work / f"split-{name}"
+        folder.mkdir()
+        plan = run([tool, *options, "--dry-run", source, folder / "split"], folder)
+        run([tool, *options, source, folder / "split"], folder)
+        shards = [describe(p) for p in sorted(folder.glob("split-*.gguf"))]
+        cases[name] = {"options": options, "dry_run": plan.splitlines(), "files": shards}
+    return cases
+
+
+def record_merge(tool: Path, work: Path) -> dict:
+    cases = {}
+    for name, resplit in MERGES.items():
+        first = sorted((work / f"split-{name}").glob("split-*.gguf"))[0]
+        folder = work / f"merge-{name}"
+        folder.mkdir()
+        run([tool, "--merge", first, folder / "merged.gguf"], folder)
+        case = {"merged": describe(folder / "merged.gguf")}
+        if resplit is not None:
+            run([tool, *resplit, folder / "merged.gguf", folder / "again"], folder)
+            case["resplit"] = {"options": resplit, "files": [describe(p) for p in sorted(folder.glob("again-*"))]}
+        cases[name] = case
+    return cases
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--gguf-split", type=Path, required=True, help="the llama-gguf-split binary")
+    parser.add_argument("--llama-cpp", type=Path, required=True, help="the sdist's vendor/llama.cpp")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        source = tools_model(work / "model.gguf")
+        golden = {
+            "input_sha256": hashlib.sha256(source.read_bytes()).hexdigest(),
+            "split": record_split(args.gguf_split.resolve(), source, work),
+        }
+        golden["merge"] = record_merge(args.gguf_split.resolve(), work)
+    OUT.write_text(json.dumps(golden, indent=1, ensure_ascii=False) + "\n")
+    print(f"wrote {OUT}", file=sys.stderr)
+
+
+if __name__ == "__main__" and os.environ.get("PYTEST_CURRENT_TEST") is None:
+    main()
