@@ -1,4 +1,5 @@
-"""Record what llama-gguf-split (split, merge, dry runs) and gguf-py's gguf_new_metadata.py write from the small
+"""Record what llama-gguf-split (split, merge, dry runs) and gguf-py's gguf_new_metadata.py (and gguf_set_metadata.py)
+write from the small
 GGUF of tests/gguf/tool_inputs.py, into tests/data/gguf_tools_golden.json; the tests compare weightkit's files
 with these digests and read the JSON only.
 
@@ -28,7 +29,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from tests.gguf.tool_inputs import structure, tools_model  # noqa: E402
+from tests.gguf.tool_inputs import TEMPLATE, structure, tools_model  # noqa: E402
 
 OUT = Path(__file__).with_name("gguf_tools_golden.json")
 
@@ -46,6 +47,34 @@ MERGES = {
     "no_first": None,
     "default": None,
 }
+
+
+#: name -> (gguf-py script, its options, `weightkit edit`'s options for the same edit); "{template}" is the path
+#: of a file holding `tool_inputs.TEMPLATE`. gguf_set_metadata.py edits a copy of the input in place.
+EDITS = {
+    "name": ("gguf_new_metadata", ["--general-name", "New name"], ["--set", "general.name=New name"]),
+    "description": ("gguf_new_metadata", ["--general-description", "A test"], ["--set", "general.description=A test"]),
+    "chat_template": ("gguf_new_metadata", ["--chat-template-file", "{template}"], ["--chat-template", "{template}"]),
+    "special_tokens": (
+        "gguf_new_metadata",
+        ["--special-token", "eos", "<|im_end|>", "--special-token", "padding", "<s>"],
+        ["--special-token", "eos", "<|im_end|>", "--special-token", "padding", "<s>"],
+    ),
+    "remove": (
+        "gguf_new_metadata",
+        ["--remove-metadata", "general.tags", "--remove-metadata", "llama.use_parallel_residual"],
+        ["--remove", "general.tags", "--remove", "llama.use_parallel_residual"],
+    ),
+    "all": (
+        "gguf_new_metadata",
+        ["--general-name", "New name", "--general-description", "A test", "--chat-template-file", "{template}",
+         "--pre-tokenizer", "llama-bpe", "--special-token", "eos", "<|im_end|>", "--remove-metadata", "general.tags"],
+        ["--set", "general.name=New name", "--set", "general.description=A test", "--chat-template", "{template}",
+         "--set", "tokenizer.ggml.pre=llama-bpe", "--special-token", "eos", "<|im_end|>", "--remove", "general.tags"],
+    ),
+    "set_uint32": ("gguf_set_metadata", ["llama.block_count", "3"], ["--set", "llama.block_count=3"]),
+    "set_float32": ("gguf_set_metadata", ["llama.rope.freq_base", "500000"], ["--set", "llama.rope.freq_base=5e5"]),
+}  # fmt: skip
 
 
 def describe(path: Path) -> dict:
@@ -86,6 +115,26 @@ def record_merge(tool: Path, work: Path) -> dict:
     return cases
 
 
+def record_edit(llama_cpp: Path, source: Path, work: Path) -> dict:
+    gguf_py = llama_cpp / "gguf-py"
+    env = {**os.environ, "PYTHONPATH": str(gguf_py), "NO_LOCAL_GGUF": "1"}
+    template = work / "template.jinja"
+    template.write_bytes(TEMPLATE.encode())
+    cases = {}
+    for name, (script, options, ours) in EDITS.items():
+        out = work / f"edit-{name}.gguf"
+        options = [o.replace("{template}", str(template)) for o in options]
+        if script == "gguf_set_metadata":
+            out.write_bytes(source.read_bytes())
+            command = [out, *options, "--force"]
+        else:
+            command = [source, out, *options, "--force"]
+        path = gguf_py / "gguf" / "scripts" / f"{script}.py"
+        subprocess.run([sys.executable, path, *map(str, command)], env=env, capture_output=True, check=True)
+        cases[name] = {"reference": [f"{script}.py", *options], "weightkit": ours, "file": describe(out)}
+    return cases
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--gguf-split", type=Path, required=True, help="the llama-gguf-split binary")
@@ -99,6 +148,7 @@ def main() -> None:
             "split": record_split(args.gguf_split.resolve(), source, work),
         }
         golden["merge"] = record_merge(args.gguf_split.resolve(), work)
+        golden["edit"] = record_edit(args.llama_cpp.resolve(), source, work)
     OUT.write_text(json.dumps(golden, indent=1, ensure_ascii=False) + "\n")
     print(f"wrote {OUT}", file=sys.stderr)
 

@@ -26,6 +26,9 @@ TENSORS = (
     ("output.weight", "Q8_0", (256, 1024)),
 )
 
+#: A chat template file with a Windows line end, which both tools read with Python's universal newlines.
+TEMPLATE = "{% for m in messages %}<|im_start|>{{ m.role }}\r\n{{ m.content }}<|im_end|>\n{% endfor %}"
+
 TOKENS = ["<unk>", "<s>", "</s>", "hello", "world", "<|im_start|>", "<|im_end|>", "\u2581the"]
 
 

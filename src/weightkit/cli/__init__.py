@@ -19,7 +19,8 @@ from ..errors import ArgumentError, WeightkitError
 COMMANDS = {
     "inspect": "inspect", "quantize": "quantize", "convert": "convert", "estimate": "estimate", "create": "store",
     "ls": "store", "show": "store", "rm": "store", "verify": "store", "prune": "store", "pull": "registry",
-    "push": "registry", "cp": "registry", "split": "tools", "merge": "tools", "demo": "demo",
+    "push": "registry", "cp": "registry", "split": "tools", "merge": "tools", "edit": "tools",
+    "demo": "demo",
 }  # fmt: skip
 _stderr = Console(stderr=True)
 

@@ -1,5 +1,6 @@
-"""Options more than one command takes, declared once: --remote with --insecure, --store, comma lists, and
-`Flag` tables that add a tool's flags to a command (llama-quantize's, llama-server's)."""
+"""Options more than one command takes, declared once: --remote with --insecure, --store, comma lists,
+`Flag` tables that add a tool's flags to a command (llama-quantize's, llama-server's), and options that take
+two values (`paired_options`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from typer.core import TyperCommand
 
 from ..errors import ArgumentError
 
@@ -93,3 +95,35 @@ def takes_flags(flags: Sequence[Flag], into: str) -> Callable[[Callable[..., Non
         return with_flags
 
     return decorate
+
+
+#: What joins the two values of a paired option on their way to the command (no argument can hold a NUL).
+PAIR_JOINER = "\0"
+
+
+def paired_options(*names: str) -> type[TyperCommand]:
+    """A command class whose options `names` take two values each, `--special-token NAME TOKEN`, as argparse's
+    `nargs=2` does (Typer cannot declare repeatable pairs): declare them `list[str]`; each pair arrives as one
+    string joined by `PAIR_JOINER`, which `split_pairs` takes apart."""
+
+    class PairedCommand(TyperCommand):
+        def parse_args(self, ctx, args: list[str]) -> list[str]:
+            joined: list[str] = []
+            i = 0
+            while i < len(args):
+                if args[i] in names:
+                    if len(args) - i < 3:
+                        raise ArgumentError(f"{args[i]} takes two values")
+                    joined += [args[i], args[i + 1] + PAIR_JOINER + args[i + 2]]
+                    i += 3
+                else:
+                    joined.append(args[i])
+                    i += 1
+            return super().parse_args(ctx, joined)
+
+    return PairedCommand
+
+
+def split_pairs(values: list[str] | None) -> list[tuple[str, str]]:
+    """A paired option's values (see `paired_options`) as (first, second) pairs."""
+    return [tuple(value.split(PAIR_JOINER, 1)) for value in values or []]  # type: ignore[misc]

@@ -1,5 +1,7 @@
-"""`weightkit split` and `weightkit merge`: llama-gguf-split's two jobs under its own option names, writing its
-files byte for byte, streamed, with a progress bar, `--dry-run` (the plan, nothing written) and `--json`."""
+"""The tools people use around GGUF files: `weightkit split` and `weightkit merge` (llama-gguf-split's two jobs
+under its option names, its files byte for byte, `--dry-run` for the plan) and `weightkit edit` (gguf-py's
+gguf_new_metadata.py's file for the same edits); each streams tensor data with a progress bar, and takes
+`--json`."""
 
 from __future__ import annotations
 
@@ -9,9 +11,10 @@ from typing import Annotated
 import typer
 
 from ..errors import ArgumentError
+from ..gguf.edit import KEY_CHAT_TEMPLATE, SPECIAL_TOKENS, edit_gguf, parse_assignment, special_token_key
 from ..gguf.split import ShardFile, merge_gguf, parse_split_size, split_gguf
-from .options import command_app
-from .render import byte_progress, console, human_bytes, print_json
+from .options import command_app, paired_options, split_pairs
+from .render import byte_progress, console, human_bytes, json_value, print_json
 
 app = command_app()
 
@@ -84,3 +87,59 @@ def _report(files: list[ShardFile], dry_run: bool, as_json: bool) -> None:
     for f in files:
         console.print(f"{f.path}: {len(f.tensors)} tensors, {human_bytes(f.size)}", highlight=False)
     console.print(f"{'nothing written (--dry-run)' if dry_run else 'written'}: {len(files)} file(s)", highlight=False)
+
+
+SetOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--set",
+        help="KEY=VALUE[:TYPE] (repeatable): set a key; TYPE is a GGUF type (uint32, int32, float32, bool, string, "
+        "...), by default the key's own type, or string for a new key.",
+    ),
+]
+RemoveOption = Annotated[list[str] | None, typer.Option("--remove", help="KEY (repeatable): remove a key.")]
+ChatTemplateOption = Annotated[
+    Path | None,
+    typer.Option("--chat-template", help="A Jinja file: the new tokenizer.chat_template (named ones dropped)."),
+]
+SpecialTokenOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--special-token",
+        metavar="NAME TOKEN",
+        help=f"NAME TOKEN (repeatable): tokenizer.ggml.NAME_token_id set to TOKEN's id; NAME is one of "
+        f"{', '.join(SPECIAL_TOKENS)}.",
+    ),
+]
+
+
+@app.command(cls=paired_options("--special-token"))
+def edit(
+    src: Annotated[Path, typer.Argument(help="The GGUF file to edit (in place unless -o is given).")],
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write the edited file here; the source stays as it is.")
+    ] = None,
+    set_: SetOption = None,
+    remove: RemoveOption = None,
+    chat_template: ChatTemplateOption = None,
+    special_token: SpecialTokenOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the keys set and removed as JSON.")] = False,
+) -> None:
+    """Edit a GGUF's metadata as gguf-py's gguf_new_metadata.py does (the same file for the same edits);
+    untouched keys and the tensor data are copied byte for byte, atomically."""
+    assignments = dict(parse_assignment(text) for text in set_ or [])
+    template = None if chat_template is None else chat_template.read_text(encoding="utf-8")
+    tokens = split_pairs(special_token)
+    with byte_progress("editing", console, as_json) as update:
+        values = edit_gguf(
+            src, output, set=assignments, remove=remove or [], chat_template=template, special_tokens=tokens,
+            progress=update,
+        )  # fmt: skip
+    changed = [*assignments, *([KEY_CHAT_TEMPLATE] if template is not None else [])]
+    changed += [special_token_key(name) for name, _ in tokens]
+    written = output or src
+    if as_json:
+        changes = {key: json_value(values[key]) for key in changed}
+        print_json({"source": str(src), "output": str(written), "set": changes, "removed": remove or []})
+        return
+    console.print(f"{written}: {len(changed)} key(s) set, {len(remove or [])} removed", highlight=False)
