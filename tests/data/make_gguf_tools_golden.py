@@ -5,11 +5,13 @@ with these digests and read the JSON only.
 
 llama-gguf-split is built from the llama-cpp-python 0.3.36 sdist's tools/gguf-split (its CMake target
 `llama-gguf-split`, or gguf-split.cpp compiled against that sdist's libllama and libllama-common); the
-script runs from the sdist's gguf-py with any Python that has numpy and tqdm.
+scripts run from the sdist's gguf-py with any Python that has numpy and tqdm. Under "convert", the sdist's
+convert_hf_to_gguf.py asked to split (`CONVERT_SPLITS`) the test checkpoint `CONVERT_CHECKPOINT`, run by `--python`,
+the converter's environment (transformers 4.57.6, see docs/contributing.md).
 
     PYTHONPATH=src python tests/data/make_gguf_tools_golden.py \\
         --gguf-split /work/build/gguf-split/llama-gguf-split \\
-        --llama-cpp /work/ref/llama_cpp_python-0.3.36/vendor/llama.cpp
+        --llama-cpp /work/ref/llama_cpp_python-0.3.36/vendor/llama.cpp --python /tmp/convenv/bin/python
 
 Recorded per case: the reference's command line (weightkit's equivalent is in the tests), each output file's
 name, sha256 and size, and its metadata keys with their types and tensor names, to diff on a failure.
@@ -28,7 +30,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).parent))
 
+import make_hf_checkpoints  # noqa: E402
 from tests.gguf.tool_inputs import TEMPLATE, structure, tools_model  # noqa: E402
 
 OUT = Path(__file__).with_name("gguf_tools_golden.json")
@@ -77,6 +81,19 @@ EDITS = {
 }  # fmt: skip
 
 
+#: The checkpoint (of make_hf_checkpoints.py) converted with the converter's split options, to f16.
+CONVERT_CHECKPOINT = "tiny-llama-2-chat"
+#: name -> convert_hf_to_gguf.py's options, which `weightkit convert` takes as they are.
+CONVERT_SPLITS = {
+    "tensors5": ["--split-max-tensors", "5"],
+    "size300K": ["--split-max-size", "300K"],
+    "tensors7_no_first": ["--split-max-tensors", "7", "--no-tensor-first-split"],
+    "no_first": ["--no-tensor-first-split"],
+    "size_and_tensors": ["--split-max-size", "3M", "--split-max-tensors", "9"],
+    "one_shard": ["--split-max-tensors", "1000"],
+}
+
+
 def describe(path: Path) -> dict:
     """A file's structure (`tool_inputs.structure`) with its sha256 and size."""
     data = path.read_bytes()
@@ -123,22 +140,38 @@ def record_edit(llama_cpp: Path, source: Path, work: Path) -> dict:
     cases = {}
     for name, (script, options, ours) in EDITS.items():
         out = work / f"edit-{name}.gguf"
-        options = [o.replace("{template}", str(template)) for o in options]
+        given = [o.replace("{template}", str(template)) for o in options]
         if script == "gguf_set_metadata":
             out.write_bytes(source.read_bytes())
-            command = [out, *options, "--force"]
+            command = [out, *given, "--force"]
         else:
-            command = [source, out, *options, "--force"]
+            command = [source, out, *given, "--force"]
         path = gguf_py / "gguf" / "scripts" / f"{script}.py"
         subprocess.run([sys.executable, path, *map(str, command)], env=env, capture_output=True, check=True)
         cases[name] = {"reference": [f"{script}.py", *options], "weightkit": ours, "file": describe(out)}
     return cases
 
 
+def record_convert(python: str, llama_cpp: Path, work: Path) -> dict:
+    folder = make_hf_checkpoints.build(CONVERT_CHECKPOINT, work / "hf")
+    env = {k: v for k, v in os.environ.items() if k != "NO_LOCAL_GGUF"}  # the vendored gguf-py, not pip's
+    env |= {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    cases = {}
+    for name, options in CONVERT_SPLITS.items():
+        out = work / f"convert-{name}"
+        out.mkdir()
+        command = [python, llama_cpp / "convert_hf_to_gguf.py", folder, "--outfile", out / "model.gguf",
+                   "--outtype", "f16", *options]  # fmt: skip
+        subprocess.run(list(map(str, command)), env=env, capture_output=True, check=True)
+        cases[name] = {"options": options, "files": [describe(p) for p in sorted(out.iterdir())]}
+    return {"checkpoint": CONVERT_CHECKPOINT, "outtype": "f16", "cases": cases}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--gguf-split", type=Path, required=True, help="the llama-gguf-split binary")
     parser.add_argument("--llama-cpp", type=Path, required=True, help="the sdist's vendor/llama.cpp")
+    parser.add_argument("--python", required=True, help="a Python with the converter's packages (transformers 4.57.6)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -149,6 +182,7 @@ def main() -> None:
         }
         golden["merge"] = record_merge(args.gguf_split.resolve(), work)
         golden["edit"] = record_edit(args.llama_cpp.resolve(), source, work)
+        golden["convert"] = record_convert(args.python, args.llama_cpp.resolve(), work)
     OUT.write_text(json.dumps(golden, indent=1, ensure_ascii=False) + "\n")
     print(f"wrote {OUT}", file=sys.stderr)
 

@@ -10,12 +10,13 @@ import re
 import tracemalloc
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from weightkit.cli import main
 from weightkit.errors import ArgumentError, FormatError
-from weightkit.gguf import split
-from weightkit.gguf.split import merge_gguf, parse_split_size, split_gguf
+from weightkit.gguf import plan_tensor, split
+from weightkit.gguf.split import merge_gguf, parse_split_size, split_gguf, write_files
 
 from .tool_inputs import structure, tools_model
 
@@ -148,5 +149,22 @@ def test_a_failed_split_leaves_nothing_and_overwrites_nothing(source, tmp_path, 
     monkeypatch.setattr(split, "_copy", failing_copy)
     with pytest.raises(OSError, match="No space left"):
         split_gguf(source, tmp_path / "s", max_tensors=4)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [existing.name]
+    assert existing.read_bytes() == b"keep me"
+
+
+def test_shards_written_together_or_not_at_all(tmp_path):
+    existing = tmp_path / "m-00001-of-00002.gguf"
+    existing.write_bytes(b"keep me")
+
+    def broken():
+        raise OSError(5, "Input/output error")
+
+    files = [
+        (existing, {"general.architecture": "llama"}, [plan_tensor("a", (4,), "F32", np.ones(4, np.float32))]),
+        (tmp_path / "m-00002-of-00002.gguf", {}, [plan_tensor("b", (4,), "F32", broken)]),
+    ]
+    with pytest.raises(OSError, match="Input/output error"):
+        write_files(files)
     assert sorted(p.name for p in tmp_path.iterdir()) == [existing.name]
     assert existing.read_bytes() == b"keep me"

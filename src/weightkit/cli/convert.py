@@ -14,8 +14,9 @@ from rich.markup import escape
 from ..convert.hf import convert_hf
 from ..convert.tohf import convert_gguf_to_hf
 from ..errors import ArgumentError
+from ..gguf.split import ConverterSplit, parse_converter_split_size
 from ..llama_quantize import QuantizeOptions
-from .options import command_app, takes_flags
+from .options import Flag, command_app, takes_flags
 from .quantize import QUANTIZE_FLAGS, TYPE_HELP, quantize_options
 from .render import byte_progress, console, human_bytes, human_count, print_json
 
@@ -27,9 +28,20 @@ OUTTYPE_HELP = (
     "bf16, f16, else f32)."
 )
 
+#: convert_hf_to_gguf.py's split flags, each the `ConverterSplit` field it fills (gguf-py's rules, not gguf-split's).
+SPLIT_FLAGS = (
+    Flag("max_tensors", int, ("--split-max-tensors",), "Shards of at most this many tensors (as the converter)."),
+    Flag("max_bytes", str, ("--split-max-size",),
+         "Shards of at most this much tensor data: bytes, or N followed by K, M or G (decimal; as the converter).",
+         parse_converter_split_size),
+    Flag("no_tensor_first_split", bool, ("--no-tensor-first-split",),
+         "Shards, the first with the metadata only (as the converter)."),
+)  # fmt: skip
+
 
 @app.command()
 @takes_flags(QUANTIZE_FLAGS, into="flags")
+@takes_flags(SPLIT_FLAGS, into="split_flags")
 def convert(
     src: Annotated[
         Path,
@@ -65,6 +77,7 @@ def convert(
             "--mmproj) instead of its language model: convert_hf_to_gguf.py --mmproj's file.",
         ),
     ] = False,
+    split_flags: dict[str, Any] | None = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print what was written as JSON (the progress bar goes to stderr).")
     ] = False,
@@ -72,20 +85,33 @@ def convert(
     """Convert a Hugging Face checkpoint to GGUF: the file llama.cpp's convert_hf_to_gguf.py writes, byte for byte
     (with --type, what llama-quantize makes of it, in one pass); or, with --to hf, a GGUF to a Hugging Face folder
     that transformers loads."""
-    flags = flags or {}
-    check_convert_flags(to, outtype=outtype, type=type, dtype=dtype, flags=flags, mmproj=mmproj)
+    check_convert_flags(to, outtype=outtype, type=type, dtype=dtype, flags=flags, mmproj=mmproj, split=split_flags)
     if to == "hf":
         run_export(src, dst, dtype or "auto", as_json=as_json, console=console)
     else:
-        options = None if type is None else quantize_options(type, flags)
-        run_convert(src, dst, outtype or "auto", options, as_json=as_json, console=console, mmproj=mmproj)
+        options = None if type is None else quantize_options(type, flags or {})
+        split = converter_split(split_flags)
+        run_convert(src, dst, outtype or "auto", options, as_json=as_json, console=console, mmproj=mmproj, split=split)
 
 
-def check_convert_flags(to: str, *, outtype: str | None, type: str | None, dtype: str | None, flags: dict,
-                        mmproj: bool = False) -> None:  # fmt: skip
+def converter_split(given: dict[str, Any] | None) -> ConverterSplit | None:
+    """The converter's split flags (`SPLIT_FLAGS` by name) as a `ConverterSplit`, or None where none is given (one
+    file, as the converter writes then)."""
+    if not given:
+        return None
+    if given.get("max_tensors", 0) < 0:
+        raise ArgumentError(f"--split-max-tensors must not be negative, not {given['max_tensors']}")
+    return ConverterSplit(**{flag.name: flag.value(given[flag.name]) for flag in SPLIT_FLAGS if flag.name in given})
+
+
+def check_convert_flags(to: str, *, outtype: str | None, type: str | None, dtype: str | None, flags: dict | None,
+                        mmproj: bool = False, split: dict | None = None) -> None:  # fmt: skip
     """The flags `--to` takes: --dtype for hf; --outtype, --type and llama-quantize's flags (with --type) for gguf;
-    --mmproj for gguf, without --type (a projector is not quantized in the same pass)."""
-    given = [flag.spelling for flag in QUANTIZE_FLAGS if flag.name in flags]
+    --mmproj for gguf, without --type (a projector is not quantized in the same pass); the converter's split flags
+    for gguf."""
+    given = [flag.spelling for flag in QUANTIZE_FLAGS if flag.name in (flags or {})]
+    if to == "hf" and split:
+        raise ArgumentError("the split options apply to --to gguf")
     if to not in ("gguf", "hf"):
         raise ArgumentError(f"--to {to!r}: gguf or hf")
     if mmproj and (to == "hf" or type is not None):
@@ -113,22 +139,18 @@ def run_convert(
     as_json: bool,
     console: Console,
     mmproj: bool = False,
+    split: ConverterSplit | None = None,
 ) -> None:
     with byte_progress("converting", console, as_json) as update:
-        report = convert_hf(
-            src,
-            dst,
-            outtype,
-            progress=lambda name, done, total: update(done, total, name),
-            quantize=options,
-            mmproj=mmproj,
-        )
+        report = convert_hf(src, dst, outtype, progress=lambda name, done, total: update(done, total, name),
+                            quantize=options, mmproj=mmproj, split=split)  # fmt: skip
     types = Counter(kind for kind, _ in report.tensors.values())
     if as_json:
         print_json(
             {
                 "source": report.source,
                 "output": report.output,
+                "outputs": report.outputs,
                 "hf_architecture": report.hf_architecture,
                 "architecture": report.architecture,
                 "outtype": report.outtype,
@@ -151,7 +173,7 @@ def run_convert(
         f"{f' then {report.quantized}' if report.quantized else ''}: "
         f"{len(report.tensors)} tensors ({mix}), {human_count(report.parameters)} parameters "
         f"({escape(str(report.size_label))}), {report.metadata_keys} metadata keys; "
-        f"{human_bytes(report.bytes_written)} written to {escape(report.output)}"
+        f"{human_bytes(report.bytes_written)} written to {escape(', '.join(report.outputs))}"
     )
 
 

@@ -12,6 +12,7 @@ tensor data through a fixed buffer and move their files into place only once all
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import os
 import re
@@ -229,20 +230,80 @@ def write_split(
     max_tensors: int | None = None,
     max_bytes: int | None = None,
 ) -> list[Path]:
-    """Write a model as shards `<prefix>-0000i-of-0000n.gguf`; returns their paths.
-
-    Each shard is written atomically. Tensors are `PlannedTensor`s with data (see `plan_tensor`).
-    """
+    """Write a model as shards `<prefix>-0000i-of-0000n.gguf` grouped as llama-gguf-split groups them; returns
+    their paths. Tensors are `PlannedTensor`s with data (see `plan_tensor`); see `write_files`."""
     tensors = list(tensors)
     groups = plan_split(tensors, max_tensors=max_tensors, max_bytes=max_bytes)
-    paths = []
-    for i, group in enumerate(groups):
-        path = split_path(prefix, i, len(groups))
-        with GGUFWriter(path, shard_metadata(metadata, i, len(groups), len(tensors))) as w:
-            for t in group:
-                w.add_planned(PlannedTensor(t.name, t.type, t.shape, t.nbytes, data=t.data))
-        paths.append(path)
-    return paths
+    n = len(groups)
+    shards = [(split_path(prefix, i, n), shard_metadata(metadata, i, n, len(tensors)), g) for i, g in enumerate(groups)]
+    return write_files(shards)
+
+
+def write_files(files: Sequence[tuple[Path, Mapping[str, Any], Sequence[PlannedTensor]]]) -> list[Path]:
+    """Write GGUF files (path, metadata, tensors with their data) all or nothing: each is written whole under a
+    hidden name beside its path, and all are renamed into place once every one is; a failure removes them."""
+    staged: list[tuple[Path, Path]] = []
+    try:
+        for path, metadata, tensors in files:
+            path = Path(path)
+            stage = path.with_name(f".{path.name}.staged")
+            staged.append((stage, path))
+            with GGUFWriter(stage, metadata) as w:
+                for t in tensors:
+                    w.add_planned(dataclasses.replace(t))  # the writer fills in offsets and lets data go
+        for stage, path in staged:
+            os.replace(stage, path)
+    except BaseException:
+        for stage, _ in staged:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(stage)
+        raise
+    return [path for _, path in staged]
+
+
+@dataclass(frozen=True)
+class ConverterSplit:
+    """convert_hf_to_gguf.py's `--split-max-tensors`, `--split-max-size` and `--no-tensor-first-split`, which follow
+    gguf-py's GGUFWriter, not llama-gguf-split: a new shard starts when the current one holds `max_tensors`
+    tensors, or when the next tensor would take its data (unpadded) past `max_bytes` (0: no such limit), a shard
+    holding at least one tensor. One shard is the output file itself, without split keys; more are
+    `<output stem>-0000i-of-0000n.gguf` beside it, the first with the metadata and every one with `split.no`,
+    `split.count`, `split.tensors.count` last."""
+
+    max_tensors: int = 0
+    max_bytes: int = 0
+    no_tensor_first_split: bool = False
+
+    def files(
+        self, output: Path, metadata: Mapping[str, Any], tensors: Sequence[PlannedTensor]
+    ) -> list[tuple[Path, dict[str, Any], list[PlannedTensor]]]:
+        """(path, metadata, tensors) of each file the converter writes."""
+        groups: list[list[PlannedTensor]] = [[], []] if self.no_tensor_first_split else [[]]
+        for t in tensors:
+            current = groups[-1]
+            if current and (
+                (self.max_tensors and len(current) >= self.max_tensors)
+                or (self.max_bytes and sum(c.nbytes for c in current) + t.nbytes > self.max_bytes)
+            ):
+                groups.append(current := [])
+            current.append(t)
+        n = len(groups)
+        if n == 1:
+            return [(output, dict(metadata), groups[0])]
+        stem = output.stem
+        return [
+            (output.with_name(f"{stem}-{i + 1:05d}-of-{n:05d}.gguf"),
+             (dict(metadata) if i == 0 else {}) | split_keys(i, n, len(tensors)), group)
+            for i, group in enumerate(groups)
+        ]  # fmt: skip
+
+
+def parse_converter_split_size(text: str) -> int:
+    """convert_hf_to_gguf.py's `--split-max-size`: a whole number of bytes, or of decimal K, M or G bytes."""
+    m = re.match(r"^(?P<n>\d+)(?P<unit>[KMG]?)$", text.strip())
+    if m is None:
+        raise ArgumentError(f"--split-max-size {text!r}: give a number of bytes, optionally followed by K, M or G")
+    return int(m["n"]) * {"": 1, "K": 1000, **_SIZE_UNITS}[m["unit"]]
 
 
 @dataclass

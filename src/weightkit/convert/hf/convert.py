@@ -21,7 +21,8 @@ import numpy as np
 from ... import quant
 from ...dtypes import ggml_type
 from ...errors import ArgumentError, FormatError, UnsupportedError
-from ...gguf import GGUFWriter, Metadata, Value, plan_tensor
+from ...gguf import Metadata, Value, plan_tensor, write_gguf
+from ...gguf.split import ConverterSplit, write_files
 from ...llama_quantize import QuantizeOptions, quantize_model
 from ...model import ModelFile, TensorInfo
 from .. import families
@@ -70,6 +71,7 @@ class ConvertReport:
     tensors: dict[str, tuple[str, tuple[int, ...]]] = field(default_factory=dict)  # name -> (type, shape)
     bytes_written: int = 0
     quantized: str | None = None  # the llama-quantize target, when converted and quantized in one pass
+    outputs: list[str] = field(default_factory=list)  # the files written: `output`, or its shards
 
 
 @dataclass
@@ -100,6 +102,7 @@ def convert_hf(
     *,
     quantize: QuantizeOptions | str | None = None,
     mmproj: bool = False,
+    split: ConverterSplit | None = None,
 ) -> ConvertReport:
     """Convert the checkpoint in `folder` to a GGUF at `output`, byte for byte as llama.cpp's converter would
     with `--outtype` (f32, f16, bf16, q8_0, tq1_0, tq2_0, or auto: bf16 or f16 after the first 16-bit matrix,
@@ -112,7 +115,10 @@ def convert_hf(
     f32): the one that loses nothing before quantizing.
 
     With `mmproj`, the output is the model's projector (`convert_hf_to_gguf.py --mmproj`): its vision encoder
-    and projection, the `clip` architecture, as its family declares it (`Family.projectors`)."""
+    and projection, the `clip` architecture, as its family declares it (`Family.projectors`).
+
+    With `split` (the converter's `--split-max-tensors`, `--split-max-size`, `--no-tensor-first-split`), the
+    output is the shards the converter writes (`ConverterSplit`), all moved into place once all are written."""
     folder, output = Path(folder), Path(output)
     options = None if quantize is None else _quantize_options(quantize, outtype)
     if outtype not in OUTTYPE_CHOICES:
@@ -121,6 +127,9 @@ def convert_hf(
         raise ArgumentError(f"{folder}: not a folder (give a Hugging Face checkpoint folder)")
     if output.is_dir():
         raise ArgumentError(f"{output}: is a folder; give the GGUF file's path")
+    if split is not None and options is not None:
+        raise ArgumentError("the converter's split options apply to its own output; to split a quantized model, "
+                            "run split on it")  # fmt: skip
     if mmproj and options is not None:
         raise ArgumentError("a projector (mmproj) is converted to --outtype's types, not quantized in the same pass")
     raw = read_raw_config(folder)
@@ -166,7 +175,7 @@ def convert_hf(
         report = ConvertReport(str(folder), str(output), name, arch.gguf, outtype, file_type, counts[0],
                                meta.size_label, len(kv.values))  # fmt: skip
         if options is None:
-            _write(output, kv, plan, report, progress)
+            _write(output, kv, plan, report, progress, split)
         else:
             _write_quantized(output, kv, plan, options, report, progress)
     finally:
@@ -388,25 +397,33 @@ def _parameter_counts(plan: list[_Planned]) -> tuple[int, int, int, int]:
     return total, shared, expert, expert_sum // expert_tensors if expert_tensors else 0
 
 
-def _write(output: Path, kv: KV, plan: list[_Planned], report: ConvertReport, progress: Progress | None) -> None:
-    """Stream the planned tensors into the GGUF (atomically), reporting progress after each."""
+def _write(
+    output: Path, kv: KV, plan: list[_Planned], report: ConvertReport, progress: Progress | None,
+    split: ConverterSplit | None,
+) -> None:  # fmt: skip
+    """Stream the planned tensors into the GGUF, or its shards (atomically), reporting progress after each."""
     nbytes = [ggml_type(p.type).nbytes(int(np.prod(p.shape, dtype=np.int64))) for p in plan]
     total = sum(nbytes)
     done = 0
-    with GGUFWriter(output, kv.values) as writer:
-        for p, n in zip(plan, nbytes, strict=True):
+    tensors = []
+    for p, n in zip(plan, nbytes, strict=True):
 
-            def data(p: _Planned = p, n: int = n) -> np.ndarray:
-                nonlocal done
-                values = p.make()
-                done += n
-                if progress is not None:
-                    progress(p.name, done, total)
-                return values
+        def data(p: _Planned = p, n: int = n) -> np.ndarray:
+            nonlocal done
+            values = p.make()
+            done += n
+            if progress is not None:
+                progress(p.name, done, total)
+            return values
 
-            writer.add_tensor(p.name, data, dtype=p.type, shape=p.shape)
-            report.tensors[p.name] = (p.type, tuple(p.shape))
-    report.bytes_written = output.stat().st_size
+        tensors.append(plan_tensor(p.name, p.shape, p.type, data))
+        report.tensors[p.name] = (p.type, tuple(p.shape))
+    if split is None:
+        write_gguf(output, kv.values, tensors)
+        report.outputs = [str(output)]
+    else:
+        report.outputs = [str(path) for path in write_files(split.files(output, kv.values, tensors))]
+    report.bytes_written = sum(Path(path).stat().st_size for path in report.outputs)
 
 
 class ConvertedModel(ModelFile):
@@ -447,4 +464,5 @@ def _write_quantized(output: Path, kv: KV, plan: list[_Planned], options: Quanti
     report.metadata_keys = quantized.metadata_keys
     report.file_type = options.target.file_type_id
     report.quantized = options.target.name
+    report.outputs = [str(output)]
     report.bytes_written = output.stat().st_size
