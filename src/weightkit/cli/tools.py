@@ -48,7 +48,7 @@ def split(
     if max_tensors is not None and max_size is not None:
         raise ArgumentError("give --split-max-tensors or --split-max-size, not both")
     max_bytes = None if max_size is None else parse_split_size(max_size)
-    with byte_progress("splitting", console, as_json or dry_run) as update:
+    with byte_progress("splitting", console, as_json) as update:
         shards = split_gguf(
             src,
             prefix,
@@ -69,7 +69,7 @@ def merge(
     as_json: JsonOption = False,
 ) -> None:
     """Join a split GGUF into one file as llama-gguf-split --merge does: the same file, byte for byte."""
-    with byte_progress("merging", console, as_json or dry_run) as update:
+    with byte_progress("merging", console, as_json) as update:
         merged = merge_gguf(first, out, dry_run=dry_run, progress=update)
     _report([merged], dry_run, as_json)
 

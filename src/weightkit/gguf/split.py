@@ -378,8 +378,9 @@ def merge_gguf(
     if out.exists():
         raise ArgumentError(f"{out} already exists; merge does not overwrite (as llama-gguf-split)")
     with open_gguf(first) as model:
-        if isinstance(model, GGUFFile) and model.metadata.get(KEY_SPLIT_COUNT) != 1:
-            raise FormatError(model.path, None, f"not a shard of a split model: its {KEY_SPLIT_COUNT} is not 1 or more")
+        count = model.metadata.get(KEY_SPLIT_COUNT, "missing")
+        if isinstance(model, GGUFFile) and count != 1:
+            raise FormatError(model.path, None, f"not a shard of a split model: its {KEY_SPLIT_COUNT} is {count}")
         metadata = {key: value for key, value in model.metadata.typed_items() if key != KEY_SPLIT_COUNT}
         metadata[KEY_SPLIT_COUNT] = Value(0, _T.UINT16)
         shard = _shard_file(out, metadata, _planned(model, model.tensors), None, model)
