@@ -139,7 +139,8 @@ def _check_shards(shards: list[GGUFFile], count: int) -> None:
     for i, shard in enumerate(shards):
         no = _split_int(shard, KEY_SPLIT_NO, -1)
         if no != i or _split_int(shard, KEY_SPLIT_COUNT, -1) != count:
-            raise FormatError(shard.path, None, f"expected shard {i} of {count}, found split.no={no}")
+            found = f"split.no={no}, split.count={_split_int(shard, KEY_SPLIT_COUNT, -1)}"
+            raise FormatError(shard.path, None, f"shard {i + 1} of {count} should have split.no={i}; it has {found}")
         dup = names.intersection(shard.tensors)
         if dup:
             raise FormatError(shard.path, None, f"tensor {sorted(dup)[0]!r} is in more than one shard")
