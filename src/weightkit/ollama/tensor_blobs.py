@@ -50,20 +50,67 @@ def _stacked_expert(name: str) -> bool:
 
 def _should_quantize(name: str) -> bool:
     """ShouldQuantize (for language models): linear weights, not embeddings, norms, biases or audio."""
-    if "audio_tower" in name or "embed_audio" in name or "embed" in name:
+    if is_audio_tower(name) or "embed" in name:
         return False
     if "norm" in name or "ln_" in name or "layernorm" in name:
         return False
     return name.endswith(".weight")
 
 
-def _aligned(shape: tuple[int, ...], q: MLXQuantType) -> bool:
+def aligned(shape: tuple[int, ...], q: MLXQuantType) -> bool:
     """MLX quantizes whole groups along the last axis (x/create's isAligned)."""
     return bool(shape) and shape[-1] % q.group_size == 0
 
 
-def _eight_bit(q: MLXQuantType) -> MLXQuantType:
+def eight_bit(q: MLXQuantType) -> MLXQuantType:
+    """The 8-bit type of `q`'s family: int8 for the affine types, mxfp8 for the fp4 ones."""
     return MLXQuantType.INT8 if q.mode == "affine" else MLXQuantType.MXFP8
+
+
+def is_vision(name: str) -> bool:
+    """A tensor of a vision tower, embedder or projection, kept at source precision."""
+    return "vision" in name or "visual" in name
+
+
+def is_audio_tower(name: str) -> bool:
+    return "audio_tower" in name or "embed_audio" in name
+
+
+def is_embed_tokens_weight(name: str) -> bool:
+    """The main token embedding (not Gemma's per-layer ones)."""
+    return name.endswith("embed_tokens.weight") and "per_layer" not in name
+
+
+_LAYER_INDEX = re.compile(r"\.layers\.(\d+)\.")
+
+
+def layer_index(name: str) -> int:
+    """The block number in a tensor name (`....layers.5....`), or -1."""
+    m = _LAYER_INDEX.search(name)
+    return int(m[1]) if m else -1
+
+
+def use_more_bits(layer: int, n_layers: int, middle_end: int | None = None) -> bool:
+    """quantpolicy.go's useMoreBits: the first and last eighth of the layers and every third between them
+    (up to `middle_end`, by default the start of the last eighth) take more bits."""
+    if layer < 0 or n_layers <= 0:
+        return False
+    first, last = n_layers // 8, 7 * n_layers // 8
+    middle_end = last if middle_end is None else middle_end
+    return layer < first or layer >= last or (first <= layer < middle_end and (layer - first) % 3 == 2)
+
+
+def promote_embedding(shape: tuple[int, ...], base: MLXQuantType) -> MLXQuantType | None:
+    """The 8-bit type of `base`'s family for an embedding that fits it, else None."""
+    eight = eight_bit(base)
+    return eight if aligned(shape, eight) else None
+
+
+def sensitive_type(promote: bool, shape: tuple[int, ...], base: MLXQuantType) -> MLXQuantType | None:
+    """A v/k/down projection: the 8-bit type when promoted and it fits, else `base` when it fits, else None."""
+    if promote and aligned(shape, eight_bit(base)):
+        return eight_bit(base)
+    return base if aligned(shape, base) else None
 
 
 def tensor_quantization(name: str, shape: tuple[int, ...], quantize: MLXQuantType) -> MLXQuantType | None:
@@ -78,16 +125,13 @@ def tensor_quantization(name: str, shape: tuple[int, ...], quantize: MLXQuantTyp
     if int(np.prod(shape)) < 1024 or name.endswith(_ROUTING_GATES):
         return None
     if name.endswith("lm_head.weight"):
-        eight = _eight_bit(quantize)
-        return eight if _aligned(shape, eight) else None
-    if "vision" in name or "visual" in name or not _aligned(shape, quantize):
+        return promote_embedding(shape, quantize)
+    if is_vision(name) or not aligned(shape, quantize):
         return None
     fp4 = quantize in (MLXQuantType.NVFP4, MLXQuantType.MXFP4)
     sensitive = ".v_proj" in name or ".k_proj" in name or "down_proj" in name
     if sensitive and (quantize is MLXQuantType.INT4 or (fp4 and not stacked)):
-        eight = _eight_bit(quantize)
-        if _aligned(shape, eight):
-            return eight
+        return promote_embedding(shape, quantize) or quantize
     return quantize
 
 
