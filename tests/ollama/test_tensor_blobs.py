@@ -110,8 +110,9 @@ def test_experts_stacked_one_blob_per_layer(tmp_path):
     manifest = create_from_checkpoint(store, "moe", tmp_path / "ckpt")
     names = [layer.name for layer in manifest.layers_of("tensor")]
     assert names == [
-        "model.embed_tokens.weight", "model.layers.0.mlp.gate.weight", "model.layers.0.mlp.shared_experts.up_proj.weight",
-        "model.layers.1.mlp.gate.weight", "model.layers.1.mlp.shared_experts.up_proj.weight",
+        "model.embed_tokens.weight", "model.layers.0.mlp.gate.weight",
+        "model.layers.0.mlp.shared_experts.up_proj.weight", "model.layers.1.mlp.gate.weight",
+        "model.layers.1.mlp.shared_experts.up_proj.weight",
         "model.layers.0.mlp.experts", "model.layers.1.mlp.experts",
     ]  # fmt: skip
     with open_store_model("moe", store=store) as m:

@@ -341,7 +341,7 @@ def _plan_expert_group(inv, gp, tensors, q, policy, fp8: bool = False) -> list[B
     for proj in sorted(by_proj):
         experts = [t for _, t in sorted(by_proj[proj], key=lambda e: e[0])]
         base = experts[0]
-        scales = [inv.tensors[fp8_scale_for(inv, t.name)] for t in experts] if fp8 else []
+        scales = [_checked_fp8_scale(inv, t) for t in experts] if fp8 else []
         for t in experts:
             if (t.dtype, t.shape) != (base.dtype, base.shape):
                 raise FormatError(inv.folder / t.file, None, f"expert group {gp} projection {proj}: {t.name} is "
@@ -361,6 +361,17 @@ def _plan_expert_group(inv, gp, tensors, q, policy, fp8: bool = False) -> list[B
 def fp8_scale_for(inv: Inventory, name: str) -> str:
     """An FP8 weight's block-scale companion (`_scale_inv` before `_scale`), or ""."""
     return next((name + s for s in ("_scale_inv", "_scale") if name + s in inv.tensors), "")
+
+
+def _checked_fp8_scale(inv: Inventory, weight: SourceTensor) -> SourceTensor:
+    """The weight's block scale, whose shape must tile the weight in 128x128 blocks (per expert if stacked)."""
+    scale = inv.tensors[fp8_scale_for(inv, weight.name)]
+    *lead, rows, cols = weight.shape if len(weight.shape) in (2, 3) else (None, None)
+    want = (*lead, -(-rows // 128), -(-cols // 128)) if rows is not None else None
+    if scale.shape != want:
+        raise FormatError(inv.folder / scale.file, None, f"tensor {scale.name!r}: FP8 scale shape {list(scale.shape)} "
+                          f"for weight shape {list(weight.shape)}; want {list(want or [])}")  # fmt: skip
+    return scale
 
 
 def _is_fp8_weight(inv: Inventory, name: str) -> bool:
@@ -384,7 +395,7 @@ def _plan_block_fp8(inv: Inventory, q: MLXQuantType | None, policy: Policy) -> l
             if gp:
                 fp8_groups.setdefault(gp, []).append(t)
                 continue
-            scale = inv.tensors[fp8_scale_for(inv, name)]
+            scale = _checked_fp8_scale(inv, t)
             specs.append(BlobSpec(name, [TensorSpec(name, [t, scale], DECODE_FP8, _quantize(policy, name, t.shape, q),
                                                     "BF16", t.shape)]))  # fmt: skip
         elif gp:

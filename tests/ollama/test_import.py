@@ -1,0 +1,235 @@
+"""`weightkit create --from HF_DIR` as x/create's pipeline: the policies (Ollama's own table cases, recorded by
+tests/data/make_ollama_create_cases.py), the plan, the blobs byte for byte (MLX's save_safetensors for the
+quantized ones), the config blob, and bad input refused with the store unchanged."""
+
+from __future__ import annotations
+
+import json
+import random
+import string
+import struct
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from weightkit.dtypes import MLXQuantType as Q
+from weightkit.errors import FormatError, UnsupportedError
+from weightkit.ollama import Store, create_from_checkpoint
+from weightkit.ollama.blob_bytes import BlobTensor, go_packed_header, unordered_map_order
+from weightkit.ollama.import_arch import IMPORT_POLICIES, import_policy
+from weightkit.ollama.import_plan import Classification, SourceKind, classify, plan, read_inventory
+from weightkit.ollama.tensor_blobs import aligned, expert_group_prefix, tensor_quantization, use_more_bits
+from weightkit.safetensors import write_checkpoint
+
+CASES = json.loads((Path(__file__).parents[1] / "data" / "ollama_create_cases.json").read_text())
+
+
+def _q(text: str) -> Q | None:
+    return Q(text) if text else None
+
+
+@pytest.mark.parametrize("case", CASES["policy"], ids=[c["source"] for c in CASES["policy"]])
+def test_policy_cases_of_ollama(case):
+    policy = import_policy(case["architecture"], case["config"])
+    assert policy(case["tensor"], tuple(case["shape"]), Q(case["quantize"])) == _q(case["want"])
+
+
+def test_alignment_expert_groups_and_stacked_experts_of_ollama():
+    for c in CASES["is_aligned"]:
+        assert aligned(tuple(c["shape"]), Q(c["quantize"])) == c["want"], c
+    for c in CASES["expert_group_prefix"]:
+        assert expert_group_prefix(c["tensor"]) == c["want"], c
+    for c in CASES["stacked_3d"]:
+        assert tensor_quantization(c["tensor"], tuple(c["shape"]), Q(c["quantize"])) == _q(c["want"]), c
+
+
+def test_use_more_bits_as_ollama_tests_it():
+    """TestUseMoreBits (gemma4_test.go): 30 layers."""
+    promoted = {i for i in range(30) if use_more_bits(i, 30)}
+    assert {0, 1, 2, 26, 27, 28, 29, 5} <= promoted and not promoted & {3, 4, 6, 7}
+
+
+def test_registry_keys_as_ollama_keys_them():
+    """The registrations upstream's tests check (gemma4/glimmer/laguna/nemotron_h _test.go), and the fallback."""
+    assert len(IMPORT_POLICIES) == 23
+    for arch in ("Gemma4UnifiedForConditionalGeneration", "gemma4_unified", "MuseGlimmerForConditionalGeneration",
+                 "LagunaForCausalLM", "NemotronH_Nano_Omni_Reasoning_V3", "Qwen3NextMoeForCausalLM"):  # fmt: skip
+        assert arch in IMPORT_POLICIES
+    assert import_policy("LlamaForCausalLM", {}) is tensor_quantization
+    qwen = import_policy("Qwen3_5ForCausalLM", {})  # qwen35.go: the low-rank a/b projections kept
+    assert qwen("model.layers.0.linear_attn.in_proj_a.weight", (64, 2048), Q.INT4) is None
+    assert qwen("model.layers.0.linear_attn.in_proj_qkvz.weight", (64, 2048), Q.INT4) is Q.INT4
+
+
+def _inventory(tmp_path, tensors: dict, config: dict | None = None):
+    write_checkpoint(tmp_path / "ckpt", tensors)
+    (tmp_path / "ckpt" / "config.json").write_text(json.dumps(config or {}))
+    return read_inventory(tmp_path / "ckpt")
+
+
+def test_plan_float_expert_groups_as_ollama(tmp_path):
+    """plan_test.go's TestPlanFloat*, and laguna_test.go's mixed expert group: a group whose projections take
+    one type shares a blob; mixed ones take a blob per projection; pre-stacked experts are ordinary tensors."""
+    z = np.zeros((2048, 512), ml_dtypes.bfloat16)
+    tensors = {f"model.layers.{layer}.mlp.experts.{e}.{p}.weight": z
+               for layer in (1, 5) for e in range(2) for p in ("gate_proj", "down_proj")}  # fmt: skip
+    tensors["model.layers.0.mlp.experts.gate_up_proj"] = np.zeros((2, 64, 64), ml_dtypes.bfloat16)
+    inv = _inventory(tmp_path, tensors, {"architectures": ["LagunaForCausalLM"], "num_hidden_layers": 40,
+                                         "mlp_layer_types": ["dense", "sparse"]})  # fmt: skip
+    specs = plan(inv, classify(inv, "mxfp8"))
+    assert [s.name for s in specs] == [
+        "model.layers.0.mlp.experts.gate_up_proj", "model.layers.1.mlp.experts.down_proj.weight",
+        "model.layers.1.mlp.experts.gate_proj.weight", "model.layers.5.mlp.experts",
+    ]  # fmt: skip
+    quant = {t.name: t.quantize for s in specs for t in s.tensors}
+    assert quant["model.layers.1.mlp.experts.down_proj.weight"] is None
+    assert quant["model.layers.1.mlp.experts.gate_proj.weight"] is Q.MXFP8
+    assert quant["model.layers.5.mlp.experts.down_proj.weight"] is Q.MXFP8
+    stacked = specs[-1].tensors[0]
+    assert stacked.transform == "stack_experts" and stacked.out_shape == (2, 2048, 512)
+
+
+def test_classify_as_ollama(tmp_path):
+    """classify_test.go: float sources quantize on request; MLX-quantized ones are copied (and refuse a
+    request); block-FP8 becomes mxfp8."""
+    f = np.zeros((64, 64), np.float32)
+    inv = _inventory(tmp_path / "a", {"a.weight": f})
+    assert classify(inv, "Q4") == Classification(SourceKind.FLOAT, Q.INT4)
+    assert classify(inv, None) == Classification(SourceKind.FLOAT, None)
+    w, s = np.zeros((64, 8), np.uint32), np.zeros((64, 1), ml_dtypes.bfloat16)
+    inv = _inventory(tmp_path / "b", {"a.weight": w, "a.scales": s, "a.biases": s},
+                     {"quantization": {"bits": 4, "group_size": 64, "mode": "affine"}})  # fmt: skip
+    assert classify(inv, "") == Classification(SourceKind.PREQUANTIZED, Q.INT4)
+    with pytest.raises(UnsupportedError, match="quantized already"):
+        classify(inv, "int8")
+    specs = plan(inv, classify(inv, ""))
+    assert [(s.name, [t.name for t in s.tensors], s.metadata) for s in specs] == [
+        ("a.weight", ["a.weight", "a.weight.scale", "a.weight.bias"], {"quant_type": "int4", "group_size": "64"})
+    ]
+    e4m3 = np.zeros((256, 128), ml_dtypes.float8_e4m3fn)
+    fp8 = {"quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]}}
+    inv = _inventory(tmp_path / "c", {"a.weight": e4m3, "a.weight_scale_inv": np.ones((2, 1), np.float32)}, fp8)
+    assert classify(inv, None) == Classification(SourceKind.BLOCK_FP8, Q.MXFP8)
+    with pytest.raises(UnsupportedError, match="converted to mxfp8"):
+        classify(inv, "int4")
+
+
+def test_unordered_map_order_is_mlx_save_order(tmp_path):
+    """The data order of MLX's save_safetensors for a map filled in sorted order, as Ollama fills it."""
+    mx = pytest.importorskip("mlx.core")
+    rng = random.Random(5)
+    for n in [*range(1, 32), 60, 130]:
+        keys = sorted({"".join(rng.choices(string.ascii_lowercase + "._0123456789", k=rng.randint(1, 40)))
+                       for _ in range(n)})  # fmt: skip
+        mx.save_safetensors(str(tmp_path / "o.safetensors"), {k: mx.zeros((1,), dtype=mx.uint8) for k in keys})
+        raw = (tmp_path / "o.safetensors").read_bytes()
+        header = json.loads(raw[8 : 8 + struct.unpack("<Q", raw[:8])[0]])
+        header.pop("__metadata__")
+        assert sorted(header, key=lambda k: header[k]["data_offsets"][0]) == unordered_map_order(keys), n
+
+
+@pytest.mark.needs_mlx
+@pytest.mark.parametrize("quantize", ["int4", "nvfp4", "mxfp8"])
+def test_quantized_blobs_are_mlx_bytes(tmp_path, quantize):
+    """Every quantized blob is the file MLX's save_safetensors writes for Ollama's arrays: the quantized
+    weight, scales and biases of mx.quantize, the blob's metadata, keys inserted in sorted order."""
+    import mlx.core as mx
+
+    rng = np.random.default_rng(7)
+    bf = ml_dtypes.bfloat16
+    tensors = {
+        "model.layers.0.self_attn.q_proj.weight": rng.standard_normal((64, 128)).astype(bf),
+        "model.layers.0.self_attn.v_proj.weight": rng.standard_normal((64, 128)).astype(bf),
+        "model.layers.0.input_layernorm.weight": rng.standard_normal(128).astype(bf),
+        "lm_head.weight": rng.standard_normal((32, 128)).astype(bf),
+    }
+    for e in range(2):
+        tensors[f"model.layers.0.mlp.experts.{e}.up_proj.weight"] = rng.standard_normal((64, 128)).astype(bf)
+        tensors[f"model.layers.0.mlp.experts.{e}.gate_proj.weight"] = rng.standard_normal((64, 128)).astype(bf)
+    write_checkpoint(tmp_path / "ckpt", tensors)
+    (tmp_path / "ckpt" / "config.json").write_text('{"architectures": ["LlamaForCausalLM"]}')
+    store = Store(tmp_path / "store")
+    manifest = create_from_checkpoint(store, "q", tmp_path / "ckpt", quantize=quantize)
+    specs = plan(read_inventory(tmp_path / "ckpt"), classify(read_inventory(tmp_path / "ckpt"), quantize))
+    blobs = {layer.name: store.blob_path(layer.digest).read_bytes() for layer in manifest.layers_of("tensor")}
+    checked = 0
+    for spec in specs:
+        if all(t.quantize is None for t in spec.tensors):
+            continue
+        arrays, md = {}, None
+        for t in spec.tensors:
+            w = np.stack([tensors[s.name] for s in t.sources]) if len(t.sources) > 1 else tensors[t.sources[0].name]
+            w = mx.array(w.astype(np.float32)).astype(mx.bfloat16)
+            q = t.quantize
+            out = mx.quantize(w, group_size=q.group_size, bits=q.bits, mode=q.mode)
+            arrays[t.name], arrays[f"{t.name}.scale"] = out[0], out[1]
+            if q.mode == "affine":
+                arrays[f"{t.name}.bias"] = out[2]
+            md = {"group_size": str(q.group_size), "quant_type": q.value}
+        mx.save_safetensors(str(tmp_path / "want.safetensors"), dict(sorted(arrays.items())), metadata=md)
+        assert blobs[spec.name] == (tmp_path / "want.safetensors").read_bytes(), spec.name
+        checked += 1
+    assert checked == 4  # q_proj, v_proj (8-bit or not), lm_head, the experts' blob
+
+
+def test_go_packed_header_like_encoding_json():
+    """Go's json.Marshal of the header map: keys sorted, HTML characters escaped, fields in struct order."""
+    header = go_packed_header([BlobTensor("b<&>", "F32", (), b"\0" * 4), BlobTensor("a", "U8", (2,), b"ab")],
+                              {"quant_type": "nvfp4"})  # fmt: skip
+    text = header[8:].decode()
+    assert text.rstrip(" ") == (
+        '{"__metadata__":{"quant_type":"nvfp4"},"a":{"dtype":"U8","shape":[2],"data_offsets":[4,6]},'
+        '"b\\u003c\\u0026\\u003e":{"dtype":"F32","shape":[],"data_offsets":[0,4]}}'
+    )
+    assert len(text) % 8 == 0 and struct.unpack("<Q", header[:8])[0] == len(text)
+
+
+def test_config_blob_and_layers_as_ollama_create(tmp_path):
+    """x/create/client's manifest writer: ConfigV2 with requires 0.19.0, parser/renderer/capabilities by
+    architecture; tensor layers then every .json file but the index, sorted."""
+    folder = tmp_path / "ckpt"
+    write_checkpoint(folder, {"model.layers.0.mlp.up_proj.weight": np.ones((64, 64), ml_dtypes.bfloat16)})
+    (folder / "config.json").write_text(json.dumps({"architectures": ["Qwen3_5ForCausalLM"], "vision_config": {}}))
+    (folder / "tokenizer_config.json").write_text("{}")
+    store = Store(tmp_path / "store")
+    manifest = create_from_checkpoint(store, "qwen", folder, quantize="int8")
+    assert [layer.name for layer in manifest.layers] == [
+        "model.layers.0.mlp.up_proj.weight", "config.json", "tokenizer_config.json"
+    ]  # fmt: skip
+    assert store.blob_path(manifest.config.digest).read_bytes() == (
+        b'{"model_format":"safetensors","model_family":"","model_families":null,"model_type":"","file_type":"int8",'
+        b'"renderer":"qwen3.5","parser":"qwen3.5","requires":"0.19.0",'
+        b'"capabilities":["completion","vision","tools","thinking"],"architecture":"","os":""}'
+    )
+
+
+BAD = {
+    "malformed quantization config": (
+        {"a.weight": np.zeros((64, 64), np.float32)}, {"quantization_config": {"bits": "four"}}, None,
+        "quantization_config.bits"),
+    "FP8 scale of the wrong shape": (
+        {"a.weight": np.zeros((256, 128), ml_dtypes.float8_e4m3fn), "a.weight_scale_inv": np.ones((3, 3), np.float32)},
+        {"quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]}}, None, "FP8 scale shape"),
+    "FP8 of another block size": (
+        {"a.weight": np.zeros((256, 128), ml_dtypes.float8_e4m3fn), "a.weight_scale_inv": np.ones((4, 2), np.float32)},
+        {"quantization_config": {"quant_method": "fp8", "weight_block_size": [64, 64]}}, None, "64x64"),
+    "E5M2 weights": ({"a.weight": np.zeros((64, 64), ml_dtypes.float8_e5m2)}, {}, None, "F8_E5M2"),
+    "unknown quantization": ({"a.weight": np.zeros((64, 64), np.float32)}, {}, "q3", "unknown quantization"),
+    "experts of different shapes": (
+        {"model.layers.0.mlp.experts.0.up_proj.weight": np.zeros((64, 64), np.float32),
+         "model.layers.0.mlp.experts.1.up_proj.weight": np.zeros((32, 64), np.float32)}, {}, None, "expert group"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", BAD, ids=list(BAD))
+def test_bad_input_is_one_error_and_the_store_unchanged(tmp_path, case):
+    tensors, config, quantize, message = BAD[case]
+    write_checkpoint(tmp_path / "ckpt", tensors)
+    (tmp_path / "ckpt" / "config.json").write_text(json.dumps(config))
+    store = Store(tmp_path / "store")
+    before = sorted(p.relative_to(tmp_path) for p in (tmp_path / "store").rglob("*"))
+    with pytest.raises((FormatError, UnsupportedError), match=message):
+        create_from_checkpoint(store, "bad", tmp_path / "ckpt", quantize=quantize)
+    assert sorted(p.relative_to(tmp_path) for p in (tmp_path / "store").rglob("*")) == before
