@@ -73,9 +73,9 @@ def main(git_dir: str, commit: str = COMMIT) -> None:
         for desc, var, tensor, shape, quantize, want in rows:
             configs = {var: policies[var]} if var in policies and var else policies
             for label, config in configs.items():
-                cases["policy"].append({"source": f"{file} {func}: {desc}" + (f" ({label})" if label else ""),
-                                        "architecture": arch, "config": config, "tensor": tensor,
-                                        "shape": shape_of(shape, body), "quantize": quantize, "want": want})  # fmt: skip
+                source = f"{file} {func}: {desc}" + (f" ({label})" if label else "")
+                row = {"source": source, "architecture": arch, "config": config, "tensor": tensor}
+                cases["policy"].append({**row, "shape": shape_of(shape, body), "quantize": quantize, "want": want})
     create = go_source(git_dir, commit, "create_test.go")
     body = function_body(create, "TestIsAligned")
     for desc, shape, q, want in re.findall(r'\{"([^"]*)",\s*(\[\]int32\{[^}]*\}),\s*"(\w+)",\s*(true|false)\}', body):
@@ -84,7 +84,8 @@ def main(git_dir: str, commit: str = COMMIT) -> None:
     for name, want in re.findall(r'\{"([^"]+)",\s*"([^"]*)"\}', body):
         cases["expert_group_prefix"].append({"tensor": name, "want": want})
     body = function_body(create, "TestGetTensorQuantization_StackedExpert3D")
-    calls = re.findall(r'GetTensorQuantization\(\s*"([^"]+)",\s*(\[\]int32\{[^}]*\}),\s*"(\w+)",\s*\)\s*if \w+ != "(\w*)"', body)
+    call = r'GetTensorQuantization\(\s*"([^"]+)",\s*(\[\]int32\{[^}]*\}),\s*"(\w+)",\s*\)\s*if \w+ != "(\w*)"'
+    calls = re.findall(call, body)
     for tensor, shape, q, want in calls:
         cases["stacked_3d"].append({"tensor": tensor, "shape": ints(shape), "quantize": q, "want": want})
     OUT.write_text(json.dumps(cases, indent=1) + "\n")
