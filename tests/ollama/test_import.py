@@ -174,16 +174,18 @@ def test_quantized_blobs_are_mlx_bytes(tmp_path, quantize):
     assert checked == 4  # q_proj, v_proj (8-bit or not), lm_head, the experts' blob
 
 
-def test_go_packed_header_like_encoding_json():
-    """Go's json.Marshal of the header map: keys sorted, HTML characters escaped, fields in struct order."""
-    header = go_packed_header([BlobTensor("b<&>", "F32", (), b"\0" * 4), BlobTensor("a", "U8", (2,), b"ab")],
-                              {"quant_type": "nvfp4"})  # fmt: skip
-    text = header[8:].decode()
-    assert text.rstrip(" ") == (
-        '{"__metadata__":{"quant_type":"nvfp4"},"a":{"dtype":"U8","shape":[2],"data_offsets":[4,6]},'
-        '"b\\u003c\\u0026\\u003e":{"dtype":"F32","shape":[],"data_offsets":[0,4]}}'
-    )
-    assert len(text) % 8 == 0 and struct.unpack("<Q", header[:8])[0] == len(text)
+GO_JSON = json.loads((Path(__file__).parents[1] / "data" / "ollama_go_json.json").read_text())
+
+
+@pytest.mark.parametrize("case", GO_JSON["headers"])
+def test_go_packed_header_is_encoding_json(case):
+    """The header of a blob made without MLX is Go's json.Marshal of x/safetensors' map, padded to 8 bytes
+    (recorded by tests/data/make_ollama_go_json.go)."""
+    tensors = [BlobTensor(t["name"], t["dtype"], tuple(t["shape"]), bytes(t["size"])) for t in case["tensors"]]
+    header = go_packed_header(tensors, case["metadata"])
+    want = case["header"].encode()
+    want += b" " * (-len(want) % 8)
+    assert header == struct.pack("<Q", len(want)) + want
 
 
 def test_config_blob_and_layers_as_ollama_create(tmp_path):
@@ -198,11 +200,7 @@ def test_config_blob_and_layers_as_ollama_create(tmp_path):
     assert [layer.name for layer in manifest.layers] == [
         "model.layers.0.mlp.up_proj.weight", "config.json", "tokenizer_config.json"
     ]  # fmt: skip
-    assert store.blob_path(manifest.config.digest).read_bytes() == (
-        b'{"model_format":"safetensors","model_family":"","model_families":null,"model_type":"","file_type":"int8",'
-        b'"renderer":"qwen3.5","parser":"qwen3.5","requires":"0.19.0",'
-        b'"capabilities":["completion","vision","tools","thinking"],"architecture":"","os":""}'
-    )
+    assert store.blob_path(manifest.config.digest).read_bytes() == GO_JSON["config_qwen35_int8"].encode()
 
 
 BAD = {
