@@ -231,3 +231,35 @@ def test_bad_input_is_one_error_and_the_store_unchanged(tmp_path, case):
     with pytest.raises((FormatError, UnsupportedError), match=message):
         create_from_checkpoint(store, "bad", tmp_path / "ckpt", quantize=quantize)
     assert sorted(p.relative_to(tmp_path) for p in (tmp_path / "store").rglob("*")) == before
+
+
+ARCHS = json.loads((Path(__file__).parents[1] / "data" / "ollama_import_archs.json").read_text())
+ARCH_KEYS = [k for k in ARCHS if k != "transformers"]
+OTHER_MODALITIES = ("vision", "visual", "audio_tower", "embed_audio")
+
+
+@pytest.mark.parametrize("quantize", ["int4", "nvfp4", "mxfp8"])
+@pytest.mark.parametrize("arch", ARCH_KEYS)
+def test_registered_architectures_plan_as_ollama(arch, quantize):
+    """The checkpoint transformers 5.25 saves for each registered class (tests/data/make_ollama_import_archs.py),
+    planned: the registry's policy decides every tensor; each tensor lands in one blob, per-expert ones stacked
+    per projection; vision and audio towers and routing gates stay at source precision."""
+    from weightkit.ollama.import_plan import Inventory, SourceTensor
+
+    rec = ARCHS[arch]
+    dtypes = {"bfloat16": "BF16", "float32": "F32", "float16": "F16"}
+    tensors = {n: SourceTensor(n, dtypes[d], tuple(s), "model.safetensors") for n, (d, s) in rec["tensors"].items()}
+    inv = Inventory(Path("ckpt"), rec["config"], tensors)
+    assert inv.architecture == arch and arch in IMPORT_POLICIES
+    specs = plan(inv, classify(inv, quantize))
+    policy = import_policy(arch, rec["config"])
+    covered = [s.name for spec in specs for t in spec.tensors for s in t.sources]
+    assert sorted(covered) == sorted(tensors)
+    for spec in specs:
+        for t in spec.tensors:
+            assert t.quantize == policy(t.name, t.out_shape or t.sources[0].shape, Q(quantize))
+            if len(t.sources) > 1:
+                assert t.transform == "stack_experts" and t.out_shape[0] == len(t.sources)
+            if any(m in t.name for m in OTHER_MODALITIES) or t.name.endswith(".mlp.gate.weight"):
+                assert t.quantize is None, t.name
+    assert any(t.quantize is not None for spec in specs for t in spec.tensors)
