@@ -263,3 +263,90 @@ def test_registered_architectures_plan_as_ollama(arch, quantize):
             if any(m in t.name for m in OTHER_MODALITIES) or t.name.endswith(".mlp.gate.weight"):
                 assert t.quantize is None, t.name
     assert any(t.quantize is not None for spec in specs for t in spec.tensors)
+
+
+@pytest.mark.needs_mlx
+def test_block_fp8_blobs_are_mlx_bytes(tmp_path):
+    """A block-FP8 checkpoint (blockfp8.go): each E4M3 weight decoded with its 128x128 scales as MLX decodes it
+    (from_fp8, times the block's scale, back to bfloat16), then mxfp8 where the policy quantizes and kept in
+    bfloat16 where it does not (the router); per-expert FP8 weights stacked first; scales not stored."""
+    import mlx.core as mx
+
+    rng = np.random.default_rng(11)
+
+    def fp8(shape):
+        return (rng.standard_normal(shape) * 2).astype(ml_dtypes.float8_e4m3fn)
+
+    def scale(shape):
+        return rng.uniform(0.001, 0.01, (-(-shape[0] // 128), -(-shape[1] // 128))).astype(np.float32)
+
+    tensors = {"model.layers.0.self_attn.q_proj.weight": fp8((200, 160)),
+               "model.layers.0.mlp.gate.weight": fp8((8, 64)),
+               "model.norm.weight": np.ones(64, ml_dtypes.bfloat16)}  # fmt: skip
+    for e in range(2):
+        tensors[f"model.layers.0.mlp.experts.{e}.up_proj.weight"] = fp8((128, 256))
+    for name in [n for n in tensors if n.endswith("proj.weight") or n.endswith("gate.weight")]:
+        tensors[name + "_scale_inv"] = scale(tensors[name].shape)
+    config = {"quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]}}
+    write_checkpoint(tmp_path / "ckpt", tensors)
+    (tmp_path / "ckpt" / "config.json").write_text(json.dumps(config))
+    store = Store(tmp_path / "store")
+    manifest = create_from_checkpoint(store, "fp8", tmp_path / "ckpt")
+    blobs = {layer.name: store.blob_path(layer.digest).read_bytes() for layer in manifest.layers_of("tensor")}
+    assert list(blobs) == ["model.layers.0.mlp.gate.weight", "model.layers.0.self_attn.q_proj.weight",
+                           "model.norm.weight", "model.layers.0.mlp.experts"]  # fmt: skip
+
+    def decoded(names):
+        out = []
+        for name in names:
+            w = mx.from_fp8(mx.array(tensors[name].view(np.uint8)), dtype=mx.bfloat16)
+            s = np.repeat(np.repeat(tensors[name + "_scale_inv"], 128, 0), 128, 1)[: w.shape[0], : w.shape[1]]
+            out.append((w * mx.array(s)).astype(mx.bfloat16))
+        return mx.stack(out) if len(out) > 1 else out[0]
+
+    def saved(arrays, md):
+        mx.save_safetensors(str(tmp_path / "want.safetensors"), dict(sorted(arrays.items())), metadata=md)
+        return (tmp_path / "want.safetensors").read_bytes()
+
+    mxfp8 = {"group_size": "32", "quant_type": "mxfp8"}
+    gate = "model.layers.0.mlp.gate.weight"
+    assert blobs[gate] == saved({gate: decoded([gate])}, None)
+    q = "model.layers.0.self_attn.q_proj.weight"
+    wq, sq = mx.quantize(decoded([q]), group_size=32, bits=8, mode="mxfp8")[:2]
+    assert blobs[q] == saved({q: wq, q + ".scale": sq}, mxfp8)
+    up = "model.layers.0.mlp.experts.up_proj.weight"
+    wu, su = mx.quantize(decoded([f"model.layers.0.mlp.experts.{e}.up_proj.weight" for e in range(2)]), group_size=32,
+                         bits=8, mode="mxfp8")[:2]  # fmt: skip
+    assert blobs["model.layers.0.mlp.experts"] == saved({up: wu, up + ".scale": su}, mxfp8)
+    assert json.loads(store.blob_path(manifest.config.digest).read_bytes())["file_type"] == "mxfp8"
+
+
+@pytest.mark.needs_mlx
+def test_mlx_quantized_source_copied_as_ollama(tmp_path):
+    """An MLX-quantized checkpoint (prequant.go's "mlx" pattern): weight, scales and biases fused into one blob
+    named by the weight (`.scales` -> `.scale`, `.biases` -> `.bias`), with the config's quant_type and
+    group_size; other tensors copied; nothing quantized twice; the model reads back as MLX dequantizes it."""
+    import mlx.core as mx
+
+    from weightkit.ollama import open_store_model
+
+    rng = np.random.default_rng(12)
+    w = mx.array(rng.standard_normal((64, 128)).astype(np.float32)).astype(mx.bfloat16)
+    packed, scales, biases = mx.quantize(w, group_size=64, bits=4, mode="affine")
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    norm = mx.ones((128,), dtype=mx.bfloat16)
+    mx.save_safetensors(str(folder / "model.safetensors"), {"model.layers.0.mlp.up_proj.weight": packed,
+                        "model.layers.0.mlp.up_proj.scales": scales, "model.layers.0.mlp.up_proj.biases": biases,
+                        "model.norm.weight": norm})  # fmt: skip
+    (folder / "config.json").write_text(json.dumps({"quantization": {"group_size": 64, "bits": 4, "mode": "affine"}}))
+    store = Store(tmp_path / "store")
+    manifest = create_from_checkpoint(store, "pre", folder)
+    layers = {layer.name: store.blob_path(layer.digest).read_bytes() for layer in manifest.layers_of("tensor")}
+    assert list(layers) == ["model.layers.0.mlp.up_proj.weight", "model.norm.weight"]
+    assert json.loads(store.blob_path(manifest.config.digest).read_bytes())["file_type"] == "int4"
+    with open_store_model("pre", store=store) as m:
+        want = np.array(mx.dequantize(packed, scales, biases, group_size=64, bits=4).astype(mx.float32))
+        assert np.array_equal(np.asarray(m.tensor("model.layers.0.mlp.up_proj.weight"), np.float32), want)
+    with pytest.raises(UnsupportedError, match="quantized already"):
+        create_from_checkpoint(store, "twice", folder, quantize="int8")
