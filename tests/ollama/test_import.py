@@ -350,3 +350,59 @@ def test_mlx_quantized_source_copied_as_ollama(tmp_path):
         assert np.array_equal(np.asarray(m.tensor("model.layers.0.mlp.up_proj.weight"), np.float32), want)
     with pytest.raises(UnsupportedError, match="quantized already"):
         create_from_checkpoint(store, "twice", folder, quantize="int8")
+
+
+def _header_inventory(dtypes: dict[str, str], config: dict | None = None):
+    """prequant_test.go's newInventory: every tensor [128, 128] of the given dtype."""
+    from weightkit.ollama.import_plan import Inventory, SourceTensor
+
+    return Inventory(Path("ckpt"), config or {}, {n: SourceTensor(n, d, (128, 128), "m") for n, d in dtypes.items()})
+
+
+def test_prequantized_plans_as_ollama():
+    """prequant_test.go: MLX's weights fused with their config's metadata; ModelOpt's and compressed-tensors'
+    NVFP4 weights repacked, their scales relabelled, the global scale kept or inverted, activation scales
+    dropped, nvfp4 forced (group size 16 defaulted only for compressed-tensors)."""
+    pre = Classification(SourceKind.PREQUANTIZED, None)
+    inv = _header_inventory({"l.weight": "U32", "l.scales": "BF16", "l.biases": "BF16", "norm.weight": "BF16"},
+                            {"quantization": {"bits": 4, "mode": "affine", "group_size": 32}})  # fmt: skip
+    specs = plan(inv, pre)
+    assert [s.name for s in specs] == ["l.weight", "norm.weight"]
+    assert [(t.name, t.transform) for t in specs[0].tensors] == [
+        ("l.weight", ""), ("l.weight.scale", ""), ("l.weight.bias", "")
+    ]  # fmt: skip
+    assert specs[0].metadata == {"quant_type": "int4", "group_size": "32"}
+    for extra in ({}, {"l.input_scale": "F32", "l.input_global_scale": "F32"}):
+        inv = _header_inventory({"l.weight": "U8", "l.weight_scale": "F8_E4M3", "l.weight_scale_2": "F32", **extra})
+        (spec,) = plan(inv, pre)
+        weight, scale, glob = spec.tensors
+        assert (weight.transform, weight.out_dtype, weight.out_shape) == ("repack_fp4", "U32", (128, 32))
+        assert (scale.transform, scale.out_dtype) == ("relabel_u8", "U8")
+        assert (glob.name, glob.transform) == ("l.weight.global_scale", "scalar_f32")
+        assert spec.metadata == {"quant_type": "nvfp4"}
+    inv = _header_inventory({"l.weight_packed": "U8", "l.weight_scale": "F8_E4M3", "l.weight_global_scale": "F32",
+                             "l.input_global_scale": "F32"})  # fmt: skip
+    (spec,) = plan(inv, pre)
+    assert spec.name == "l.weight" and spec.tensors[2].transform == "reciprocal_f32"
+    assert spec.metadata == {"quant_type": "nvfp4", "group_size": "16"}
+
+
+def test_compressed_tensors_nvfp4_blob_bytes(tmp_path):
+    """A compressed-tensors NVFP4 weight written as Ollama writes it: Go's packed blob of the weight's bytes as
+    U32 words, its E4M3 scales as U8, and the reciprocal of its global scale."""
+    rng = np.random.default_rng(13)
+    packed = rng.integers(0, 256, (64, 32), dtype=np.uint8)
+    scales = rng.integers(0, 127, (64, 4), dtype=np.uint8).view(ml_dtypes.float8_e4m3fn)
+    write_checkpoint(tmp_path / "ckpt", {"l.weight_packed": packed, "l.weight_scale": scales,
+                                         "l.weight_global_scale": np.array([4.0], np.float32),
+                                         "l.input_global_scale": np.array([1.0], np.float32)})  # fmt: skip
+    (tmp_path / "ckpt" / "config.json").write_text("{}")
+    store = Store(tmp_path / "store")
+    manifest = create_from_checkpoint(store, "nv", tmp_path / "ckpt")
+    (layer,) = manifest.layers_of("tensor")
+    tensors = [BlobTensor("l.weight", "U32", (64, 8), packed.tobytes()),
+               BlobTensor("l.weight.scale", "U8", (64, 4), scales.tobytes()),
+               BlobTensor("l.weight.global_scale", "F32", (1,), np.float32(0.25).tobytes())]  # fmt: skip
+    want = go_packed_header(tensors, {"quant_type": "nvfp4", "group_size": "16"}) + b"".join(t.data for t in tensors)
+    assert (layer.name, store.blob_path(layer.digest).read_bytes()) == ("l.weight", want)
+    assert json.loads(store.blob_path(manifest.config.digest).read_bytes())["file_type"] == "nvfp4"
