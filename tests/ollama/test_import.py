@@ -406,3 +406,57 @@ def test_compressed_tensors_nvfp4_blob_bytes(tmp_path):
     want = go_packed_header(tensors, {"quant_type": "nvfp4", "group_size": "16"}) + b"".join(t.data for t in tensors)
     assert (layer.name, store.blob_path(layer.digest).read_bytes()) == ("l.weight", want)
     assert json.loads(store.blob_path(manifest.config.digest).read_bytes())["file_type"] == "nvfp4"
+
+
+FP8_128 = {"quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]}}
+MLX_INT4 = {"quantization": {"bits": 4, "mode": "affine", "group_size": 32}}
+CLASSIFY = {  # classify_test.go's TestClassify: (config, tensors, requested, kind, quantization)
+    "float, no quantize": ({}, {"model.embed.weight": "BF16", "model.layers.0.weight": "BF16"}, "", "float", None),
+    "float, quantize int4": ({}, {"model.layers.0.weight": "BF16"}, "int4", "float", "int4"),
+    "float, quantize alias fp8 resolves to int8": ({}, {"model.layers.0.weight": "F32"}, "fp8", "float", "int8"),
+    "mlx prequantized (.scales)": (
+        MLX_INT4, {"model.layers.0.weight": "U32", "model.layers.0.scales": "BF16"}, "", "prequantized", "int4"),
+    "mlx prequantized without quantization metadata": (
+        {}, {"model.layers.0.weight": "U32", "model.layers.0.scales": "BF16"}, "", "prequantized", None),
+    "modelopt nvfp4 without config sidecar": (
+        {}, {"model.layers.0.weight": "U8", "model.layers.0.weight_scale": "F8_E4M3"}, "", "prequantized", "nvfp4"),
+    "compressed-tensors nvfp4 (.weight_packed)": ({}, {"model.layers.0.weight_packed": "U8",
+                                                       "model.layers.0.weight_scale": "F8_E4M3"}, "", "prequantized",
+                                                  "nvfp4"),
+    "mixed prequantized formats have no single file type": (
+        MLX_INT4, {"model.layers.0.weight": "U32", "model.layers.0.scales": "BF16",
+                   "model.layers.1.weight_packed": "U8", "model.layers.1.weight_scale": "F8_E4M3"},
+        "", "prequantized", None),
+    "block-fp8 auto-converts to mxfp8": (
+        FP8_128, {"model.layers.0.weight": "F8_E4M3", "model.layers.0.weight_scale_inv": "F32"}, "", "block-fp8",
+        "mxfp8"),
+}  # fmt: skip
+CLASSIFY_ERRORS = {  # classify_test.go's TestClassifyErrors: (config, tensors, requested)
+    "invalid quantize type": ({}, {"model.layers.0.weight": "BF16"}, "int3"),
+    "mlx prequantized rejects requantize": (
+        {}, {"model.layers.0.weight": "U32", "model.layers.0.scales": "BF16"}, "int4"),
+    "modelopt nvfp4 rejects requantize": (
+        {}, {"model.layers.0.weight": "U8", "model.layers.0.weight_scale": "F8_E4M3"}, "nvfp4"),
+    "block-fp8 rejects quantize flag": (
+        FP8_128, {"model.layers.0.weight": "F8_E4M3", "model.layers.0.weight_scale_inv": "F32"}, "nvfp4"),
+    "block-fp8 missing block size": (
+        {}, {"model.layers.0.weight": "F8_E4M3", "model.layers.0.weight_scale_inv": "F32"}, ""),
+    "block-fp8 unsupported block size": (
+        {"quantization_config": {"quant_method": "fp8", "weight_block_size": [64, 64]}},
+        {"model.layers.0.weight": "F8_E4M3", "model.layers.0.weight_scale_inv": "F32"}, ""),
+    "e5m2 fp8 unsupported": ({}, {"model.layers.0.weight": "F8_E5M2"}, ""),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", CLASSIFY, ids=list(CLASSIFY))
+def test_classify_cases_of_ollama(case):
+    config, dtypes, requested, kind, quantization = CLASSIFY[case]
+    got = classify(_header_inventory(dtypes, config), requested)
+    assert got == Classification(SourceKind(kind), _q(quantization or ""))
+
+
+@pytest.mark.parametrize("case", CLASSIFY_ERRORS, ids=list(CLASSIFY_ERRORS))
+def test_classify_errors_of_ollama(case):
+    config, dtypes, requested = CLASSIFY_ERRORS[case]
+    with pytest.raises(UnsupportedError):
+        classify(_header_inventory(dtypes, config), requested)
