@@ -460,3 +460,45 @@ def test_classify_errors_of_ollama(case):
     config, dtypes, requested = CLASSIFY_ERRORS[case]
     with pytest.raises(UnsupportedError):
         classify(_header_inventory(dtypes, config), requested)
+
+
+def test_reading_the_folder_as_ollama(tmp_path):
+    """inventory_test.go: the index's shards and only its tensors; without an index model*.safetensors only (a
+    consolidated file skipped); refused: a shard the index names missing, a shard path leaving the folder, both
+    model.safetensors and shards, a tensor in two shards, no weights."""
+    from safetensors.numpy import save_file
+
+    def folder(name: str, files: dict, index: dict | None = None) -> Path:
+        d = tmp_path / name
+        d.mkdir()
+        (d / "config.json").write_text("{}")
+        for file, names in files.items():
+            save_file({n: np.zeros((4, 4), np.float32) for n in names}, str(d / file))
+        if index is not None:
+            (d / "model.safetensors.index.json").write_text(json.dumps({"weight_map": index}))
+        return d
+
+    inv = read_inventory(folder("indexed", {"layers-0.safetensors": ["model.layers.0.weight", "unindexed.weight"],
+                                            "outside.safetensors": ["model.embed.weight"]},
+                                {"model.layers.0.weight": "layers-0.safetensors",
+                                 "model.embed.weight": "outside.safetensors"}))  # fmt: skip
+    assert sorted(inv.tensors) == ["model.embed.weight", "model.layers.0.weight"]
+    assert inv.tensors["model.layers.0.weight"].file == "layers-0.safetensors"
+    consolidated = {"model.safetensors": ["model.layers.0.weight"],
+                    "consolidated-00001-of-00001.safetensors": ["layers.0.weight"]}  # fmt: skip
+    inv = read_inventory(folder("consolidated", consolidated))
+    assert list(inv.tensors) == ["model.layers.0.weight"]
+    refused = {
+        "incomplete": folder("incomplete", {"model-00001-of-00002.safetensors": ["model.a.weight"]},
+                             {"model.a.weight": "model-00001-of-00002.safetensors",
+                              "model.b.weight": "model-00002-of-00002.safetensors"}),
+        "invalid shard path": folder("unsafe", {}, {"model.weight": "../outside.safetensors"}),
+        "ambiguous": folder("ambiguous", {"model.safetensors": ["a.weight"],
+                                          "model-00001-of-00001.safetensors": ["b.weight"]}),
+        "duplicate tensor": folder("duplicate", {"model-00001-of-00002.safetensors": ["a.weight"],
+                                                 "model-00002-of-00002.safetensors": ["a.weight"]}),
+        "no model weights": folder("none", {"consolidated.safetensors": ["a.weight"]}),
+    }  # fmt: skip
+    for message, path in refused.items():
+        with pytest.raises(FormatError, match=message):
+            read_inventory(path)

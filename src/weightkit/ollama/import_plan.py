@@ -103,7 +103,7 @@ def read_inventory(folder: str | os.PathLike[str]) -> Inventory:
                 if index and index[name] != file:
                     raise FormatError(folder / file, None, f"tensor {name!r} is indexed in {index[name]!r}")
                 if name in tensors:
-                    raise FormatError(folder / file, None, f"tensor {name!r} is also in {tensors[name].file}")
+                    raise FormatError(folder / file, None, f"duplicate tensor {name!r}: also in {tensors[name].file}")
                 tensors[name] = SourceTensor(name, info.dtype.value, tuple(info.shape), file)
     for name, file in index.items():
         if name not in tensors:
