@@ -1,8 +1,9 @@
-"""Ollama's safetensors tensor blobs: Ollama's quantization policy, expert packing, the blob layout, and
-the loader that turns a manifest's tensor layers back into one model.
+"""Ollama's safetensors tensor blobs: its generic quantization rule and the helpers its per-architecture
+policies share (x/create's GetTensorQuantization and quantpolicy.go), expert groups, blob metadata, and the
+loader that turns a manifest's tensor layers back into one model.
 
 A blob holds one tensor, or one tensor quantized with MLX (`{name}` packed U32, `{name}.scale`, and for the
-affine modes `{name}.bias`), or every expert tensor of one layer. `__metadata__` says `quant_type` and
+affine modes `{name}.bias`), or the stacked expert projections of one layer. `__metadata__` says `quant_type` and
 `group_size` for the whole blob, or `<name>.quant_type` / `<name>.group_size` per tensor when a blob mixes
 types (x/create/quantize.go).
 """
