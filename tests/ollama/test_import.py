@@ -502,3 +502,54 @@ def test_reading_the_folder_as_ollama(tmp_path):
     for message, path in refused.items():
         with pytest.raises(FormatError, match=message):
             read_inventory(path)
+
+
+def _planned(dtypes, config=None, quantize=None, kind="float", shapes=None):
+    inv = _header_inventory(dtypes, config)
+    for name, shape in (shapes or {}).items():
+        inv.tensors[name] = inv.tensors[name].__class__(name, dtypes[name], shape, "m")
+    return plan(inv, Classification(SourceKind(kind), _q(quantize or "")), tensor_quantization)
+
+
+def test_plan_cases_of_ollama():
+    """plan_test.go: sorted one-tensor blobs; the generic rule's promotions; per-expert projections stacked
+    (separate blobs when their types differ); pre-stacked experts left alone; clashing output names refused."""
+    dense = {n: "BF16" for n in ("model.embed_tokens.weight", "model.layers.0.input_layernorm.weight",
+                                 "model.layers.0.self_attn.q_proj.weight", "model.layers.0.self_attn.v_proj.weight",
+                                 "model.layers.0.mlp.down_proj.weight")}  # fmt: skip
+    specs = _planned(dense)
+    assert [s.name for s in specs] == sorted(dense) and all(s.tensors[0].quantize is None for s in specs)
+    for quant, eight in (("nvfp4", "mxfp8"), ("mxfp4", "mxfp8"), ("int4", "int8")):
+        got = {s.name: s.tensors[0].quantize for s in _planned(dense, quantize=quant)}
+        assert got == {"model.embed_tokens.weight": None, "model.layers.0.input_layernorm.weight": None,
+                       "model.layers.0.self_attn.q_proj.weight": Q(quant),
+                       "model.layers.0.self_attn.v_proj.weight": Q(eight),
+                       "model.layers.0.mlp.down_proj.weight": Q(eight)}  # fmt: skip
+    experts = {f"model.layers.0.mlp.experts.{e}.{p}.weight": "BF16" for e in (0, 1) for p in ("gate_proj", "down_proj")}
+    specs = _planned({**experts, "model.layers.0.mlp.gate.weight": "BF16",
+                      "model.layers.0.input_layernorm.weight": "BF16"}, quantize="int4")  # fmt: skip
+    by_name = {s.name: s for s in specs}
+    assert "model.layers.0.mlp.experts" not in by_name
+    assert {"model.layers.0.mlp.gate.weight", "model.layers.0.input_layernorm.weight"} <= set(by_name)
+    (gate,) = by_name["model.layers.0.mlp.experts.gate_proj.weight"].tensors
+    assert (gate.transform, gate.out_shape, gate.quantize) == ("stack_experts", (2, 128, 128), Q.INT4)
+    assert [s.name for s in gate.sources] == [f"model.layers.0.mlp.experts.{e}.gate_proj.weight" for e in (0, 1)]
+    assert by_name["model.layers.0.mlp.experts.down_proj.weight"].tensors[0].quantize is Q.INT8
+    stacked = {
+        "model.layers.0.mlp.experts.gate_up_proj.weight": (8, 256, 128),
+        "model.layers.0.mlp.experts.down_proj.weight": (8, 128, 128),
+        "model.layers.0.mlp.gate.weight": (8, 128),
+    }
+    specs = {s.name: s for s in _planned(dict.fromkeys(stacked, "BF16"), quantize="int4", shapes=stacked)}
+    assert set(specs) == set(stacked)
+    assert specs["model.layers.0.mlp.experts.gate_up_proj.weight"].tensors[0].quantize is Q.INT4
+    assert specs["model.layers.0.mlp.experts.down_proj.weight"].tensors[0].quantize is Q.INT8
+    mismatched = {
+        "model.layers.0.mlp.experts.0.gate_proj.weight": (128, 128),
+        "model.layers.0.mlp.experts.1.gate_proj.weight": (128, 64),
+    }
+    with pytest.raises(FormatError, match="expert group"):
+        _planned(dict.fromkeys(mismatched, "BF16"), quantize="int4", shapes=mismatched)
+    with pytest.raises(FormatError, match="clash"):
+        _planned({"model.a.weight": "U32", "model.a.scales": "BF16", "model.a.weight_packed": "U8",
+                  "model.a.weight_scale": "F8_E4M3"}, kind="prequantized")  # fmt: skip
