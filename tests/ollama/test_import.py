@@ -553,3 +553,47 @@ def test_plan_cases_of_ollama():
     with pytest.raises(FormatError, match="clash"):
         _planned({"model.a.weight": "U32", "model.a.scales": "BF16", "model.a.weight_packed": "U8",
                   "model.a.weight_scale": "F8_E4M3"}, kind="prequantized")  # fmt: skip
+
+
+def test_block_fp8_plans_as_ollama():
+    """blockfp8_test.go (with scales that tile their weights, which weightkit checks when planning): FP8 weights
+    decoded and quantized to mxfp8, their scales folded in; other tensors copied; a pre-stacked FP8 expert
+    tensor decoded as one; per-expert FP8 weights stacked, the N weights then the N scales."""
+    shapes = {"model.layers.0.self_attn.q_proj.weight": (256, 256),
+              "model.layers.0.self_attn.q_proj.weight_scale_inv": (2, 2),
+              "model.layers.0.mlp.down_proj.weight": (256, 256),
+              "model.layers.0.mlp.down_proj.weight_scale_inv": (2, 2), "model.layers.0.input_layernorm.weight": (256,),
+              "model.embed_tokens.weight": (256, 256), "lm_head.weight": (256, 256)}  # fmt: skip
+    dtypes = {n: "F8_E4M3" if n.endswith("proj.weight") else "F32" if "scale" in n or "norm" in n else "BF16"
+              for n in shapes}  # fmt: skip
+    specs = {s.name: s for s in _planned(dtypes, quantize="mxfp8", kind="block-fp8", shapes=shapes)}
+    assert set(specs) == {n for n in shapes if "scale" not in n}
+    (q,) = specs["model.layers.0.self_attn.q_proj.weight"].tensors
+    assert (q.transform, q.quantize, q.out_dtype) == ("decode_fp8", Q.MXFP8, "BF16")
+    assert [s.name for s in q.sources] == ["model.layers.0.self_attn.q_proj.weight",
+                                           "model.layers.0.self_attn.q_proj.weight_scale_inv"]  # fmt: skip
+    for name in ("model.layers.0.input_layernorm.weight", "lm_head.weight"):
+        (t,) = specs[name].tensors
+        assert (t.transform, t.quantize, t.out_dtype) == ("", None, None)
+    shapes = {
+        "model.layers.0.mlp.experts.gate_up_proj.weight": (8, 512, 256),
+        "model.layers.0.mlp.experts.gate_up_proj.weight_scale_inv": (8, 4, 2),
+    }
+    (spec,) = _planned({"model.layers.0.mlp.experts.gate_up_proj.weight": "F8_E4M3",
+                        "model.layers.0.mlp.experts.gate_up_proj.weight_scale_inv": "F32"},
+                       quantize="mxfp8", kind="block-fp8", shapes=shapes)  # fmt: skip
+    assert (spec.tensors[0].transform, spec.tensors[0].quantize, spec.tensors[0].out_shape) == (
+        "decode_fp8", Q.MXFP8, (8, 512, 256))  # fmt: skip
+    names = [f"model.layers.0.mlp.experts.{e}.gate_proj.weight" for e in (0, 1)]
+    shapes = {**dict.fromkeys(names, (256, 256)), **{n + "_scale": (2, 2) for n in names}}
+    dtypes = {**dict.fromkeys(names, "F8_E4M3"), **{n + "_scale": "BF16" for n in names}}
+    (spec,) = _planned(dtypes, quantize="mxfp8", kind="block-fp8", shapes=shapes)
+    (t,) = spec.tensors
+    assert spec.name == "model.layers.0.mlp.experts" and t.name == "model.layers.0.mlp.experts.gate_proj.weight"
+    assert (t.transform, t.quantize, t.out_dtype, t.out_shape) == (
+        "decode_stack_fp8",
+        Q.MXFP8,
+        "F8_E4M3",
+        (2, 256, 256),
+    )
+    assert [s.name for s in t.sources] == [*names, *(n + "_scale" for n in names)]
