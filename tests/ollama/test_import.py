@@ -597,3 +597,24 @@ def test_block_fp8_plans_as_ollama():
         (2, 256, 256),
     )
     assert [s.name for s in t.sources] == [*names, *(n + "_scale" for n in names)]
+
+
+def test_policy_config_read_as_ollama_reads_it(tmp_path):
+    """gemma4_test.go's registration cases: the layer count from text_config, the model_type key, and a field of
+    the wrong type refused (as Go's decoder refuses it), naming config.json; glimmer_test.go's plan keeps vision."""
+    layers = {"text_config": {"num_hidden_layers": 48}}
+    for config in ({"architectures": ["Gemma4UnifiedForConditionalGeneration"], **layers},
+                   {"model_type": "gemma4_unified", **layers}):  # fmt: skip
+        inv = _header_inventory({"model.layers.5.self_attn.v_proj.weight": "BF16"}, config)
+        (spec,) = plan(inv, classify(inv, "int4"))
+        assert spec.tensors[0].quantize is Q.INT8  # layer 5 of 48 takes more bits (5 < 48 // 8)
+    inv = _header_inventory({"a.weight": "BF16"}, {"architectures": ["Gemma4UnifiedForConditionalGeneration"],
+                                                   "num_hidden_layers": "oops"})  # fmt: skip
+    with pytest.raises(FormatError, match=r"config\.json.*num_hidden_layers"):
+        plan(inv, classify(inv, "int4"))
+    names = ["model.language_model.layers.0.self_attn.q_proj.weight", "model.vision_tower.layers.0.attn.q_proj.weight",
+             "model.vision_adapter.fc1.weight", "model.vision_projection.weight"]  # fmt: skip
+    inv = _header_inventory(dict.fromkeys(names, "BF16"), {"architectures": ["MuseGlimmerForConditionalGeneration"],
+                                                            "text_config": {"num_hidden_layers": 52}})  # fmt: skip
+    got = {s.name: s.tensors[0].quantize for s in plan(inv, classify(inv, "nvfp4"))}
+    assert got == {names[0]: Q.MXFP8, names[1]: None, names[2]: None, names[3]: None}

@@ -18,6 +18,7 @@ from ..dtypes import MLXQuantType
 from ..errors import FormatError, UnsupportedError
 from ..safetensors import SafetensorsFile
 from .import_arch import Policy, import_policy
+from .import_arch.config_fields import ConfigFieldError
 from .tensor_blobs import canonical_quant, expert_group_prefix
 
 INDEX_NAME = "model.safetensors.index.json"
@@ -276,7 +277,10 @@ class BlobSpec:
 def plan(inv: Inventory, cls: Classification, policy: Policy | None = None) -> list[BlobSpec]:
     """The blobs to write, in Ollama's order. `policy`: the architecture's (the table's, by default)."""
     if policy is None:
-        policy = import_policy(inv.architecture, inv.config)
+        try:
+            policy = import_policy(inv.architecture, inv.config)
+        except ConfigFieldError as e:
+            raise _config_error(inv.folder, f"{inv.architecture}: {e}") from None
     if cls.kind is SourceKind.FLOAT:
         specs = _plan_float(inv, cls.quantize, policy)
     elif cls.kind is SourceKind.PREQUANTIZED:

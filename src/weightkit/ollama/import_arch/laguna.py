@@ -13,6 +13,7 @@ from ..tensor_blobs import (
     tensor_quantization,
     use_more_bits,
 )
+from .config_fields import int_field, list_field
 
 _ATTENTION = tuple(f".self_attn.{p}_proj.weight" for p in ("q", "k", "v", "o", "g"))
 _DENSE_MLP = (".mlp.gate_proj.weight", ".mlp.up_proj.weight", ".mlp.down_proj.weight")
@@ -27,11 +28,9 @@ def _unpromoted(name: str, shape: tuple[int, ...], quantize: MLXQuantType) -> ML
 
 
 def policy(config: dict):
-    types = config.get("mlp_layer_types") if isinstance(config.get("mlp_layer_types"), list) else []
-    only = config.get("mlp_only_layers") if isinstance(config.get("mlp_only_layers"), list) else []
-    dense = {i for i, t in enumerate(types) if t == "dense"} | {i for i in only if isinstance(i, int)} or {0}
-    n_layers = config.get("num_hidden_layers") if isinstance(config.get("num_hidden_layers"), int) else 0
-    n_layers = n_layers or len(types) or 40
+    types = list_field(config, "mlp_layer_types", str)
+    dense = {i for i, t in enumerate(types) if t == "dense"} | set(list_field(config, "mlp_only_layers", int)) or {0}
+    n_layers = int_field(config, ("num_hidden_layers",)) or len(types) or 40
 
     def promote_down(name: str) -> bool:
         return use_more_bits(layer_index(name), n_layers, n_layers // 2 - 4)
