@@ -406,6 +406,15 @@ def test_compressed_tensors_nvfp4_blob_bytes(tmp_path):
     want = go_packed_header(tensors, {"quant_type": "nvfp4", "group_size": "16"}) + b"".join(t.data for t in tensors)
     assert (layer.name, store.blob_path(layer.digest).read_bytes()) == ("l.weight", want)
     assert json.loads(store.blob_path(manifest.config.digest).read_bytes())["file_type"] == "nvfp4"
+    mx = pytest.importorskip("mlx.core")  # read back as x/mlxrunner's Dequantize: MLX's, times the global scale
+    from weightkit.ollama import open_store_model
+
+    words, codes = mx.array(packed.view(np.uint32)), mx.array(scales.view(np.uint8))
+    want = mx.dequantize(words, codes, group_size=16, bits=4, mode="nvfp4")
+    want = np.array((want * mx.array(np.float32(0.25))).astype(want.dtype).astype(mx.float32))
+    with open_store_model("nv", store=store) as m:
+        assert list(m.tensors) == ["l.weight"]
+        assert np.array_equal(np.asarray(m.tensor("l.weight"), np.float32), want)
 
 
 FP8_128 = {"quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]}}

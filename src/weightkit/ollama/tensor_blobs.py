@@ -192,7 +192,7 @@ class TensorBlobModel(ShardedModelFile):
     ) -> None:
         self.config = config
         self.shards: list[SafetensorsFile] = []
-        self._quant: dict[str, tuple[MLXQuantType, int, str | None, str | None]] = {}
+        self._quant: dict[str, tuple[MLXQuantType, int, str, str | None, str | None]] = {}
         tensors: dict[str, TensorInfo] = {}
         try:
             for layer in layers:
@@ -211,7 +211,7 @@ class TensorBlobModel(ShardedModelFile):
         names = [layer_name] if layer_name in blob.tensors else list(blob.tensors)
         own = {name: _quant_metadata(md, name) for name in names}
         quantized = {name for name in names if own[name].get("quant_type") and f"{name}.scale" in blob.tensors}
-        companions = {f"{name}.{part}" for name in quantized for part in ("scale", "bias")}
+        companions = {f"{name}.{part}" for name in quantized for part in ("scale", "bias", "global_scale")}
         for name in names:
             info = blob.tensors[name]
             if name in companions:
@@ -228,13 +228,20 @@ class TensorBlobModel(ShardedModelFile):
                 raise FormatError(blob.path, None, f"tensor {name!r}: {e}") from None
             q = MLXQuantType(q_name)
             shape = (*info.shape[:-1], info.shape[-1] * 32 // q.bits)
-            self._quant[name] = (q, group, f"{name}.scale", bias)
+            glob = f"{name}.global_scale" if f"{name}.global_scale" in blob.tensors else None
+            self._quant[name] = (q, group, f"{name}.scale", bias, glob)
             tensors[name] = TensorInfo(name, q, shape, info.offset, info.nbytes, index)
 
     def _array(self, name: str) -> np.ndarray:
         if name not in self._quant:
             return super()._array(name)
-        q, group, scale, bias = self._quant[name]
+        q, group, scale, bias, glob = self._quant[name]
         blob = self.shards[self.tensors[name].shard]
         biases = None if bias is None else blob._array(bias)
-        return mlx_dequantize(blob._array(name), blob._array(scale), biases, q.value, group)
+        out = mlx_dequantize(blob._array(name), blob._array(scale), biases, q.value, group)
+        if glob is None:
+            return out
+        # x/mlxrunner's Dequantize: times the global scale (one, or one per row), back in the output's dtype
+        factor = np.asarray(blob._array(glob), np.float32)
+        factor = factor.reshape(-1, 1) if factor.size > 1 else factor.reshape(())
+        return (out.astype(np.float32) * factor).astype(out.dtype)
