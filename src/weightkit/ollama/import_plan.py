@@ -328,18 +328,20 @@ def _plan_float(inv: Inventory, q: MLXQuantType | None, policy: Policy) -> list[
     return specs
 
 
-def _expert_parts(inv: Inventory, gp: str, name: str) -> tuple[int, str]:
+def _expert_parts(gp: str, name: str) -> tuple[int, str]:
     rest = name[len(gp) + 1 :].removesuffix(".weight")
     idx, _, proj = rest.partition(".")
     return int(idx), proj
 
 
-def _plan_expert_group(inv, gp, tensors, q, policy, fp8: bool = False) -> list[BlobSpec]:
+def _plan_expert_group(
+    inv: Inventory, gp: str, tensors: list[SourceTensor], q: MLXQuantType | None, policy: Policy, fp8: bool = False
+) -> list[BlobSpec]:
     """Each projection's experts stacked into [experts, out, in], in one blob when all take one type, else
     one blob per projection (so a blob's metadata describes all of it)."""
     by_proj: dict[str, list[tuple[int, SourceTensor]]] = {}
     for t in tensors:
-        idx, proj = _expert_parts(inv, gp, t.name)
+        idx, proj = _expert_parts(gp, t.name)
         by_proj.setdefault(proj, []).append((idx, t))
     specs = []
     for proj in sorted(by_proj):
