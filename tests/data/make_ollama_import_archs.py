@@ -4,9 +4,10 @@ shape, into ollama_import_archs.json, which tests/ollama/test_import.py plans im
 
 Run with the recording environment: /work/venv-rec/bin/python tests/data/make_ollama_import_archs.py
 Each model is built on the meta device (no weights) from its class's default config with the blocks and experts
-cut down (2 or 4 blocks, 4 experts) so the recording stays small, and its state dict is put back into the
-saved checkpoint's names as save_pretrained does (transformers' revert_weight_conversion). Classes that
-transformers does not ship (NVIDIA's remote-code Nemotron-H VL and omni models) are left out.
+cut down (4 blocks, or as many as every kind of block needs; 4 experts) so the recording stays small, and its
+state dict is put back into the saved checkpoint's names as save_pretrained does (transformers'
+revert_weight_conversion). Classes that transformers does not ship (NVIDIA's remote-code Nemotron-H VL and omni
+models) are left out.
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from transformers.core_model_loading import revert_weight_conversion
 OUT = Path(__file__).with_name("ollama_import_archs.json")
 
 # registry key -> (model_type of its config, transformers class[, config arguments: the towers of Gemma 4's
-# multimodal model, which its default config leaves out]). Gemma4AssistantForCausalLM is left out: its default
-# config fails its own validation in 5.25.
+# multimodal model, which its default config leaves out; the assistant's text config without the per-layer
+# inputs, which its validation requires and its default does not give])
 ARCHS = {
     "Qwen3_5ForCausalLM": ("qwen3_5_text", "Qwen3_5ForCausalLM"),
     "Qwen3_5ForConditionalGeneration": ("qwen3_5", "Qwen3_5ForConditionalGeneration"),
@@ -39,7 +40,7 @@ ARCHS = {
     "Gemma4AssistantForCausalLM": (
         "gemma4_assistant",
         "Gemma4AssistantForCausalLM",
-        {"hidden_size_per_layer_input": 0},
+        {"text_config": {"hidden_size_per_layer_input": 0, "vocab_size_per_layer_input": 0}},
     ),
     "LagunaForCausalLM": ("laguna", "LagunaForCausalLM"),
     "MuseGlimmerForConditionalGeneration": ("muse_glimmer", "MuseGlimmerForConditionalGeneration"),
@@ -52,12 +53,18 @@ PER_LAYER = ("layer_types", "mlp_layer_types", "hybrid_override_pattern", "layer
 
 
 def shrink(config) -> None:
-    """Fewer blocks (lists of per-layer kinds cut to match) and experts, in the config and its sub-configs."""
+    """Fewer blocks (4, or as many as it takes to keep every kind of block; lists of per-layer kinds cut to
+    match) and experts, in the config and its sub-configs."""
     for sub in [config, *(getattr(config, k) for k in config.sub_configs if getattr(config, k, None) is not None)]:
         n = None
+        kinds = [v for k in PER_LAYER if isinstance(v := getattr(sub, k, None), (list, str))]
+        # enough blocks for every kind of block a per-layer list names (Gemma 4's full attention comes sixth)
+        needed = max((max(v.index(kind) for kind in set(v)) + 1 for v in kinds if v), default=0)
         for key in LAYERS:
             if isinstance(getattr(sub, key, None), int):
-                n = min(getattr(sub, key), 4)
+                n = min(getattr(sub, key), max(4, needed))
+                if getattr(sub, "num_kv_shared_layers", None) == getattr(sub, key):  # Gemma 4's assistant: all
+                    sub.num_kv_shared_layers = n
                 setattr(sub, key, n)
         for key in PER_LAYER:
             value = getattr(sub, key, None)
