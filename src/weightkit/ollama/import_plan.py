@@ -136,6 +136,12 @@ def _check_quantization_configs(folder: Path, config: dict) -> None:
     arch = config.get("architectures")
     if arch is not None and not (isinstance(arch, list) and all(isinstance(a, str) for a in arch)):
         raise _config_error(folder, "architectures is not a list of strings")
+    text = config.get("text_config")
+    if text is not None and not isinstance(text, dict):
+        raise _config_error(folder, "text_config is not an object")
+    for where, prefix in ((config, ""), (text or {}, "text_config.")):
+        if where.get("model_type") is not None and not isinstance(where["model_type"], str):
+            raise _config_error(folder, f"{prefix}model_type is not a string")
     for where, prefix in ((config, ""), (config.get("text_config"), "text_config.")):
         if not isinstance(where, dict):
             continue
