@@ -174,6 +174,7 @@ CASES = [
         BAD_FILE,
         "'RwkvForCausalLM' is not supported",
     ),
+    (["create", "ok", "--from", "{hf_bad}", "--quantize", "int4", "--store", "{folder}"], BAD_FILE, "config.json"),
     (["pull", "bad name!", "--store", "{folder}"], USAGE, "invalid model name"),
     (["pull", "127.0.0.1:9/Upper/Case", "--insecure", "--store", "{folder}"], USAGE, "OCI repository names"),
     (["pull", "ftp://127.0.0.1:9/ns/m", "--store", "{folder}"], USAGE, "not 'ftp'"),

@@ -82,12 +82,14 @@ def test_minilm_imported_and_read_back(tmp_path):
         assert m.config["model_type"] == "bert"
         for name, arr in reference.items():
             assert np.array_equal(m.tensor(name), arr), name
-    config = json.loads(store.blob_path(manifest.config.digest).read_bytes())
-    assert config["model_format"] == "safetensors" and config["file_type"] == "f32"
+    go_json = json.loads((Path(__file__).parents[1] / "data" / "ollama_go_json.json").read_text())
+    assert store.blob_path(manifest.config.digest).read_bytes() == go_json["config_unquantized"].encode()
     assert store.verify("minilm:unquantized") == []
 
 
-def test_experts_packed_one_blob_per_layer(tmp_path):
+def test_experts_stacked_one_blob_per_layer(tmp_path):
+    """Per-expert weights are stacked per projection into [experts, out, in] (x/create's planExpertGroup), in one
+    blob per layer's group when they share a type; the routers keep their own blobs."""
     rng = np.random.default_rng(0)
     tensors = {"model.embed_tokens.weight": rng.standard_normal((32, 64)).astype(np.float32)}
     for layer in range(2):
@@ -103,16 +105,19 @@ def test_experts_packed_one_blob_per_layer(tmp_path):
     (tmp_path / "ckpt" / "config.json").write_text('{"architectures": ["TinyMoE"]}')
     store = Store(tmp_path / "store")
     manifest = create_from_checkpoint(store, "moe", tmp_path / "ckpt")
-    names = sorted(layer.name for layer in manifest.layers_of("tensor"))
-    assert names == sorted([
-        "model.embed_tokens.weight", "model.layers.0.mlp.experts", "model.layers.0.mlp.gate.weight",
-        "model.layers.0.mlp.shared_experts", "model.layers.1.mlp.experts", "model.layers.1.mlp.gate.weight",
-        "model.layers.1.mlp.shared_experts",
-    ])  # fmt: skip
+    names = [layer.name for layer in manifest.layers_of("tensor")]
+    assert names == [
+        "model.embed_tokens.weight", "model.layers.0.mlp.gate.weight",
+        "model.layers.0.mlp.shared_experts.up_proj.weight", "model.layers.1.mlp.gate.weight",
+        "model.layers.1.mlp.shared_experts.up_proj.weight",
+        "model.layers.0.mlp.experts", "model.layers.1.mlp.experts",
+    ]  # fmt: skip
     with open_store_model("moe", store=store) as m:
-        assert set(m.tensors) == set(tensors)
-        for name, arr in tensors.items():
-            assert np.array_equal(m.tensor(name), arr)
+        for layer in range(2):
+            for proj in ("gate_proj", "down_proj"):
+                stacked = m.tensor(f"model.layers.{layer}.mlp.experts.{proj}.weight")
+                experts = [tensors[f"model.layers.{layer}.mlp.experts.{e}.{proj}.weight"] for e in range(3)]
+                assert np.array_equal(stacked, np.stack(experts))
 
 
 @pytest.mark.needs_torch
@@ -130,6 +135,7 @@ def test_quantized_import_matches_mlx(tmp_path, quantize):
         "model.embed_tokens.weight": rng.standard_normal((32, 128)).astype(ml_dtypes.bfloat16),
     }
     write_checkpoint(tmp_path / "ckpt", tensors)
+    (tmp_path / "ckpt" / "config.json").write_text("{}")
     store = Store(tmp_path / "store")
     manifest = create_from_checkpoint(store, "q", tmp_path / "ckpt", quantize=quantize)
     config = json.loads(store.blob_path(manifest.config.digest).read_bytes())
@@ -179,6 +185,7 @@ def test_interrupted_import_leaves_no_manifest(tmp_path, monkeypatch):
     rng = np.random.default_rng(2)
     write_checkpoint(tmp_path / "ckpt", {f"model.layers.{i}.mlp.up_proj.weight": rng.standard_normal((64, 64)).astype(
         np.float32) for i in range(4)})  # fmt: skip
+    (tmp_path / "ckpt" / "config.json").write_text("{}")
     store = Store(tmp_path / "store")
     from weightkit.ollama import create as create_module
 
@@ -224,6 +231,7 @@ def test_show_lists_quant_types(tmp_path):
         "model.layers.0.self_attn.q_proj.weight": rng.standard_normal((64, 128)).astype(np.float32),
         "model.layers.0.self_attn.v_proj.weight": rng.standard_normal((64, 128)).astype(np.float32),
     })  # fmt: skip
+    (tmp_path / "ckpt" / "config.json").write_text("{}")
     env = {"OLLAMA_MODELS": str(tmp_path / "store"), "PATH": "", "COLUMNS": "200"}
     run = [sys.executable, "-m", "weightkit"]
     r = subprocess.run([*run, "create", "q4", "--from", str(tmp_path / "ckpt"), "--quantize", "int4"],
@@ -247,6 +255,7 @@ def test_two_imports_at_once_share_one_store(tmp_path):
         f"model.layers.{i}.mlp.up_proj.weight": rng.standard_normal((128, 128)).astype(np.float32) for i in range(6)
     }
     write_checkpoint(tmp_path / "ckpt", shared)
+    (tmp_path / "ckpt" / "config.json").write_text("{}")
     env = {"OLLAMA_MODELS": str(tmp_path / "store"), "PATH": ""}
     procs = [
         subprocess.Popen([sys.executable, "-m", "weightkit", "create", f"m{i}", "--from", str(tmp_path / "ckpt"),

@@ -170,7 +170,7 @@ def run_show(store: Store, name: str, as_json: bool, console: Console) -> None:
     table = Table(title=model_name.short, show_header=False, title_justify="left")
     table.add_column(style="bold")
     table.add_column()
-    for key in ("model_format", "model_family", "model_type", "file_type"):
+    for key in ("model_format", "model_family", "model_type", "file_type", "requires", "parser", "renderer"):
         if config.get(key):
             table.add_row(key.replace("_", " "), str(config[key]))
     table.add_row("size", human_bytes(manifest.size))

@@ -1,8 +1,9 @@
-"""Ollama's safetensors tensor blobs: Ollama's quantization policy, expert packing, the blob layout, and
-the loader that turns a manifest's tensor layers back into one model.
+"""Ollama's safetensors tensor blobs: its generic quantization rule and the helpers its per-architecture
+policies share (x/create's GetTensorQuantization and quantpolicy.go), expert groups, blob metadata, and the
+loader that turns a manifest's tensor layers back into one model.
 
 A blob holds one tensor, or one tensor quantized with MLX (`{name}` packed U32, `{name}.scale`, and for the
-affine modes `{name}.bias`), or every expert tensor of one layer. `__metadata__` says `quant_type` and
+affine modes `{name}.bias`), or the stacked expert projections of one layer. `__metadata__` says `quant_type` and
 `group_size` for the whole blob, or `<name>.quant_type` / `<name>.group_size` per tensor when a blob mixes
 types (x/create/quantize.go).
 """
@@ -50,20 +51,67 @@ def _stacked_expert(name: str) -> bool:
 
 def _should_quantize(name: str) -> bool:
     """ShouldQuantize (for language models): linear weights, not embeddings, norms, biases or audio."""
-    if "audio_tower" in name or "embed_audio" in name or "embed" in name:
+    if is_audio_tower(name) or "embed" in name:
         return False
     if "norm" in name or "ln_" in name or "layernorm" in name:
         return False
     return name.endswith(".weight")
 
 
-def _aligned(shape: tuple[int, ...], q: MLXQuantType) -> bool:
+def aligned(shape: tuple[int, ...], q: MLXQuantType) -> bool:
     """MLX quantizes whole groups along the last axis (x/create's isAligned)."""
     return bool(shape) and shape[-1] % q.group_size == 0
 
 
-def _eight_bit(q: MLXQuantType) -> MLXQuantType:
+def eight_bit(q: MLXQuantType) -> MLXQuantType:
+    """The 8-bit type of `q`'s family: int8 for the affine types, mxfp8 for the fp4 ones."""
     return MLXQuantType.INT8 if q.mode == "affine" else MLXQuantType.MXFP8
+
+
+def is_vision(name: str) -> bool:
+    """A tensor of a vision tower, embedder or projection, kept at source precision."""
+    return "vision" in name or "visual" in name
+
+
+def is_audio_tower(name: str) -> bool:
+    return "audio_tower" in name or "embed_audio" in name
+
+
+def is_embed_tokens_weight(name: str) -> bool:
+    """The main token embedding (not Gemma's per-layer ones)."""
+    return name.endswith("embed_tokens.weight") and "per_layer" not in name
+
+
+_LAYER_INDEX = re.compile(r"\.layers\.(\d+)\.")
+
+
+def layer_index(name: str) -> int:
+    """The block number in a tensor name (`....layers.5....`), or -1."""
+    m = _LAYER_INDEX.search(name)
+    return int(m[1]) if m else -1
+
+
+def use_more_bits(layer: int, n_layers: int, middle_end: int | None = None) -> bool:
+    """quantpolicy.go's useMoreBits: the first and last eighth of the layers and every third between them
+    (up to `middle_end`, by default the start of the last eighth) take more bits."""
+    if layer < 0 or n_layers <= 0:
+        return False
+    first, last = n_layers // 8, 7 * n_layers // 8
+    middle_end = last if middle_end is None else middle_end
+    return layer < first or layer >= last or (first <= layer < middle_end and (layer - first) % 3 == 2)
+
+
+def promote_embedding(shape: tuple[int, ...], base: MLXQuantType) -> MLXQuantType | None:
+    """The 8-bit type of `base`'s family for an embedding that fits it, else None."""
+    eight = eight_bit(base)
+    return eight if aligned(shape, eight) else None
+
+
+def sensitive_type(promote: bool, shape: tuple[int, ...], base: MLXQuantType) -> MLXQuantType | None:
+    """A v/k/down projection: the 8-bit type when promoted and it fits, else `base` when it fits, else None."""
+    if promote and aligned(shape, eight_bit(base)):
+        return eight_bit(base)
+    return base if aligned(shape, base) else None
 
 
 def tensor_quantization(name: str, shape: tuple[int, ...], quantize: MLXQuantType) -> MLXQuantType | None:
@@ -78,16 +126,13 @@ def tensor_quantization(name: str, shape: tuple[int, ...], quantize: MLXQuantTyp
     if int(np.prod(shape)) < 1024 or name.endswith(_ROUTING_GATES):
         return None
     if name.endswith("lm_head.weight"):
-        eight = _eight_bit(quantize)
-        return eight if _aligned(shape, eight) else None
-    if "vision" in name or "visual" in name or not _aligned(shape, quantize):
+        return promote_embedding(shape, quantize)
+    if is_vision(name) or not aligned(shape, quantize):
         return None
     fp4 = quantize in (MLXQuantType.NVFP4, MLXQuantType.MXFP4)
     sensitive = ".v_proj" in name or ".k_proj" in name or "down_proj" in name
     if sensitive and (quantize is MLXQuantType.INT4 or (fp4 and not stacked)):
-        eight = _eight_bit(quantize)
-        if _aligned(shape, eight):
-            return eight
+        return promote_embedding(shape, quantize) or quantize
     return quantize
 
 
@@ -147,7 +192,7 @@ class TensorBlobModel(ShardedModelFile):
     ) -> None:
         self.config = config
         self.shards: list[SafetensorsFile] = []
-        self._quant: dict[str, tuple[MLXQuantType, int, str | None, str | None]] = {}
+        self._quant: dict[str, tuple[MLXQuantType, int, str, str | None, str | None]] = {}
         tensors: dict[str, TensorInfo] = {}
         try:
             for layer in layers:
@@ -166,7 +211,7 @@ class TensorBlobModel(ShardedModelFile):
         names = [layer_name] if layer_name in blob.tensors else list(blob.tensors)
         own = {name: _quant_metadata(md, name) for name in names}
         quantized = {name for name in names if own[name].get("quant_type") and f"{name}.scale" in blob.tensors}
-        companions = {f"{name}.{part}" for name in quantized for part in ("scale", "bias")}
+        companions = {f"{name}.{part}" for name in quantized for part in ("scale", "bias", "global_scale")}
         for name in names:
             info = blob.tensors[name]
             if name in companions:
@@ -183,13 +228,20 @@ class TensorBlobModel(ShardedModelFile):
                 raise FormatError(blob.path, None, f"tensor {name!r}: {e}") from None
             q = MLXQuantType(q_name)
             shape = (*info.shape[:-1], info.shape[-1] * 32 // q.bits)
-            self._quant[name] = (q, group, f"{name}.scale", bias)
+            glob = f"{name}.global_scale" if f"{name}.global_scale" in blob.tensors else None
+            self._quant[name] = (q, group, f"{name}.scale", bias, glob)
             tensors[name] = TensorInfo(name, q, shape, info.offset, info.nbytes, index)
 
     def _array(self, name: str) -> np.ndarray:
         if name not in self._quant:
             return super()._array(name)
-        q, group, scale, bias = self._quant[name]
+        q, group, scale, bias, glob = self._quant[name]
         blob = self.shards[self.tensors[name].shard]
         biases = None if bias is None else blob._array(bias)
-        return mlx_dequantize(blob._array(name), blob._array(scale), biases, q.value, group)
+        out = mlx_dequantize(blob._array(name), blob._array(scale), biases, q.value, group)
+        if glob is None:
+            return out
+        # x/mlxrunner's Dequantize: times the global scale (one, or one per row), back in the output's dtype
+        factor = np.asarray(blob._array(glob), np.float32)
+        factor = factor.reshape(-1, 1) if factor.size > 1 else factor.reshape(())
+        return (out.astype(np.float32) * factor).astype(out.dtype)
