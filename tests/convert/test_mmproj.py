@@ -80,6 +80,21 @@ def test_libmtmd_loads_the_gemma3_projector_and_encodes_an_image(hf_checkpoints,
     assert np.isfinite(embeddings).all() and embeddings.std() > 0
 
 
+@pytest.mark.slow
+def test_libmtmd_loads_the_llama4_projector_and_encodes_an_image(hf_checkpoints, tmp_path):
+    """The Llama 4 projector weightkit writes, loaded by libmtmd beside weightkit's text model of the same
+    checkpoint: a 56-pixel image, 4 x 4 patches pixel-shuffled by 2, becomes 4 tokens of the text model's width."""
+    llama_cpp = pytest.importorskip("llama_cpp")
+    mtmd = pytest.importorskip("llama_cpp.mtmd_cpp")
+    folder = hf_checkpoints["tiny-llama4"]
+    text, projector = str(tmp_path / "text.gguf"), str(tmp_path / "mmproj.gguf")
+    convert_hf(folder, text, "q8_0")
+    convert_hf(folder, projector, "f16", mmproj=True)
+    embeddings = _encode_image(llama_cpp, mtmd, text, projector, 56, 64)
+    assert embeddings.shape == (4, 64)
+    assert np.isfinite(embeddings).all() and embeddings.std() > 0
+
+
 def _as_qwen3vl_vocabulary(text_model: str, out: str, deepstack: int) -> None:
     """A qwen2 GGUF's vocabulary and hyperparameters relabeled as a Qwen3-VL text model (`qwen3vl`, whose input
     width counts the `deepstack` layers' embeddings beside the main one), without tensors: what libmtmd checks a

@@ -76,11 +76,13 @@ def llama3_rope_factors(h: HFConfig, rope: dict[str, Any]) -> list[tuple[str, np
     return [("rope_freqs.weight", np.array(factors, dtype=_F32))]
 
 
-def _drop_text_model_prefix(name: str) -> str:
+def drop_text_model_prefix(name: str) -> str:
+    """`LlamaModel.filter_tensors`: SmolVLM's text model named as Llama's."""
     return name.replace("text_model.", "")
 
 
-def _llama_parameters(kv: KV, arch: str, folder: Path, h: HFConfig) -> None:
+def llama_parameters(kv: KV, arch: str, folder: Path, h: HFConfig) -> None:
+    """`LlamaModel.set_gguf_parameters` after the common keys: the vocabulary size and rope's dimensions."""
     kv.u32(f"{arch}.vocab_size", h["vocab_size"])
     head_dim = h.get("head_dim")
     kv.u32(
@@ -135,10 +137,10 @@ _LLAMA = Conversion(
     tensor_names=DECODER_NAMES,
     required=DECODER_REQUIRED,
     vocab=_llama_vocab,
-    filters=(_drop_text_model_prefix,),
+    filters=(drop_text_model_prefix,),
     transforms=ROPE_UNPERMUTE,
     extra_tensors=(llama3_rope_factors,),
-    parameters=(_llama_parameters,),
+    parameters=(llama_parameters,),
 )
 #: Mixtral's experts (`LlamaModel.modify_tensors`): w1, w2 and w3 are gate, down and up
 _MIXTRAL_EXPERTS = ExpertLayout("block_sparse_moe.experts", ("num_local_experts",), ("w1", "w2", "w3"),
