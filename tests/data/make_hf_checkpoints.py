@@ -1167,6 +1167,42 @@ def llama4_shapes(c: dict[str, Any]) -> dict[str, tuple[int, ...]]:
     }
 
 
+def mistral3_shapes(c: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+    """Mistral3ForConditionalGeneration as transformers 5.25 saves it: the Mistral text model under
+    `language_model.`, the Pixtral vision tower (a patch convolution, RMS norms, gated MLPs) and the projector (a
+    norm, the patch merger over `spatial_merge_size`^2 patches, two linear layers)."""
+    v, text = c["vision_config"], c["text_config"]
+    h, ff, patch, merge = v["hidden_size"], v["intermediate_size"], v["patch_size"], c["spatial_merge_size"]
+    shapes = {"language_model." + k: s for k, s in decoder_shapes(text).items()} | {
+        "vision_tower.ln_pre.weight": (h,),
+        "vision_tower.patch_conv.weight": (h, v["num_channels"], patch, patch),
+        "multi_modal_projector.norm.weight": (h,),
+        "multi_modal_projector.patch_merger.merging_layer.weight": (h, h * merge * merge),
+        "multi_modal_projector.linear_1.weight": (text["hidden_size"], h),
+        "multi_modal_projector.linear_2.weight": (text["hidden_size"], text["hidden_size"]),
+    }
+    for i in range(v["num_hidden_layers"]):
+        p = f"vision_tower.transformer.layers.{i}."
+        shapes |= {p + f"attention.{x}_proj.weight": (h, h) for x in "qkvo"}
+        shapes |= {p + "attention_norm.weight": (h,), p + "ffn_norm.weight": (h,),
+                   p + "feed_forward.gate_proj.weight": (ff, h), p + "feed_forward.up_proj.weight": (ff, h),
+                   p + "feed_forward.down_proj.weight": (h, ff)}  # fmt: skip
+    return shapes
+
+
+def write_mistral3_tokenizer(folder: Path, vocabs: dict[str, Path]) -> None:
+    """GPT-2's byte-level BPE (the sdist has no tekken vocabulary) with Pixtral's image tokens added after it: the
+    projector's converter looks up [IMG_BREAK]."""
+    tj = _byte_level_json(vocabs["gpt-2"], None, extra=("[IMG]", "[IMG_BREAK]", "[IMG_END]"))
+    _write_json(folder / "tokenizer.json", tj, None)
+    _write_json(
+        folder / "tokenizer_config.json",
+        _tokenizer_config(
+            tj, "TokenizersBackend", bos_token="<|endoftext|>", eos_token="<|endoftext|>", model_max_length=131072
+        ),
+    )
+
+
 def bert_shapes(c: dict[str, Any]) -> dict[str, tuple[int, ...]]:
     h, ff = c["hidden_size"], c["intermediate_size"]
     shapes: dict[str, tuple[int, ...]] = {
@@ -1235,6 +1271,15 @@ _LLAMA4_IMAGE_PROCESSOR = {
     "do_convert_rgb": True, "do_normalize": True, "do_rescale": True, "do_resize": True, "image_mean": [0.5, 0.5, 0.5],
     "image_processor_type": "Llama4ImageProcessor", "image_std": [0.5, 0.5, 0.5], "max_patches": 16, "resample": 2,
     "rescale_factor": 0.00392156862745098, "resize_to_max_canvas": False, "size": {"height": 56, "width": 56},
+}  # fmt: skip
+
+
+#: Pixtral's image processor (preprocessor_config.json), as Mistral Small 3.1 ships it
+_PIXTRAL_IMAGE_PROCESSOR = {
+    "do_convert_rgb": True, "do_normalize": True, "do_rescale": True, "do_resize": True,
+    "image_mean": [0.48145466, 0.4578275, 0.40821073], "image_processor_type": "PixtralImageProcessor",
+    "image_std": [0.26862954, 0.26130258, 0.27577711], "patch_size": 14, "resample": 3,
+    "rescale_factor": 0.00392156862745098, "size": {"longest_edge": 1540},
 }  # fmt: skip
 
 
@@ -1765,6 +1810,30 @@ CHECKPOINTS: dict[str, tuple[dict[str, Any], str, Callable, Callable, dict[str, 
                                 "vision_feature_select_strategy": "default", "vision_output_dim": 64}),
         "bf16", llama4_shapes, write_llama3_tokenizer,
         {"preprocessor_config.json": json.dumps(_LLAMA4_IMAGE_PROCESSOR, indent=2)}, None,
+    ),
+    # Mistral Small 3.1's shape as transformers 5.25 saves Mistral3ForConditionalGeneration, bf16: a Mistral text
+    # model (mistral3), a 3-layer Pixtral vision tower (gguf-py maps the projector's linear_1 and linear_2 as
+    # blocks 1 and 2) and its projector (--mmproj: 2 x 2 patches merged); GPT-2's tokenizer with Pixtral's image
+    # tokens
+    "tiny-mistral3": (
+        _config5("Mistral3ForConditionalGeneration", "bf16", model_type="mistral3", image_token_index=50257,
+                 multimodal_projector_bias=False, projector_hidden_act="gelu", spatial_merge_size=2,
+                 tie_word_embeddings=False, vision_feature_layer=-1,
+                 text_config={"attention_dropout": 0.0, "bos_token_id": 50256, "dtype": "bfloat16",
+                              "eos_token_id": 50256, "head_dim": 16, "hidden_act": "silu", "hidden_size": 64,
+                              "initializer_range": 0.02, "intermediate_size": 128, "max_position_embeddings": 131072,
+                              "model_type": "mistral", "num_attention_heads": 4, "num_hidden_layers": 2,
+                              "num_key_value_heads": 2, "pad_token_id": None, "rms_norm_eps": 1e-05,
+                              "rope_parameters": {"rope_theta": 1000000000.0, "rope_type": "default"},
+                              "sliding_window": None, "tie_word_embeddings": False, "use_cache": True,
+                              "vocab_size": 50260},
+                 vision_config={"attention_dropout": 0.0, "head_dim": 16, "hidden_act": "gelu", "hidden_size": 64,
+                                "image_size": 1540, "initializer_range": 0.02, "intermediate_size": 128,
+                                "model_type": "pixtral", "num_attention_heads": 4, "num_channels": 3,
+                                "num_hidden_layers": 3, "patch_size": 14,
+                                "rope_parameters": {"rope_theta": 10000.0, "rope_type": "axial"}}),
+        "bf16", mistral3_shapes, write_mistral3_tokenizer,
+        {"preprocessor_config.json": json.dumps(_PIXTRAL_IMAGE_PROCESSOR, indent=2)}, None,
     ),
     # bf16 SmolLM3 as transformers 5.25 writes it (rope_parameters, dtype; every 4th layer without rope), tied
     # embeddings, Llama 3's tokenizer (SmolLM3's is Llama 3.2's)
