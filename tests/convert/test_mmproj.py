@@ -191,3 +191,19 @@ def test_an_uneven_window_attention_pattern_is_refused(hf_checkpoints, tmp_path)
     (folder / "config.json").write_text(json.dumps(config))
     with pytest.raises(FormatError, match="fullatt_block_indexes"):
         convert_hf(folder, tmp_path / "mmproj.gguf", mmproj=True)
+
+
+def test_a_pixtral_projector_needs_its_image_break_token(hf_checkpoints, tmp_path):
+    """The reference looks [IMG_BREAK] up in the tokenizer files for Pixtral's projector and refuses it without."""
+    folder = tmp_path / "no-img-break"
+    shutil.copytree(hf_checkpoints["tiny-mistral3"], folder)
+    for name, key in (("tokenizer.json", "added_tokens"), ("tokenizer_config.json", "added_tokens_decoder")):
+        data = json.loads((folder / name).read_text())
+        entries = data[key]
+        if isinstance(entries, dict):
+            data[key] = {k: v for k, v in entries.items() if v["content"] != "[IMG_BREAK]"}
+        else:
+            data[key] = [e for e in entries if e["content"] != "[IMG_BREAK]"]
+        (folder / name).write_text(json.dumps(data))
+    with pytest.raises(FormatError, match="IMG_BREAK"):
+        convert_hf(folder, tmp_path / "mmproj.gguf", mmproj=True)
