@@ -80,6 +80,49 @@ def test_libmtmd_loads_the_gemma3_projector_and_encodes_an_image(hf_checkpoints,
     assert np.isfinite(embeddings).all() and embeddings.std() > 0
 
 
+@pytest.mark.slow
+def test_libmtmd_loads_the_llama4_projector_and_encodes_an_image(hf_checkpoints, tmp_path):
+    """The Llama 4 projector weightkit writes, loaded by libmtmd beside weightkit's text model of the same
+    checkpoint: a 56-pixel image, 4 x 4 patches pixel-shuffled by 2, becomes 4 tokens of the text model's width."""
+    llama_cpp = pytest.importorskip("llama_cpp")
+    mtmd = pytest.importorskip("llama_cpp.mtmd_cpp")
+    folder = hf_checkpoints["tiny-llama4"]
+    text, projector = str(tmp_path / "text.gguf"), str(tmp_path / "mmproj.gguf")
+    convert_hf(folder, text, "q8_0")
+    convert_hf(folder, projector, "f16", mmproj=True)
+    embeddings = _encode_image(llama_cpp, mtmd, text, projector, 56, 64)
+    assert embeddings.shape == (4, 64)
+    assert np.isfinite(embeddings).all() and embeddings.std() > 0
+
+
+@pytest.mark.slow
+def test_libmtmd_refuses_the_pixtral_projector_as_the_reference_writes_it(hf_checkpoints, tmp_path):
+    """Mistral Small 3's projector from a transformers-format checkpoint is written as the reference writes it
+    (the recorded file), and libmtmd refuses that file: the reference drops the language model's tensors before
+    it would take the [IMG_BREAK] row of the token embedding (`v.token_embd.img_break`), which libmtmd needs."""
+    llama_cpp = pytest.importorskip("llama_cpp")
+    mtmd = pytest.importorskip("llama_cpp.mtmd_cpp")
+    folder = hf_checkpoints["tiny-mistral3"]
+    text, projector = tmp_path / "text.gguf", tmp_path / "mmproj.gguf"
+    convert_hf(folder, text, "q8_0")
+    report = convert_hf(folder, projector, "f16", mmproj=True)
+    assert hashlib.sha256(projector.read_bytes()).hexdigest() == GOLDEN["projectors"]["tiny-mistral3"]["f16"]["sha256"]
+    assert "v.token_embd.img_break" not in report.tensors
+    params = llama_cpp.llama_model_default_params()
+    params.vocab_only = True
+    model = llama_cpp.llama_model_load_from_file(str(text).encode(), params)
+    assert model, "libllama refused the text model"
+    try:
+        ctx_params = mtmd.mtmd_context_params_default()
+        ctx_params.use_gpu, ctx_params.n_threads = False, 1
+        ctx = mtmd.mtmd_init_from_file(str(projector).encode(), model, ctx_params)
+        if ctx:
+            mtmd.mtmd_free(ctx)
+        assert not ctx, "libmtmd now loads the Pixtral projector: test it as the others"
+    finally:
+        llama_cpp.llama_model_free(model)
+
+
 def _as_qwen3vl_vocabulary(text_model: str, out: str, deepstack: int) -> None:
     """A qwen2 GGUF's vocabulary and hyperparameters relabeled as a Qwen3-VL text model (`qwen3vl`, whose input
     width counts the `deepstack` layers' embeddings beside the main one), without tensors: what libmtmd checks a
@@ -147,4 +190,20 @@ def test_an_uneven_window_attention_pattern_is_refused(hf_checkpoints, tmp_path)
     config["vision_config"]["fullatt_block_indexes"] = [1, 2]
     (folder / "config.json").write_text(json.dumps(config))
     with pytest.raises(FormatError, match="fullatt_block_indexes"):
+        convert_hf(folder, tmp_path / "mmproj.gguf", mmproj=True)
+
+
+def test_a_pixtral_projector_needs_its_image_break_token(hf_checkpoints, tmp_path):
+    """The reference looks [IMG_BREAK] up in the tokenizer files for Pixtral's projector and refuses it without."""
+    folder = tmp_path / "no-img-break"
+    shutil.copytree(hf_checkpoints["tiny-mistral3"], folder)
+    for name, key in (("tokenizer.json", "added_tokens"), ("tokenizer_config.json", "added_tokens_decoder")):
+        data = json.loads((folder / name).read_text())
+        entries = data[key]
+        if isinstance(entries, dict):
+            data[key] = {k: v for k, v in entries.items() if v["content"] != "[IMG_BREAK]"}
+        else:
+            data[key] = [e for e in entries if e["content"] != "[IMG_BREAK]"]
+        (folder / name).write_text(json.dumps(data))
+    with pytest.raises(FormatError, match="IMG_BREAK"):
         convert_hf(folder, tmp_path / "mmproj.gguf", mmproj=True)

@@ -52,6 +52,8 @@ RUNS = {
     "tiny-olmo3": ("Q4_K_M",),
     "tiny-seed-oss": ("Q4_K_M",),
     "tiny-granite-3": ("Q4_K_M",),
+    "tiny-llama4": ("Q4_K_M",),
+    "tiny-mistral3": ("Q4_K_M",),
 }  # fmt: skip
 
 

@@ -1118,6 +1118,91 @@ def mixtral_shapes(c: dict[str, Any]) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
+def llama4_text_shapes(c: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+    """Llama 4's text model as transformers 5.25 saves it (under `language_model.`): Llama's attention (no Q/K
+    norm weights), dense MLPs of `intermediate_size_mlp` under `feed_forward.`, and every `interleave_moe_layer_step`-th
+    layer a router, a shared expert and the experts fused (`gate_up_proj` [experts, hidden, 2 ff], `down_proj`
+    [experts, ff, hidden])."""
+    h, ff, dense, n = c["hidden_size"], c["intermediate_size"], c["intermediate_size_mlp"], c["num_local_experts"]
+    shapes = decoder_shapes(c | {"intermediate_size": dense})
+    for i in range(c["num_hidden_layers"]):
+        mlp, p = f"model.layers.{i}.mlp.", f"model.layers.{i}.feed_forward."
+        shapes = {k.replace(mlp, p): v for k, v in shapes.items()}
+        if (i + 1) % c["interleave_moe_layer_step"] == 0:
+            shapes = {k: v for k, v in shapes.items() if not k.startswith(p)} | {
+                p + "experts.down_proj": (n, ff, h),
+                p + "experts.gate_up_proj": (n, h, 2 * ff),
+                p + "router.weight": (n, h),
+                p + "shared_expert.down_proj.weight": (h, ff),
+                p + "shared_expert.gate_proj.weight": (ff, h),
+                p + "shared_expert.up_proj.weight": (ff, h),
+            }
+    return {"language_model." + k: v for k, v in shapes.items()}
+
+
+def llama4_shapes(c: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+    """Llama4ForConditionalGeneration as transformers 5.25 saves it: the text model, the vision model (a class
+    embedding, its patches' linear embedding, pre/post layer norms, the encoder, the pixel-shuffle adapter's MLP)
+    and the projector's one linear layer."""
+    v = c["vision_config"]
+    h, ff, patch, side = v["hidden_size"], v["intermediate_size"], v["patch_size"], v["image_size"]
+    p = "vision_model."
+    shapes = llama4_text_shapes(c["text_config"]) | {
+        p + "class_embedding": (h,), p + "positional_embedding_vlm": ((side // patch) ** 2 + 1, h),
+        p + "patch_embedding.linear.weight": (h, v["num_channels"] * patch * patch),
+        **{p + f"layernorm_{x}.{kind}": (h,) for x in ("pre", "post") for kind in ("weight", "bias")},
+    }  # fmt: skip
+    for i in range(v["num_hidden_layers"]):
+        q = f"{p}model.layers.{i}."
+        for x in ("q", "k", "v", "o"):
+            shapes |= {q + f"self_attn.{x}_proj.weight": (h, h), q + f"self_attn.{x}_proj.bias": (h,)}
+        shapes |= {q + "mlp.fc1.weight": (ff, h), q + "mlp.fc1.bias": (ff,), q + "mlp.fc2.weight": (h, ff),
+                   q + "mlp.fc2.bias": (h,)}  # fmt: skip
+        shapes |= {q + f"{norm}.{kind}": (h,) for norm in ("input_layernorm", "post_attention_layernorm")
+                   for kind in ("weight", "bias")}  # fmt: skip
+    return shapes | {
+        p + "vision_adapter.mlp.fc1.weight": (v["projector_input_dim"], ff),
+        p + "vision_adapter.mlp.fc2.weight": (v["projector_output_dim"], v["projector_input_dim"]),
+        "multi_modal_projector.linear_1.weight": (c["text_config"]["hidden_size"], v["vision_output_dim"]),
+    }
+
+
+def mistral3_shapes(c: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+    """Mistral3ForConditionalGeneration as transformers 5.25 saves it: the Mistral text model under
+    `language_model.`, the Pixtral vision tower (a patch convolution, RMS norms, gated MLPs) and the projector (a
+    norm, the patch merger over `spatial_merge_size`^2 patches, two linear layers)."""
+    v, text = c["vision_config"], c["text_config"]
+    h, ff, patch, merge = v["hidden_size"], v["intermediate_size"], v["patch_size"], c["spatial_merge_size"]
+    shapes = {"language_model." + k: s for k, s in decoder_shapes(text).items()} | {
+        "vision_tower.ln_pre.weight": (h,),
+        "vision_tower.patch_conv.weight": (h, v["num_channels"], patch, patch),
+        "multi_modal_projector.norm.weight": (h,),
+        "multi_modal_projector.patch_merger.merging_layer.weight": (h, h * merge * merge),
+        "multi_modal_projector.linear_1.weight": (text["hidden_size"], h),
+        "multi_modal_projector.linear_2.weight": (text["hidden_size"], text["hidden_size"]),
+    }
+    for i in range(v["num_hidden_layers"]):
+        p = f"vision_tower.transformer.layers.{i}."
+        shapes |= {p + f"attention.{x}_proj.weight": (h, h) for x in "qkvo"}
+        shapes |= {p + "attention_norm.weight": (h,), p + "ffn_norm.weight": (h,),
+                   p + "feed_forward.gate_proj.weight": (ff, h), p + "feed_forward.up_proj.weight": (ff, h),
+                   p + "feed_forward.down_proj.weight": (h, ff)}  # fmt: skip
+    return shapes
+
+
+def write_mistral3_tokenizer(folder: Path, vocabs: dict[str, Path]) -> None:
+    """GPT-2's byte-level BPE (the sdist has no tekken vocabulary) with Pixtral's image tokens added after it: the
+    projector's converter looks up [IMG_BREAK]."""
+    tj = _byte_level_json(vocabs["gpt-2"], None, extra=("[IMG]", "[IMG_BREAK]", "[IMG_END]"))
+    _write_json(folder / "tokenizer.json", tj, None)
+    _write_json(
+        folder / "tokenizer_config.json",
+        _tokenizer_config(
+            tj, "TokenizersBackend", bos_token="<|endoftext|>", eos_token="<|endoftext|>", model_max_length=131072
+        ),
+    )
+
+
 def bert_shapes(c: dict[str, Any]) -> dict[str, tuple[int, ...]]:
     h, ff = c["hidden_size"], c["intermediate_size"]
     shapes: dict[str, tuple[int, ...]] = {
@@ -1178,6 +1263,23 @@ _GEMMA3_IMAGE_PROCESSOR = {
     "do_convert_rgb": True, "do_normalize": True, "do_rescale": True, "do_resize": True, "image_mean": [0.5, 0.5, 0.5],
     "image_processor_type": "Gemma3ImageProcessor", "image_std": [0.5, 0.5, 0.5], "resample": 2,
     "rescale_factor": 0.00392156862745098, "size": {"height": 56, "width": 56},
+}  # fmt: skip
+
+
+#: Llama 4's image processor (preprocessor_config.json), for 56-pixel tiles
+_LLAMA4_IMAGE_PROCESSOR = {
+    "do_convert_rgb": True, "do_normalize": True, "do_rescale": True, "do_resize": True, "image_mean": [0.5, 0.5, 0.5],
+    "image_processor_type": "Llama4ImageProcessor", "image_std": [0.5, 0.5, 0.5], "max_patches": 16, "resample": 2,
+    "rescale_factor": 0.00392156862745098, "resize_to_max_canvas": False, "size": {"height": 56, "width": 56},
+}  # fmt: skip
+
+
+#: Pixtral's image processor (preprocessor_config.json), as Mistral Small 3.1 ships it
+_PIXTRAL_IMAGE_PROCESSOR = {
+    "do_convert_rgb": True, "do_normalize": True, "do_rescale": True, "do_resize": True,
+    "image_mean": [0.48145466, 0.4578275, 0.40821073], "image_processor_type": "PixtralImageProcessor",
+    "image_std": [0.26862954, 0.26130258, 0.27577711], "patch_size": 14, "resample": 3,
+    "rescale_factor": 0.00392156862745098, "size": {"longest_edge": 1540},
 }  # fmt: skip
 
 
@@ -1673,6 +1775,65 @@ CHECKPOINTS: dict[str, tuple[dict[str, Any], str, Callable, Callable, dict[str, 
                                                   "rope_type": "default"},
             tie_word_embeddings=False, **_QWEN35_MOE)),
         "bf16", qwen35_shapes, write_qwen35_tokenizer, {}, None,
+    ),
+    # Llama 4 (Scout's shape) as transformers 5.25 saves Llama4ForConditionalGeneration, bf16: a dense layer then an
+    # MoE one (interleave_moe_layer_step 2: a router, 4 fused experts, a shared expert), Scout's llama3 rope
+    # scaling (rope_freqs), the last of each 4 layers without rope; a 3-layer vision model (gguf-py maps the
+    # adapter's fc1 and fc2 as blocks 1 and 2) of 56-pixel images in 14-pixel patches and its projector (--mmproj);
+    # Llama 3's tokenizer (the sdist has no Llama 4 vocabulary)
+    "tiny-llama4": (
+        _config5("Llama4ForConditionalGeneration", "bf16", model_type="llama4", boi_token_index=128011,
+                 eoi_token_index=128012, image_token_index=128013, tie_word_embeddings=False,
+                 text_config={"attention_bias": False, "attention_chunk_size": 8192, "attention_dropout": 0.0,
+                              "attn_scale": 0.1, "attn_temperature_tuning": True, "bos_token_id": 128000,
+                              "dtype": "bfloat16", "eos_token_id": 128009, "floor_scale": 8192, "head_dim": 16,
+                              "hidden_act": "silu", "hidden_size": 64, "initializer_range": 0.02,
+                              "interleave_moe_layer_step": 2, "intermediate_size": 32, "intermediate_size_mlp": 128,
+                              "layer_types": ["chunked_attention"] * 3 + ["full_attention"],
+                              "max_position_embeddings": 131072, "model_type": "llama4_text", "moe_layers": [1, 3],
+                              "no_rope_layer_interval": 4, "no_rope_layers": [1, 1, 1, 0], "num_attention_heads": 4,
+                              "num_experts_per_tok": 1, "num_hidden_layers": 4, "num_key_value_heads": 2,
+                              "num_local_experts": 4, "output_router_logits": False, "pad_token_id": 128004,
+                              "rms_norm_eps": 1e-05,
+                              "rope_parameters": {"factor": 16.0, "high_freq_factor": 1.0, "low_freq_factor": 1.0,
+                                                  "original_max_position_embeddings": 8192, "rope_theta": 500000.0,
+                                                  "rope_type": "llama3"},
+                              "router_aux_loss_coef": 0.001, "router_jitter_noise": 0.0, "tie_word_embeddings": False,
+                              "use_cache": True, "use_qk_norm": True, "vocab_size": 128256},
+                 vision_config={"attention_dropout": 0.0, "hidden_act": "gelu", "hidden_size": 64, "image_size": 56,
+                                "initializer_range": 0.02, "intermediate_size": 256,
+                                "model_type": "llama4_vision_model", "multi_modal_projector_bias": False,
+                                "norm_eps": 1e-05, "num_attention_heads": 4, "num_channels": 3, "num_hidden_layers": 3,
+                                "patch_size": 14, "pixel_shuffle_ratio": 0.5, "projector_dropout": 0.0,
+                                "projector_input_dim": 64, "projector_output_dim": 64,
+                                "rope_parameters": {"rope_theta": 10000.0, "rope_type": "default"},
+                                "vision_feature_select_strategy": "default", "vision_output_dim": 64}),
+        "bf16", llama4_shapes, write_llama3_tokenizer,
+        {"preprocessor_config.json": json.dumps(_LLAMA4_IMAGE_PROCESSOR, indent=2)}, None,
+    ),
+    # Mistral Small 3.1's shape as transformers 5.25 saves Mistral3ForConditionalGeneration, bf16: a Mistral text
+    # model (mistral3), a 3-layer Pixtral vision tower (gguf-py maps the projector's linear_1 and linear_2 as
+    # blocks 1 and 2) and its projector (--mmproj: 2 x 2 patches merged); GPT-2's tokenizer with Pixtral's image
+    # tokens
+    "tiny-mistral3": (
+        _config5("Mistral3ForConditionalGeneration", "bf16", model_type="mistral3", image_token_index=50257,
+                 multimodal_projector_bias=False, projector_hidden_act="gelu", spatial_merge_size=2,
+                 tie_word_embeddings=False, vision_feature_layer=-1,
+                 text_config={"attention_dropout": 0.0, "bos_token_id": 50256, "dtype": "bfloat16",
+                              "eos_token_id": 50256, "head_dim": 16, "hidden_act": "silu", "hidden_size": 64,
+                              "initializer_range": 0.02, "intermediate_size": 128, "max_position_embeddings": 131072,
+                              "model_type": "mistral", "num_attention_heads": 4, "num_hidden_layers": 2,
+                              "num_key_value_heads": 2, "pad_token_id": None, "rms_norm_eps": 1e-05,
+                              "rope_parameters": {"rope_theta": 1000000000.0, "rope_type": "default"},
+                              "sliding_window": None, "tie_word_embeddings": False, "use_cache": True,
+                              "vocab_size": 50260},
+                 vision_config={"attention_dropout": 0.0, "head_dim": 16, "hidden_act": "gelu", "hidden_size": 64,
+                                "image_size": 1540, "initializer_range": 0.02, "intermediate_size": 128,
+                                "model_type": "pixtral", "num_attention_heads": 4, "num_channels": 3,
+                                "num_hidden_layers": 3, "patch_size": 14,
+                                "rope_parameters": {"rope_theta": 10000.0, "rope_type": "axial"}}),
+        "bf16", mistral3_shapes, write_mistral3_tokenizer,
+        {"preprocessor_config.json": json.dumps(_PIXTRAL_IMAGE_PROCESSOR, indent=2)}, None,
     ),
     # bf16 SmolLM3 as transformers 5.25 writes it (rope_parameters, dtype; every 4th layer without rope), tied
     # embeddings, Llama 3's tokenizer (SmolLM3's is Llama 3.2's)

@@ -1,5 +1,6 @@
-"""Llama (1-3, CodeLlama), Mistral, Mixtral and SmolLM3: `LlamaModel` of llama.cpp's converter (SmolLM3's
-`SmolLM3Model` is it under another GGUF architecture), and transformers' Llama and Mistral classes for `--to hf`."""
+"""Llama (1-3, CodeLlama), Mistral, Mistral Small 3.x, Mixtral and SmolLM3: `LlamaModel` of llama.cpp's converter
+(SmolLM3's `SmolLM3Model` and Mistral Small 3's `Mistral3Model` are it under other GGUF architectures; Mistral Small
+3's Pixtral projector, `LlavaVisionModel`), and transformers' Llama and Mistral classes for `--to hf`."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import UnsupportedError
-from ..hf.config import ConfigClass, HFConfig, read_json_object
+from ...errors import FormatError, UnsupportedError
+from ..hf.config import CONFIG_NAME, ConfigClass, HFConfig, read_json_object
 from ..hf.experts import ExpertLayout, expert_stacker
 from ..hf.kv import KV
+from ..hf.projector import projector_config, write_vision_parameters
 from ..hf.tokenizer import (
     SPM_MODEL,
     is_llama_hf_bpe,
@@ -34,10 +36,13 @@ from .decoder import (
     head_dim_from_hidden_size,
     kv_heads_default_to_heads,
     moe_required,
+    number,
     rope_parameters_of_5x,
     rope_type_from_type,
+    unpermute,
 )
-from .family import Conversion, Export, Family, TensorShapes
+from .family import Conversion, Dims, Export, Family, TensorShapes
+from .vision import projector
 
 _F32 = np.float32
 
@@ -76,11 +81,13 @@ def llama3_rope_factors(h: HFConfig, rope: dict[str, Any]) -> list[tuple[str, np
     return [("rope_freqs.weight", np.array(factors, dtype=_F32))]
 
 
-def _drop_text_model_prefix(name: str) -> str:
+def drop_text_model_prefix(name: str) -> str:
+    """`LlamaModel.filter_tensors`: SmolVLM's text model named as Llama's."""
     return name.replace("text_model.", "")
 
 
-def _llama_parameters(kv: KV, arch: str, folder: Path, h: HFConfig) -> None:
+def llama_parameters(kv: KV, arch: str, folder: Path, h: HFConfig) -> None:
+    """`LlamaModel.set_gguf_parameters` after the common keys: the vocabulary size and rope's dimensions."""
     kv.u32(f"{arch}.vocab_size", h["vocab_size"])
     head_dim = h.get("head_dim")
     kv.u32(
@@ -135,10 +142,10 @@ _LLAMA = Conversion(
     tensor_names=DECODER_NAMES,
     required=DECODER_REQUIRED,
     vocab=_llama_vocab,
-    filters=(_drop_text_model_prefix,),
+    filters=(drop_text_model_prefix,),
     transforms=ROPE_UNPERMUTE,
     extra_tensors=(llama3_rope_factors,),
-    parameters=(_llama_parameters,),
+    parameters=(llama_parameters,),
 )
 #: Mixtral's experts (`LlamaModel.modify_tensors`): w1, w2 and w3 are gate, down and up
 _MIXTRAL_EXPERTS = ExpertLayout("block_sparse_moe.experts", ("num_local_experts",), ("w1", "w2", "w3"),
@@ -155,8 +162,114 @@ _MIXTRAL = replace(
     required={k: v for k, v in DECODER_REQUIRED.items() if k not in DENSE_FFN} | moe_required("num_local_experts", FF),
     rewrites=(expert_stacker(_MIXTRAL_EXPERTS),),
 )  # fmt: skip
+#: Mistral Small 3.x's text model (`Mistral3Model`: Llama's, as `mistral3`; Ministral 3's yarn keys and Mistral 4's
+#: MoE are other text configs, not converted here)
+_MISTRAL3 = replace(_LLAMA, gguf="mistral3")
 #: SmolLM3: Llama's conversion as `smollm3` (llama.cpp itself leaves rope out of every 4th layer; nothing is written)
 _SMOLLM3 = replace(_LLAMA, gguf="smollm3")
+# --- Mistral Small 3's Pixtral projector (`LlavaVisionModel`) ----------------------------------------------------
+
+_T = "vision_tower.transformer.layers.{bid}."
+_VISION_NAMES = {
+    "vision_tower.patch_conv": "v.patch_embd",
+    "vision_tower.ln_pre": "v.pre_ln",
+    _T + "attention.q_proj": "v.blk.{bid}.attn_q",
+    _T + "attention.k_proj": "v.blk.{bid}.attn_k",
+    _T + "attention.v_proj": "v.blk.{bid}.attn_v",
+    _T + "attention.o_proj": "v.blk.{bid}.attn_out",
+    _T + "attention_norm": "v.blk.{bid}.ln1",
+    _T + "ffn_norm": "v.blk.{bid}.ln2",
+    _T + "feed_forward.gate_proj": "v.blk.{bid}.ffn_gate",
+    _T + "feed_forward.up_proj": "v.blk.{bid}.ffn_up",
+    _T + "feed_forward.down_proj": "v.blk.{bid}.ffn_down",
+    "multi_modal_projector.norm": "mm.input_norm",
+    "multi_modal_projector.patch_merger.merging_layer": "mm.patch_merger",
+    # gguf-py maps the projection's layers by their number as if blocks, so the reference refuses a tower of fewer
+    # than 3 layers (no released model has one)
+    "multi_modal_projector.linear_1": "mm.1",
+    "multi_modal_projector.linear_2": "mm.2",
+}
+_VH, _VFF = "hidden_size", "intermediate_size"
+_VISION_REQUIRED: dict[str, Dims] = {
+    "v.patch_embd.weight": (_VH, "num_channels", "patch_size", "patch_size"),
+    "v.pre_ln.weight": (_VH,),
+    **{f"v.blk.{{bid}}.attn_{x}.weight": (_VH, _VH) for x in ("q", "k", "v", "out")},
+    **{f"v.blk.{{bid}}.{norm}.weight": (_VH,) for norm in ("ln1", "ln2")},
+    "v.blk.{bid}.ffn_gate.weight": (_VFF, _VH),
+    "v.blk.{bid}.ffn_up.weight": (_VFF, _VH),
+    "v.blk.{bid}.ffn_down.weight": (_VH, _VFF),
+    "mm.input_norm.weight": (_VH,),
+    "mm.patch_merger.weight": (_VH, None),
+    "mm.1.weight": (None, _VH),
+    "mm.2.weight": (None, None),
+}
+_VISION_PREFIXES = ("multi_modal_projector.", "vision_tower.", "vision_encoder.", "vision_language_adapter.",
+                    "patch_merger.", "pre_mm_projector_norm")  # fmt: skip
+
+
+def _vision_tensors(name: str) -> str | None:
+    """`LlavaVisionModel.modify_tensors`: the vision tower's and projector's tensors; the rest skipped (the
+    [IMG_BREAK] row of the token embedding is never reached: the language model's tensors are dropped first)."""
+    return name if name.startswith(_VISION_PREFIXES) else None
+
+
+def _vision_heads(h: HFConfig) -> int:
+    return number(h, "num_attention_heads")
+
+
+_PERMUTE = (unpermute(("q_proj.weight", "q_proj.bias"), _vision_heads),
+            unpermute(("k_proj.weight", "k_proj.bias"), _vision_heads))  # fmt: skip
+
+
+def _token_id(folder: Path, token: str) -> int:
+    """`LlavaVisionModel.get_token_id`: the token's id in tokenizer_config.json's added tokens, else in
+    tokenizer.json's; refused when neither has it."""
+    decoder = read_json_object(folder / TOKENIZER_CONFIG, "tokenizer_config.json").get("added_tokens_decoder") or {}
+    for token_id, entry in decoder.items():
+        if isinstance(entry, dict) and entry.get("content") == token:
+            return int(token_id)
+    added = read_json_object(folder / TOKENIZER_JSON, "tokenizer.json", shared=True).get("added_tokens") or []
+    for entry in added:
+        if isinstance(entry, dict) and entry.get("content") == token:
+            return int(entry["id"])
+    raise FormatError(folder / TOKENIZER_JSON, None, f"no {token} token: Pixtral's projector needs it")
+
+
+def _check_pixtral(folder: Path, h: HFConfig) -> None:
+    """`LlavaVisionModel.__init__`: only a Pixtral vision tower, with its [IMG_BREAK] token in the tokenizer."""
+    if h.get("model_type") != "pixtral":
+        raise UnsupportedError(f"{folder / CONFIG_NAME}: vision_config.model_type {h.get('model_type')!r}: only "
+                               "Pixtral's projector is converted")  # fmt: skip
+    _token_id(folder, "[IMG_BREAK]")
+
+
+_ACTIVATIONS = {"silu": "clip.use_silu", "gelu": "clip.use_gelu"}
+
+
+def _vision_parameters(kv: KV, arch: str, folder: Path, h: HFConfig) -> None:
+    """`LlavaVisionModel.set_gguf_parameters` after the common clip keys (Pixtral's): the projector type, the
+    norm epsilon (modeling_pixtral's 1e-5 where the config has none), the activation, the patch merger's size."""
+    h = projector_config(h)
+    kv.string("clip.projector_type", "pixtral")
+    kv.f32("clip.vision.attention.layer_norm_epsilon", number(h, "layer_norm_eps", 1e-5))
+    act = h.get("hidden_act")
+    if act not in _ACTIVATIONS:
+        raise UnsupportedError(f"{folder / CONFIG_NAME}: vision_config.hidden_act {act!r} is not supported")
+    kv.bool(_ACTIVATIONS[act], True)
+    if "spatial_merge_size" in h.model:
+        kv.u32("clip.vision.spatial_merge_size", number(h.model, "spatial_merge_size"))
+
+
+_PIXTRAL = projector(
+    tensor_names=_VISION_NAMES,
+    required=_VISION_REQUIRED,
+    filters=(_vision_tensors,),
+    transforms=_PERMUTE,
+    checks=(_check_pixtral,),
+    text_parameters=write_vision_parameters,
+    parameters=(_vision_parameters,),
+)
+
 _EXPORT_CONFIG = DECODER_CONFIG | {"rope.dimension_count": "head_dim"}
 
 FAMILY = Family(
@@ -189,6 +302,22 @@ FAMILY = Family(
             (kv_heads_default_to_heads, rope_parameters_of_5x(1_000_000.0)),
             transformers=5,
         ),
+        # transformers 5.25's Mistral3Config (its text config is Mistral's, its vision config Pixtral's)
+        "mistral3": ConfigClass(
+            "Mistral3Config",
+            {"image_token_index": 10, "projector_hidden_act": "gelu", "vision_feature_layer": -1,
+             "multimodal_projector_bias": False, "spatial_merge_size": 2, "tie_word_embeddings": True},
+            text_config="mistral",
+            vision_config="pixtral",
+            transformers=5,
+        ),
+        "pixtral": ConfigClass(
+            "PixtralVisionConfig",
+            {"model_type": "pixtral", "hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24,
+             "num_attention_heads": 16, "num_channels": 3, "image_size": 1024, "patch_size": 16, "hidden_act": "gelu",
+             "head_dim": 64},
+            transformers=5,
+        ),
         # transformers 5.25's (the class is new in 5.x)
         "smollm3": ConfigClass(
             "SmolLM3Config",
@@ -202,7 +331,8 @@ FAMILY = Family(
         ),
     },
     conversions={"LlamaForCausalLM": _LLAMA, "MistralForCausalLM": _LLAMA, "MixtralForCausalLM": _MIXTRAL,
-                 "SmolLM3ForCausalLM": _SMOLLM3},
+                 "SmolLM3ForCausalLM": _SMOLLM3, "Mistral3ForConditionalGeneration": _MISTRAL3},
+    projectors={"Mistral3ForConditionalGeneration": _PIXTRAL},
     exports={
         # llama.cpp writes Mistral's models as `llama`; a `general.name` naming Mistral picks Mistral's class
         "llama": Export("LlamaForCausalLM", "llama", _LLAMA, "llama", _EXPORT_CONFIG, derived=(_attention_bias,),
