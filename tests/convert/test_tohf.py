@@ -31,7 +31,7 @@ from weightkit.safetensors import SafetensorsCheckpoint
 
 from ..conftest import BuiltEach
 from ..scripts import load_script
-from .conftest import DATA
+from .conftest import DATA, checkpoint_group
 
 GOLDEN = json.loads((DATA / "tohf_golden.json").read_text())
 make_tohf_golden = load_script(DATA / "make_tohf_golden.py")
@@ -40,6 +40,15 @@ TOKENS = json.loads((DATA / "tohf_tokenizer_golden.json").read_text(encoding="ut
 make_tohf_tokenizer_golden = load_script(DATA / "make_tohf_tokenizer_golden.py")
 #: the tokenizer cases of tiny checkpoints that tohf_golden.json does not have
 EXTRA_TOKEN_CASES = [n for n in TOKENS["cases"] if n not in TINY and n != make_tohf_tokenizer_golden.GEMMA]
+#: the conversion tests' checkpoint each tiny GGUF, and each tokenizer case's GGUF, is converted from
+BASES = {name: base for name, (base, _, _) in make_tohf_golden.TINY.items()}
+TOKEN_SOURCES = {name: source for name, (_, source) in make_tohf_tokenizer_golden.CASES.items()}
+
+
+def _on_checkpoint_worker(names: list[str], checkpoint: Mapping[str, str]) -> list:
+    """Cases by name, each in the xdist group of the checkpoint its GGUF is converted from: converted on the
+    worker that converted that checkpoint already, its vocabulary's writes replayed (`vocabulary_once`)."""
+    return [pytest.param(name, id=name, marks=checkpoint_group(checkpoint[name])) for name in names]
 
 
 def _sha(values: np.ndarray) -> str:
@@ -98,20 +107,22 @@ def _check_tokenizer(folder: Path, record: dict) -> None:
         assert tok.encode(text).ids == ids, text
 
 
-@pytest.mark.parametrize("name", TINY)
-def test_tiny_folder_is_what_transformers_loads(tiny_folders, name):
+@pytest.mark.parametrize("name", _on_checkpoint_worker(TINY, BASES))
+def test_tiny_folder_is_what_transformers_loads(tiny_folders, vocabulary_once, name):
     _check_against_transformers(tiny_folders[name], GOLDEN["tiny"][name])
 
 
-@pytest.mark.parametrize("name", [n for n in TOKENS["cases"] if n != make_tohf_tokenizer_golden.GEMMA])
-def test_tiny_folder_tokenizes_like_its_source(tiny_folders, extra_token_folders, name):
+@pytest.mark.parametrize(
+    "name", _on_checkpoint_worker([n for n in TOKENS["cases"] if n != make_tohf_tokenizer_golden.GEMMA], TOKEN_SOURCES)
+)
+def test_tiny_folder_tokenizes_like_its_source(tiny_folders, extra_token_folders, vocabulary_once, name):
     """Each family's folder (one case per family and vocabulary kind) gives its source tokenizer's ids on
     llama.cpp's tokenizer test inputs, scripts, code, whitespace and chat markup, as transformers 5 loads it."""
     _check_tokenizer((tiny_folders if name in TINY else extra_token_folders)[name], TOKENS["cases"][name])
 
 
-@pytest.mark.parametrize("name", TINY)
-def test_round_trip_is_the_reference_file(tiny_folders, tmp_path, name):
+@pytest.mark.parametrize("name", _on_checkpoint_worker(TINY, BASES))
+def test_round_trip_is_the_reference_file(tiny_folders, tmp_path, vocabulary_once, name):
     """GGUF -> HF (weightkit) -> GGUF (weightkit) is the file the reference converter writes from the folder
     (the Llama-family folders' byte-fallback BPE tokenizer.json is read as the reference's LlamaHfVocab)."""
     out = tmp_path / "back.gguf"

@@ -1971,15 +1971,27 @@ def _save_as_tf5(folder: Path, record: dict[str, Any]) -> None:
             (folder / name).write_text(content["text"], encoding="utf-8")
 
 
-def build(name: str, root: Path, vocabs: dict[str, Path] | None = None) -> Path:
-    """Write checkpoint `name` (of CHECKPOINTS or TF5) into root/name (replacing it) and return the folder."""
+def build(name: str, root: Path, vocabs: dict[str, Path] | None = None, base_folder: Path | None = None) -> Path:
+    """Write checkpoint `name` (of CHECKPOINTS or TF5) into root/name (replacing it) and return the folder. A -tf5
+    checkpoint given `base_folder`, its base checkpoint's build, starts from a copy of it (the same files) instead
+    of writing them again."""
     base = TF5.get(name, name)
-    config, dtype, shapes, tokenizer, extra, shard_bytes = CHECKPOINTS[base]
-    vocabs = vocab_files() if vocabs is None else vocabs
     folder = root / name
     if folder.exists():
         shutil.rmtree(folder)
-    folder.mkdir(parents=True)
+    if base != name and base_folder is not None:
+        shutil.copytree(base_folder, folder)
+    else:
+        folder.mkdir(parents=True)
+        _write_checkpoint(base, folder, vocab_files() if vocabs is None else vocabs)
+    if base != name:
+        _save_as_tf5(folder, _tf5_files()[base])
+    return folder
+
+
+def _write_checkpoint(base: str, folder: Path, vocabs: dict[str, Path]) -> None:
+    """Checkpoint `base`'s files (of CHECKPOINTS) into the empty `folder`."""
+    config, dtype, shapes, tokenizer, extra, shard_bytes = CHECKPOINTS[base]
     seed = sum(base.encode())  # one fixed seed per checkpoint (and its -tf5 save)
     write_checkpoint(folder, _weights(shapes(config), dtype, seed), {"format": "pt"},
                      max_shard_bytes=shard_bytes or 1 << 40)  # fmt: skip
@@ -1988,14 +2000,12 @@ def build(name: str, root: Path, vocabs: dict[str, Path] | None = None) -> Path:
     for rel, text in extra.items():
         (folder / rel).parent.mkdir(parents=True, exist_ok=True)
         (folder / rel).write_text(text + ("" if text.endswith("\n") else "\n"), encoding="utf-8")
-    if base != name:
-        _save_as_tf5(folder, _tf5_files()[base])
-    return folder
 
 
 def build_all(root: Path) -> dict[str, Path]:
     vocabs = vocab_files()
-    return {name: build(name, root, vocabs) for name in (*CHECKPOINTS, *TF5)}
+    folders = {name: build(name, root, vocabs) for name in CHECKPOINTS}
+    return folders | {name: build(name, root, vocabs, folders[base]) for name, base in TF5.items()}
 
 
 if __name__ == "__main__":
