@@ -1118,6 +1118,46 @@ def mixtral_shapes(c: dict[str, Any]) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
+def _matrix(name: str, rows: int, cols: int) -> dict[str, tuple[int, ...]]:
+    """An unbiased linear layer's weight."""
+    return {name + ".weight": (rows, cols)}
+
+
+def lfm2_shapes(c: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+    """LFM2 and LFM2-MoE as transformers 5.25 saves them: each layer a short convolution or attention (its type in
+    `layer_types`), then LFM2's SwiGLU with the size its MLP adjusts to, or LFM2-MoE's (past its dense layers)
+    router, score bias and experts."""
+    h, vocab, heads, kv_heads = c["hidden_size"], c["vocab_size"], c["num_attention_heads"], c["num_key_value_heads"]
+    hd, ff = h // heads, c["intermediate_size"]
+    if c.get("block_auto_adjust_ff_dim"):
+        ff = int(c["block_ffn_dim_multiplier"] * int(2 * ff / 3))
+        ff = c["block_multiple_of"] * -(-ff // c["block_multiple_of"])
+    shapes: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (vocab, h), "model.embedding_norm.weight": (h,)}
+    if not c.get("tie_word_embeddings"):
+        shapes["lm_head.weight"] = (vocab, h)
+    for i, kind in enumerate(c["layer_types"]):
+        p = f"model.layers.{i}."
+        shapes |= {p + "operator_norm.weight": (h,), p + "ffn_norm.weight": (h,)}
+        if kind == "conv":
+            shapes |= _matrix(p + "conv.in_proj", 3 * h, h) | _matrix(p + "conv.out_proj", h, h)
+            shapes[p + "conv.conv.weight"] = (h, 1, c["conv_L_cache"])
+        else:
+            a = p + "self_attn."
+            shapes |= (_matrix(a + "q_proj", heads * hd, h) | _matrix(a + "k_proj", kv_heads * hd, h)
+                       | _matrix(a + "v_proj", kv_heads * hd, h) | _matrix(a + "out_proj", h, heads * hd))  # fmt: skip
+            shapes |= {p + "self_attn.q_layernorm.weight": (hd,), p + "self_attn.k_layernorm.weight": (hd,)}
+        f = p + "feed_forward."
+        if i < c.get("num_dense_layers", len(c["layer_types"])):
+            shapes |= _matrix(f + "w1", ff, h) | _matrix(f + "w3", ff, h) | _matrix(f + "w2", h, ff)
+            continue
+        n, mff = c["num_experts"], c["moe_intermediate_size"]
+        shapes |= {f + "gate.weight": (n, h), f + "expert_bias": (n,)}
+        for x in range(n):
+            e = f"{f}experts.{x}."
+            shapes |= _matrix(e + "w1", mff, h) | _matrix(e + "w3", mff, h) | _matrix(e + "w2", h, mff)
+    return shapes
+
+
 def bert_shapes(c: dict[str, Any]) -> dict[str, tuple[int, ...]]:
     h, ff = c["hidden_size"], c["intermediate_size"]
     shapes: dict[str, tuple[int, ...]] = {
@@ -1747,6 +1787,34 @@ CHECKPOINTS: dict[str, tuple[dict[str, Any], str, Callable, Callable, dict[str, 
                  rms_norm_eps=1e-05, rope_parameters={"rope_theta": 10000000.0, "rope_type": "default"},
                  tie_word_embeddings=True, use_cache=True, vocab_size=49155),
         "bf16", decoder_shapes, write_granite3_tokenizer, {}, None,
+    ),
+    # bf16 LFM2 as transformers 5.25 writes it: short convolutions and one attention layer (Q/K norms), the
+    # feed-forward size adjusted (200 -> 160), tied embeddings; Llama 3's tokenizer (LFM2's pre-tokenizer is Llama
+    # 3's in llama.cpp; its own 65,536-token vocabulary is not in the sdist), config.json's vocabulary its size
+    "tiny-lfm2": (
+        _config5("Lfm2ForCausalLM", "bf16", model_type="lfm2",
+                 block_auto_adjust_ff_dim=True, block_ffn_dim_multiplier=1.0, block_multiple_of=32,
+                 bos_token_id=128000, conv_L_cache=3, conv_bias=False, eos_token_id=128009, full_attn_idxs=None,
+                 hidden_size=64, initializer_range=0.02, intermediate_size=200,
+                 layer_types=["conv", "conv", "full_attention", "conv"], max_position_embeddings=128000,
+                 norm_eps=1e-05, num_attention_heads=4, num_hidden_layers=4, num_key_value_heads=2,
+                 pad_token_id=128004, rope_parameters={"rope_theta": 1000000.0, "rope_type": "default"},
+                 tie_word_embeddings=True, use_cache=True, vocab_size=128256),
+        "bf16", lfm2_shapes, write_llama3_tokenizer, {}, None,
+    ),
+    # bf16 LFM2-MoE as transformers 5.25 writes it: a dense first layer, then four sigmoid-routed experts with a
+    # score bias per layer (each expert's w1/w2/w3 apart), convolution and attention layers alternating
+    "tiny-lfm2-moe": (
+        _config5("Lfm2MoeForCausalLM", "bf16", model_type="lfm2_moe",
+                 bos_token_id=128000, conv_L_cache=3, conv_bias=False, eos_token_id=128009, hidden_size=64,
+                 initializer_range=0.02, intermediate_size=128,
+                 layer_types=["conv", "full_attention", "conv", "full_attention"], max_position_embeddings=128000,
+                 moe_intermediate_size=32, norm_eps=1e-05, norm_topk_prob=True, num_attention_heads=4,
+                 num_dense_layers=1, num_experts=4, num_experts_per_tok=2, num_hidden_layers=4, num_key_value_heads=2,
+                 output_router_logits=False, pad_token_id=128004,
+                 rope_parameters={"rope_theta": 1000000.0, "rope_type": "default"}, routed_scaling_factor=1.0,
+                 tie_word_embeddings=True, use_cache=True, use_expert_bias=True, vocab_size=128256),
+        "bf16", lfm2_shapes, write_llama3_tokenizer, {}, None,
     ),
     # f32 BERT with MiniLM's WordPiece tokenizer and mean pooling; a pooler that the converter drops
     "tiny-bert": (
