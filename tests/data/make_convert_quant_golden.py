@@ -52,6 +52,9 @@ RUNS = {
     "tiny-olmo3": ("Q4_K_M",),
     "tiny-seed-oss": ("Q4_K_M",),
     "tiny-granite-3": ("Q4_K_M",),
+    "tiny-granite-moe": ("Q4_K_M",),
+    "tiny-lfm2": ("Q4_K_M",),
+    "tiny-ernie4.5-moe": ("Q4_K_M",),
 }  # fmt: skip
 
 
