@@ -54,6 +54,9 @@ RUNS = {
     "tiny-granite-3": ("Q4_K_M",),
     "tiny-llama4": ("Q4_K_M",),
     "tiny-mistral3": ("Q4_K_M",),
+    "tiny-granite-moe": ("Q4_K_M",),
+    "tiny-lfm2": ("Q4_K_M",),
+    "tiny-ernie4.5-moe": ("Q4_K_M",),
 }  # fmt: skip
 
 

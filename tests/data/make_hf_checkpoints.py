@@ -525,6 +525,14 @@ def write_llama2_hf_tokenizer(folder: Path, vocabs: dict[str, Path]) -> None:
                          model=False)  # fmt: skip
 
 
+def write_ernie_tokenizer(folder: Path, vocabs: dict[str, Path]) -> None:
+    """ERNIE 4.5's layout on Llama 2's SentencePiece pieces (ERNIE's own 103,424 are not in the sdist): its
+    tokenizer class, no BOS added, `add_prefix_space` false (which the converter writes after the vocabulary)."""
+    settings = _LLAMA2_SETTINGS | {"add_bos_token": False, "add_prefix_space": False, "pad_token": "<unk>",
+                                   "tokenizer_class": "Ernie4_5_Tokenizer"}  # fmt: skip
+    _write_spm_tokenizer(folder, _ggml_spm_vocab(vocabs["llama-spm"]), _LLAMA2_SPECIALS, settings, _LLAMA2_NORMALIZER)
+
+
 def write_codellama_tokenizer(folder: Path, vocabs: dict[str, Path]) -> None:
     """CodeLlama's layout: Llama 2's pieces and 16 more (32016; the infill pieces at 32007-32010 as CodeLlama
     has them, the others placeholders), the infill tokens special and named in tokenizer_config.json."""
@@ -1201,6 +1209,77 @@ def write_mistral3_tokenizer(folder: Path, vocabs: dict[str, Path]) -> None:
             tj, "TokenizersBackend", bos_token="<|endoftext|>", eos_token="<|endoftext|>", model_max_length=131072
         ),
     )
+
+
+def _matrix(name: str, rows: int, cols: int) -> dict[str, tuple[int, ...]]:
+    """An unbiased linear layer's weight."""
+    return {name + ".weight": (rows, cols)}
+
+
+def lfm2_shapes(c: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+    """LFM2 and LFM2-MoE as transformers 5.25 saves them: each layer a short convolution or attention (its type in
+    `layer_types`), then LFM2's SwiGLU with the size its MLP adjusts to, or LFM2-MoE's (past its dense layers)
+    router, score bias and experts."""
+    h, vocab, heads, kv_heads = c["hidden_size"], c["vocab_size"], c["num_attention_heads"], c["num_key_value_heads"]
+    hd, ff = h // heads, c["intermediate_size"]
+    if c.get("block_auto_adjust_ff_dim"):
+        ff = int(c["block_ffn_dim_multiplier"] * int(2 * ff / 3))
+        ff = c["block_multiple_of"] * -(-ff // c["block_multiple_of"])
+    shapes: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (vocab, h), "model.embedding_norm.weight": (h,)}
+    if not c.get("tie_word_embeddings"):
+        shapes["lm_head.weight"] = (vocab, h)
+    for i, kind in enumerate(c["layer_types"]):
+        p = f"model.layers.{i}."
+        shapes |= {p + "operator_norm.weight": (h,), p + "ffn_norm.weight": (h,)}
+        if kind == "conv":
+            shapes |= _matrix(p + "conv.in_proj", 3 * h, h) | _matrix(p + "conv.out_proj", h, h)
+            shapes[p + "conv.conv.weight"] = (h, 1, c["conv_L_cache"])
+        else:
+            a = p + "self_attn."
+            shapes |= (_matrix(a + "q_proj", heads * hd, h) | _matrix(a + "k_proj", kv_heads * hd, h)
+                       | _matrix(a + "v_proj", kv_heads * hd, h) | _matrix(a + "out_proj", h, heads * hd))  # fmt: skip
+            shapes |= {p + "self_attn.q_layernorm.weight": (hd,), p + "self_attn.k_layernorm.weight": (hd,)}
+        f = p + "feed_forward."
+        if i < c.get("num_dense_layers", len(c["layer_types"])):
+            shapes |= _matrix(f + "w1", ff, h) | _matrix(f + "w3", ff, h) | _matrix(f + "w2", h, ff)
+            continue
+        n, mff = c["num_experts"], c["moe_intermediate_size"]
+        shapes |= {f + "gate.weight": (n, h), f + "expert_bias": (n,)}
+        for x in range(n):
+            e = f"{f}experts.{x}."
+            shapes |= _matrix(e + "w1", mff, h) | _matrix(e + "w3", mff, h) | _matrix(e + "w2", h, mff)
+    return shapes
+
+
+def ernie_moe_shapes(c: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+    """ERNIE 4.5 MoE as transformers 5.25 saves it: Llama's attention; from `moe_layer_start_index` on, a router,
+    each expert's projections, the shared experts and the routing-score bias (`moe_statics`)."""
+    h, n, mff = c["hidden_size"], c["moe_num_experts"], c["moe_intermediate_size"]
+    shapes = decoder_shapes(c)
+    for i in range(c["moe_layer_start_index"], c["num_hidden_layers"]):
+        p = f"model.layers.{i}.mlp."
+        shapes = {k: v for k, v in shapes.items() if not k.startswith(p)}
+        shapes |= {p + "gate.weight": (n, h), p + "moe_statics.e_score_correction_bias": (1, n)}
+        for x in range(n):
+            shapes |= _mlp(f"{p}experts.{x}.", mff, h)
+        shapes |= _mlp(p + "shared_experts.", mff * c["moe_num_shared_experts"], h)
+    return shapes
+
+
+def _mlp(p: str, ff: int, h: int) -> dict[str, tuple[int, ...]]:
+    return {p + "gate_proj.weight": (ff, h), p + "up_proj.weight": (ff, h), p + "down_proj.weight": (h, ff)}
+
+
+def granite_moe_shapes(c: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+    """Granite's mixture of experts as transformers 5.25 saves it: Llama's attention, a router and the experts
+    stacked, their gate and up projections fused (`input_linear`)."""
+    h, ff, n = c["hidden_size"], c["intermediate_size"], c["num_local_experts"]
+    shapes = {k: v for k, v in decoder_shapes(c).items() if ".mlp." not in k}
+    for i in range(c["num_hidden_layers"]):
+        p = f"model.layers.{i}.block_sparse_moe."
+        shapes |= {p + "input_linear.weight": (n, 2 * ff, h), p + "output_linear.weight": (n, h, ff),
+                   p + "router.layer.weight": (n, h)}  # fmt: skip
+    return shapes
 
 
 def bert_shapes(c: dict[str, Any]) -> dict[str, tuple[int, ...]]:
@@ -1908,6 +1987,72 @@ CHECKPOINTS: dict[str, tuple[dict[str, Any], str, Callable, Callable, dict[str, 
                  rms_norm_eps=1e-05, rope_parameters={"rope_theta": 10000000.0, "rope_type": "default"},
                  tie_word_embeddings=True, use_cache=True, vocab_size=49155),
         "bf16", decoder_shapes, write_granite3_tokenizer, {}, None,
+    ),
+    # bf16 LFM2 as transformers 5.25 writes it: short convolutions and one attention layer (Q/K norms), the
+    # feed-forward size adjusted (200 -> 160), tied embeddings; Llama 3's tokenizer (LFM2's pre-tokenizer is Llama
+    # 3's in llama.cpp; its own 65,536-token vocabulary is not in the sdist), config.json's vocabulary its size
+    "tiny-lfm2": (
+        _config5("Lfm2ForCausalLM", "bf16", model_type="lfm2",
+                 block_auto_adjust_ff_dim=True, block_ffn_dim_multiplier=1.0, block_multiple_of=32,
+                 bos_token_id=128000, conv_L_cache=3, conv_bias=False, eos_token_id=128009, full_attn_idxs=None,
+                 hidden_size=64, initializer_range=0.02, intermediate_size=200,
+                 layer_types=["conv", "conv", "full_attention", "conv"], max_position_embeddings=128000,
+                 norm_eps=1e-05, num_attention_heads=4, num_hidden_layers=4, num_key_value_heads=2,
+                 pad_token_id=128004, rope_parameters={"rope_theta": 1000000.0, "rope_type": "default"},
+                 tie_word_embeddings=True, use_cache=True, vocab_size=128256),
+        "bf16", lfm2_shapes, write_llama3_tokenizer, {}, None,
+    ),
+    # bf16 LFM2-MoE as transformers 5.25 writes it: a dense first layer, then four sigmoid-routed experts with a
+    # score bias per layer (each expert's w1/w2/w3 apart), convolution and attention layers alternating
+    "tiny-lfm2-moe": (
+        _config5("Lfm2MoeForCausalLM", "bf16", model_type="lfm2_moe",
+                 bos_token_id=128000, conv_L_cache=3, conv_bias=False, eos_token_id=128009, hidden_size=64,
+                 initializer_range=0.02, intermediate_size=128,
+                 layer_types=["conv", "full_attention", "conv", "full_attention"], max_position_embeddings=128000,
+                 moe_intermediate_size=32, norm_eps=1e-05, norm_topk_prob=True, num_attention_heads=4,
+                 num_dense_layers=1, num_experts=4, num_experts_per_tok=2, num_hidden_layers=4, num_key_value_heads=2,
+                 output_router_logits=False, pad_token_id=128004,
+                 rope_parameters={"rope_theta": 1000000.0, "rope_type": "default"}, routed_scaling_factor=1.0,
+                 tie_word_embeddings=True, use_cache=True, use_expert_bias=True, vocab_size=128256),
+        "bf16", lfm2_shapes, write_llama3_tokenizer, {}, None,
+    ),
+    # bf16 ERNIE 4.5 (dense) as transformers 5.25 writes it: head_dim given, tied embeddings; a SentencePiece
+    # tokenizer (Llama 2's pieces in ERNIE's layout)
+    "tiny-ernie4.5": (
+        _config5("Ernie4_5ForCausalLM", "bf16", model_type="ernie4_5",
+                 bos_token_id=1, eos_token_id=2, head_dim=16, hidden_act="silu", hidden_size=64,
+                 initializer_range=0.02, intermediate_size=128, max_position_embeddings=131072, num_attention_heads=4,
+                 num_hidden_layers=2, num_key_value_heads=2, pad_token_id=0, rms_norm_eps=1e-05,
+                 rope_parameters={"rope_theta": 500000.0, "rope_type": "default"}, tie_word_embeddings=True,
+                 use_bias=False, use_cache=True, vocab_size=32000),
+        "bf16", decoder_shapes, write_ernie_tokenizer, {}, None,
+    ),
+    # bf16 ERNIE 4.5 MoE as transformers 5.25 writes it: a dense first layer, then four experts, a shared expert
+    # and the routing-score bias per layer; an output matrix of its own
+    "tiny-ernie4.5-moe": (
+        _config5("Ernie4_5_MoeForCausalLM", "bf16", model_type="ernie4_5_moe",
+                 bos_token_id=1, eos_token_id=2, hidden_act="silu", hidden_size=64, initializer_range=0.02,
+                 intermediate_size=128, max_position_embeddings=131072, moe_intermediate_size=32, moe_k=2,
+                 moe_layer_end_index=2, moe_layer_interval=1, moe_layer_start_index=1, moe_norm_min=1e-12,
+                 moe_num_experts=4, moe_num_shared_experts=1, num_attention_heads=4, num_hidden_layers=3,
+                 num_key_value_heads=2, num_nextn_predict_layers=None, output_router_logits=False, pad_token_id=0,
+                 rms_norm_eps=1e-05, rope_parameters={"rope_theta": 500000.0, "rope_type": "default"},
+                 router_aux_loss_coef=0.001, tie_word_embeddings=False, use_bias=False, use_cache=True,
+                 vocab_size=32000),
+        "bf16", ernie_moe_shapes, write_ernie_tokenizer, {}, None,
+    ),
+    # bf16 Granite 3 MoE as transformers 5.25 writes it: its multipliers, tied embeddings, four experts per layer
+    # (gate and up fused), Granite 3's tokenizer
+    "tiny-granite-moe": (
+        _config5("GraniteMoeForCausalLM", "bf16", model_type="granitemoe",
+                 attention_bias=False, attention_dropout=0.1, attention_multiplier=0.015625, bos_token_id=0,
+                 embedding_multiplier=12.0, eos_token_id=0, hidden_act="silu", hidden_size=64,
+                 initializer_range=0.02, intermediate_size=32, logits_scaling=6.0, max_position_embeddings=4096,
+                 num_attention_heads=4, num_experts_per_tok=2, num_hidden_layers=2, num_key_value_heads=2,
+                 num_local_experts=4, output_router_logits=False, pad_token_id=0, residual_multiplier=0.22,
+                 rms_norm_eps=1e-06, rope_parameters={"rope_theta": 10000.0, "rope_type": "default"},
+                 router_aux_loss_coef=0.001, tie_word_embeddings=True, use_cache=True, vocab_size=49155),
+        "bf16", granite_moe_shapes, write_granite3_tokenizer, {}, None,
     ),
     # f32 BERT with MiniLM's WordPiece tokenizer and mean pooling; a pooler that the converter drops
     "tiny-bert": (

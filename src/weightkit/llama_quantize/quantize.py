@@ -220,7 +220,7 @@ def quantize_model(
             + (f" and {len(missing) - 1} more tensors" if len(missing) > 1 else "")
         )
     # llama-quantize writes the tensors by layer, then name: so the same input gives the same file
-    planned = [plan_tensor(new, model.tensors[old].shape, plan[new]) for new, old in source.items()]
+    planned = [plan_tensor(new, ggml_dims(model.tensors[old].shape), plan[new]) for new, old in source.items()]
     report = QuantizeReport(
         target=target.name,
         bytes_before=sum(model.tensors[old].nbytes for old in source.values()),
@@ -252,6 +252,13 @@ def quantize_model(
                     progress(p.name, done, report.bytes_before)
         report.outputs.append(str(path))
     return report
+
+
+def ggml_dims(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """A tensor's shape as llama-quantize writes it: ggml's `ggml_n_dims` drops the outermost dimensions of size 1
+    (the trailing ones of ggml's order), keeping one (a converter's [1, n] bias is written as [n])."""
+    first = next((i for i, n in enumerate(shape) if n != 1), len(shape) - 1)
+    return tuple(shape[max(first, 0) :])
 
 
 def _output_metadata(

@@ -13,11 +13,13 @@ from ..hf.config import ConfigClass
 from . import (
     bert,
     deepseek,
+    ernie,
     gemma,
     gemma4,
     glm,
     gpt_oss,
     granite,
+    lfm2,
     llama,
     llama4,
     olmo,
@@ -32,7 +34,7 @@ from .family import Conversion, Export, Family, Transform
 FAMILIES: tuple[Family, ...] = (
     llama.FAMILY, qwen.FAMILY, qwen35.FAMILY, qwen_vl.FAMILY, gemma.FAMILY, gemma4.FAMILY, phi3.FAMILY, gpt_oss.FAMILY,
     bert.FAMILY, deepseek.FAMILY, glm.FAMILY, olmo.FAMILY, seed_oss.FAMILY, granite.FAMILY,
-    llama4.FAMILY,
+    llama4.FAMILY, lfm2.FAMILY, ernie.FAMILY,
 )  # fmt: skip
 
 #: HF architecture class -> how the converter writes it

@@ -13,9 +13,10 @@ import numpy as np
 
 from ...errors import FormatError, UnsupportedError
 from ..hf.config import CONFIG_NAME, HFConfig, read_json_object
+from ..hf.experts import Tensors, derived_tensor
 from ..hf.kv import KV
 from ..hf.tokenizer import write_bpe_vocab
-from .family import Dims, Transform
+from .family import Dims, Rewrite, Transform
 
 # --- tensor names -------------------------------------------------------------------------------------------
 
@@ -168,6 +169,23 @@ ROPE_UNPERMUTE = (
     unpermute(("q_proj.weight", "q_proj.bias"), lambda h: _rope_heads(h, kv=False)),
     unpermute(("k_proj.weight", "k_proj.bias"), lambda h: _rope_heads(h, kv=True)),
 )
+
+
+def squeeze_conv(marker: str) -> Rewrite:
+    """The rewrite giving a short convolution's kernel [channels, 1, width] (the tensors whose name contains
+    `marker`) as [channels, width]: the converter squeezes it."""
+
+    def squeeze(tensors: Tensors, h: HFConfig) -> Tensors:
+        out: Tensors = []
+        for name, t in tensors:
+            if marker in name:
+                shape = tuple(n for n in t.shape if n != 1)
+                t = derived_tensor(t, name, shape, lambda t=t, shape=shape: t.read().reshape(shape))
+            out.append((name, t))
+        return out
+
+    return squeeze
+
 
 # --- vocabularies and pooling -----------------------------------------------------------------------------------
 

@@ -33,6 +33,7 @@ from .decoder import (
     H,
     gpt2_vocab,
     kv_heads_default_to_heads,
+    squeeze_conv,
 )
 from .family import Conversion, Family, Transform
 from .qwen import SHARED_EXPERT_NAMES, moe_parameters
@@ -114,17 +115,6 @@ def _mtp_as_blocks(tensors: Tensors, h: HFConfig) -> Tensors:
 def _dt_bias(name: str) -> str:
     """`Qwen3NextModel.modify_tensors`: the time-step bias is the bias of the time-step projection."""
     return name.removesuffix(".dt_bias") + ".dt_proj.bias" if name.endswith(".dt_bias") else name
-
-
-def _squeeze_conv(tensors: Tensors, h: HFConfig) -> Tensors:
-    """The short convolution's kernel [channels, 1, width] as [channels, width] (the converter squeezes it)."""
-    out: Tensors = []
-    for name, t in tensors:
-        if "conv1d" in name:
-            shape = tuple(n for n in t.shape if n != 1)
-            t = derived_tensor(t, name, shape, lambda t=t, shape=shape: t.read().reshape(shape))
-        out.append((name, t))
-    return out
 
 
 def _split_qkvz(tensors: Tensors, h: HFConfig) -> Tensors:
@@ -313,7 +303,7 @@ def _hybrid(gguf: str, names: dict[str, str], *, rewrites: tuple, transforms: tu
     return Conversion(gguf=gguf, tensor_names=names, required=_REQUIRED, vocab=gpt2_vocab, filters=(_dt_bias,),
                       transforms=(*transforms, _NORMS, _A),
                       parameters=(moe_parameters, _hybrid_parameters, *parameters),
-                      rewrites=(_mtp_as_blocks, _squeeze_conv, *rewrites), blocks=_blocks)  # fmt: skip
+                      rewrites=(_mtp_as_blocks, squeeze_conv("conv1d"), *rewrites), blocks=_blocks)  # fmt: skip
 
 
 _QWEN3_NEXT = _hybrid("qwen3next", _MOE_NAMES, rewrites=(_split_qkvz, stack_experts))

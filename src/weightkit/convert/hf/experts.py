@@ -71,7 +71,8 @@ def expert_stacker(layout: ExpertLayout) -> Callable[[Tensors, HFConfig], Tensor
                 out.append((base + ".weight", t))
                 continue
             if layout.fused and base.endswith("mlp.experts.gate_up_proj"):
-                out.extend(_gate_and_up(base.removesuffix("gate_up_proj"), t))
+                prefix = base.removesuffix("gate_up_proj")
+                out.extend(gate_and_up(t, prefix + "gate_proj.weight", prefix + "up_proj.weight"))
                 continue
             if layout.marker not in name:
                 out.append((name, t))
@@ -97,14 +98,14 @@ def expert_stacker(layout: ExpertLayout) -> Callable[[Tensors, HFConfig], Tensor
 stack_experts = expert_stacker(QWEN_EXPERTS)
 
 
-def _gate_and_up(prefix: str, t: SourceTensor) -> Tensors:
-    """A stacked `gate_up_proj` [experts, 2 * ff, hidden] as its gate (first half of the rows) and up."""
+def gate_and_up(t: SourceTensor, gate: str, up: str) -> Tensors:
+    """Stacked experts' fused gate and up projections [experts, 2 * ff, hidden] as the gate (the first half of the
+    rows, named `gate`) and the up projection (named `up`)."""
     if len(t.shape) < 3 or t.shape[-2] % 2:
         raise FormatError(t.file, None, f"{t.name!r} {list(t.shape)} is not [experts, 2 * ff, hidden]")
-    half = t.shape[-2] // 2
-    return [(f"{prefix}{kind}.weight", derived_tensor(t, f"{prefix}{kind}.weight", (*t.shape[:-2], half, t.shape[-1]),
-                                                       lambda rows=rows: t.read()[..., rows, :]))
-            for kind, rows in (("gate_proj", slice(0, half)), ("up_proj", slice(half, None)))]  # fmt: skip
+    half, shape = t.shape[-2] // 2, t.shape
+    return [(name, derived_tensor(t, name, (*shape[:-2], half, shape[-1]), lambda rows=rows: t.read()[..., rows, :]))
+            for name, rows in ((gate, slice(0, half)), (up, slice(half, None)))]  # fmt: skip
 
 
 def _stacks(layout: ExpertLayout, layer: dict[str, SourceTensor], bid: int, n_experts: int) -> Tensors:
