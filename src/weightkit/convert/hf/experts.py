@@ -49,6 +49,10 @@ class ExpertLayout:
     # experts already stacked as transformers 5 saves them (`mlp.experts.gate_up_proj` [experts, 2 * ff, hidden]
     # and `mlp.experts.down_proj`) are taken where they are, gate_up_proj split into its gate and up halves
     fused: bool = False
+    # ... stored transposed instead (`gate_up_proj` [experts, hidden, 2 * ff], `down_proj` [experts, ff, hidden]:
+    # Qwen3-VL-MoE as published), each half and `down_proj` transposed back; the converter takes any fused tensor
+    # of such a class this way, whatever its shape says
+    transposed: bool = False
 
 
 #: Qwen2-MoE's and Qwen3-MoE's (`Qwen2MoeModel.modify_tensors`, which takes any name with "experts" in it)
@@ -68,10 +72,11 @@ def expert_stacker(layout: ExpertLayout) -> Callable[[Tensors, HFConfig], Tensor
         for name, t in tensors:
             base = name.removesuffix(".weight")
             if layout.fused and base.endswith("mlp.experts.down_proj"):
-                out.append((base + ".weight", t))
+                out.append((base + ".weight", _transposed(t, base + ".weight") if layout.transposed else t))
                 continue
             if layout.fused and base.endswith("mlp.experts.gate_up_proj"):
-                out.extend(_gate_and_up(base.removesuffix("gate_up_proj"), t))
+                split = _transposed_gate_and_up if layout.transposed else _gate_and_up
+                out.extend(split(base.removesuffix("gate_up_proj"), t))
                 continue
             if layout.marker not in name:
                 out.append((name, t))
@@ -105,6 +110,24 @@ def _gate_and_up(prefix: str, t: SourceTensor) -> Tensors:
     return [(f"{prefix}{kind}.weight", derived_tensor(t, f"{prefix}{kind}.weight", (*t.shape[:-2], half, t.shape[-1]),
                                                        lambda rows=rows: t.read()[..., rows, :]))
             for kind, rows in (("gate_proj", slice(0, half)), ("up_proj", slice(half, None)))]  # fmt: skip
+
+
+def _transposed(t: SourceTensor, name: str) -> SourceTensor:
+    """`t` [experts, a, b] as [experts, b, a]."""
+    return derived_tensor(t, name, (*t.shape[:-2], t.shape[-1], t.shape[-2]),
+                          lambda: np.ascontiguousarray(t.read().swapaxes(-1, -2)))  # fmt: skip
+
+
+def _transposed_gate_and_up(prefix: str, t: SourceTensor) -> Tensors:
+    """A stacked `gate_up_proj` stored transposed [experts, hidden, 2 * ff] as its gate (first half of the
+    columns) and up, each transposed to [experts, ff, hidden]."""
+    if len(t.shape) < 3 or t.shape[-1] % 2:
+        raise FormatError(t.file, None, f"{t.name!r} {list(t.shape)} is not [experts, hidden, 2 * ff]")
+    half = t.shape[-1] // 2
+    return [(f"{prefix}{kind}.weight",
+             derived_tensor(t, f"{prefix}{kind}.weight", (*t.shape[:-2], half, t.shape[-2]),
+                            lambda cols=cols: np.ascontiguousarray(t.read()[..., cols].swapaxes(-1, -2))))
+            for kind, cols in (("gate_proj", slice(0, half)), ("up_proj", slice(half, None)))]  # fmt: skip
 
 
 def _stacks(layout: ExpertLayout, layer: dict[str, SourceTensor], bid: int, n_experts: int) -> Tensors:
