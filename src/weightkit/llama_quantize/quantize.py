@@ -81,6 +81,15 @@ def is_quantizable(name: str, shape: tuple[int, ...], arch: str = "") -> bool:
     )
 
 
+def ggml_dims(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """`shape` as ggml counts its dimensions (`ggml_n_dims`: outer sizes of 1 do not count, one dimension at
+    least): what llama-quantize decides by and writes (a converter's [1, n] gate is a vector to it)."""
+    dims = tuple(shape)
+    while len(dims) > 1 and dims[0] == 1:
+        dims = dims[1:]
+    return dims
+
+
 def compatible_type(target: GGMLType, row: int) -> GGMLType:
     """`target`, or llama.cpp's fallback when a row of `row` elements is not whole blocks of it."""
     if row % ggml_type(target).block_size == 0:
@@ -110,7 +119,7 @@ def plan_types(model: ModelFile, options: QuantizeOptions | str, *, has_imatrix:
     plan = {}
     for name, info in tensors.items():  # in llama.cpp's order: the mixtures count tensors as they go
         named = next((t for pattern, t in options.patterns if pattern.search(name)), None)
-        if not is_quantizable(name, info.shape, arch) or (options.leave_output_tensor and name == OUTPUT):
+        if not is_quantizable(name, ggml_dims(info.shape), arch) or (options.leave_output_tensor and name == OUTPUT):
             chosen = info.dtype
         elif embd is not None and name in TOKEN_EMBEDDINGS and (name == TOKEN_EMBEDDINGS[0] or named is None):
             chosen = embd  # a pattern may name the per-layer table instead (llama_tensor_get_type)
@@ -220,7 +229,7 @@ def quantize_model(
             + (f" and {len(missing) - 1} more tensors" if len(missing) > 1 else "")
         )
     # llama-quantize writes the tensors by layer, then name: so the same input gives the same file
-    planned = [plan_tensor(new, model.tensors[old].shape, plan[new]) for new, old in source.items()]
+    planned = [plan_tensor(new, ggml_dims(model.tensors[old].shape), plan[new]) for new, old in source.items()]
     report = QuantizeReport(
         target=target.name,
         bytes_before=sum(model.tensors[old].nbytes for old in source.values()),
