@@ -52,6 +52,14 @@ RUNS = {
     "tiny-olmo3": ("Q4_K_M",),
     "tiny-seed-oss": ("Q4_K_M",),
     "tiny-granite-3": ("Q4_K_M",),
+    "tiny-gemma-4": ("Q4_K_M",),
+    "tiny-qwen35": ("Q4_K_M",),
+    "tiny-qwen35-moe": ("Q4_K_M",),
+    "tiny-qwen3next": ("Q4_K_M",),
+    "tiny-olmo2": ("Q4_K_M",),
+    "tiny-qwen2.5-vl": ("Q4_K_M",),
+    "tiny-qwen3-vl": ("Q4_K_M",),
+    "tiny-qwen3-vl-moe": ("Q4_K_M",),
 }  # fmt: skip
 
 
