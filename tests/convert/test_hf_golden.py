@@ -25,7 +25,8 @@ SLOW = {n + s for n in ("tiny-gpt-oss", "tiny-gpt-oss-dense", "tiny-gemma-3-fast
 #: Checkpoints whose other outtypes are marked `slow`: every outtype takes the same steps but the last, and
 #: each conversion costs a second or more (Qwen2's 151,936-token vocabulary).
 FAST_OUTTYPES = {"tiny-qwen35": ("f32", "q8_0"), "tiny-qwen35-text": ("f16",), "tiny-qwen35-moe": ("auto",),
-                 "tiny-qwen35-moe-text": ("bf16",), "tiny-qwen3next": ("f16",),
+                 "tiny-qwen35-moe-text": ("bf16",), "tiny-qwen3next": ("f16",), "tiny-qwen2.5-vl": ("bf16",),
+                 "tiny-qwen3-vl": ("q8_0",), "tiny-qwen3-vl-moe": ("f32",),
                  "tiny-llama4": ("bf16", "q8_0")}  # fmt: skip
 
 

@@ -12,12 +12,9 @@ import shutil
 import numpy as np
 import pytest
 
-import weightkit
 from weightkit.cli import main
 from weightkit.convert.hf import convert_hf
 from weightkit.errors import FormatError, UnsupportedError
-from weightkit.gguf import GGUFWriter, Value
-from weightkit.gguf.values import GGUFValueType
 
 from .test_hf_golden import GOLDEN
 
@@ -123,37 +120,21 @@ def test_libmtmd_refuses_the_pixtral_projector_as_the_reference_writes_it(hf_che
         llama_cpp.llama_model_free(model)
 
 
-def _as_qwen3vl_vocabulary(text_model: str, out: str, deepstack: int) -> None:
-    """A qwen2 GGUF's vocabulary and hyperparameters relabeled as a Qwen3-VL text model (`qwen3vl`, whose input
-    width counts the `deepstack` layers' embeddings beside the main one), without tensors: what libmtmd checks a
-    Qwen3-VL projector's width against, where weightkit does not convert Qwen3-VL's text model."""
-    with weightkit.open(text_model) as m:
-        metadata = {k.replace("qwen2.", "qwen3vl.", 1): m.metadata.typed(k) for k in m.metadata}
-    metadata["general.architecture"] = Value("qwen3vl", GGUFValueType.STRING)
-    metadata["qwen3vl.n_deepstack_layers"] = Value(deepstack, GGUFValueType.UINT32)
-    sections = np.array([2, 3, 3, 0], np.int32)  # the tiny checkpoints' mrope_section
-    metadata["qwen3vl.rope.dimension_sections"] = Value(sections, GGUFValueType.ARRAY, GGUFValueType.INT32)
-    with GGUFWriter(out, metadata):
-        pass
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize(("name", "side", "tokens"), [("tiny-qwen2.5-vl", 56, 9), ("tiny-qwen3-vl", 64, 9)])
+@pytest.mark.parametrize(
+    ("name", "side", "tokens"), [("tiny-qwen2.5-vl", 56, 9), ("tiny-qwen3-vl", 64, 9), ("tiny-qwen3-vl-moe", 64, 9)]
+)
 def test_libmtmd_loads_the_qwen_vl_projectors_and_encodes_an_image(hf_checkpoints, tmp_path, name, side, tokens):
-    """The Qwen2.5-VL and Qwen3-VL projectors weightkit writes, loaded by libmtmd beside a text model of their
-    width (tiny-qwen2's, as Qwen3-VL's with its deepstack layers): libmtmd scales the image up to its minimum
-    pixel count (8 merged patches: 84 and 96 pixels), 3 x 3 tokens of the text model's input width."""
+    """The Qwen2.5-VL and Qwen3-VL projectors weightkit writes, loaded by libmtmd beside weightkit's language model
+    of the same checkpoint (Qwen3-VL's input width counting its deepstack layers): libmtmd scales the image up to
+    its minimum pixel count (8 merged patches: 84 and 96 pixels), 3 x 3 tokens of the text model's input width."""
     llama_cpp = pytest.importorskip("llama_cpp")
     mtmd = pytest.importorskip("llama_cpp.mtmd_cpp")
     text, projector = str(tmp_path / "text.gguf"), str(tmp_path / "mmproj.gguf")
-    convert_hf(hf_checkpoints["tiny-qwen2"], text, "q8_0")
+    convert_hf(hf_checkpoints[name], text, "q8_0")
     convert_hf(hf_checkpoints[name], projector, "f16", mmproj=True)
     vision = json.loads((hf_checkpoints[name] / "config.json").read_text())["vision_config"]
-    deepstack = len(vision.get("deepstack_visual_indexes", []))
-    if deepstack:
-        _as_qwen3vl_vocabulary(text, str(tmp_path / "qwen3vl.gguf"), deepstack)
-        text = str(tmp_path / "qwen3vl.gguf")
-    width = vision["out_hidden_size"] * (1 + deepstack)
+    width = vision["out_hidden_size"] * (1 + len(vision.get("deepstack_visual_indexes", [])))
     embeddings = _encode_image(llama_cpp, mtmd, text, projector, side, width)
     assert embeddings.shape == (tokens, width)
     assert np.isfinite(embeddings).all() and embeddings.std() > 0

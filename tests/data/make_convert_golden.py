@@ -47,8 +47,8 @@ PROJECTORS = (
     "tiny-llama4",
     "tiny-mistral3",
 )
-#: ... of which only the projector is (their text model is another checkpoint's, recorded there, or not converted)
-PROJECTOR_ONLY = ("tiny-gemma-3-mmproj", "tiny-qwen2.5-vl", "tiny-qwen3-vl", "tiny-qwen3-vl-moe")
+#: ... of which only the projector is (their text model is another checkpoint's, recorded there)
+PROJECTOR_ONLY = ("tiny-gemma-3-mmproj",)
 
 
 def run_converter(python: str, converter: Path, folder: Path, outtype: str, out: Path, *, mmproj: bool = False) -> None:

@@ -57,6 +57,14 @@ RUNS = {
     "tiny-granite-moe": ("Q4_K_M",),
     "tiny-lfm2": ("Q4_K_M",),
     "tiny-ernie4.5-moe": ("Q4_K_M",),
+    "tiny-gemma-4": ("Q4_K_M",),
+    "tiny-qwen35": ("Q4_K_M",),
+    "tiny-qwen35-moe": ("Q4_K_M",),
+    "tiny-qwen3next": ("Q4_K_M",),
+    "tiny-olmo2": ("Q4_K_M",),
+    "tiny-qwen2.5-vl": ("Q4_K_M",),
+    "tiny-qwen3-vl": ("Q4_K_M",),
+    "tiny-qwen3-vl-moe": ("Q4_K_M",),
 }  # fmt: skip
 
 

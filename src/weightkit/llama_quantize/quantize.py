@@ -81,6 +81,15 @@ def is_quantizable(name: str, shape: tuple[int, ...], arch: str = "") -> bool:
     )
 
 
+def ggml_dims(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """`shape` as ggml counts its dimensions (`ggml_n_dims`: outer sizes of 1 do not count, one dimension at
+    least): what llama-quantize decides by and writes (a converter's [1, n] gate is a vector to it)."""
+    dims = tuple(shape)
+    while len(dims) > 1 and dims[0] == 1:
+        dims = dims[1:]
+    return dims
+
+
 def compatible_type(target: GGMLType, row: int) -> GGMLType:
     """`target`, or llama.cpp's fallback when a row of `row` elements is not whole blocks of it."""
     if row % ggml_type(target).block_size == 0:
@@ -110,7 +119,7 @@ def plan_types(model: ModelFile, options: QuantizeOptions | str, *, has_imatrix:
     plan = {}
     for name, info in tensors.items():  # in llama.cpp's order: the mixtures count tensors as they go
         named = next((t for pattern, t in options.patterns if pattern.search(name)), None)
-        if not is_quantizable(name, info.shape, arch) or (options.leave_output_tensor and name == OUTPUT):
+        if not is_quantizable(name, ggml_dims(info.shape), arch) or (options.leave_output_tensor and name == OUTPUT):
             chosen = info.dtype
         elif embd is not None and name in TOKEN_EMBEDDINGS and (name == TOKEN_EMBEDDINGS[0] or named is None):
             chosen = embd  # a pattern may name the per-layer table instead (llama_tensor_get_type)
@@ -252,13 +261,6 @@ def quantize_model(
                     progress(p.name, done, report.bytes_before)
         report.outputs.append(str(path))
     return report
-
-
-def ggml_dims(shape: tuple[int, ...]) -> tuple[int, ...]:
-    """A tensor's shape as llama-quantize writes it: ggml's `ggml_n_dims` drops the outermost dimensions of size 1
-    (the trailing ones of ggml's order), keeping one (a converter's [1, n] bias is written as [n])."""
-    first = next((i for i, n in enumerate(shape) if n != 1), len(shape) - 1)
-    return tuple(shape[max(first, 0) :])
 
 
 def _output_metadata(

@@ -50,7 +50,7 @@ _QWEN2_MOE_REQUIRED = (
 )
 
 
-def _qwen_vocab(kv: KV, folder: Path, h: HFConfig) -> None:
+def qwen_vocab(kv: KV, folder: Path, h: HFConfig) -> None:
     """`Qwen2Model.set_vocab`: SentencePiece if there is a tokenizer.model, else GPT-2 BPE."""
     if (folder / SPM_MODEL).is_file():
         write_sentencepiece_vocab(kv, folder, h)
@@ -58,7 +58,7 @@ def _qwen_vocab(kv: KV, folder: Path, h: HFConfig) -> None:
         write_bpe_vocab(kv, folder, h)
 
 
-def _refuse_qwen3_reranker(folder: Path, h: HFConfig) -> None:
+def refuse_qwen3_reranker(folder: Path, h: HFConfig) -> None:
     """`Qwen3Model._is_qwen3_reranker`: rerankers get a classifier head made from two output rows."""
     readme = folder / "README.md"
     text = readme.read_text(encoding="utf-8", errors="replace").lower() if readme.is_file() else ""
@@ -91,16 +91,16 @@ _QWEN2 = Conversion(
     gguf="qwen2",
     tensor_names=DECODER_NAMES,
     required=DECODER_REQUIRED,
-    vocab=_qwen_vocab,
+    vocab=qwen_vocab,
     parameters=(pooling_type,),
 )
 _QWEN3 = Conversion(
     gguf="qwen3",
     tensor_names=DECODER_NAMES | QK_NORM_NAMES,
     required=DECODER_REQUIRED,
-    vocab=_qwen_vocab,
+    vocab=qwen_vocab,
     parameters=(pooling_type,),
-    checks=(_refuse_qwen3_reranker,),
+    checks=(refuse_qwen3_reranker,),
 )
 _QWEN2_MOE = _qwen_moe("qwen2moe", DECODER_ATTENTION_NAMES | MOE_NAMES | SHARED_EXPERT_NAMES, _QWEN2_MOE_REQUIRED)
 # no dense MLP names: as in gguf-py's qwen3moe tensors, a layer without experts (mlp_only_layers,

@@ -1,24 +1,37 @@
-"""Qwen2.5-VL and Qwen3-VL (dense and MoE): their projectors (`--mmproj`), `Qwen2VLVisionModel` and
-`Qwen3VLVisionModel` of llama.cpp's converter. Their language models are not converted here yet (a
-projector-only family)."""
+"""Qwen2.5-VL and Qwen3-VL (dense and MoE): their language models (`Qwen2VLModel`, `Qwen3VLTextModel` and
+`Qwen3VLMoeTextModel` of llama.cpp's converter: Qwen2's and Qwen3's decoders under their own GGUF architectures,
+with multimodal rope sections) and their projectors (`--mmproj`, `Qwen2VLVisionModel` and `Qwen3VLVisionModel`)."""
 
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ...errors import FormatError
 from ..hf.config import CONFIG_NAME, ConfigClass, HFConfig
-from ..hf.experts import Tensors
+from ..hf.experts import QWEN_EXPERTS, Tensors, expert_stacker
 from ..hf.kv import KV
 from ..hf.projector import (
     projector_config,
     vision_defaults,
     write_vision_parameters,
 )
-from .decoder import number
-from .family import Family
+from .decoder import (
+    DECODER_ATTENTION_NAMES,
+    DECODER_NAMES,
+    DECODER_REQUIRED,
+    DENSE_FFN,
+    MOE_NAMES,
+    QK_NORM_NAMES,
+    gpt2_vocab,
+    moe_required,
+    number,
+    pooling_type,
+)
+from .family import Conversion, Family
+from .qwen import moe_parameters, qwen_vocab, refuse_qwen3_reranker
 from .vision import TEMPORAL_PATCHES, projector, split_fused_qkv, split_temporal_patches
 
 _V, _FF = "hidden_size", "intermediate_size"
@@ -129,6 +142,46 @@ def _deepstack_names(tensors: Tensors, h: HFConfig) -> Tensors:
 
 _DEEPSTACK_PARTS = {"norm": "norm", "linear_fc1": "fc1", "linear_fc2": "fc2"}
 
+# --- the language models ----------------------------------------------------------------------------------------
+
+
+def _qwen2vl_without_thinker(name: str) -> str | None:
+    """`Qwen2VLModel.filter_tensors`: an Omni checkpoint's `thinker.` dropped from its names."""
+    return name.replace("thinker.", "") if name.startswith("thinker.") else name
+
+
+def _qwen3vl_without_thinker(name: str) -> str | None:
+    """`Qwen3VLTextModel.filter_tensors` (and the MoE's): `thinker.` dropped from every name."""
+    return name.replace("thinker.", "")
+
+
+def _deepstack_count(kv: KV, arch: str, folder: Path, h: HFConfig) -> None:
+    """`Qwen3VLTextModel.set_gguf_parameters`' addition: how many vision blocks feed a deepstack merger."""
+    vision = h.get("vision_config") or {}
+    kv.u32(f"{arch}.n_deepstack_layers", len(vision.get("deepstack_visual_indexes", [])))
+
+
+#: `Qwen3VLMoeTextModel.modify_tensors`: the fused experts taken as published (transposed); per-expert tensors
+#: stacked as Qwen2-MoE's
+_QWEN3_VL_EXPERTS = replace(QWEN_EXPERTS, transposed=True)
+#: the stacked experts' sizes are not checked: the converter transposes the fused tensors whatever their layout, so
+#: a checkpoint saved by transformers 5.25 (`[experts, 2 * ff, hidden]`, as it holds them) comes out with the sizes
+#: swapped, as the converter writes it
+_QWEN3_VL_MOE_REQUIRED = {k: v for k, v in DECODER_REQUIRED.items() if k not in DENSE_FFN} | {
+    k: (dims[0], *(None,) * (len(dims) - 1)) if "_exps." in k else dims
+    for k, dims in moe_required(_QWEN3_VL_EXPERTS.count, "moe_intermediate_size").items()
+}
+
+_QWEN25_VL = Conversion(gguf="qwen2vl", tensor_names=DECODER_NAMES, required=DECODER_REQUIRED, vocab=qwen_vocab,
+                        filters=(_qwen2vl_without_thinker,))  # fmt: skip
+_QWEN3_VL = Conversion(gguf="qwen3vl", tensor_names=DECODER_NAMES | QK_NORM_NAMES, required=DECODER_REQUIRED,
+                       vocab=qwen_vocab, filters=(_qwen3vl_without_thinker,),
+                       parameters=(pooling_type, _deepstack_count), checks=(refuse_qwen3_reranker,))  # fmt: skip
+_QWEN3_VL_MOE = Conversion(gguf="qwen3vlmoe", tensor_names=DECODER_ATTENTION_NAMES | QK_NORM_NAMES | MOE_NAMES,
+                           required=_QWEN3_VL_MOE_REQUIRED, vocab=gpt2_vocab, filters=(_qwen3vl_without_thinker,),
+                           parameters=(moe_parameters, _deepstack_count),
+                           rewrites=(expert_stacker(_QWEN3_VL_EXPERTS),))  # fmt: skip
+
 _QWEN25_VL_VISION = projector(
     tensor_names=_BLOCK_NAMES | {
         **{f"visual.blocks.{{bid}}.attn.{x}": f"v.blk.{{bid}}.attn_{x}" for x in "qkv"},
@@ -181,33 +234,57 @@ _QWEN3_VISION = ConfigClass(
                     "out_hidden_size": 3584, "num_position_embeddings": 2304, "deepstack_visual_indexes": [8, 16, 24]},
     transformers=5,
 )  # fmt: skip
-_QWEN3_VL = {"image_token_id": 151655, "video_token_id": 151656, "tie_word_embeddings": False}
+#: the text configs' defaults the converter reads (transformers 5.25)
+_QWEN3_TEXT = {"vocab_size": 151936, "head_dim": 128, "hidden_act": "silu", "max_position_embeddings": 128000,
+               "rms_norm_eps": 1e-6, "rope_parameters": {"rope_theta": 500000.0, "rope_type": "default"}}  # fmt: skip
+_COMPOSITE = {"image_token_id": 151655, "video_token_id": 151656, "tie_word_embeddings": False}
 
 FAMILY = Family(
     name="qwen_vl",
     configs={
-        "qwen2_5_vl": ConfigClass("Qwen2_5_VLConfig", _QWEN3_VL, text_config="qwen2_5_vl_text",
+        "qwen2_5_vl": ConfigClass("Qwen2_5_VLConfig", _COMPOSITE, text_config="qwen2_5_vl_text",
                                   vision_config="qwen2_5_vl_vision", transformers=5),
-        "qwen2_5_vl_text": ConfigClass("Qwen2_5_VLTextConfig", {"hidden_size": 8192, "rms_norm_eps": 1e-5},
-                                       transformers=5),
+        "qwen2_5_vl_text": ConfigClass(
+            "Qwen2_5_VLTextConfig",
+            {"vocab_size": 152064, "hidden_act": "silu", "hidden_size": 8192, "intermediate_size": 29568,
+             "num_hidden_layers": 80, "num_attention_heads": 64, "num_key_value_heads": 8,
+             "max_position_embeddings": 32768, "rms_norm_eps": 1e-5, "use_sliding_window": False,
+             "sliding_window": None, "max_window_layers": 80,
+             "rope_parameters": {"rope_theta": 1000000.0, "rope_type": "default"}},
+            transformers=5,
+        ),
         "qwen2_5_vl_vision": ConfigClass(
             "Qwen2_5_VLVisionConfig",
             _QWEN_VISION | {"depth": 32, "hidden_size": 3584, "intermediate_size": 3420, "num_heads": 16,
                             "patch_size": 14, "out_hidden_size": 3584, "fullatt_block_indexes": [7, 15, 23, 31]},
             transformers=5,
         ),
-        "qwen3_vl": ConfigClass("Qwen3VLConfig", _QWEN3_VL, text_config="qwen3_vl_text",
+        "qwen3_vl": ConfigClass("Qwen3VLConfig", _COMPOSITE, text_config="qwen3_vl_text",
                                 vision_config="qwen3_vl_vision", transformers=5),
-        "qwen3_vl_text": ConfigClass("Qwen3VLTextConfig", {"hidden_size": 4096, "rms_norm_eps": 1e-6},
-                                     transformers=5),
+        "qwen3_vl_text": ConfigClass(
+            "Qwen3VLTextConfig",
+            _QWEN3_TEXT | {"hidden_size": 4096, "intermediate_size": 22016, "num_hidden_layers": 32,
+                           "num_attention_heads": 32, "num_key_value_heads": 32},
+            transformers=5,
+        ),
         "qwen3_vl_vision": _QWEN3_VISION,
-        "qwen3_vl_moe": ConfigClass("Qwen3VLMoeConfig", _QWEN3_VL, text_config="qwen3_vl_moe_text",
+        "qwen3_vl_moe": ConfigClass("Qwen3VLMoeConfig", _COMPOSITE, text_config="qwen3_vl_moe_text",
                                     vision_config="qwen3_vl_moe_vision", transformers=5),
-        "qwen3_vl_moe_text": ConfigClass("Qwen3VLMoeTextConfig", {"hidden_size": 2048, "rms_norm_eps": 1e-6},
-                                         transformers=5),
+        "qwen3_vl_moe_text": ConfigClass(
+            "Qwen3VLMoeTextConfig",
+            _QWEN3_TEXT | {"hidden_size": 2048, "intermediate_size": 5632, "num_hidden_layers": 24,
+                           "num_attention_heads": 16, "num_key_value_heads": 16, "tie_word_embeddings": True,
+                           "decoder_sparse_step": 1, "moe_intermediate_size": 1408, "num_experts_per_tok": 4,
+                           "num_local_experts": 60, "mlp_only_layers": [], "sliding_window": None},
+            transformers=5,
+        ),
         "qwen3_vl_moe_vision": _QWEN3_VISION,
     },
-    conversions={},
+    conversions={
+        "Qwen2_5_VLForConditionalGeneration": _QWEN25_VL,
+        "Qwen3VLForConditionalGeneration": _QWEN3_VL,
+        "Qwen3VLMoeForConditionalGeneration": _QWEN3_VL_MOE,
+    },
     projectors={
         "Qwen2_5_VLForConditionalGeneration": _QWEN25_VL_VISION,
         "Qwen3VLForConditionalGeneration": _QWEN3_VL_VISION,

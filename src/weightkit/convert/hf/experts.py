@@ -49,6 +49,10 @@ class ExpertLayout:
     # experts already stacked as transformers 5 saves them (`mlp.experts.gate_up_proj` [experts, 2 * ff, hidden]
     # and `mlp.experts.down_proj`) are taken where they are, gate_up_proj split into its gate and up halves
     fused: bool = False
+    # ... stored transposed instead (`gate_up_proj` [experts, hidden, 2 * ff], `down_proj` [experts, ff, hidden]:
+    # Qwen3-VL-MoE as published), each half and `down_proj` transposed back; the converter takes any fused tensor
+    # of such a class this way, whatever its shape says
+    transposed: bool = False
 
 
 #: Qwen2-MoE's and Qwen3-MoE's (`Qwen2MoeModel.modify_tensors`, which takes any name with "experts" in it)
@@ -68,11 +72,12 @@ def expert_stacker(layout: ExpertLayout) -> Callable[[Tensors, HFConfig], Tensor
         for name, t in tensors:
             base = name.removesuffix(".weight")
             if layout.fused and base.endswith("mlp.experts.down_proj"):
-                out.append((base + ".weight", t))
+                out.append((base + ".weight", _transposed(t, base + ".weight") if layout.transposed else t))
                 continue
             if layout.fused and base.endswith("mlp.experts.gate_up_proj"):
                 prefix = base.removesuffix("gate_up_proj")
-                out.extend(gate_and_up(t, prefix + "gate_proj.weight", prefix + "up_proj.weight"))
+                split = _transposed_gate_and_up if layout.transposed else gate_and_up
+                out.extend(split(t, prefix + "gate_proj.weight", prefix + "up_proj.weight"))
                 continue
             if layout.marker not in name:
                 out.append((name, t))
@@ -106,6 +111,23 @@ def gate_and_up(t: SourceTensor, gate: str, up: str) -> Tensors:
     half, shape = t.shape[-2] // 2, t.shape
     return [(name, derived_tensor(t, name, (*shape[:-2], half, shape[-1]), lambda rows=rows: t.read()[..., rows, :]))
             for name, rows in ((gate, slice(0, half)), (up, slice(half, None)))]  # fmt: skip
+
+
+def _transposed(t: SourceTensor, name: str) -> SourceTensor:
+    """`t` [experts, a, b] as [experts, b, a]."""
+    return derived_tensor(t, name, (*t.shape[:-2], t.shape[-1], t.shape[-2]),
+                          lambda: np.ascontiguousarray(t.read().swapaxes(-1, -2)))  # fmt: skip
+
+
+def _transposed_gate_and_up(t: SourceTensor, gate: str, up: str) -> Tensors:
+    """A stacked `gate_up_proj` stored transposed [experts, hidden, 2 * ff] as its gate (first half of the
+    columns, named `gate`) and up (named `up`), each transposed to [experts, ff, hidden]."""
+    if len(t.shape) < 3 or t.shape[-1] % 2:
+        raise FormatError(t.file, None, f"{t.name!r} {list(t.shape)} is not [experts, hidden, 2 * ff]")
+    half = t.shape[-1] // 2
+    return [(name, derived_tensor(t, name, (*t.shape[:-2], half, t.shape[-2]),
+                                  lambda cols=cols: np.ascontiguousarray(t.read()[..., cols].swapaxes(-1, -2))))
+            for name, cols in ((gate, slice(0, half)), (up, slice(half, None)))]  # fmt: skip
 
 
 def _stacks(layout: ExpertLayout, layer: dict[str, SourceTensor], bid: int, n_experts: int) -> Tensors:
