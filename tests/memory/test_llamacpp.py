@@ -147,6 +147,7 @@ def _oracle():
         ("qwen3_5_moe-60-layers", {"n_ctx": 4096, "flash_attn": "off"}, ()),  # a layer swaps two carried tensors
         ("qwen3_5-64-layers", {"n_ctx": 32768, "n_seq_max": 4, "kv_unified": True, "n_outputs_max": 4}, ()),  # 2
         ("qwen3_next-default", {"n_ctx": 8192, "n_seq_max": 2}, ()),
+        ("qwen3_next-24-layers", {"n_ctx": 8192, "n_seq_max": 2}, ()),  # two of five repetitions and the tail
         ("llama4-interleaved", {"n_ctx": 8192, "swa_full": False}, ("CUDA:16GiB", "CUDA:16GiB")),
         ("mistral4-default", {"n_ctx": 16384}, ()),
         ("glm-4.5", {"n_ctx": 8192}, ("CUDA:24GiB", "CUDA:24GiB")),

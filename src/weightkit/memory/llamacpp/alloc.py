@@ -142,16 +142,22 @@ def allocator_moves(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: S
     entry: the end)."""
     sizes = [size for _, size in buffers]
     moves: list[Move] = []
+    add = moves.append
     owned: set[Tensor] = set()  # tensors placed and still owning their memory
+    own, disown = owned.add, owned.discard
     children = Counter(chain.from_iterable(map(_sources, nodes)))
     views = Counter(node.view_src for node in nodes if node.view_src is not None and node.op != "NONE")
-    one = len(buffers) == 1  # every tensor in buffer 0: `buffer_of` need not be asked
+    viewed = views.get
+    one = len(buffers) == 1 and sizes[0] is None  # every tensor in buffer 0, `ggml_nbytes` long: nothing to ask
 
     def place(t: Tensor, position: int) -> None:
-        buffer = 0 if one else buffer_of(t)
-        size = sizes[buffer]
-        moves.append((PLACE, t, buffer, t.nbytes if size is None else size(t), position))
-        owned.add(t)
+        if one:
+            add((PLACE, t, 0, t.nbytes, position))
+        else:
+            buffer = buffer_of(t) if len(buffers) > 1 else 0
+            size = sizes[buffer]
+            add((PLACE, t, buffer, t.nbytes if size is None else size(t), position))
+        own(t)
 
     for leaf in leafs:
         if not leaf.external and leaf.view_src is None and leaf not in owned:
@@ -161,19 +167,23 @@ def allocator_moves(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: S
             if not t.external and t.view_src is None and t not in owned:
                 place(t, -1)
     starts = []
+    mark = starts.append
     for index, node in enumerate(nodes):
-        starts.append(len(moves))
+        mark(len(moves))
         if node.view_src is None and not node.external and node not in owned:
             if node.op in INPLACE_OPS:
                 for parent in node.src:
-                    if (parent is not None and children[parent] == 1 and parent in owned and not views.get(parent)
+                    if (parent is not None and children[parent] == 1 and parent in owned and not viewed(parent)
                             and not parent.flags & OUTPUT and node.same_layout(parent)):  # fmt: skip
-                        moves.append((TAKE, node, parent, index))  # the node takes the parent's memory over
-                        owned.discard(parent)
-                        owned.add(node)
+                        add((TAKE, node, parent, index))  # the node takes the parent's memory over
+                        disown(parent)
+                        own(node)
                         break
                 else:
                     place(node, index)
+            elif one:
+                add((PLACE, node, 0, node.nbytes, index))
+                own(node)
             else:
                 place(node, index)
         for parent in node.src:
@@ -181,19 +191,19 @@ def allocator_moves(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: S
                 continue
             left = children[parent] - 1
             children[parent] = left
-            if left or views.get(parent):
+            if left or viewed(parent):
                 continue
             root = parent.view_src
             if root is None:
                 if parent in owned and not parent.flags & OUTPUT:
-                    owned.discard(parent)
-                    moves.append((FREE, parent))
+                    disown(parent)
+                    add((FREE, parent))
                 continue
             left = views[root] - 1
             views[root] = left
             if not left and not children.get(root) and root in owned and not root.flags & OUTPUT:
-                owned.discard(root)
-                moves.append((FREE, root))
+                disown(root)
+                add((FREE, root))
     starts.append(len(moves))
     return moves, starts
 

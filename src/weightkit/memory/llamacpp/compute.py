@@ -13,7 +13,9 @@ settled, the whole graph is built.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import gc
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
@@ -88,21 +90,38 @@ class Repetition:
         """Where each of those repetitions begins, as positions in `layers(reps)`."""
         return [self.start + j * self.period for j in range(reps)]
 
+    def state_starts(self, reps: int) -> list[int]:
+        """Where a graph of `reps` repetitions compares the allocator's states: where each repetition begins, and
+        where the tail does (the state there comes of the repetitions before it, as at the start of the whole
+        graph's next repetition; the last layer, which may differ from the pattern, starts none)."""
+        return self.rep_starts(reps + 1 if self.tail else reps)
+
     def trials(self, after: int = 0) -> list[int]:
         """The repetitions shortened graphs try, more than `after`: four (most models settle within four), eight,
-        sixteen, while they save something."""
-        return [reps for reps in (4, 8, 16) if reps > after and self.saves(reps)]
+        sixteen, while they save something; where four would not, two or three (with a tail, whose start can
+        close a cycle: Granite 4.0-H's three repetitions of ten layers, a 24-layer Qwen3-Next's five of four)."""
+        if self.saves(4) or not self.tail:
+            return [reps for reps in (4, 8, 16) if reps > after and self.saves(reps)]
+        return [reps for reps in (2, 3) if reps > after and self.saves(reps)]
 
-    def saves(self, reps: int) -> bool:
-        """Whether a graph of `reps` repetitions leaves a quarter of the layers out at least (less would not pay
-        for the risk of building the whole graph as well)."""
-        return reps < self.reps and len(self.layers(reps)) * 4 <= (self.last + 1) * 3
+    def saves(self, reps: int, quarters: int = 1) -> bool:
+        """Whether a graph of `reps` repetitions leaves `quarters` quarters of the layers out at least (less would
+        not pay for the risk of building the whole graph as well)."""
+        return reps < self.reps and len(self.layers(reps)) * 4 <= (self.last + 1) * (4 - quarters)
 
     def shown(self, cycle: tuple[int, int]) -> int:
         """The fewest repetitions in which a cycle of the allocator's states (where it begins, its length) seen in
         a graph of the same layers shows, and that need no second graph."""
         first, period = cycle
-        reps = first + period + 1
+        reps = first + period + (0 if self.tail else 1)
+        return reps + (self.reps - reps) % period
+
+    def in_phase(self, cycle: tuple[int, int]) -> int:
+        """The fewest repetitions of a graph that ends as the whole does once the allocator's states cycle: its last
+        state compared (at its tail's start, else at its last repetition's) falls in the cycle, in the whole's
+        phase."""
+        first, period = cycle
+        reps = max(first + (0 if self.tail else 1), 1)
         return reps + (self.reps - reps) % period
 
 
@@ -113,7 +132,7 @@ def repetition(hp: LlamaCppHParams, kinds: Sequence[tuple], reps: int | None = N
     if reps is None and hp.is_dsa:  # each layer's sparse-attention mask starts from a leaf of its own, placed before
         return None  # any node: the allocator's state never repeats
     last = hp.n_layer - 1
-    best, best_size = None, hp.n_layer + 1
+    best, best_size = None, (True, hp.n_layer + 1)  # a plan of four repetitions or more first, then the fewest layers
     for period in range(1, MAX_PERIOD + 1):
         start = 0
         for i in range(last - period - 1, -1, -1):  # the longest periodic run reaching the last-but-one layer
@@ -123,10 +142,10 @@ def repetition(hp: LlamaCppHParams, kinds: Sequence[tuple], reps: int | None = N
         plan = Repetition(start, period, *divmod(last - start, period), last)
         if reps is None:
             trials = plan.trials()
-            size = len(plan.layers(trials[0])) if trials else best_size
+            size = (trials[0] < 4, len(plan.layers(trials[0]))) if trials else best_size
         else:  # a quarter of the layers left out, as `Repetition.saves` asks
-            size = len(plan.layers(reps))
-            size = size if plan.reps > reps and size * 4 <= hp.n_layer * 3 else best_size
+            size = (False, len(plan.layers(reps)))
+            size = size if plan.reps > reps and size[1] * 4 <= hp.n_layer * 3 else best_size
         if size < best_size:
             best, best_size = plan, size
     return best
@@ -229,13 +248,12 @@ class _Reserve:
         for reps in trials:
             layers = plan.layers(reps)
             builder = built[tuple(layers)] = self.build(batch, layers)
-            states: dict[int, list] = {builder.layer_starts[at]: [] for at in plan.rep_starts(reps)}
+            states: dict[int, list] = {builder.layer_starts[at]: [] for at in plan.state_starts(reps)}
             tried[reps] = self.sizes(builder, states, reserved)
             cycle = _cycle([state for got in states.values() for state in got])
             if cycle is None:
                 continue
-            first, period = cycle
-            in_phase = reps if (plan.reps - reps) % period == 0 else first + 1 + (plan.reps - first - 1) % period
+            in_phase = reps if (plan.reps - reps) % cycle[1] == 0 else plan.in_phase(cycle)
             if in_phase in tried:
                 return tried[in_phase], cycle
             if plan.saves(in_phase):
@@ -418,22 +436,40 @@ def _batches(ctx: Context) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
     return (n_tokens, n_seqs, min(n_tokens, ctx.n_outputs_max)), (n_seqs, n_seqs, n_seqs)
 
 
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cycle collector held off while graphs are built and allocated: its passes over their tens of
+    thousands of tensors, each time a few hundred more are made, cost a tenth of an estimate, and find nothing (a
+    tensor points only to its sources: reference counting frees them)."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if paused:
+            gc.enable()
+
+
 def _reserve(reserve: _Reserve, batches: Sequence[tuple[int, int, int]]) -> list[list[int]]:
     """Each batch's buffer sizes, each at least the previous batch's (the buffers keep the largest size). The
     token-generation graph's layers repeat as the prompt graph's do: its first shortened graph is the one the
     prompt graph's cycle shows in, and where the prompt graph needed the whole, so does it (whose tensors all fit
-    in the prompt graph's buffer as a rule: it then needs no allocator pass)."""
+    in the prompt graph's buffer as a rule: it then needs no allocator pass). A graph of fewer than four
+    repetitions is tried for it only where it leaves half the layers out: its state settles less often in so few
+    (Granite 4.0-H's carried tensors move up a little every repetition of ten), and a failed try costs a whole
+    graph more."""
     plan = reserve.plan if reserve.shorten else None
     trials = plan.trials() if plan is not None else []
     out: list[list[int]] = []
-    for batch in batches:
-        sizes, cycle = reserve.allocate(batch, trials, out[-1] if out else ())
-        out.append(sizes)
-        if cycle is None:
-            trials = []
-        else:
-            shown = plan.shown(cycle)
-            trials = [reps for reps in (shown, *plan.trials(shown)) if plan.saves(reps)]
+    with _collector_paused():
+        for batch in batches:
+            sizes, cycle = reserve.allocate(batch, trials, out[-1] if out else ())
+            out.append(sizes)
+            if cycle is None:
+                trials = []
+            else:
+                shown = plan.shown(cycle)
+                trials = [reps for reps in (shown, *plan.trials(shown)) if plan.saves(reps, 1 if reps >= 4 else 2)]
     return out
 
 
