@@ -372,18 +372,20 @@ def replayed_sizes(builder: GraphBuilder, plan: Repetition, reserved: Sequence[i
     def renamed(ms: list[Move], shift: int) -> list[Move]:
         """`ms` made `shift` repetitions later."""
         get, on = number.get, shift * step
-        out = []
+        out: list[Move] = []
+        add = out.append
         for m in ms:
             kind, t = m[0], m[1]
             c = get(t)
-            t = t if c is None else c + on
+            if c is not None:
+                t = c + on
             if kind == FREE:
-                out.append((FREE, t))
+                add((FREE, t))
             elif kind == PLACE:
-                out.append((PLACE, t, *m[2:]))
+                add((PLACE, t, m[2], m[3], m[4]))
             else:
                 c = get(m[2])
-                out.append((TAKE, t, m[2] if c is None else c + on, m[3]))
+                add((TAKE, t, m[2] if c is None else c + on, m[3]))
         return out
 
     left_out = plan.reps - reps
@@ -438,9 +440,10 @@ def _batches(ctx: Context) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
 
 @contextmanager
 def _collector_paused() -> Iterator[None]:
-    """Python's cycle collector held off while graphs are built and allocated: its passes over their tens of
-    thousands of tensors, each time a few hundred more are made, cost a tenth of an estimate, and find nothing (a
-    tensor points only to its sources: reference counting frees them)."""
+    """Python's cycle collector held off while graphs are built, allocated and dropped: its passes over their tens
+    of thousands of tensors, each time a few hundred more are made, cost a tenth of an estimate and find nothing (a
+    tensor points only to its sources: reference counting frees them). The graphs are dropped before it resumes,
+    so that it does not resume with a pass over them all."""
     paused = gc.isenabled()
     gc.disable()
     try:
@@ -461,15 +464,14 @@ def _reserve(reserve: _Reserve, batches: Sequence[tuple[int, int, int]]) -> list
     plan = reserve.plan if reserve.shorten else None
     trials = plan.trials() if plan is not None else []
     out: list[list[int]] = []
-    with _collector_paused():
-        for batch in batches:
-            sizes, cycle = reserve.allocate(batch, trials, out[-1] if out else ())
-            out.append(sizes)
-            if cycle is None:
-                trials = []
-            else:
-                shown = plan.shown(cycle)
-                trials = [reps for reps in (shown, *plan.trials(shown)) if plan.saves(reps, 1 if reps >= 4 else 2)]
+    for batch in batches:
+        sizes, cycle = reserve.allocate(batch, trials, out[-1] if out else ())
+        out.append(sizes)
+        if cycle is None:
+            trials = []
+        else:
+            shown = plan.shown(cycle)
+            trials = [reps for reps in (shown, *plan.trials(shown)) if plan.saves(reps, 1 if reps >= 4 else 2)]
     return out
 
 
@@ -477,7 +479,8 @@ def compute_buffer(hp: LlamaCppHParams, ctx: Context, memory: Memory, tensors: M
                    shorten: bool = True) -> ComputeBuffer:  # fmt: skip
     """`sched_reserve`'s prompt and token-generation reserves, everything on the CPU (`shorten`: through the
     shortened graph where it suffices)."""
-    (prompt,), (larger,) = _reserve(_Reserve(hp, ctx, memory, tensors, shorten=shorten), _batches(ctx))
+    with _collector_paused():
+        (prompt,), (larger,) = _reserve(_Reserve(hp, ctx, memory, tensors, shorten=shorten), _batches(ctx))
     return ComputeBuffer(prompt, larger)
 
 
@@ -507,5 +510,6 @@ def compute_buffers(hp: LlamaCppHParams, ctx: Context, memory: Memory, tensors: 
     the prompt and token-generation reserves, per backend. `planned`: what a context made without allocating
     plans instead (`ggml_backend_sched_reserve_size`, which llama.cpp's fit measures): the prompt graph alone,
     split after the scheduler is reset, which forgets the pinned norms."""
-    reserve = _Reserve(hp, ctx, memory, tensors, placement, pipeline, pin_norms=not planned, shorten=shorten)
-    return _reserve(reserve, _batches(ctx)[:1] if planned else _batches(ctx))[-1]
+    with _collector_paused():  # (the reservation, and its graphs, dropped as `_reserve` returns)
+        return _reserve(_Reserve(hp, ctx, memory, tensors, placement, pipeline, pin_norms=not planned,
+                                 shorten=shorten), _batches(ctx)[:1] if planned else _batches(ctx))[-1]  # fmt: skip

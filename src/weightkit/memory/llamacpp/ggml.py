@@ -437,7 +437,9 @@ class Graph:
         for src in t.src:
             if src is not None and src not in seen:
                 seen.add(src)
-                if depth < self.MAX_DEPTH:
+                if not src.src:  # nothing to follow (a weight, an input)
+                    (self.leafs if src.op == "NONE" else self.nodes).append(src)
+                elif depth < self.MAX_DEPTH:
                     self._visit(src, depth + 1)
                 else:
                     self._visit_deep(src)
