@@ -190,6 +190,30 @@ def test_the_shortened_graph_stands_for_the_whole(model_path, monkeypatch, name,
     assert built and all(layers is not None and len(layers) < hp.n_layer for layers in built)
 
 
+def test_two_repetitions_and_the_tail_stand_for_the_whole(model_path, monkeypatch):
+    """Granite 4.0-H's forty layers repeat three times (ten each, attention in one): the prompt graph is one of
+    two repetitions and the tail, the allocator's state where the tail starts closing the cycle; the
+    token-generation graph, whose state does not settle in so few, is built whole. Both need the whole graphs'
+    buffer."""
+    from weightkit.memory.llamacpp import compute
+
+    built = []
+
+    def build_graph(*args, **kwargs):
+        built.append(args[-1])  # the layers built (None: all)
+        return real_build(*args, **kwargs)
+
+    real_build = compute.build_graph
+    with weightkit.open(model_path("granite-4.0-h-tiny")) as m:
+        hp = read_hparams(m)
+        ctx = make_context(hp, ContextParams(n_ctx=8192, n_seq_max=2))
+        memory = make_memory(hp, ctx)
+        whole = compute_buffer(hp, ctx, memory, m.tensors, shorten=False)
+        monkeypatch.setattr(compute, "build_graph", build_graph)
+        assert compute_buffer(hp, ctx, memory, m.tensors) == whole
+    assert [None if layers is None else len(layers) for layers in built] == [30, None]
+
+
 def test_the_allocators_states_tell_carried_tensors_apart(model_path):
     """A Qwen 3.5 MoE layer pattern swaps the places of two tensors it carries on: the state at the start of each
     repetition looks the same every time by places alone, but only every other one is the same, and a graph of
