@@ -232,11 +232,12 @@ class _Reserve:
         repetitions where it provably suffices, else the whole; and the cycle of the allocator's states that
         proved it (None: the whole graph was built).
 
-        The allocator's state at the start of each repetition is taken in a graph of a few repetitions (its last
-        one ends the graph as the whole graph's last one does: inputs freed after their last use). Once the state
-        at the start of repetition i recurs c repetitions later, every later middle repetition replays one of
-        those c, and the whole graph's final repetition starts from the state a shortened graph's does when
-        their numbers of repetitions agree modulo c and its final repetition starts at i or later."""
+        The allocator's state at the start of each repetition (and of the tail) is taken in a graph of a few
+        repetitions (its last one ends the graph as the whole graph's last one does: inputs freed after their last
+        use). Once the state at the start of repetition i recurs c repetitions later, every later middle
+        repetition replays one of those c, and the whole graph's final repetition (or tail) starts from the state a
+        shortened graph's does when their numbers of repetitions agree modulo c and its final repetition (or
+        tail) starts at i or later."""
         if self.replayed is not None and self.hp.is_dsa:
             plan = self.replayed
             sizes = replayed_sizes(self.build(batch, plan.layers(plan.REPLAYED)), plan, reserved)
