@@ -125,7 +125,7 @@ class Repetition:
         return reps + (self.reps - reps) % period
 
 
-def repetition(hp: LlamaCppHParams, kinds: Sequence[tuple], reps: int | None = None) -> Repetition | None:
+def repetition(hp: LlamaCppHParams, kinds: Sequence[int], reps: int | None = None) -> Repetition | None:
     """How the layers repeat (their `layer_kinds`), if they repeat enough for a shortened graph to save a quarter
     of the layers: one the allocator runs over (`reps` None: `Repetition.trials`), or one of `reps` repetitions
     (whose tensors are added up, or whose allocator moves are repeated) and the whole graph more."""
@@ -151,26 +151,31 @@ def repetition(hp: LlamaCppHParams, kinds: Sequence[tuple], reps: int | None = N
     return best
 
 
-def layer_kinds(hp: LlamaCppHParams, tensors: Mapping[str, TensorInfo], placement: Placement | None) -> list[tuple]:
-    """What the graph of each layer depends on: its hyperparameters, its tensors' names, shapes and types, and
-    its device."""
-    own: dict[int, list] = {il: [] for il in range(hp.n_layer)}
+def layer_kinds(hp: LlamaCppHParams, tensors: Mapping[str, TensorInfo], placement: Placement | None) -> list[int]:
+    """What the graph of each layer depends on (its hyperparameters, its tensors' names, shapes and types, and
+    its device), as a number per layer: equal for layers alike (numbers, which `repetition` compares many times
+    over, where the tuples would be compared tensor by tensor)."""
+    own: dict[str, list] = {str(il): [] for il in range(hp.n_layer)}  # by the number as the names spell it
     for name, info in tensors.items():
         if name.startswith("blk."):
             index, _, rest = name[4:].partition(".")
-            if index.isdigit() and int(index) in own:
-                own[int(index)].append((rest, info.shape, int(info.dtype)))
+            if (layer := own.get(index)) is not None:
+                layer.append((rest, info.shape, int(info.dtype)))
+    numbers: dict[tuple, int] = {}
     return [
-        (
-            hp.is_swa[il],
-            hp.is_recurrent[il],
-            hp.n_head[il],
-            hp.n_head_kv[il],
-            hp.n_ff[il],
-            hp.has_kv(il),
-            hp.rescaled(il),
-            None if placement is None else placement.device_of(il),
-            tuple(sorted(own[il])),
+        numbers.setdefault(
+            (
+                hp.is_swa[il],
+                hp.is_recurrent[il],
+                hp.n_head[il],
+                hp.n_head_kv[il],
+                hp.n_ff[il],
+                hp.has_kv(il),
+                hp.rescaled(il),
+                None if placement is None else placement.device_of(il),
+                tuple(sorted(own[str(il)])),
+            ),
+            len(numbers),
         )
         for il in range(hp.n_layer)
     ]
@@ -193,7 +198,7 @@ class _Reserve:
     whole: list[GraphBuilder] = field(default_factory=list)  # the whole graphs built so far
 
     @cached_property
-    def kinds(self) -> list[tuple]:
+    def kinds(self) -> list[int]:
         return layer_kinds(self.hp, self.tensors, self.placement)
 
     @cached_property
