@@ -147,6 +147,7 @@ def _oracle():
         ("qwen3_5_moe-60-layers", {"n_ctx": 4096, "flash_attn": "off"}, ()),  # a layer swaps two carried tensors
         ("qwen3_5-64-layers", {"n_ctx": 32768, "n_seq_max": 4, "kv_unified": True, "n_outputs_max": 4}, ()),  # 2
         ("qwen3_next-default", {"n_ctx": 8192, "n_seq_max": 2}, ()),
+        ("qwen3_next-24-layers", {"n_ctx": 8192, "n_seq_max": 2}, ()),  # two of five repetitions and the tail
         ("llama4-interleaved", {"n_ctx": 8192, "swa_full": False}, ("CUDA:16GiB", "CUDA:16GiB")),
         ("mistral4-default", {"n_ctx": 16384}, ()),
         ("glm-4.5", {"n_ctx": 8192}, ("CUDA:24GiB", "CUDA:24GiB")),
@@ -187,6 +188,30 @@ def test_the_shortened_graph_stands_for_the_whole(model_path, monkeypatch, name,
         monkeypatch.setattr(compute, "build_graph", build_graph)
         assert buffers(True) == whole
     assert built and all(layers is not None and len(layers) < hp.n_layer for layers in built)
+
+
+def test_two_repetitions_and_the_tail_stand_for_the_whole(model_path, monkeypatch):
+    """Granite 4.0-H's forty layers repeat three times (ten each, attention in one): the prompt graph is one of
+    two repetitions and the tail, the allocator's state where the tail starts closing the cycle; the
+    token-generation graph, whose state does not settle in so few, is built whole. Both need the whole graphs'
+    buffer."""
+    from weightkit.memory.llamacpp import compute
+
+    built = []
+
+    def build_graph(*args, **kwargs):
+        built.append(args[-1])  # the layers built (None: all)
+        return real_build(*args, **kwargs)
+
+    real_build = compute.build_graph
+    with weightkit.open(model_path("granite-4.0-h-tiny")) as m:
+        hp = read_hparams(m)
+        ctx = make_context(hp, ContextParams(n_ctx=8192, n_seq_max=2))
+        memory = make_memory(hp, ctx)
+        whole = compute_buffer(hp, ctx, memory, m.tensors, shorten=False)
+        monkeypatch.setattr(compute, "build_graph", build_graph)
+        assert compute_buffer(hp, ctx, memory, m.tensors) == whole
+    assert [None if layers is None else len(layers) for layers in built] == [30, None]
 
 
 def test_the_allocators_states_tell_carried_tensors_apart(model_path):

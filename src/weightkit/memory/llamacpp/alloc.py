@@ -49,15 +49,13 @@ class _Blocks:
 
     def alloc(self, size: int) -> int:
         align = self.align
-        size = (size + align - 1) // align * align
+        size = -(-size // align) * align
         blocks = self.free
-        best, best_size = -1, 0
-        for i in range(len(blocks) - 1):  # best fit below the top; '<=': the later of equal blocks
-            s = blocks[i][1]
-            if s >= size and (best < 0 or s <= best_size):
+        best, best_size = 0, -1
+        for i, block in enumerate(blocks):  # best fit ('<=': the later of equal blocks); the last block, reaching
+            s = block[1]  # to infinity, only where no block below it fits
+            if s >= size and (best_size < 0 or s <= best_size):
                 best, best_size = i, s
-        if best < 0:
-            best = len(blocks) - 1
         block = blocks[best]
         offset = block[0]
         block[0] += size
@@ -71,19 +69,21 @@ class _Blocks:
 
     def release(self, offset: int, size: int) -> None:
         align = self.align
-        size = (size + align - 1) // align * align
+        end = offset - (-size // align) * align
         blocks = self.free
         for i, block in enumerate(blocks):
-            if block[0] + block[1] == offset:  # grow this block forward, maybe into the next one
-                block[1] += size
-                if i + 1 < len(blocks) and block[0] + block[1] == blocks[i + 1][0]:
-                    block[1] += blocks[i + 1][1]
+            at, length = block
+            if at + length == offset:  # grow this block forward, maybe into the next one
+                length += end - offset
+                if i + 1 < len(blocks) and at + length == blocks[i + 1][0]:
+                    length += blocks[i + 1][1]
                     del blocks[i + 1]
+                block[1] = length
                 return
-            if offset + size == block[0]:  # grow it backward, maybe into the previous one
+            if end == at:  # grow it backward, maybe into the previous one
                 block[0] = offset
-                block[1] += size
-                if i > 0 and blocks[i - 1][0] + blocks[i - 1][1] == offset:
+                block[1] = length + end - offset
+                if i and blocks[i - 1][0] + blocks[i - 1][1] == offset:
                     blocks[i - 1][1] += block[1]
                     del blocks[i]
                 return
@@ -92,7 +92,7 @@ class _Blocks:
         at = 0
         while at < len(blocks) and blocks[at][0] < offset:
             at += 1
-        blocks.insert(at, [offset, size])
+        blocks.insert(at, [offset, end - offset])
 
 
 def buffer_size(graph: Graph, align: int = 32) -> int:
@@ -142,16 +142,22 @@ def allocator_moves(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: S
     entry: the end)."""
     sizes = [size for _, size in buffers]
     moves: list[Move] = []
+    add = moves.append
     owned: set[Tensor] = set()  # tensors placed and still owning their memory
+    own, disown = owned.add, owned.discard
     children = Counter(chain.from_iterable(map(_sources, nodes)))
     views = Counter(node.view_src for node in nodes if node.view_src is not None and node.op != "NONE")
-    one = len(buffers) == 1  # every tensor in buffer 0: `buffer_of` need not be asked
+    viewed = views.get
+    one = len(buffers) == 1 and sizes[0] is None  # every tensor in buffer 0, `ggml_nbytes` long: nothing to ask
 
     def place(t: Tensor, position: int) -> None:
-        buffer = 0 if one else buffer_of(t)
-        size = sizes[buffer]
-        moves.append((PLACE, t, buffer, t.nbytes if size is None else size(t), position))
-        owned.add(t)
+        if one:
+            add((PLACE, t, 0, t.nbytes, position))
+        else:
+            buffer = buffer_of(t) if len(buffers) > 1 else 0
+            size = sizes[buffer]
+            add((PLACE, t, buffer, t.nbytes if size is None else size(t), position))
+        own(t)
 
     for leaf in leafs:
         if not leaf.external and leaf.view_src is None and leaf not in owned:
@@ -161,19 +167,23 @@ def allocator_moves(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: S
             if not t.external and t.view_src is None and t not in owned:
                 place(t, -1)
     starts = []
+    mark = starts.append
     for index, node in enumerate(nodes):
-        starts.append(len(moves))
+        mark(len(moves))
         if node.view_src is None and not node.external and node not in owned:
             if node.op in INPLACE_OPS:
                 for parent in node.src:
-                    if (parent is not None and children[parent] == 1 and parent in owned and not views.get(parent)
+                    if (parent is not None and children[parent] == 1 and parent in owned and not viewed(parent)
                             and not parent.flags & OUTPUT and node.same_layout(parent)):  # fmt: skip
-                        moves.append((TAKE, node, parent, index))  # the node takes the parent's memory over
-                        owned.discard(parent)
-                        owned.add(node)
+                        add((TAKE, node, parent, index))  # the node takes the parent's memory over
+                        disown(parent)
+                        own(node)
                         break
                 else:
                     place(node, index)
+            elif one:
+                add((PLACE, node, 0, node.nbytes, index))
+                own(node)
             else:
                 place(node, index)
         for parent in node.src:
@@ -181,19 +191,19 @@ def allocator_moves(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: S
                 continue
             left = children[parent] - 1
             children[parent] = left
-            if left or views.get(parent):
+            if left or viewed(parent):
                 continue
             root = parent.view_src
             if root is None:
                 if parent in owned and not parent.flags & OUTPUT:
-                    owned.discard(parent)
-                    moves.append((FREE, parent))
+                    disown(parent)
+                    add((FREE, parent))
                 continue
             left = views[root] - 1
             views[root] = left
             if not left and not children.get(root) and root in owned and not root.flags & OUTPUT:
-                owned.discard(root)
-                moves.append((FREE, root))
+                disown(root)
+                add((FREE, root))
     starts.append(len(moves))
     return moves, starts
 
@@ -204,10 +214,25 @@ def make_moves(moves: Iterable[Move], aligns: Sequence[int], snapshots: Mapping[
     ever reached. `snapshots` maps a move's index to lists that receive the state just before it (as
     `buffer_sizes` says; `previous`: the node of the snapshot before the first)."""
     allocators = [_Blocks(align) for align in aligns]
+    allocs = [blocks.alloc for blocks in allocators]
+    releases = [blocks.release for blocks in allocators]
     offset: dict = {}  # (buffer, offset, size) of tensors placed and still owned
-    made: dict = {}  # the node that gave each tensor its memory, where there are snapshots to take
+    pop = offset.pop
+    if not snapshots:
+        for move in moves:
+            kind = move[0]
+            if kind == PLACE:
+                buffer, size = move[2], move[3]
+                offset[move[1]] = (buffer, allocs[buffer](size), size)
+            elif kind == FREE:
+                buffer, at, size = pop(move[1])
+                releases[buffer](at, size)
+            else:
+                offset[move[1]] = pop(move[2])
+        return [blocks.top for blocks in allocators]
+    made: dict = {}  # the node that gave each tensor its memory
     for at, move in enumerate(moves):
-        if snapshots and at in snapshots:
+        if at in snapshots:
             for index, got in snapshots[at]:
                 live = tuple(sorted((*where, index - made[t] if made.get(t, -1) >= previous else id(t))
                                     for t, where in offset.items()))  # fmt: skip
@@ -217,17 +242,15 @@ def make_moves(moves: Iterable[Move], aligns: Sequence[int], snapshots: Mapping[
         kind = move[0]
         if kind == PLACE:
             _, t, buffer, size, index = move
-            offset[t] = (buffer, allocators[buffer].alloc(size), size)
-            if snapshots:
-                made[t] = index
+            offset[t] = (buffer, allocs[buffer](size), size)
+            made[t] = index
         elif kind == FREE:
-            buffer, at_, size = offset.pop(move[1])
-            allocators[buffer].release(at_, size)
+            buffer, at_, size = pop(move[1])
+            releases[buffer](at_, size)
         else:
             _, node, parent, index = move
-            offset[node] = offset.pop(parent)
-            if snapshots:
-                made[node] = index
+            offset[node] = pop(parent)
+            made[node] = index
     return [blocks.top for blocks in allocators]
 
 

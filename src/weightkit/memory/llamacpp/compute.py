@@ -13,7 +13,9 @@ settled, the whole graph is built.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import gc
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
@@ -88,32 +90,49 @@ class Repetition:
         """Where each of those repetitions begins, as positions in `layers(reps)`."""
         return [self.start + j * self.period for j in range(reps)]
 
+    def state_starts(self, reps: int) -> list[int]:
+        """Where a graph of `reps` repetitions compares the allocator's states: where each repetition begins, and
+        where the tail does (the state there comes of the repetitions before it, as at the start of the whole
+        graph's next repetition; the last layer, which may differ from the pattern, starts none)."""
+        return self.rep_starts(reps + 1 if self.tail else reps)
+
     def trials(self, after: int = 0) -> list[int]:
         """The repetitions shortened graphs try, more than `after`: four (most models settle within four), eight,
-        sixteen, while they save something."""
-        return [reps for reps in (4, 8, 16) if reps > after and self.saves(reps)]
+        sixteen, while they save something; where four would not, two or three (with a tail, whose start can
+        close a cycle: Granite 4.0-H's three repetitions of ten layers, a 24-layer Qwen3-Next's five of four)."""
+        if self.saves(4) or not self.tail:
+            return [reps for reps in (4, 8, 16) if reps > after and self.saves(reps)]
+        return [reps for reps in (2, 3) if reps > after and self.saves(reps)]
 
-    def saves(self, reps: int) -> bool:
-        """Whether a graph of `reps` repetitions leaves a quarter of the layers out at least (less would not pay
-        for the risk of building the whole graph as well)."""
-        return reps < self.reps and len(self.layers(reps)) * 4 <= (self.last + 1) * 3
+    def saves(self, reps: int, quarters: int = 1) -> bool:
+        """Whether a graph of `reps` repetitions leaves `quarters` quarters of the layers out at least (less would
+        not pay for the risk of building the whole graph as well)."""
+        return reps < self.reps and len(self.layers(reps)) * 4 <= (self.last + 1) * (4 - quarters)
 
     def shown(self, cycle: tuple[int, int]) -> int:
         """The fewest repetitions in which a cycle of the allocator's states (where it begins, its length) seen in
         a graph of the same layers shows, and that need no second graph."""
         first, period = cycle
-        reps = first + period + 1
+        reps = first + period + (0 if self.tail else 1)
+        return reps + (self.reps - reps) % period
+
+    def in_phase(self, cycle: tuple[int, int]) -> int:
+        """The fewest repetitions of a graph that ends as the whole does once the allocator's states cycle: its last
+        state compared (at its tail's start, else at its last repetition's) falls in the cycle, in the whole's
+        phase."""
+        first, period = cycle
+        reps = max(first + (0 if self.tail else 1), 1)
         return reps + (self.reps - reps) % period
 
 
-def repetition(hp: LlamaCppHParams, kinds: Sequence[tuple], reps: int | None = None) -> Repetition | None:
+def repetition(hp: LlamaCppHParams, kinds: Sequence[int], reps: int | None = None) -> Repetition | None:
     """How the layers repeat (their `layer_kinds`), if they repeat enough for a shortened graph to save a quarter
     of the layers: one the allocator runs over (`reps` None: `Repetition.trials`), or one of `reps` repetitions
     (whose tensors are added up, or whose allocator moves are repeated) and the whole graph more."""
     if reps is None and hp.is_dsa:  # each layer's sparse-attention mask starts from a leaf of its own, placed before
         return None  # any node: the allocator's state never repeats
     last = hp.n_layer - 1
-    best, best_size = None, hp.n_layer + 1
+    best, best_size = None, (True, hp.n_layer + 1)  # a plan of four repetitions or more first, then the fewest layers
     for period in range(1, MAX_PERIOD + 1):
         start = 0
         for i in range(last - period - 1, -1, -1):  # the longest periodic run reaching the last-but-one layer
@@ -123,35 +142,40 @@ def repetition(hp: LlamaCppHParams, kinds: Sequence[tuple], reps: int | None = N
         plan = Repetition(start, period, *divmod(last - start, period), last)
         if reps is None:
             trials = plan.trials()
-            size = len(plan.layers(trials[0])) if trials else best_size
+            size = (trials[0] < 4, len(plan.layers(trials[0]))) if trials else best_size
         else:  # a quarter of the layers left out, as `Repetition.saves` asks
-            size = len(plan.layers(reps))
-            size = size if plan.reps > reps and size * 4 <= hp.n_layer * 3 else best_size
+            size = (False, len(plan.layers(reps)))
+            size = size if plan.reps > reps and size[1] * 4 <= hp.n_layer * 3 else best_size
         if size < best_size:
             best, best_size = plan, size
     return best
 
 
-def layer_kinds(hp: LlamaCppHParams, tensors: Mapping[str, TensorInfo], placement: Placement | None) -> list[tuple]:
-    """What the graph of each layer depends on: its hyperparameters, its tensors' names, shapes and types, and
-    its device."""
-    own: dict[int, list] = {il: [] for il in range(hp.n_layer)}
+def layer_kinds(hp: LlamaCppHParams, tensors: Mapping[str, TensorInfo], placement: Placement | None) -> list[int]:
+    """What the graph of each layer depends on (its hyperparameters, its tensors' names, shapes and types, and
+    its device), as a number per layer: equal for layers alike (numbers, which `repetition` compares many times
+    over, where the tuples would be compared tensor by tensor)."""
+    own: dict[str, list] = {str(il): [] for il in range(hp.n_layer)}  # by the number as the names spell it
     for name, info in tensors.items():
         if name.startswith("blk."):
             index, _, rest = name[4:].partition(".")
-            if index.isdigit() and int(index) in own:
-                own[int(index)].append((rest, info.shape, int(info.dtype)))
+            if (layer := own.get(index)) is not None:
+                layer.append((rest, info.shape, int(info.dtype)))
+    numbers: dict[tuple, int] = {}
     return [
-        (
-            hp.is_swa[il],
-            hp.is_recurrent[il],
-            hp.n_head[il],
-            hp.n_head_kv[il],
-            hp.n_ff[il],
-            hp.has_kv(il),
-            hp.rescaled(il),
-            None if placement is None else placement.device_of(il),
-            tuple(sorted(own[il])),
+        numbers.setdefault(
+            (
+                hp.is_swa[il],
+                hp.is_recurrent[il],
+                hp.n_head[il],
+                hp.n_head_kv[il],
+                hp.n_ff[il],
+                hp.has_kv(il),
+                hp.rescaled(il),
+                None if placement is None else placement.device_of(il),
+                tuple(sorted(own[str(il)])),
+            ),
+            len(numbers),
         )
         for il in range(hp.n_layer)
     ]
@@ -174,7 +198,7 @@ class _Reserve:
     whole: list[GraphBuilder] = field(default_factory=list)  # the whole graphs built so far
 
     @cached_property
-    def kinds(self) -> list[tuple]:
+    def kinds(self) -> list[int]:
         return layer_kinds(self.hp, self.tensors, self.placement)
 
     @cached_property
@@ -213,11 +237,12 @@ class _Reserve:
         repetitions where it provably suffices, else the whole; and the cycle of the allocator's states that
         proved it (None: the whole graph was built).
 
-        The allocator's state at the start of each repetition is taken in a graph of a few repetitions (its last
-        one ends the graph as the whole graph's last one does: inputs freed after their last use). Once the state
-        at the start of repetition i recurs c repetitions later, every later middle repetition replays one of
-        those c, and the whole graph's final repetition starts from the state a shortened graph's does when
-        their numbers of repetitions agree modulo c and its final repetition starts at i or later."""
+        The allocator's state at the start of each repetition (and of the tail) is taken in a graph of a few
+        repetitions (its last one ends the graph as the whole graph's last one does: inputs freed after their last
+        use). Once the state at the start of repetition i recurs c repetitions later, every later middle
+        repetition replays one of those c, and the whole graph's final repetition (or tail) starts from the state a
+        shortened graph's does when their numbers of repetitions agree modulo c and its final repetition (or
+        tail) starts at i or later."""
         if self.replayed is not None and self.hp.is_dsa:
             plan = self.replayed
             sizes = replayed_sizes(self.build(batch, plan.layers(plan.REPLAYED)), plan, reserved)
@@ -229,13 +254,12 @@ class _Reserve:
         for reps in trials:
             layers = plan.layers(reps)
             builder = built[tuple(layers)] = self.build(batch, layers)
-            states: dict[int, list] = {builder.layer_starts[at]: [] for at in plan.rep_starts(reps)}
+            states: dict[int, list] = {builder.layer_starts[at]: [] for at in plan.state_starts(reps)}
             tried[reps] = self.sizes(builder, states, reserved)
             cycle = _cycle([state for got in states.values() for state in got])
             if cycle is None:
                 continue
-            first, period = cycle
-            in_phase = reps if (plan.reps - reps) % period == 0 else first + 1 + (plan.reps - first - 1) % period
+            in_phase = reps if (plan.reps - reps) % cycle[1] == 0 else plan.in_phase(cycle)
             if in_phase in tried:
                 return tried[in_phase], cycle
             if plan.saves(in_phase):
@@ -354,18 +378,20 @@ def replayed_sizes(builder: GraphBuilder, plan: Repetition, reserved: Sequence[i
     def renamed(ms: list[Move], shift: int) -> list[Move]:
         """`ms` made `shift` repetitions later."""
         get, on = number.get, shift * step
-        out = []
+        out: list[Move] = []
+        add = out.append
         for m in ms:
             kind, t = m[0], m[1]
             c = get(t)
-            t = t if c is None else c + on
+            if c is not None:
+                t = c + on
             if kind == FREE:
-                out.append((FREE, t))
+                add((FREE, t))
             elif kind == PLACE:
-                out.append((PLACE, t, *m[2:]))
+                add((PLACE, t, m[2], m[3], m[4]))
             else:
                 c = get(m[2])
-                out.append((TAKE, t, m[2] if c is None else c + on, m[3]))
+                add((TAKE, t, m[2] if c is None else c + on, m[3]))
         return out
 
     left_out = plan.reps - reps
@@ -418,11 +444,29 @@ def _batches(ctx: Context) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
     return (n_tokens, n_seqs, min(n_tokens, ctx.n_outputs_max)), (n_seqs, n_seqs, n_seqs)
 
 
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cycle collector held off while graphs are built, allocated and dropped: its passes over their tens
+    of thousands of tensors, each time a few hundred more are made, cost a tenth of an estimate and find nothing (a
+    tensor points only to its sources: reference counting frees them). The graphs are dropped before it resumes,
+    so that it does not resume with a pass over them all."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if paused:
+            gc.enable()
+
+
 def _reserve(reserve: _Reserve, batches: Sequence[tuple[int, int, int]]) -> list[list[int]]:
     """Each batch's buffer sizes, each at least the previous batch's (the buffers keep the largest size). The
     token-generation graph's layers repeat as the prompt graph's do: its first shortened graph is the one the
     prompt graph's cycle shows in, and where the prompt graph needed the whole, so does it (whose tensors all fit
-    in the prompt graph's buffer as a rule: it then needs no allocator pass)."""
+    in the prompt graph's buffer as a rule: it then needs no allocator pass). A graph of fewer than four
+    repetitions is tried for it only where it leaves half the layers out: its state settles less often in so few
+    (Granite 4.0-H's carried tensors move up a little every repetition of ten), and a failed try costs a whole
+    graph more."""
     plan = reserve.plan if reserve.shorten else None
     trials = plan.trials() if plan is not None else []
     out: list[list[int]] = []
@@ -433,7 +477,7 @@ def _reserve(reserve: _Reserve, batches: Sequence[tuple[int, int, int]]) -> list
             trials = []
         else:
             shown = plan.shown(cycle)
-            trials = [reps for reps in (shown, *plan.trials(shown)) if plan.saves(reps)]
+            trials = [reps for reps in (shown, *plan.trials(shown)) if plan.saves(reps, 1 if reps >= 4 else 2)]
     return out
 
 
@@ -441,7 +485,8 @@ def compute_buffer(hp: LlamaCppHParams, ctx: Context, memory: Memory, tensors: M
                    shorten: bool = True) -> ComputeBuffer:  # fmt: skip
     """`sched_reserve`'s prompt and token-generation reserves, everything on the CPU (`shorten`: through the
     shortened graph where it suffices)."""
-    (prompt,), (larger,) = _reserve(_Reserve(hp, ctx, memory, tensors, shorten=shorten), _batches(ctx))
+    with _collector_paused():
+        (prompt,), (larger,) = _reserve(_Reserve(hp, ctx, memory, tensors, shorten=shorten), _batches(ctx))
     return ComputeBuffer(prompt, larger)
 
 
@@ -471,5 +516,6 @@ def compute_buffers(hp: LlamaCppHParams, ctx: Context, memory: Memory, tensors: 
     the prompt and token-generation reserves, per backend. `planned`: what a context made without allocating
     plans instead (`ggml_backend_sched_reserve_size`, which llama.cpp's fit measures): the prompt graph alone,
     split after the scheduler is reset, which forgets the pinned norms."""
-    reserve = _Reserve(hp, ctx, memory, tensors, placement, pipeline, pin_norms=not planned, shorten=shorten)
-    return _reserve(reserve, _batches(ctx)[:1] if planned else _batches(ctx))[-1]
+    with _collector_paused():  # (the reservation, and its graphs, dropped as `_reserve` returns)
+        return _reserve(_Reserve(hp, ctx, memory, tensors, placement, pipeline, pin_norms=not planned,
+                                 shorten=shorten), _batches(ctx)[:1] if planned else _batches(ctx))[-1]  # fmt: skip

@@ -21,6 +21,9 @@ INPUT, OUTPUT = 1, 2
 _SIZES = {t: (ggml_type(t).type_size, ggml_type(t).block_size) for t in GGMLType if not ggml_type(t).removed}
 
 
+_PADDING = ((1, 1, 1, 1), (1, 1, 1), (1, 1), (1,))  # what makes a shape of fewer dimensions four long
+
+
 def row_size(type: int, n: int) -> int:
     """`ggml_row_size`: bytes of `n` elements of `type`."""
     size, block = _SIZES[type]
@@ -28,45 +31,44 @@ def row_size(type: int, n: int) -> int:
 
 
 class Tensor:
-    """What the allocator and the next op need of a ggml tensor."""
+    """What the allocator and the next op need of a ggml tensor (`nbytes`: `ggml_nbytes`, worked out once)."""
 
-    __slots__ = ("device", "external", "flags", "name", "nb", "ne", "op", "pinned", "src", "type", "view_src", "weight")
+    __slots__ = ("device", "external", "flags", "name", "nb", "nbytes", "ne", "op", "pinned", "src", "type",
+                 "view_src", "weight")  # fmt: skip
 
     def __init__(self, type: int, ne: Sequence[int], op: str = "NONE", src: Sequence[Tensor | None] = (),
                  view_src: Tensor | None = None, nb: Sequence[int] | None = None) -> None:  # fmt: skip
         ne = tuple(ne)
         if len(ne) != 4:
-            ne = (*ne, 1, 1, 1)[:4]
-        self.type, self.ne, self.op, self.src = type, ne, op, tuple(src)
+            ne += _PADDING[len(ne)]
+        self.type = type
+        self.ne = ne
+        self.op = op
+        self.src = tuple(src)
         if view_src is not None and view_src.view_src is not None:
             view_src = view_src.view_src  # views always point at the tensor that owns the memory
         self.view_src = view_src
+        size, block = _SIZES[type]
         if nb is None:
-            size, block = _SIZES[type]
             nb1 = size * (ne[0] // block)
             nb2 = nb1 * ne[1]
-            self.nb = (size, nb1, nb2, nb2 * ne[2])
+            nb3 = nb2 * ne[2]
+            self.nb = (size, nb1, nb2, nb3)
+            self.nbytes = nb3 * ne[3]  # (contiguous: no element beyond the last row's end)
         else:
-            self.nb = tuple(nb)
+            self.nb = nb = tuple(nb)
+            ne0, ne1, ne2, ne3 = ne
+            if ne0 <= 0 or ne1 <= 0 or ne2 <= 0 or ne3 <= 0:
+                self.nbytes = 0
+            else:
+                rest = (ne1 - 1) * nb[1] + (ne2 - 1) * nb[2] + (ne3 - 1) * nb[3]
+                self.nbytes = (size + (ne0 - 1) * nb[0] if block == 1 else ne0 * nb[0] // block) + rest
         self.flags = 0
         self.external = False  # memory of its own: a weight or a cache tensor
         self.weight = False  # a model weight (its buffer's usage is WEIGHTS)
         self.device = -1  # where an external tensor lives: a GPU's index, or -1 for the CPU
         self.pinned: int | None = None  # the device it must run on (`ggml_backend_sched_set_tensor_backend`)
         self.name = ""
-
-    @property
-    def nbytes(self) -> int:
-        """`ggml_nbytes`."""
-        ne0, ne1, ne2, ne3 = self.ne
-        if ne0 <= 0 or ne1 <= 0 or ne2 <= 0 or ne3 <= 0:
-            return 0
-        nb0, nb1, nb2, nb3 = self.nb
-        size, block = _SIZES[self.type]
-        rest = (ne1 - 1) * nb1 + (ne2 - 1) * nb2 + (ne3 - 1) * nb3
-        if block == 1:
-            return size + (ne0 - 1) * nb0 + rest
-        return ne0 * nb0 // block + rest
 
     @property
     def n_elements(self) -> int:
@@ -431,7 +433,9 @@ class Graph:
         for src in t.src:
             if src is not None and src not in seen:
                 seen.add(src)
-                if depth < self.MAX_DEPTH:
+                if not src.src:  # nothing to follow (a weight, an input)
+                    (self.leafs if src.op == "NONE" else self.nodes).append(src)
+                elif depth < self.MAX_DEPTH:
                     self._visit(src, depth + 1)
                 else:
                     self._visit_deep(src)
