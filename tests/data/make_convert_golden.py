@@ -39,9 +39,9 @@ OUTTYPES = ("f32", "f16", "bf16", "q8_0", "auto")
 AUTO_ONLY = ("tiny-gemma-3-fast", *make_hf_checkpoints.TF5)
 MINILM = "all-MiniLM-L6-v2"
 #: checkpoints whose projector (`--mmproj`) is recorded, for every outtype
-PROJECTORS = ("tiny-gemma-3-mmproj", "tiny-qwen2.5-vl", "tiny-qwen3-vl", "tiny-qwen3-vl-moe")
+PROJECTORS = ("tiny-gemma-3-mmproj", "tiny-qwen2.5-vl", "tiny-qwen3-vl", "tiny-qwen3-vl-moe", "tiny-gemma-4")
 #: ... of which only the projector is (their text model is another checkpoint's, recorded there, or not converted)
-PROJECTOR_ONLY = PROJECTORS
+PROJECTOR_ONLY = ("tiny-gemma-3-mmproj", "tiny-qwen2.5-vl", "tiny-qwen3-vl", "tiny-qwen3-vl-moe")
 
 
 def run_converter(python: str, converter: Path, folder: Path, outtype: str, out: Path, *, mmproj: bool = False) -> None:

@@ -10,12 +10,28 @@ tests/convert/test_families.py checks every entry is complete.
 from __future__ import annotations
 
 from ..hf.config import ConfigClass
-from . import bert, deepseek, gemma, gemma4, glm, gpt_oss, granite, llama, olmo, phi3, qwen, qwen35, qwen_vl, seed_oss
+from . import (
+    bert,
+    deepseek,
+    gemma,
+    gemma3n,
+    gemma4,
+    glm,
+    gpt_oss,
+    granite,
+    llama,
+    olmo,
+    phi3,
+    qwen,
+    qwen35,
+    qwen_vl,
+    seed_oss,
+)
 from .family import Conversion, Export, Family, Transform
 
 FAMILIES: tuple[Family, ...] = (
     llama.FAMILY, qwen.FAMILY, qwen35.FAMILY, qwen_vl.FAMILY, gemma.FAMILY, gemma4.FAMILY, phi3.FAMILY, gpt_oss.FAMILY,
-    bert.FAMILY, deepseek.FAMILY, glm.FAMILY, olmo.FAMILY, seed_oss.FAMILY, granite.FAMILY,
+    bert.FAMILY, deepseek.FAMILY, glm.FAMILY, olmo.FAMILY, seed_oss.FAMILY, granite.FAMILY, gemma3n.FAMILY,
 )  # fmt: skip
 
 #: HF architecture class -> how the converter writes it
