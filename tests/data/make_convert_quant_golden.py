@@ -52,6 +52,7 @@ RUNS = {
     "tiny-olmo3": ("Q4_K_M",),
     "tiny-seed-oss": ("Q4_K_M",),
     "tiny-granite-3": ("Q4_K_M",),
+    "tiny-gemma-3n": ("Q4_K_M",),
 }  # fmt: skip
 
 
