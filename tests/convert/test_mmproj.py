@@ -19,6 +19,7 @@ from weightkit.errors import FormatError, UnsupportedError
 from .test_hf_golden import GOLDEN
 
 GEMMA3 = "tiny-gemma-3-mmproj"
+GEMMA4 = "tiny-gemma-4"
 
 
 def _encode_image(llama_cpp, mtmd, text_model: str, projector: str, side: int, width: int) -> np.ndarray:
@@ -89,6 +90,23 @@ def test_libmtmd_loads_the_llama4_projector_and_encodes_an_image(hf_checkpoints,
     convert_hf(folder, projector, "f16", mmproj=True)
     embeddings = _encode_image(llama_cpp, mtmd, text, projector, 56, 64)
     assert embeddings.shape == (4, 64)
+    assert np.isfinite(embeddings).all() and embeddings.std() > 0
+
+
+@pytest.mark.slow
+def test_libmtmd_loads_the_gemma4_projector_and_encodes_an_image(hf_checkpoints, tmp_path):
+    """The Gemma 4 projector weightkit writes (vision and audio encoders in one file, both loaded and warmed up),
+    loaded by libmtmd beside weightkit's text model of the same checkpoint: a 96-pixel image, scaled up to
+    libmtmd's minimum of 70 tokens (9 x 9 tokens of 3 x 3 patches of 16 pixels), becomes 81 tokens of the text
+    model's width."""
+    llama_cpp = pytest.importorskip("llama_cpp")
+    mtmd = pytest.importorskip("llama_cpp.mtmd_cpp")
+    folder = hf_checkpoints[GEMMA4]
+    convert_hf(folder, tmp_path / "text.gguf", "q8_0")
+    convert_hf(folder, tmp_path / "mmproj.gguf", "f16", mmproj=True)
+    width = json.loads((folder / "config.json").read_text())["text_config"]["hidden_size"]
+    embeddings = _encode_image(llama_cpp, mtmd, str(tmp_path / "text.gguf"), str(tmp_path / "mmproj.gguf"), 96, width)
+    assert embeddings.shape == (81, width)
     assert np.isfinite(embeddings).all() and embeddings.std() > 0
 
 

@@ -46,6 +46,7 @@ PROJECTORS = (
     "tiny-qwen3-vl-moe",
     "tiny-llama4",
     "tiny-mistral3",
+    "tiny-gemma-4",
 )
 #: ... of which only the projector is (their text model is another checkpoint's, recorded there)
 PROJECTOR_ONLY = ("tiny-gemma-3-mmproj",)

@@ -65,6 +65,7 @@ RUNS = {
     "tiny-qwen2.5-vl": ("Q4_K_M",),
     "tiny-qwen3-vl": ("Q4_K_M",),
     "tiny-qwen3-vl-moe": ("Q4_K_M",),
+    "tiny-gemma-3n": ("Q4_K_M",),
 }  # fmt: skip
 
 

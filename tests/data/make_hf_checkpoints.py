@@ -573,14 +573,16 @@ def gemma3_merges(pieces: list[tuple[str, float, int]]) -> list[list[str]]:
 
 
 def write_gemma3_tokenizer(folder: Path, _: dict[str, Path], *, unmarked: tuple[str, ...] = (),
-                           fast_only: bool = False) -> None:  # fmt: skip
+                           fast_only: bool = False, extra_tokens: dict[int, str] | None = None) -> None:  # fmt: skip
     """Gemma 3's tokenizer.model (262,144 pieces) and its 6,414 added tokens (control and user-defined pieces);
     those starting with one of `unmarked` are not marked special (as in Gemma 1 and 2's tokenizer_config.json,
     which the converter's "looks special" rule is for). `fast_only`: as transformers converts and saves it
-    without the tokenizer.model (tokenizer.json with the merges and Gemma's split on spaces)."""
+    without the tokenizer.model (tokenizer.json with the merges and Gemma's split on spaces). `extra_tokens`:
+    special added tokens past the pieces, by id."""
     pieces = gemma3_pieces()
     added = {i: _decoder_entry(t, k != 4 and not t.startswith(unmarked)) for i, (t, _, k) in enumerate(pieces)
              if k in (2, 3, 4)}  # fmt: skip
+    added |= {i: _decoder_entry(t, True) for i, t in (extra_tokens or {}).items()}
     split = {"type": "Split", "pattern": {"String": " "}, "behavior": "MergedWithPrevious", "invert": False}
     converted = {"model": False, "merges": gemma3_merges(pieces), "pre_tokenizer": split} if fast_only else {}
     _write_spm_tokenizer(folder, pieces, added, {
@@ -591,6 +593,16 @@ def write_gemma3_tokenizer(folder: Path, _: dict[str, Path], *, unmarked: tuple[
     (folder / "chat_template.jinja").write_text(
         "{{ bos_token }}{% for m in messages %}<start_of_turn>{{ m['role'] }}\n{{ m['content'] }}<end_of_turn>\n"
         "{% endfor %}", encoding="utf-8")  # fmt: skip
+
+
+#: Gemma 3n's image and audio soft tokens, added past Gemma 3's pieces (its config's image_token_id and
+#: audio_token_id)
+GEMMA3N_MEDIA_TOKENS = {262145: "<image_soft_token>", 262273: "<audio_soft_token>"}
+
+
+def write_gemma3n_tokenizer(folder: Path, vocabs: dict[str, Path]) -> None:
+    """Gemma 3n's tokenizer: Gemma 3's, with the image and audio soft tokens past its pieces."""
+    write_gemma3_tokenizer(folder, vocabs, extra_tokens=GEMMA3N_MEDIA_TOKENS)
 
 
 #: Gemma 4's tokenizer_config.json names its special tokens beyond the standard ones (transformers 5 reads every
@@ -666,7 +678,7 @@ def _weights(shapes: dict[str, tuple[int, ...]], dtype: str, seed: int) -> dict[
     """N(0, 0.05^2) values (norm weights included, so that every transform is visible), in the given dtype."""
     rng = np.random.default_rng(seed)
     return {name: shape if isinstance(shape, np.ndarray) else
-            (rng.standard_normal(shape, dtype=np.float32) * np.float32(0.05)).astype(_DTYPES[dtype])
+            np.asarray(rng.standard_normal(shape, dtype=np.float32) * np.float32(0.05)).astype(_DTYPES[dtype])
             for name, shape in shapes.items()}  # fmt: skip
 
 
@@ -823,19 +835,132 @@ def gemma4_text_shapes(c: dict[str, Any], prefix: str = "model.") -> dict[str, t
     return shapes
 
 
+def _clipped_linear(name: str, rows: int, cols: int, clipped: bool) -> dict[str, tuple[int, ...]]:
+    """Gemma 4's `Gemma4ClippableLinear` under `name`: the weight in `.linear.`, and where its config clips
+    (`use_clipped_linears`) the scalar input and output ranges beside it."""
+    ranges = {f"{name}.{end}_{bound}": () for end in ("input", "output") for bound in ("min", "max")} if clipped else {}
+    return ranges | {f"{name}.linear.weight": (rows, cols)}
+
+
+def gemma4_vision_shapes(v: dict[str, Any], prefix: str) -> dict[str, tuple[int, ...]]:
+    """Gemma 4's vision encoder (`Gemma4VisionModel`) under `prefix`: the standardization (`standardize`), the
+    patch embedder's linear projection and 2D position table, and per layer attention with Q/K norms and a gated
+    MLP, each linear clippable."""
+    h, ff, hd, clipped = v["hidden_size"], v["intermediate_size"], v["head_dim"], v["use_clipped_linears"]
+    shapes: dict[str, tuple[int, ...]] = {}
+    if v["standardize"]:
+        shapes |= {prefix + "std_bias": (h,), prefix + "std_scale": (h,)}
+    shapes |= {prefix + "patch_embedder.position_embedding_table": (2, v["position_embedding_size"], h),
+               prefix + "patch_embedder.input_proj.weight": (h, 3 * v["patch_size"] ** 2)}  # fmt: skip
+    for i in range(v["num_hidden_layers"]):
+        p = f"{prefix}encoder.layers.{i}."
+        for x in ("q", "k", "v"):
+            heads = v["num_attention_heads"] if x == "q" else v["num_key_value_heads"]
+            shapes |= _clipped_linear(f"{p}self_attn.{x}_proj", heads * hd, h, clipped)
+        shapes |= _clipped_linear(f"{p}self_attn.o_proj", h, v["num_attention_heads"] * hd, clipped)
+        shapes |= {p + "self_attn.q_norm.weight": (hd,), p + "self_attn.k_norm.weight": (hd,)}
+        for x in ("gate", "up"):
+            shapes |= _clipped_linear(f"{p}mlp.{x}_proj", ff, h, clipped)
+        shapes |= _clipped_linear(f"{p}mlp.down_proj", h, ff, clipped)
+        norms = ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
+                 "post_feedforward_layernorm")  # fmt: skip
+        shapes |= {p + norm + ".weight": (h,) for norm in norms}
+    return shapes
+
+
+def gemma4_audio_shapes(a: dict[str, Any], prefix: str) -> dict[str, tuple[int, ...]]:
+    """Gemma 4's audio encoder (`Gemma4AudioModel`, a conformer) under `prefix`: two subsampling convolutions and
+    their projection, per layer two macaron feed-forwards, attention with relative positions and a per-dimension
+    scale, a light convolution, each linear clippable; the output projection."""
+    h, (c0, c1), clipped = a["hidden_size"], a["subsampling_conv_channels"], a["use_clipped_linears"]
+    s = prefix + "subsample_conv_projection."
+    shapes: dict[str, tuple[int, ...]] = {
+        s + "layer0.conv.weight": (c0, 1, 3, 3), s + "layer0.norm.weight": (c0,),
+        s + "layer1.conv.weight": (c1, c0, 3, 3), s + "layer1.norm.weight": (c1,),
+        s + "input_proj_linear.weight": (h, (c0 // 4) * c1),
+    }  # fmt: skip
+    for i in range(a["num_hidden_layers"]):
+        p = f"{prefix}layers.{i}."
+        for ffw in ("feed_forward1", "feed_forward2"):
+            shapes |= _clipped_linear(f"{p}{ffw}.ffw_layer_1", 4 * h, h, clipped)
+            shapes |= _clipped_linear(f"{p}{ffw}.ffw_layer_2", h, 4 * h, clipped)
+            shapes |= {f"{p}{ffw}.pre_layer_norm.weight": (h,), f"{p}{ffw}.post_layer_norm.weight": (h,)}
+        shapes[p + "self_attn.per_dim_scale"] = (h // a["num_attention_heads"],)
+        for x in ("q", "k", "v", "post"):
+            shapes |= _clipped_linear(f"{p}self_attn.{x}_proj" if x != "post" else f"{p}self_attn.post", h, h, clipped)
+        shapes[p + "self_attn.relative_k_proj.weight"] = (h, h)
+        shapes |= _clipped_linear(f"{p}lconv1d.linear_start", 2 * h, h, clipped)
+        shapes |= _clipped_linear(f"{p}lconv1d.linear_end", h, h, clipped)
+        norms = ("lconv1d.pre_layer_norm", "lconv1d.conv_norm", "norm_pre_attn", "norm_post_attn", "norm_out")
+        shapes |= {p + "lconv1d.depthwise_conv1d.weight": (h, 1, a["conv_kernel_size"]),
+                   **{p + norm + ".weight": (h,) for norm in norms}}  # fmt: skip
+    out = a["output_proj_dims"]
+    return shapes | {prefix + "output_proj.weight": (out, h), prefix + "output_proj.bias": (out,)}
+
+
 def gemma4_multimodal_shapes(c: dict[str, Any]) -> dict[str, tuple[int, ...]]:
-    """Gemma4ForConditionalGeneration as transformers 5 saves it: the text model under `model.language_model.`,
-    some tensors of each (tiny) tower and of their embedders beside it."""
-    h, v, a = c["text_config"]["hidden_size"], c["vision_config"]["hidden_size"], c["audio_config"]["hidden_size"]
-    return gemma4_text_shapes(c["text_config"], "model.language_model.") | {
-        "model.vision_tower.patch_embedder.input_proj.weight": (v, 3 * c["vision_config"]["patch_size"] ** 2),
-        "model.vision_tower.encoder.layers.0.self_attn.q_proj.linear.weight": (v, v),
-        "model.vision_tower.encoder.layers.0.input_layernorm.weight": (v,),
-        "model.audio_tower.layers.0.self_attn.q_proj.linear.weight": (a, a),
-        "model.audio_tower.layers.0.norm_pre_attn.weight": (a,),
-        "model.embed_vision.embedding_projection.weight": (h, v),
-        "model.embed_audio.embedding_projection.weight": (h, c["audio_config"]["output_proj_dims"]),
-    }
+    """Gemma4ForConditionalGeneration as transformers 5.25 saves it: the text model under `model.language_model.`,
+    the vision and audio encoders under `model.vision_tower.` and `model.audio_tower.`, and their embedders into
+    the text model's width."""
+    h, a = c["text_config"]["hidden_size"], c["audio_config"]
+    return gemma4_text_shapes(c["text_config"], "model.language_model.") | gemma4_vision_shapes(
+        c["vision_config"], "model.vision_tower.") | gemma4_audio_shapes(a, "model.audio_tower.") | {
+        "model.embed_vision.embedding_projection.weight": (h, c["vision_config"]["hidden_size"]),
+        "model.embed_audio.embedding_projection.weight": (h, a["output_proj_dims"]),
+    }  # fmt: skip
+
+
+def gemma3n_text_shapes(c: dict[str, Any], prefix: str = "model.") -> dict[str, tuple[int, ...]]:
+    """Gemma 3n's decoder as transformers 5.25 saves it: Gemma 3's layers (no K and V in the last
+    `num_kv_shared_layers`, which share the cache) with the alternating updates (`altup`: 4 streams, their router
+    and coefficients), the low-rank residual (`laurel`) and the per-layer inputs; the per-layer embeddings
+    (`vocab_size_per_layer_input` rows, fewer than the text vocabulary's), and the stream projections in and
+    out."""
+    h, n, ple, hd = c["hidden_size"], c["num_hidden_layers"], c["hidden_size_per_layer_input"], c["head_dim"]
+    streams, rank = c["altup_num_inputs"], c["laurel_rank"]
+    shapes: dict[str, tuple[int, ...]] = {prefix + "embed_tokens.weight": (c["vocab_size"], h)}
+    for i in range(n):
+        p, ff = f"{prefix}layers.{i}.", c["intermediate_size"][i]
+        heads, kv = c["num_attention_heads"] * hd, c["num_key_value_heads"] * hd
+        shapes |= {p + "self_attn.q_proj.weight": (heads, h), p + "self_attn.q_norm.weight": (hd,)}
+        if i < n - c["num_kv_shared_layers"]:
+            shapes |= {p + "self_attn.k_proj.weight": (kv, h), p + "self_attn.v_proj.weight": (kv, h),
+                       p + "self_attn.k_norm.weight": (hd,)}  # fmt: skip
+        shapes |= {
+            p + "self_attn.o_proj.weight": (h, heads),
+            p + "mlp.gate_proj.weight": (ff, h), p + "mlp.up_proj.weight": (ff, h), p + "mlp.down_proj.weight": (h, ff),
+            **{p + norm + ".weight": (h,) for norm in ("input_layernorm", "post_attention_layernorm",
+                                                       "pre_feedforward_layernorm", "post_feedforward_layernorm")},
+            p + "altup.correct_output_scale": (h,), p + "altup.correction_coefs.weight": (streams, streams),
+            p + "altup.prediction_coefs.weight": (streams * streams, streams),
+            p + "altup.modality_router.weight": (streams, h), p + "altup.router_norm.weight": (h,),
+            p + "laurel.linear_left.weight": (rank, h), p + "laurel.linear_right.weight": (h, rank),
+            p + "laurel.post_laurel_norm.weight": (h,),
+            p + "per_layer_input_gate.weight": (ple, h), p + "per_layer_projection.weight": (h, ple),
+            p + "post_per_layer_input_norm.weight": (h,),
+        }  # fmt: skip
+    shapes |= {prefix + "norm.weight": (h,),
+               prefix + "embed_tokens_per_layer.weight": (c["vocab_size_per_layer_input"], n * ple),
+               prefix + "per_layer_model_projection.weight": (n * ple, h),
+               prefix + "per_layer_projection_norm.weight": (ple,)}  # fmt: skip
+    for kind in ("altup_projections", "altup_unembed_projections"):
+        shapes |= {f"{prefix}{kind}.{i}.weight": (h, h) for i in range(streams - 1)}
+    return shapes
+
+
+def gemma3n_multimodal_shapes(c: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+    """Gemma3nForConditionalGeneration as transformers 5.25 saves it: the text model under
+    `model.language_model.`, and some tensors of each (tiny) tower and of their embedders beside it (the
+    language model's conversion drops them)."""
+    h, v, a = c["text_config"]["hidden_size"], c["vision_config"], c["audio_config"]
+    return gemma3n_text_shapes(c["text_config"], "model.language_model.") | {
+        "model.vision_tower.timm_model.conv_stem.conv.weight": (v["hidden_size"], 3, 3, 3),
+        "model.audio_tower.subsample_conv_projection.conv_0.conv.weight": (a["sscp_conv_channel_size"][0], 1, 3, 3),
+        "model.embed_vision.embedding.weight": (v["vocab_size"], v["hidden_size"]),
+        "model.embed_vision.embedding_projection.weight": (h, v["hidden_size"]),
+        "model.embed_audio.embedding.weight": (a["vocab_size"], a["hidden_size"]),
+        "model.embed_audio.embedding_projection.weight": (h, a["hidden_size"]),
+    }  # fmt: skip
 
 
 def _linear(name: str, rows: int, cols: int) -> dict[str, tuple[int, ...]]:
@@ -1362,6 +1487,14 @@ _PIXTRAL_IMAGE_PROCESSOR = {
 }  # fmt: skip
 
 
+#: Gemma 4's image processor as transformers 5.25 saves it (preprocessor_config.json): no normalization
+_GEMMA4_IMAGE_PROCESSOR = {
+    "do_convert_rgb": True, "do_normalize": False, "do_rescale": True, "do_resize": True, "image_mean": [0.0, 0.0, 0.0],
+    "image_processor_type": "Gemma4ImageProcessor", "image_std": [1.0, 1.0, 1.0], "max_soft_tokens": 280,
+    "patch_size": 16, "pooling_kernel_size": 3, "resample": 3, "rescale_factor": 0.00392156862745098,
+}  # fmt: skip
+
+
 #: Qwen2.5-VL's image processor as transformers 5.25 saves it (preprocessor_config.json)
 _QWEN25_VL_IMAGE_PROCESSOR = {
     "do_convert_rgb": True, "do_normalize": True, "do_rescale": True, "do_resize": True,
@@ -1452,6 +1585,26 @@ def _gemma4_text_config(**fields: Any) -> dict[str, Any]:
         "num_key_value_heads": 1, "num_kv_shared_layers": 0, "pad_token_id": 0, "rms_norm_eps": 1e-06,
         "rope_parameters": _GEMMA4_ROPE, "sliding_window": 512, "tie_word_embeddings": True, "top_k_experts": None,
         "use_bidirectional_attention": None, "use_cache": True, "use_double_wide_mlp": False, "vocab_size": 262144,
+        "vocab_size_per_layer_input": 262144, **fields,
+    }.items()))  # fmt: skip
+
+
+def _gemma3n_text_config(**fields: Any) -> dict[str, Any]:
+    """Gemma3nTextConfig as transformers 5.25 saves it (every key) for a 4-layer model of Gemma 3n E2B's shape
+    (sliding and full attention alternating, the last two layers sharing the KV cache, activation sparsity in the
+    first two), with `fields` changed."""
+    return dict(sorted({
+        "activation_sparsity_pattern": [0.95, 0.95, 0.0, 0.0], "altup_active_idx": 0, "altup_coef_clip": 120.0,
+        "altup_correct_scale": True, "altup_num_inputs": 4, "attention_bias": False, "attention_dropout": 0.0,
+        "bos_token_id": 2, "eos_token_id": 1, "final_logit_softcapping": 30.0, "head_dim": 16,
+        "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 32, "hidden_size_per_layer_input": 8,
+        "initializer_range": 0.02, "intermediate_size": [64, 64, 64, 64], "laurel_rank": 4,
+        "layer_types": ["sliding_attention", "full_attention"] * 2, "max_position_embeddings": 32768,
+        "model_type": "gemma3n_text", "num_attention_heads": 2, "num_hidden_layers": 4, "num_key_value_heads": 1,
+        "num_kv_shared_layers": 2, "pad_token_id": 0, "rms_norm_eps": 1e-06,
+        "rope_parameters": {"full_attention": {"rope_theta": 1000000.0, "rope_type": "default"},
+                            "sliding_attention": {"rope_theta": 10000.0, "rope_type": "default"}},
+        "sliding_window": 512, "tie_word_embeddings": True, "use_cache": True, "vocab_size": 262400,
         "vocab_size_per_layer_input": 262144, **fields,
     }.items()))  # fmt: skip
 
@@ -1613,20 +1766,49 @@ CHECKPOINTS: dict[str, tuple[dict[str, Any], str, Callable, Callable, dict[str, 
                                 "model_type": "gemma4_vision", "num_attention_heads": 2, "num_hidden_layers": 1,
                                 "num_key_value_heads": 2, "patch_size": 16, "pooling_kernel_size": 3,
                                 "position_embedding_size": 10240, "rms_norm_eps": 1e-06,
-                                "rope_parameters": {"rope_theta": 100.0, "rope_type": "axial"}, "standardize": False,
-                                "use_clipped_linears": False},
+                                "rope_parameters": {"rope_theta": 100.0, "rope_type": "axial"}, "standardize": True,
+                                "use_clipped_linears": True},
                  audio_config={"attention_chunk_size": 12, "attention_context_left": 13, "attention_context_right": 0,
                                "attention_invalid_logits_value": -1000000000.0, "attention_logit_cap": 50.0,
                                "conv_kernel_size": 5, "gradient_clipping": 10000000000.0, "hidden_act": "silu",
                                "hidden_size": 32, "initializer_range": 0.02, "model_type": "gemma4_audio",
                                "num_attention_heads": 2, "num_hidden_layers": 1, "output_proj_dims": 32,
-                               "residual_weight": 0.5, "rms_norm_eps": 1e-06, "subsampling_conv_channels": [8, 4],
+                               "residual_weight": 0.5, "rms_norm_eps": 1e-06, "subsampling_conv_channels": [128, 4],
                                "use_clipped_linears": True}),
-        "bf16", gemma4_multimodal_shapes, write_gemma4_tokenizer, {}, None,
+        "bf16", gemma4_multimodal_shapes, write_gemma4_tokenizer,
+        {"preprocessor_config.json": json.dumps(_GEMMA4_IMAGE_PROCESSOR, indent=2)}, None,
     ),
     # Gemma 4 26B-A4B's shape, text only (Gemma4ForCausalLM): a mixture of experts beside every MLP, full
     # attention with K as V and its own KV head count, no per-layer inputs; the config names the global head
     # size and KV heads as the released one does (global_head_dim, num_global_key_value_heads: no per_layer_config)
+    # Gemma 3n E2B's shape as transformers 5.25 saves Gemma3nForConditionalGeneration (its text model converted):
+    # alternating updates over 4 streams, the low-rank residual, per-layer inputs of a shorter vocabulary (padded
+    # by the converter), a shared KV cache, activation sparsity; tiny MobileNet and conformer towers (some of
+    # their tensors); Gemma 3's tokenizer with the image and audio soft tokens
+    "tiny-gemma-3n": (
+        _config5("Gemma3nForConditionalGeneration", "bf16", audio_soft_tokens_per_image=188, audio_token_id=262273,
+                 boa_token_id=256000, boi_token_id=255999, eoa_token_id=262272, eoi_token_id=262144,
+                 image_token_id=262145, initializer_range=0.02, model_type="gemma3n", tie_word_embeddings=True,
+                 use_cache=True, vision_soft_tokens_per_image=256, text_config=_gemma3n_text_config(),
+                 audio_config={"conf_attention_chunk_size": 12, "conf_attention_context_left": 13,
+                               "conf_attention_context_right": 0, "conf_attention_logit_cap": 50.0,
+                               "conf_conv_kernel_size": 5, "conf_num_attention_heads": 2, "conf_num_hidden_layers": 1,
+                               "conf_reduction_factor": 4, "conf_residual_weight": 0.5,
+                               "gradient_clipping": 10000000000.0, "hidden_size": 32, "input_feat_size": 16,
+                               "model_type": "gemma3n_audio", "rms_norm_eps": 1e-06, "sscp_conv_channel_size": [8, 8],
+                               "sscp_conv_group_norm_eps": 0.001, "sscp_conv_kernel_size": [[3, 3], [3, 3]],
+                               "sscp_conv_stride_size": [[2, 2], [2, 2]], "vocab_offset": 262272, "vocab_size": 128},
+                 vision_config={"architecture": "mobilenetv5_300m_enc", "do_pooling": False, "hidden_size": 32,
+                                "initializer_range": 0.02, "label_names": ["LABEL_0", "LABEL_1"], "model_args": None,
+                                "model_type": "gemma3n_vision", "num_classes": 2, "rms_norm_eps": 1e-06,
+                                "vocab_offset": 262144, "vocab_size": 128}),
+        "bf16", gemma3n_multimodal_shapes, write_gemma3n_tokenizer, {}, None,
+    ),
+    # Gemma 3n's text model alone (Gemma3nForCausalLM), in float16, its feed-forward width per layer differing
+    "tiny-gemma-3n-text": (
+        _config5("Gemma3nForCausalLM", "f16", **_gemma3n_text_config(intermediate_size=[64, 64, 96, 96])),
+        "f16", gemma3n_text_shapes, write_gemma3n_tokenizer, {}, None,
+    ),
     "tiny-gemma-4-moe": (
         _config5("Gemma4ForCausalLM", "bf16", **_gemma4_text_config(
             num_hidden_layers=3, num_key_value_heads=2, attention_k_eq_v=True, enable_moe_block=True, num_experts=4,

@@ -15,6 +15,7 @@ from . import (
     deepseek,
     ernie,
     gemma,
+    gemma3n,
     gemma4,
     glm,
     gpt_oss,
@@ -34,7 +35,7 @@ from .family import Conversion, Export, Family, Transform
 FAMILIES: tuple[Family, ...] = (
     llama.FAMILY, qwen.FAMILY, qwen35.FAMILY, qwen_vl.FAMILY, gemma.FAMILY, gemma4.FAMILY, phi3.FAMILY, gpt_oss.FAMILY,
     bert.FAMILY, deepseek.FAMILY, glm.FAMILY, olmo.FAMILY, seed_oss.FAMILY, granite.FAMILY,
-    llama4.FAMILY, lfm2.FAMILY, ernie.FAMILY,
+    llama4.FAMILY, lfm2.FAMILY, ernie.FAMILY, gemma3n.FAMILY,
 )  # fmt: skip
 
 #: HF architecture class -> how the converter writes it

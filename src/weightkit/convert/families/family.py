@@ -33,6 +33,8 @@ Dims = tuple[str | tuple[str, ...] | None, ...]
 #: The converter's `tensor_force_quant`: (filtered HF name, GGUF name, the outtype's matrix type) -> the GGML
 #: type that tensor is written in whatever the outtype (vectors and norms stay F32), or None for the usual rule.
 ForcedType = Callable[[str, str, str], "str | None"]
+#: The converter's block count from the config and the filtered tensor names, where it is not the config's layers.
+Blocks = Callable[[HFConfig, list[str]], int]
 
 
 @dataclass(frozen=True)
@@ -72,7 +74,7 @@ class Conversion:
     general_type: str = "model"  # general.type: "model", or "mmproj" for a projector
     # the converter's block count from the config and the filtered tensor names, where it adds blocks to the
     # config's layers (multi-token prediction layers); else the config's layer count
-    blocks: Callable[[HFConfig, list[str]], int] | None = None
+    blocks: Blocks | None = None
 
 
 @dataclass(frozen=True)
@@ -103,4 +105,4 @@ class Family:
     exports: Mapping[str, Export] = field(default_factory=dict)  # GGUF architecture -> the HF folder
 
 
-__all__ = ["Conversion", "Dims", "Export", "Family", "ForcedType", "Rewrite", "TensorShapes", "Transform"]
+__all__ = ["Blocks", "Conversion", "Dims", "Export", "Family", "ForcedType", "Rewrite", "TensorShapes", "Transform"]

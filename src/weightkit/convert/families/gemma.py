@@ -19,7 +19,8 @@ from .decoder import DECODER_CONFIG, DECODER_NAMES, DECODER_REQUIRED, QK_NORM_NA
 from .family import Conversion, Dims, Export, Family, Transform
 from .vision import SIGLIP_REQUIRED, projector, siglip_names
 
-_NAMES = DECODER_NAMES | {
+#: Gemma's decoder: the Llama names, and norms around attention and the feed-forward
+GEMMA_NAMES = DECODER_NAMES | {
     "model.layers.{bid}.post_attention_layernorm": "blk.{bid}.post_attention_norm",
     "model.layers.{bid}.pre_feedforward_layernorm": "blk.{bid}.ffn_norm",
     "model.layers.{bid}.post_feedforward_layernorm": "blk.{bid}.post_ffw_norm",
@@ -96,7 +97,7 @@ def _gemma2_vocab(kv: KV, folder: Path, h: HFConfig) -> None:
     kv.bool("tokenizer.ggml.add_space_prefix", False)
 
 
-def _gemma3_vocab(kv: KV, folder: Path, h: HFConfig) -> None:
+def gemma3_vocab(kv: KV, folder: Path, h: HFConfig) -> None:
     """`Gemma3Model.set_vocab`: SentencePiece without space prefix if there is a tokenizer.model, else BPE."""
     if (folder / SPM_MODEL).is_file():
         _gemma2_vocab(kv, folder, h)
@@ -106,7 +107,7 @@ def _gemma3_vocab(kv: KV, folder: Path, h: HFConfig) -> None:
 
 _GEMMA2 = Conversion(
     gguf="gemma2",
-    tensor_names=_NAMES,
+    tensor_names=GEMMA_NAMES,
     required=_REQUIRED,
     vocab=_gemma2_vocab,
     filters=(_drop_lm_head,),
@@ -116,9 +117,9 @@ _GEMMA2 = Conversion(
 )
 _GEMMA3 = Conversion(
     gguf="gemma3",
-    tensor_names=_NAMES | QK_NORM_NAMES,
+    tensor_names=GEMMA_NAMES | QK_NORM_NAMES,
     required=_REQUIRED,
-    vocab=_gemma3_vocab,
+    vocab=gemma3_vocab,
     transforms=(_NORMS,),
     parameters=(gemma3_parameters,),
 )

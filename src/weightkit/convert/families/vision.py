@@ -10,7 +10,7 @@ from ..hf.config import HFConfig
 from ..hf.experts import Tensors, derived_tensor
 from ..hf.projector import PROJECTOR_LAYERS, no_vocab, patch_embedding_type
 from ..hf.tensors import SourceTensor
-from .family import Conversion, Dims, ForcedType
+from .family import Blocks, Conversion, Dims, ForcedType
 
 
 def _blocks(h: HFConfig, names: list[str]) -> int:
@@ -18,10 +18,11 @@ def _blocks(h: HFConfig, names: list[str]) -> int:
     return h.find(PROJECTOR_LAYERS, None)
 
 
-def projector(*, forced_types: tuple[ForcedType, ...] = (), **fields: Any) -> Conversion:
+def projector(*, forced_types: tuple[ForcedType, ...] = (), blocks: Blocks = _blocks, **fields: Any) -> Conversion:
     """A projector conversion (`MmprojModel`): the `clip` architecture, no vocabulary, the encoder's layers as
-    its blocks, and the patch embedding's forced type after the model's own (`forced_types`)."""
-    return Conversion(gguf="clip", vocab=no_vocab, blocks=_blocks, general_type="mmproj",
+    its blocks (unless `blocks` says otherwise), and the patch embedding's forced type after the model's own
+    (`forced_types`)."""
+    return Conversion(gguf="clip", vocab=no_vocab, blocks=blocks, general_type="mmproj",
                       forced_types=(*forced_types, patch_embedding_type), **fields)  # fmt: skip
 
 

@@ -219,7 +219,10 @@ def _apply_class(cls: ConfigClass, h: dict[str, Any], folder: Path, tf5: bool) -
 
 def _check_sizes(h: dict[str, Any], folder: Path) -> None:
     for key in _SIZES:
-        if h.get(key) is not None:
+        if isinstance(value := h.get(key), list):  # one per layer (Gemma 3n's intermediate_size)
+            for size in value:
+                positive_integer(HFConfig({key: size}), key, folder)
+        elif value is not None:
             positive_integer(h, key, folder)
 
 

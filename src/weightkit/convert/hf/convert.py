@@ -45,7 +45,7 @@ _SKIPPED = (".attention.masked_bias", ".attention.bias", ".rotary_emb.inv_freq")
 #: Matrices the converter keeps in F32 whatever the outtype (its list, for the tensors our architectures have).
 _F32_MATRICES = ("ffn_gate_inp.weight", "ffn_gate_inp_shexp.weight", "position_embd.weight", "token_types.weight",
                  "v.position_embd.weight", "a.position_embd.weight", "ssm_conv1d.weight",
-                 "shortconv.conv.weight")  # fmt: skip
+                 "shortconv.conv.weight", "altup_correct_coef.weight", "altup_predict_coef.weight")  # fmt: skip
 #: ... and in F16 under the ternary outtypes (the converter's "TODO: use Q4_K and Q6_K").
 _F16_UNDER_TERNARY = ("token_embd.weight", "per_layer_token_embd.weight", "output.weight")
 _BLOCK = re.compile(r"^blk\.\d+\.")

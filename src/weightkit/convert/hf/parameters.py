@@ -65,7 +65,9 @@ def write_text_parameters(kv: KV, arch: str, h: HFConfig, rope: dict[str, Any], 
         ("attention.head_count", HEADS),
         ("attention.head_count_kv", KV_HEADS),
     ):  # fmt: skip
-        if (value := h.find(names, None)) is not None:
+        if isinstance(value := h.find(names, None), list):  # one per layer (Gemma 3n's feed-forward widths)
+            kv.array(f"{arch}.{key}", value, CONFIG_NAME)
+        elif value is not None:
             kv.u32(f"{arch}.{key}", value)
     if h.get("is_causal") is False:
         kv.bool(f"{arch}.attention.causal", False)

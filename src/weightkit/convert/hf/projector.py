@@ -98,11 +98,11 @@ def no_vocab(kv: KV, folder: Path, h: HFConfig) -> None:
     """A projector has no vocabulary."""
 
 
-def _find(h: HFConfig, keys: tuple[str, ...]) -> Any:
-    """The first of `keys` in the vision config, as a count."""
+def _find(h: HFConfig, keys: tuple[str, ...], what: str = "vision_config") -> Any:
+    """The first of `keys` in an encoder's config (`what`: the vision config, or the audio config), as a count."""
     value = h.find(keys, None)
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise FormatError(CONFIG_NAME, None, f"vision_config: {' / '.join(keys)} is {value!r}, not a count")
+        raise FormatError(CONFIG_NAME, None, f"{what}: {' / '.join(keys)} is {value!r}, not a count")
     return value
 
 
@@ -126,6 +126,19 @@ def write_vision_parameters(kv: KV, arch: str, h: HFConfig, rope: dict[str, Any]
             raise FormatError(_PREPROCESSOR, None, f"{key} is {values!r}: the image processor's normalization "
                                                    "(preprocessor_config.json) is needed")  # fmt: skip
         kv.array(f"clip.vision.{key}", values, _PREPROCESSOR)
+
+
+def write_audio_parameters(kv: KV, h: HFConfig, audio: dict[str, Any]) -> None:
+    """`MmprojModel.set_gguf_parameters` for an audio encoder beside the vision one: its sizes, from `audio`
+    (the audio config as the model's converter remaps it)."""
+    h = projector_config(h)
+    kv.bool("clip.has_audio_encoder", True)
+    kv.u32("clip.audio.projection_dim", h.text_hidden_size)
+    config = HFConfig(audio)
+    kv.u32("clip.audio.embedding_length", _find(config, ("hidden_size",), "audio_config"))
+    kv.u32("clip.audio.feed_forward_length", _find(config, ("intermediate_size",), "audio_config"))
+    kv.u32("clip.audio.block_count", _find(config, PROJECTOR_LAYERS, "audio_config"))
+    kv.u32("clip.audio.attention.head_count", _find(config, ("num_attention_heads",), "audio_config"))
 
 
 def patch_embedding_type(hf_name: str, gguf_name: str, matrix_type: str) -> str | None:
