@@ -57,6 +57,7 @@ RUNS = {
     "tiny-granite-moe": ("Q4_K_M",),
     "tiny-lfm2": ("Q4_K_M",),
     "tiny-ernie4.5-moe": ("Q4_K_M",),
+    "tiny-mistral-tekken": ("Q4_K_M",),
 }  # fmt: skip
 
 
