@@ -1231,11 +1231,16 @@ TEKKEN_V15_SPECIALS = {36: "[MODEL_SETTINGS]", 37: "[/MODEL_SETTINGS]"}
 TEKKEN_RANKS, TEKKEN_KEPT = 640, 512
 
 
-def tekken_json(version: str, *, listed: int | None) -> str:
+#: the image config of Mistral Small 3.x's tekken.json
+TEKKEN_IMAGE = {"image_patch_size": 14, "max_image_size": 1540, "spatial_merge_size": 2}
+
+
+def tekken_json(version: str, *, listed: int | None, image: bool = False) -> str:
     """A tekken.json in mistral_common's format: tiktoken ranks (the bytes in byte order first, then cl100k_base's
     multi-byte tokens in its order, each a merge of two before it) with their base64 bytes and text, more than
     default_vocab_size keeps; `listed` special tokens written out (the rest <SPECIAL_n> fillers the loader adds;
-    None: no list, the deprecated defaults of a v7-or-older file), v11's and later's at their ids."""
+    None: no list, the deprecated defaults of a v7-or-older file), v11's and later's at their ids; `image`: with
+    Mistral Small 3's image config."""
     cl100k = tiktoken_ranks("cl100k_base")
     merged = [t for t, _ in sorted(cl100k.items(), key=lambda x: x[1]) if len(t) > 1]
     tokens = [bytes([b]) for b in range(256)] + merged[: TEKKEN_RANKS - 256]
@@ -1256,15 +1261,17 @@ def tekken_json(version: str, *, listed: int | None) -> str:
         named |= TEKKEN_V15_SPECIALS if version == "v15" else {}
         data["special_tokens"] = [{"rank": i, "token_str": named.get(i, f"<SPECIAL_{i}>"), "is_control": True}
                                   for i in range(listed)]  # fmt: skip
+    if image:
+        data["image"] = TEKKEN_IMAGE
     return json.dumps(data, ensure_ascii=False)
 
 
-def write_tekken_tokenizer(version: str, listed: int | None) -> Callable[[Path, dict[str, Path]], None]:
+def write_tekken_tokenizer(version: str, listed: int | None, *, image: bool = False) -> Callable[..., None]:
     """The tokenizer of a Mistral checkpoint that ships tekken.json alone (as Devstral's and Magistral's
     transformers folders do)."""
 
     def write(folder: Path, _: dict[str, Path]) -> None:
-        (folder / "tekken.json").write_text(tekken_json(version, listed=listed), encoding="utf-8")
+        (folder / "tekken.json").write_text(tekken_json(version, listed=listed, image=image), encoding="utf-8")
 
     return write
 
@@ -1985,10 +1992,13 @@ CHECKPOINTS: dict[str, tuple[dict[str, Any], str, Callable, Callable, dict[str, 
     # Mistral checkpoints whose folder has tekken.json and no tokenizer.json (Devstral, Magistral), bf16 as
     # transformers 5.25 saves MistralForCausalLM: the reference reads tekken.json through mistral_common. v7 with
     # 30 special tokens listed (the other 970 fillers); v3 with none listed (the deprecated 20); v11 and v13, whose
-    # chat templates are llama.cpp's files; v15, for which the reference has no template and refuses
+    # chat templates are llama.cpp's files (v11 with Mistral Small 3.2's image config); v15, for which the reference
+    # has no template and refuses
     "tiny-mistral-tekken": (_tekken_config(), "bf16", decoder_shapes, write_tekken_tokenizer("v7", 30), {}, None),
     "tiny-mistral-tekken-v3": (_tekken_config(), "bf16", decoder_shapes, write_tekken_tokenizer("v3", None), {}, None),
-    "tiny-mistral-tekken-v11": (_tekken_config(), "bf16", decoder_shapes, write_tekken_tokenizer("v11", 40), {}, None),
+    "tiny-mistral-tekken-v11": (
+        _tekken_config(), "bf16", decoder_shapes, write_tekken_tokenizer("v11", 40, image=True), {}, None,
+    ),
     "tiny-mistral-tekken-v13": (_tekken_config(), "bf16", decoder_shapes, write_tekken_tokenizer("v13", 40), {}, None),
     "tiny-mistral-tekken-v15": (_tekken_config(), "bf16", decoder_shapes, write_tekken_tokenizer("v15", 40), {}, None),
     # bf16 SmolLM3 as transformers 5.25 writes it (rope_parameters, dtype; every 4th layer without rope), tied

@@ -45,6 +45,8 @@ _REQUIRED_BY_VERSION = (
 )  # fmt: skip
 #: `load_image_encoder`'s tokens, for a file with an image config
 _IMAGE_TOKENS = ("[IMG]", "[IMG_BREAK]", "[IMG_END]")
+#: `ImageConfig`'s fields, whether each is required (each a positive number)
+_IMAGE_FIELDS = {"image_patch_size": True, "max_image_size": True, "spatial_merge_size": False}
 #: `MistralModel.get_community_chat_template` for tekken: llama.cpp's template name, or the file it reads from its
 #: models/templates (bundled in data/, Apache-2.0, see data/mistral-templates-NOTICE)
 _TEMPLATES = {
@@ -157,6 +159,8 @@ class Tekken:
         image = data.get("multimodal") or data.get("image")
         if data.get("multimodal") and version > _VERSIONS.index("v11"):
             raise FormatError(self.path, None, f"a {self.version} tokenizer names its image config 'image'")
+        if image:
+            self._check_image(image)
         if image and version < _VERSIONS.index("v3"):
             raise FormatError(self.path, None, f"an image config needs a tokenizer of v3 or later, not {self.version}")
         if data.get("audio"):
@@ -166,6 +170,19 @@ class Tekken:
         for token in needed + (list(_IMAGE_TOKENS) if image else []):
             if token not in self.special_ids:
                 raise FormatError(self.path, None, f"no special token {token} (a {self.version} tokenizer has it)")
+
+    def _check_image(self, image: Any) -> None:
+        """`ImageConfig(**image)`: its fields only, the required ones present, each a positive number."""
+        if not isinstance(image, dict):
+            raise FormatError(self.path, None, "the image config is not an object")
+        if unknown := sorted(set(image) - set(_IMAGE_FIELDS)):
+            raise FormatError(self.path, None, f"the image config has no field {unknown[0]!r}")
+        for field, required in _IMAGE_FIELDS.items():
+            if field not in image and not required:
+                continue
+            value = image.get(field)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise FormatError(self.path, None, f"the image config's {field} {value!r} is not a positive number")
 
     def tokens(self) -> list[str]:
         """`MistralVocab._tekken_tokens`: the special tokens, then each rank's bytes as byte-level characters."""
