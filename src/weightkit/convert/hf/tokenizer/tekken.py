@@ -186,27 +186,29 @@ class Tekken:
 
     def tokens(self) -> list[str]:
         """`MistralVocab._tekken_tokens`: the special tokens, then each rank's bytes as byte-level characters."""
+        return self.specials + self._rank_texts()
+
+    def _rank_texts(self) -> list[str]:
         chars = byte_level_chars()
-        return self.specials + ["".join(chars[b] for b in token) for token in self.ranks]
+        return ["".join([chars[b] for b in token]) for token in self.ranks]
 
     def merges(self) -> list[str]:
         """`MistralVocab.extract_vocab_merges_from_model`: for each rank from 256 on, every split of its bytes into
         two ranked tokens, by the parts' ranks; refused where a rank has none."""
-        chars = byte_level_chars()
+        texts = self._rank_texts()
         ranks = self.ranks
         merges = []
         for token, rank in ranks.items():
             if rank < 256:
                 continue
             splits = sorted(
-                (ranks[token[:j]], ranks[token[j:]], j)
+                (left, right)
                 for j in range(1, len(token))
-                if token[:j] in ranks and token[j:] in ranks
+                if (left := ranks.get(token[:j])) is not None and (right := ranks.get(token[j:])) is not None
             )
             if not splits:
                 raise FormatError(self.path, None, f"vocab[{rank}] is no merge of two ranked tokens")
-            for _, _, j in splits:
-                merges.append(" ".join("".join(chars[b] for b in part) for part in (token[:j], token[j:])))
+            merges += [f"{texts[left]} {texts[right]}" for left, right in splits]
         return merges
 
     def chat_template(self) -> str:
