@@ -1235,15 +1235,23 @@ TEKKEN_RANKS, TEKKEN_KEPT = 640, 512
 TEKKEN_IMAGE = {"image_patch_size": 14, "max_image_size": 1540, "spatial_merge_size": 2}
 
 
+@functools.cache
+def tekken_ranks() -> list[bytes]:
+    """The tiny tekken vocabulary's token bytes by rank: the 256 bytes in byte order, then cl100k_base's first
+    multi-byte tokens in its order (made once per process)."""
+    cl100k = tiktoken_ranks("cl100k_base")
+    merged = [t for t, _ in sorted(cl100k.items(), key=lambda x: x[1]) if len(t) > 1]
+    return [bytes([b]) for b in range(256)] + merged[: TEKKEN_RANKS - 256]
+
+
+@functools.cache
 def tekken_json(version: str, *, listed: int | None, image: bool = False) -> str:
     """A tekken.json in mistral_common's format: tiktoken ranks (the bytes in byte order first, then cl100k_base's
     multi-byte tokens in its order, each a merge of two before it) with their base64 bytes and text, more than
     default_vocab_size keeps; `listed` special tokens written out (the rest <SPECIAL_n> fillers the loader adds;
     None: no list, the deprecated defaults of a v7-or-older file), v11's and later's at their ids; `image`: with
-    Mistral Small 3's image config."""
-    cl100k = tiktoken_ranks("cl100k_base")
-    merged = [t for t, _ in sorted(cl100k.items(), key=lambda x: x[1]) if len(t) > 1]
-    tokens = [bytes([b]) for b in range(256)] + merged[: TEKKEN_RANKS - 256]
+    Mistral Small 3's image config. Made once per process."""
+    tokens = tekken_ranks()
 
     def text(token: bytes) -> str | None:
         try:
