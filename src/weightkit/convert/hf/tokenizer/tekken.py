@@ -47,14 +47,12 @@ _REQUIRED_BY_VERSION = (
 _IMAGE_TOKENS = ("[IMG]", "[IMG_BREAK]", "[IMG_END]")
 #: `ImageConfig`'s fields, whether each is required (each a positive number)
 _IMAGE_FIELDS = {"image_patch_size": True, "max_image_size": True, "spatial_merge_size": False}
-#: `MistralModel.get_community_chat_template` for tekken: llama.cpp's template name, or the file it reads from its
-#: models/templates (bundled in data/, Apache-2.0, see data/mistral-templates-NOTICE)
-_TEMPLATES = {
-    "v1": "mistral-v1",
-    "v3": "mistral-v3-tekken",
-    "v7": "mistral-v7-tekken",
-    "v11": ("Mistral-Small-3.2-24B-Instruct-2506.jinja",),
-    "v13": ("unsloth-mistral-Devstral-Small-2507.jinja",),
+#: `MistralModel.get_community_chat_template` for tekken: llama.cpp's template name for the version, or ...
+_TEMPLATE_NAMES = {"v1": "mistral-v1", "v3": "mistral-v3-tekken", "v7": "mistral-v7-tekken"}
+#: ... the file it reads from its models/templates (bundled in data/, Apache-2.0: see data/mistral-templates-NOTICE)
+_TEMPLATE_FILES = {
+    "v11": "Mistral-Small-3.2-24B-Instruct-2506.jinja",
+    "v13": "unsloth-mistral-Devstral-Small-2507.jinja",
 }
 
 
@@ -89,7 +87,7 @@ class Tekken:
         self.version = config.get("version")
         if self.version not in _VERSIONS:
             raise FormatError(path, None, f"config.version {self.version!r} is not one of {', '.join(_VERSIONS)}")
-        self.specials = self._special_tokens(data, config)
+        self.specials, self.special_ids = self._special_tokens(data)
         vocab_size, num_special = (self._count(config, k) for k in ("default_vocab_size", "default_num_special_tokens"))
         vocab = data.get("vocab")
         if not isinstance(vocab, list):
@@ -113,15 +111,14 @@ class Tekken:
             raise FormatError(self.path, None, f"config.{key} {value!r} is not a count")
         return value
 
-    def _special_tokens(self, data: dict[str, Any], config: dict[str, Any]) -> list[str]:
-        """The listed special tokens' texts by position, with their ranks (`rank`, the id the reference looks them
-        up by) in `self.special_ids`; a file of v7 or older may list none (the deprecated 20)."""
+    def _special_tokens(self, data: dict[str, Any]) -> tuple[list[str], dict[str, int]]:
+        """The listed special tokens' texts by position, and their ids by text (their `rank`, by which the
+        reference looks them up); a file of v7 or older may list none (the deprecated 20)."""
         listed = data.get("special_tokens")
         if listed is None:
             if _VERSIONS.index(self.version) > _VERSIONS.index("v7"):
                 raise FormatError(self.path, None, f"no special_tokens: a {self.version} tokenizer must list them")
-            self.special_ids = {t: i for i, t in enumerate(_DEPRECATED_SPECIAL_TOKENS)}
-            return list(_DEPRECATED_SPECIAL_TOKENS)
+            return list(_DEPRECATED_SPECIAL_TOKENS), {t: i for i, t in enumerate(_DEPRECATED_SPECIAL_TOKENS)}
         if not isinstance(listed, list) or not all(
             isinstance(t, dict) and isinstance(t.get("token_str"), str) and isinstance(t.get("rank"), int)
             for t in listed
@@ -130,8 +127,7 @@ class Tekken:
         texts = [t["token_str"] for t in listed]
         if len(set(texts)) != len(texts):
             raise FormatError(self.path, None, "special_tokens lists a token twice")
-        self.special_ids = {t["token_str"]: t["rank"] for t in listed}
-        return texts
+        return texts, {t["token_str"]: t["rank"] for t in listed}
 
     def _ranks(self, vocab: list[Any]) -> dict[bytes, int]:
         """`_reload_mergeable_ranks`: entry i has rank i, and ranks 0..255 are the bytes 0..255."""
@@ -213,13 +209,12 @@ class Tekken:
 
     def chat_template(self) -> str:
         """The template llama.cpp's converter writes for a tekken tokenizer of this version."""
-        template = _TEMPLATES.get(self.version)
-        if template is None:
-            raise UnsupportedError(f"{self.path}: llama.cpp's converter has no chat template for a tekken "
-                                   f"{self.version} tokenizer")  # fmt: skip
-        if isinstance(template, str):
-            return template
-        return resources.files(__package__).joinpath("data", template[0]).read_text(encoding="utf-8")
+        if self.version in _TEMPLATE_NAMES:
+            return _TEMPLATE_NAMES[self.version]
+        if self.version in _TEMPLATE_FILES:
+            return resources.files(__package__).joinpath("data", _TEMPLATE_FILES[self.version]).read_text("utf-8")
+        raise UnsupportedError(f"{self.path}: llama.cpp's converter has no chat template for a tekken "
+                               f"{self.version} tokenizer")  # fmt: skip
 
 
 def write_tekken_vocab(kv: KV, folder: Path) -> None:
