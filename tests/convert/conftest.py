@@ -59,13 +59,16 @@ def hf_checkpoints(tmp_path_factory) -> Mapping[str, Path]:
 
 
 class _Recorded:
-    """A KV that passes every write on to `kv` and keeps it, to be done again on another KV."""
+    """A KV that passes every write on to `kv` and keeps it, to be done again on another KV; its attributes
+    (the architecture) are read through."""
 
     def __init__(self, kv: Any) -> None:
         self.kv, self.calls = kv, []
 
-    def __getattr__(self, name: str) -> Callable[..., None]:
+    def __getattr__(self, name: str) -> Any:
         method = getattr(self.kv, name)
+        if not callable(method):
+            return method
 
         def call(*args: Any, **kwargs: Any) -> None:
             self.calls.append((name, args, kwargs))

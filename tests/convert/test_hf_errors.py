@@ -136,7 +136,39 @@ CASES = [
      FormatError, ["in_proj_qkvz", "[100, 32]", "2 key heads"]),
     ("vocabulary larger than vocab_size", "tiny-qwen2", lambda d: _set_config(d, vocab_size=1000), FormatError,
      ["vocab_size 1000"]),
+    ("tekken version mistral_common does not know", "tiny-mistral-tekken",
+     lambda d: _change_tekken(d, lambda t: t["config"].update(version="v4")), FormatError,
+     ["tekken.json", "config.version 'v4'"]),
+    ("tekken ranks out of order", "tiny-mistral-tekken",
+     lambda d: _change_tekken(d, lambda t: t["vocab"][300].update(rank=301)), FormatError,
+     ["tekken.json", "vocab[300] has rank 301"]),
+    ("tekken rank that is no merge", "tiny-mistral-tekken",
+     lambda d: _change_tekken(d, lambda t: t["vocab"][300].update(token_bytes="AAEC")), FormatError,
+     ["tekken.json", "vocab[300] is no merge of two ranked tokens"]),
+    ("tekken vocabulary size past its ranks", "tiny-mistral-tekken",
+     lambda d: _change_tekken(d, lambda t: t["config"].update(default_vocab_size=5000)), FormatError,
+     ["tekken.json", "default_vocab_size 5000"]),
+    ("tekken v7 without its system prompt token", "tiny-mistral-tekken",
+     lambda d: _change_tekken(d, lambda t: t["special_tokens"][17].update(token_str="<SPECIAL_17>")), FormatError,
+     ["tekken.json", "no special token [SYSTEM_PROMPT]"]),
+    ("tekken image config without its image tokens", "tiny-mistral-tekken-v11",
+     lambda d: _change_tekken(d, lambda t: t["special_tokens"][12].update(token_str="<SPECIAL_12>")), FormatError,
+     ["tekken.json", "no special token [IMG_BREAK]"]),
+    ("tekken image config with a field mistral_common has not", "tiny-mistral-tekken-v11",
+     lambda d: _change_tekken(d, lambda t: t["image"].update(patch=1)), FormatError,
+     ["tekken.json", "the image config has no field 'patch'"]),
+    ("tekken v13 without special tokens", "tiny-mistral-tekken-v13",
+     lambda d: _change_tekken(d, lambda t: t.pop("special_tokens")), FormatError,
+     ["tekken.json", "no special_tokens"]),
 ]  # fmt: skip
+
+
+def _change_tekken(folder: Path, change: Callable[[dict], object]) -> None:
+    """Apply `change` to the folder's tekken.json."""
+    path = folder / "tekken.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    change(data)
+    path.write_text(json.dumps(data), encoding="utf-8")
 
 
 def _change_json(path: Path, **changes) -> None:

@@ -35,8 +35,13 @@ OUT = Path(__file__).parent / "convert_golden.json"
 OUTTYPES = ("f32", "f16", "bf16", "q8_0", "auto")
 #: checkpoints recorded for --outtype auto only: their tokenizer costs seconds per conversion, the same each time;
 #: and the -tf5 saves, whose tensors are their 4.x checkpoint's (recorded for every outtype): what 5.x changes is
-#: in the metadata, and the dtype that auto reads
-AUTO_ONLY = ("tiny-gemma-3-fast", *make_hf_checkpoints.TF5)
+#: in the metadata, and the dtype that auto reads; and the tekken versions besides v7, whose tensors are
+#: tiny-mistral-tekken's: what they change is the tokenizer
+AUTO_ONLY = (
+    "tiny-gemma-3-fast",
+    *make_hf_checkpoints.TF5,
+    *(f"tiny-mistral-tekken-{v}" for v in ("v3", "v11", "v13", "v15")),
+)
 MINILM = "all-MiniLM-L6-v2"
 #: checkpoints whose projector (`--mmproj`) is recorded, for every outtype
 PROJECTORS = (

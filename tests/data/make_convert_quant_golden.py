@@ -66,6 +66,7 @@ RUNS = {
     "tiny-qwen3-vl": ("Q4_K_M",),
     "tiny-qwen3-vl-moe": ("Q4_K_M",),
     "tiny-gemma-3n": ("Q4_K_M",),
+    "tiny-mistral-tekken": ("Q4_K_M",),
 }  # fmt: skip
 
 

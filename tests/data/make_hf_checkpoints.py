@@ -1336,6 +1336,89 @@ def write_mistral3_tokenizer(folder: Path, vocabs: dict[str, Path]) -> None:
     )
 
 
+#: Mistral's tekken pre-tokenizer pattern (tekken.json's config.pattern)
+TEKKEN_PATTERN = (
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
+    r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}"
+    r"| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+#: the control tokens every tekken file starts with (`Tekkenizer.DEPRECATED_SPECIAL_TOKENS`), then those of v11 on
+#: at the ids Devstral's and Magistral's have them
+TEKKEN_SPECIALS = (
+    "<unk>", "<s>", "</s>", "[INST]", "[/INST]", "[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]", "[TOOL_RESULTS]",
+    "[/TOOL_RESULTS]", "[TOOL_CALLS]", "[IMG]", "<pad>", "[IMG_BREAK]", "[IMG_END]", "[PREFIX]", "[MIDDLE]", "[SUFFIX]",
+    "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", "[TOOL_CONTENT]",
+)  # fmt: skip
+TEKKEN_V11_SPECIALS = {32: "[ARGS]", 33: "[CALL_ID]", 34: "[THINK]", 35: "[/THINK]"}
+TEKKEN_V15_SPECIALS = {36: "[MODEL_SETTINGS]", 37: "[/MODEL_SETTINGS]"}
+#: ranks listed in the tiny tekken.json (the 256 bytes, then cl100k_base's first merged tokens), of which its
+#: default_vocab_size keeps TEKKEN_KEPT after its 1000 special tokens
+TEKKEN_RANKS, TEKKEN_KEPT = 640, 512
+
+
+#: the image config of Mistral Small 3.x's tekken.json
+TEKKEN_IMAGE = {"image_patch_size": 14, "max_image_size": 1540, "spatial_merge_size": 2}
+
+
+@functools.cache
+def tekken_ranks() -> list[bytes]:
+    """The tiny tekken vocabulary's token bytes by rank: the 256 bytes in byte order, then cl100k_base's first
+    multi-byte tokens in its order (made once per process)."""
+    cl100k = tiktoken_ranks("cl100k_base")
+    merged = [t for t, _ in sorted(cl100k.items(), key=lambda x: x[1]) if len(t) > 1]
+    return [bytes([b]) for b in range(256)] + merged[: TEKKEN_RANKS - 256]
+
+
+@functools.cache
+def tekken_json(version: str, *, listed: int | None, image: bool = False) -> str:
+    """A tekken.json in mistral_common's format: tiktoken ranks (the bytes in byte order first, then cl100k_base's
+    multi-byte tokens in its order, each a merge of two before it) with their base64 bytes and text, more than
+    default_vocab_size keeps; `listed` special tokens written out (the rest <SPECIAL_n> fillers the loader adds;
+    None: no list, the deprecated defaults of a v7-or-older file), v11's and later's at their ids; `image`: with
+    Mistral Small 3's image config. Made once per process."""
+    tokens = tekken_ranks()
+
+    def text(token: bytes) -> str | None:
+        try:
+            return token.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+
+    vocab = [{"rank": i, "token_bytes": base64.b64encode(t).decode(), "token_str": text(t)}
+             for i, t in enumerate(tokens)]  # fmt: skip
+    data: dict[str, Any] = {"config": {"pattern": TEKKEN_PATTERN, "num_vocab_tokens": len(vocab),
+                                       "default_vocab_size": 1000 + TEKKEN_KEPT, "default_num_special_tokens": 1000,
+                                       "version": version}, "vocab": vocab}  # fmt: skip
+    if listed is not None:
+        named = dict(enumerate(TEKKEN_SPECIALS)) | (TEKKEN_V11_SPECIALS if version in ("v11", "v13", "v15") else {})
+        named |= TEKKEN_V15_SPECIALS if version == "v15" else {}
+        data["special_tokens"] = [{"rank": i, "token_str": named.get(i, f"<SPECIAL_{i}>"), "is_control": True}
+                                  for i in range(listed)]  # fmt: skip
+    if image:
+        data["image"] = TEKKEN_IMAGE
+    return json.dumps(data, ensure_ascii=False)
+
+
+def write_tekken_tokenizer(version: str, listed: int | None, *, image: bool = False) -> Callable[..., None]:
+    """The tokenizer of a Mistral checkpoint that ships tekken.json alone (as Devstral's and Magistral's
+    transformers folders do)."""
+
+    def write(folder: Path, _: dict[str, Path]) -> None:
+        (folder / "tekken.json").write_text(tekken_json(version, listed=listed, image=image), encoding="utf-8")
+
+    return write
+
+
+def _tekken_config(**fields: Any) -> dict[str, Any]:
+    """MistralForCausalLM as transformers 5.25 saves it, sized for the tiny tekken vocabulary."""
+    return _config5("MistralForCausalLM", "bf16", attention_dropout=0.0, bos_token_id=1, eos_token_id=2,
+                    head_dim=16, hidden_act="silu", hidden_size=64, initializer_range=0.02, intermediate_size=128,
+                    max_position_embeddings=131072, model_type="mistral", num_attention_heads=4, num_hidden_layers=2,
+                    num_key_value_heads=2, pad_token_id=11, rms_norm_eps=1e-05,
+                    rope_parameters={"rope_theta": 1000000000.0, "rope_type": "default"}, sliding_window=None,
+                    tie_word_embeddings=False, use_cache=True, vocab_size=1000 + TEKKEN_KEPT, **fields)  # fmt: skip
+
+
 def _matrix(name: str, rows: int, cols: int) -> dict[str, tuple[int, ...]]:
     """An unbiased linear layer's weight."""
     return {name + ".weight": (rows, cols)}
@@ -2096,6 +2179,18 @@ CHECKPOINTS: dict[str, tuple[dict[str, Any], str, Callable, Callable, dict[str, 
         "bf16", mistral3_shapes, write_mistral3_tokenizer,
         {"preprocessor_config.json": json.dumps(_PIXTRAL_IMAGE_PROCESSOR, indent=2)}, None,
     ),
+    # Mistral checkpoints whose folder has tekken.json and no tokenizer.json (Devstral, Magistral), bf16 as
+    # transformers 5.25 saves MistralForCausalLM: the reference reads tekken.json through mistral_common. v7 with
+    # 30 special tokens listed (the other 970 fillers); v3 with none listed (the deprecated 20); v11 and v13, whose
+    # chat templates are llama.cpp's files (v11 with Mistral Small 3.2's image config); v15, for which the reference
+    # has no template and refuses
+    "tiny-mistral-tekken": (_tekken_config(), "bf16", decoder_shapes, write_tekken_tokenizer("v7", 30), {}, None),
+    "tiny-mistral-tekken-v3": (_tekken_config(), "bf16", decoder_shapes, write_tekken_tokenizer("v3", None), {}, None),
+    "tiny-mistral-tekken-v11": (
+        _tekken_config(), "bf16", decoder_shapes, write_tekken_tokenizer("v11", 40, image=True), {}, None,
+    ),
+    "tiny-mistral-tekken-v13": (_tekken_config(), "bf16", decoder_shapes, write_tekken_tokenizer("v13", 40), {}, None),
+    "tiny-mistral-tekken-v15": (_tekken_config(), "bf16", decoder_shapes, write_tekken_tokenizer("v15", 40), {}, None),
     # bf16 SmolLM3 as transformers 5.25 writes it (rope_parameters, dtype; every 4th layer without rope), tied
     # embeddings, Llama 3's tokenizer (SmolLM3's is Llama 3.2's)
     "tiny-smollm3": (

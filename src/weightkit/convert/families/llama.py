@@ -18,10 +18,12 @@ from ..hf.kv import KV
 from ..hf.projector import projector_config, write_vision_parameters
 from ..hf.tokenizer import (
     SPM_MODEL,
+    has_tekken_only,
     is_llama_hf_bpe,
     write_bpe_vocab,
     write_llama_hf_vocab,
     write_sentencepiece_vocab,
+    write_tekken_vocab,
 )
 from ..hf.tokenizer.fast import TOKENIZER_CONFIG, TOKENIZER_JSON
 from ..hf.tokenizer.special import load_special_vocab, write_special_vocab
@@ -97,10 +99,12 @@ def llama_parameters(kv: KV, arch: str, folder: Path, h: HFConfig) -> None:
 
 
 def _llama_vocab(kv: KV, folder: Path, h: HFConfig) -> None:
-    """`LlamaModel.set_vocab`: the add_prefix_space flag first, then SentencePiece, Llama-style byte-fallback
-    BPE, or GPT-2 BPE (Llama 3), whichever the files are; small Granite/SmolLM vocabularies add no BOS."""
-    if (folder / "tekken.json").is_file() and not (folder / TOKENIZER_JSON).is_file():
-        raise UnsupportedError(f"{folder / 'tekken.json'}: Mistral's tekken tokenizer is not supported yet")
+    """`LlamaModel.set_vocab`: Mistral's tekken.json where the folder has no tokenizer.json; else the
+    add_prefix_space flag first, then SentencePiece, Llama-style byte-fallback BPE, or GPT-2 BPE (Llama 3),
+    whichever the files are; small Granite/SmolLM vocabularies add no BOS."""
+    if has_tekken_only(folder):
+        write_tekken_vocab(kv, folder)
+        return
     config_path = folder / TOKENIZER_CONFIG
     if config_path.is_file():
         config = read_json_object(config_path, "tokenizer_config.json")

@@ -34,6 +34,7 @@ class KV:
     """Ordered GGUF metadata under construction (`values` maps keys to typed `Value`s)."""
 
     def __init__(self, architecture: str) -> None:
+        self.architecture = architecture  # the prefix of the architecture's own keys
         self.values: dict[str, Value] = {}
         self.string("general.architecture", architecture)
 
