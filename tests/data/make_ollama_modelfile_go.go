@@ -1,0 +1,193 @@
+// Records what Go's standard library does with the values a Modelfile puts in an Ollama model, for
+// weightkit's ports (src/weightkit/ollama/modelfile.py, go_template.py):
+//   - params: a PARAMETER's text as api.FormatParams parses it (strconv), the client's json.Marshal of the
+//     typed value, the server's re-encoding after decoding it as a float64, and fmt's %v of that float64
+//     (what `ollama show --modelfile` prints);
+//   - templates: text/template's verdict (nil or the error text) on a corpus, parsed as Ollama's
+//     template.Parse does (missingkey=zero, its function names), and Ollama's "template error: " prefix.
+// Output: ollama_modelfile_go.json, which tests/ollama/test_modelfile.py reads.
+//
+// Run from tests/data: GO111MODULE=off go run make_ollama_modelfile_go.go > ollama_modelfile_go.json
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"text/template"
+)
+
+type paramCase struct {
+	Kind   string `json:"kind"`
+	Text   string `json:"text"`
+	Error  string `json:"error,omitempty"`
+	Client string `json:"client,omitempty"`
+	Server string `json:"server,omitempty"`
+	Show   string `json:"show,omitempty"`
+}
+
+type templateCase struct {
+	Template string `json:"template"`
+	Error    string `json:"error"`
+}
+
+func encode(v any) (string, error) {
+	var b bytes.Buffer
+	if err := json.NewEncoder(&b).Encode(v); err != nil {
+		return "", err
+	}
+	return b.String(), nil
+}
+
+func param(kind, text string) paramCase {
+	c := paramCase{Kind: kind, Text: text}
+	var v any
+	switch kind {
+	case "int":
+		i, err := strconv.ParseInt(text, 10, 64)
+		if err != nil {
+			c.Error = fmt.Sprintf("invalid int value %s", []string{text})
+			return c
+		}
+		v = i
+	case "float":
+		f, err := strconv.ParseFloat(text, 32)
+		if err != nil {
+			c.Error = fmt.Sprintf("invalid float value %s", []string{text})
+			return c
+		}
+		v = float32(f)
+	case "bool":
+		b, err := strconv.ParseBool(text)
+		if err != nil {
+			c.Error = fmt.Sprintf("invalid bool value %s", []string{text})
+			return c
+		}
+		v = b
+	}
+	client, err := encode(map[string]any{"p": v})
+	if err != nil {
+		c.Error = err.Error()
+		return c
+	}
+	var back map[string]any
+	if err := json.Unmarshal([]byte(client), &back); err != nil {
+		c.Error = err.Error()
+		return c
+	}
+	server, _ := encode(back)
+	c.Client, c.Server, c.Show = client, server, fmt.Sprintf("%v", back["p"])
+	return c
+}
+
+func main() {
+	var params []paramCase
+	for _, t := range []string{"0", "42", "-1", "+7", "4096", "1000000", "123456", "1234567", "9007199254740993",
+		"9223372036854775807", "9223372036854775808", "1.5", "0x10", "1_000", " 5", ""} {
+		params = append(params, param("int", t))
+	}
+	for _, t := range []string{"0.7", "0.1", "1", "1.0", "-0.5", "1e-7", "0.0001", "0.00001", "3.4e38", "3.5e38",
+		"1e21", "123456789", "1e6", "0.3333333333", "inf", "NaN", "0x1p-2", ".5", "5.", "1e", "abc", "1_0", "+2.5"} {
+		params = append(params, param("float", t))
+	}
+	for _, t := range []string{"true", "True", "TRUE", "t", "1", "false", "F", "0", "yes", "tRUE"} {
+		params = append(params, param("bool", t))
+	}
+
+	stub := func(args ...any) string { return "" }
+	funcs := template.FuncMap{"json": stub, "currentDate": stub, "yesterdayDate": stub, "toTypeScriptType": stub}
+	var templates []templateCase
+	for _, t := range corpus {
+		c := templateCase{Template: t}
+		if _, err := template.New("").Option("missingkey=zero").Funcs(funcs).Parse(t); err != nil {
+			c.Error = "template error: " + err.Error()
+		}
+		templates = append(templates, c)
+	}
+
+	out := map[string]any{"params": params, "templates": templates}
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", " ")
+	if err := enc.Encode(out); err != nil {
+		panic(err)
+	}
+}
+
+// The templates: Ollama's own shapes, then one of each way to fail.
+var corpus = []string{
+	"{{ .Prompt }}",
+	"",
+	"plain text only",
+	"{{ if .System }}<|start_header_id|>system<|end_header_id|>\n\n{{ .System }}<|eot_id|>{{ end }}{{ if .Prompt }}<|start_header_id|>user<|end_header_id|>\n\n{{ .Prompt }}<|eot_id|>{{ end }}<|start_header_id|>assistant<|end_header_id|>\n\n{{ .Response }}<|eot_id|>",
+	"{{- range $i, $m := .Messages }}\n{{- $last := eq (len (slice $.Messages $i)) 1 -}}\n<|im_start|>{{ $m.Role }}\n{{ $m.Content }}{{ if not $last }}<|im_end|>\n{{ end }}\n{{- end }}",
+	"{{- if .Tools }}{{ range .Tools }}{{ json . }}\n{{ end }}{{ end }}{{ .Prompt }}",
+	"{{ range .Messages }}{{ if eq .Role \"user\" }}[INST] {{ .Content }}[/INST]{{ else if eq .Role \"assistant\" }}{{ .Content }}</s>{{ else }}{{ .Content }}{{ end }}{{ end }}",
+	"{{/* a comment */}}{{ .Prompt }}",
+	"{{- /* trimmed comment */ -}} {{ .Prompt }}",
+	"{{ with .System }}{{ . }}{{ else }}none{{ end }}",
+	"{{ range $k, $v := .Options }}{{ $k }}={{ $v }}{{ break }}{{ end }}",
+	"{{ range .Messages }}{{ continue }}{{ end }}",
+	"{{ define \"x\" }}hi{{ end }}{{ template \"x\" . }}",
+	"{{ block \"b\" . }}{{ .Prompt }}{{ end }}",
+	"{{ $x := 1 }}{{ $x = 2 }}{{ $x }}",
+	"{{ printf \"%d %s\" 3 `raw` }}{{ 'a' }}{{ 0x1F }}{{ 1.5e3 }}{{ -2 }}{{ 1_000 }}{{ nil }}{{ true }}",
+	"{{ (index .Messages 0).Content }}",
+	"{{ currentDate }} {{ yesterdayDate }} {{ toTypeScriptType .X }}",
+	"{{ .Prompt | printf \"%s\" | len }}",
+	"{{ .Prompt",
+	"{{ .Prompt }",
+	"{{ if .System }}no end",
+	"{{ end }}",
+	"{{ else }}",
+	"{{ if }}{{ end }}",
+	"{{ range }}{{ end }}",
+	"{{ foo }}",
+	"{{ .Prompt | foo }}",
+	"{{ $x }}",
+	"{{ if .A }}{{ $y := 1 }}{{ end }}{{ $y }}",
+	"{{ break }}",
+	"{{ continue }}",
+	"{{ range .M }}{{ else }}{{ break }}{{ end }}",
+	"{{ \"unterminated }}",
+	"{{ `raw unterminated }}",
+	"{{ 'ab' }}",
+	"{{ 1x }}",
+	"{{ 08 }}",
+	"{{ /* bad comment }}",
+	"{{/* unclosed comment",
+	"{{/* comment */ x }}",
+	"{{ ( .A }}",
+	"{{ .A ) }}",
+	"{{ .A : .B }}",
+	"{{ .A = .B }}",
+	"{{ @ }}",
+	"{{ .A | 1 }}",
+	"{{ \"abc\".Field }}",
+	"{{ if .A }}{{ else }}{{ else }}{{ end }}",
+	"{{ define \"x\" }}{{ end }}{{ define \"y\" }}",
+	"{{ template .Name }}",
+	"{{ block }}{{ end }}",
+	"{{ range $a, $b, $c := .X }}{{ end }}",
+	"{{ with $a, $b := .X }}{{ end }}",
+	"{{ \"\\q\" }}",
+	"{{ .A.B.C }}{{ $.A }}{{ $ }}",
+	"{{ if .A }}\n\n{{ .B\n}}",
+	"line one\n{{ .A }}\n{{ end }}",
+	"{{ .A }}\n\n{{ bogus }}",
+	"{{ . }}{{ .A -}} x {{- .B }}",
+	"{{ | }}",
+	"{{ .A | }}",
+	"{{ ,}}",
+	"{{ 1 2 }}",
+	"{{ else if .A }}{{ end }}",
+	"{{ if .A }}x{{ else if .B }}y{{ else }}z{{ end }}",
+	"{{ range .A }}{{ else if .B }}{{ end }}{{ end }}",
+	"{{ define \"a\" }}1{{ end }}{{ define \"a\" }}2{{ end }}",
+	"{{ template \"a\" 1 2 }}",
+	"{{ 1+2i }}{{ 0x1p-2 }}{{ .5 }}",
+	"{{ 1e }}",
+	"{{ 0x }}",
+	"{{ $ := 1 }}",
+}
