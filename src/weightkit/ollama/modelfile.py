@@ -6,6 +6,7 @@ the Modelfile `ollama show --modelfile` prints back."""
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -16,6 +17,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import FormatError
+from .names import ModelName, parse_name
+from .store import MEDIA, Store
 
 # api.Options' fields (with its Runner's) by their JSON names: what PARAMETER accepts and the Go kind each
 # value is parsed as (FormatParams: strconv.ParseInt, ParseFloat(.., 32), ParseBool, or a list of strings).
@@ -341,17 +344,16 @@ def _go_parse_float32(text: str) -> np.float32 | None:
 
 # --- Go's JSON -----------------------------------------------------------------------------------------
 
-_GO_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b", "\f": "\\f",
-               "<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}  # fmt: skip
+_GO_HTML_ESCAPES = (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029"))
 
 
-def go_json_string(s: str) -> str:
-    """A string as Go's encoding/json writes it (HTML-safe escaping)."""
-    out = []
-    for ch in s:
-        esc = _GO_ESCAPES.get(ch)
-        out.append(esc if esc is not None else f"\\u{ord(ch):04x}" if ord(ch) < 0x20 else ch)
-    return '"' + "".join(out) + '"'
+def go_json(value: Any) -> str:
+    """A JSON value (strings, lists, dicts, bools, ints) as Go's encoding/json writes it: compact, HTML-safe
+    escaping, non-ASCII as is. Keys stay in the order given (Go sorts a map's; a struct has its own)."""
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    for raw, escaped in _GO_HTML_ESCAPES:
+        text = text.replace(raw, escaped)
+    return text
 
 
 def go_json_float(value: float, bits: int = 64) -> str:
@@ -371,9 +373,9 @@ def _json_value(v: Any, through_server: bool) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, list):
-        return "[" + ",".join(go_json_string(s) for s in v) + "]"
+        return "[" + ",".join(go_json(s) for s in v) + "]"
     if isinstance(v, str):
-        return go_json_string(v)
+        return go_json(v)
     if isinstance(v, np.float32):
         text = go_json_float(float(v), 32)  # the client's json.Marshal of a float32
         return go_json_float(float(text)) if through_server else text
@@ -386,13 +388,13 @@ def params_json(parameters: dict[str, Any], *, through_server: bool = True) -> b
     """The params layer: the typed parameters as json.Encoder writes the map (keys sorted, a newline
     after). `through_server`: the server's path, whose values went through JSON to the server and back
     as float64s (ints included); x/create's client encodes its typed values directly."""
-    items = ",".join(f"{go_json_string(k)}:{_json_value(parameters[k], through_server)}" for k in sorted(parameters))
+    items = ",".join(f"{go_json(k)}:{_json_value(parameters[k], through_server)}" for k in sorted(parameters))
     return ("{" + items + "}\n").encode()
 
 
 def messages_json(messages: list[tuple[str, str]]) -> bytes:
     """The messages layer: []api.Message as json.Encoder writes it."""
-    items = ",".join(f'{{"role":{go_json_string(r)},"content":{go_json_string(c)}}}' for r, c in messages)
+    items = ",".join(f'{{"role":{go_json(r)},"content":{go_json(c)}}}' for r, c in messages)
     return ("[" + items + "]\n").encode()
 
 
@@ -411,3 +413,55 @@ def go_format_value(v: Any) -> str:
         mantissa, _, exp = np.format_float_scientific(np.float64(f), unique=True, trim="-").partition("e")
         return f"{mantissa}e{exp[0]}{int(exp[1:]):02d}"
     return str(v)
+
+
+def stored_modelfile(store: Store, name: ModelName | str) -> str:
+    """What `ollama show NAME --modelfile` prints (server/images.go's Model.String under routes.go's
+    header): FROM the model blob's path (or, for a safetensors model, the model's name), its adapters,
+    draft and projectors, the TEMPLATE ("{{ .Prompt }}" when it has none), SYSTEM, RENDERER, PARSER, the
+    PARAMETERs as fmt's %v prints what Go decoded (in key order: Go's own order is a map's, random),
+    each LICENSE and MESSAGE."""
+    name = parse_name(name) if isinstance(name, str) else name
+    manifest = store.manifest(name)
+    config = json.loads(store.blob_path(manifest.config.digest).read_bytes()) if manifest.config.digest else {}
+    model_path, template, system = "", "{{ .Prompt }}", ""
+    adapters, projectors, licenses, draft = [], [], [], ""
+    options: dict[str, Any] = {}
+    messages: list[dict] = []
+    for layer in manifest.layers:
+        blob = store.blob_path(layer.digest)
+        kind = layer.media_type.removeprefix(MEDIA)
+        if kind == "model":
+            model_path = str(blob)
+        elif kind == "draft":
+            draft = str(blob)
+        elif kind == "adapter":
+            adapters.append(str(blob))
+        elif kind == "projector":
+            projectors.append(str(blob))
+        elif kind in ("prompt", "template"):
+            template = blob.read_text("utf-8", "replace")
+        elif kind == "system":
+            system = blob.read_text("utf-8", "replace")
+        elif kind == "params":
+            options = json.loads(blob.read_bytes())
+        elif kind == "messages":
+            messages = json.loads(blob.read_bytes())
+        elif kind == "license":
+            licenses.append(blob.read_text("utf-8", "replace"))
+    commands = [Command("model", model_path), *(Command("adapter", a) for a in adapters)]
+    commands += [Command("draft", draft)] if draft else []
+    commands += [Command("model", p) for p in projectors]
+    commands.append(Command("template", template))
+    commands += [Command("system", system)] if system else []
+    commands += [Command(k, config[k]) for k in ("renderer", "parser") if config.get(k)]
+    for key in sorted(options):
+        values = options[key] if isinstance(options[key], list) else [options[key]]
+        commands += [Command(key, go_format_value(v)) for v in values]
+    commands += [Command("license", text) for text in licenses]
+    commands += [Command("message", f"{m.get('role', '')}: {m.get('content', '')}") for m in messages]
+    body = str(Modelfile(tuple(commands)))
+    header = '# Modelfile generated by "ollama show"\n'
+    if config.get("model_format") == "safetensors":
+        return f"{header}FROM {name.short}\n{body.partition(chr(10))[2]}"
+    return f"{header}# To build a new Modelfile based on this, replace FROM with:\n# FROM {name.short}\n\n{body}"
