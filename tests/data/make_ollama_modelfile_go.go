@@ -3,6 +3,9 @@
 //   - params: a PARAMETER's text as api.FormatParams parses it (strconv), the client's json.Marshal of the
 //     typed value, the server's re-encoding after decoding it as a float64, and fmt's %v of that float64
 //     (what `ollama show --modelfile` prints);
+//   - layers: the params layer of a Modelfile's typed PARAMETERs (the server's, after JSON to it and back,
+//     and x/create's, encoded as typed), the messages layer ([]api.Message) and the config (ConfigV2) of a
+//     GGUF model with RENDERER, PARSER and REQUIRES, each as json.Encoder writes it;
 //   - templates: text/template's verdict (nil or the error text) on a corpus, parsed as Ollama's
 //     template.Parse does (missingkey=zero, its function names), and Ollama's "template error: " prefix.
 // Output: ollama_modelfile_go.json, which tests/ollama/test_modelfile.py reads.
@@ -26,6 +29,28 @@ type paramCase struct {
 	Client string `json:"client,omitempty"`
 	Server string `json:"server,omitempty"`
 	Show   string `json:"show,omitempty"`
+}
+
+// api.Message's encoded fields.
+type message struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// types/model.ConfigV2's fields at the commit docs/formats.md names (draft and the remote fields omitted:
+// omitempty, unset here).
+type configV2 struct {
+	ModelFormat   string   `json:"model_format"`
+	ModelFamily   string   `json:"model_family"`
+	ModelFamilies []string `json:"model_families"`
+	ModelType     string   `json:"model_type"`
+	FileType      string   `json:"file_type"`
+	Renderer      string   `json:"renderer,omitempty"`
+	Parser        string   `json:"parser,omitempty"`
+	Requires      string   `json:"requires,omitempty"`
+	Capabilities  []string `json:"capabilities,omitempty"`
+	Architecture  string   `json:"architecture"`
+	OS            string   `json:"os"`
 }
 
 type templateCase struct {
@@ -107,7 +132,23 @@ func main() {
 		templates = append(templates, c)
 	}
 
-	out := map[string]any{"params": params, "templates": templates}
+	// PARAMETER temperature 0.7, num_ctx 4096, use_mmap false, stop "<|im_end|>", stop "</s>", top_p 0.95
+	typed := map[string]any{"temperature": float32(0.7), "num_ctx": int64(4096), "use_mmap": false,
+		"stop": []string{"<|im_end|>", "</s>"}, "top_p": float32(0.95), "seed": int64(9007199254740993)}
+	xcreate, _ := encode(typed)
+	var back map[string]any
+	if err := json.Unmarshal([]byte(xcreate), &back); err != nil {
+		panic(err)
+	}
+	server, _ := encode(back)
+	messages, _ := encode([]message{{"system", "Be <brief> & \"exact\"\n"}, {"user", "héllo\u2028"}})
+	config, _ := encode(configV2{ModelFormat: "gguf", ModelFamily: "llama", ModelFamilies: []string{"llama"},
+		ModelType: "128", FileType: "F16", Renderer: "r<1>", Parser: "p", Requires: "0.12",
+		Architecture: "amd64", OS: "linux"})
+	layers := map[string]string{"params_server": server, "params_x_create": xcreate, "messages": messages,
+		"config": config}
+
+	out := map[string]any{"params": params, "templates": templates, "layers": layers}
 	enc := json.NewEncoder(os.Stdout)
 	enc.SetIndent("", " ")
 	if err := enc.Encode(out); err != nil {
