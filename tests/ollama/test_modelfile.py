@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from weightkit.errors import UnsupportedError
+from weightkit.errors import FormatError, UnsupportedError
 from weightkit.gguf import write_gguf
 from weightkit.ollama import Store
 from weightkit.ollama.create import config_bytes, create_from_gguf, create_from_modelfile, read_modelfile
@@ -297,7 +297,8 @@ REFUSED = {
     "unknown parameter": ("FROM ./tiny.gguf\nPARAMETER foo 1\n", ModelfileError, "unknown parameter 'foo'"),
     "bad value": ("FROM ./tiny.gguf\nPARAMETER num_ctx lots\n", ModelfileError, r"invalid int value \[lots\]"),
     "missing adapter": ("FROM ./tiny.gguf\nADAPTER ./nope.gguf\n", ModelfileError, "no such file or directory"),
-    "adapter": ("FROM ./tiny.gguf\nADAPTER ./tiny.gguf\n", UnsupportedError, "ADAPTER"),
+    "adapter not a GGUF": ("FROM ./tiny.gguf\nADAPTER ./Modelfile\n", FormatError, "supplied file was not in GGUF"),
+    "safetensors adapter": ("FROM ./tiny.gguf\nADAPTER ./peft\n", UnsupportedError, "safetensors adapters"),
 }  # fmt: skip
 
 
@@ -305,12 +306,28 @@ REFUSED = {
 def test_refused_modelfile_changes_nothing(model_dir, case):
     text, error, message = REFUSED[case]
     (model_dir / "Modelfile").write_text(text)
+    (model_dir / "peft").mkdir()
+    (model_dir / "peft" / "adapter_model.safetensors").write_bytes(b"")
     store = Store(model_dir / "store")
     create_from_gguf(store, "other", model_dir / "tiny.gguf")
     before = _store_files(model_dir / "store")
     with pytest.raises(error, match=message):
         create_from_modelfile(store, "my", model_dir / "Modelfile")
     assert _store_files(model_dir / "store") == before
+
+
+def test_adapter_layer(model_dir):
+    """ADAPTER with a GGUF LoRA: an adapter layer after the model's, named from its file (as the reference
+    commit's server stores it; llama.cpp's converter marks an adapter with general.type "adapter")."""
+    write_gguf(model_dir / "lora.gguf", {"general.architecture": "llama", "general.type": "adapter",
+               "adapter.type": "lora"}, {"a.lora_a": np.ones((2, 32), np.float32)})  # fmt: skip
+    (model_dir / "Modelfile").write_text("FROM ./tiny.gguf\nADAPTER ./lora.gguf\n")
+    store = Store(model_dir / "store")
+    manifest = create_from_modelfile(store, "tuned", model_dir / "Modelfile")
+    adapter = manifest.layers[1]
+    assert (adapter.media_type, adapter.from_) == ("application/vnd.ollama.image.adapter", "lora.gguf")
+    assert store.blob_path(adapter.digest).read_bytes() == (model_dir / "lora.gguf").read_bytes()
+    assert commands(stored_modelfile(store, "tuned"))[1] == ("adapter", str(store.blob_path(adapter.digest)))
 
 
 def test_command_line(model_dir):

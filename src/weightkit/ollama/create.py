@@ -147,7 +147,10 @@ def _write_gguf_model(store: Store, tx: Transaction, name: ModelName, config: di
     """createModel's end for a GGUF model: the Modelfile's layers and settings, the config, the manifest."""
     parameters = dict(request.parameters) if request is not None else {}
     config = _server_config(config, request, parameters)
-    layers = _server_layers(store, tx, list(layers), request, parameters)
+    layers = list(layers)
+    if request is not None and request.adapter_path is not None:
+        layers.append(_adapter_layer(tx, request.adapter_path))
+    layers = _server_layers(store, tx, layers, request, parameters)
     manifest = Manifest(tx.add_bytes(config_bytes(config), CONFIG_MEDIA_TYPE), layers)
     tx.write_manifest(name, manifest)
     return manifest
@@ -409,7 +412,7 @@ def create_from_request(
     if request.draft_path is not None:
         raise UnsupportedError(f"{request.draft_path}: DRAFT models are not imported by weightkit yet")
     if request.adapter_path is not None:
-        raise UnsupportedError(f"{request.adapter_path}: ADAPTER layers are not imported by weightkit yet")
+        request.adapter_path = _adapter_file(request.adapter_path)
     if source is None:
         return _create_from_stored(store, name, parse_name(request.from_name), request)
     if source.is_dir():
@@ -417,10 +420,40 @@ def create_from_request(
         if not ggufs:
             raise FormatError(source, None, "no Modelfile or safetensors files found")
         source = ggufs[0]
-    with open(source, "rb") as f:
-        if f.read(4) != b"GGUF":
-            raise FormatError(where, 0, "unknown type: FROM names neither a GGUF file nor a safetensors folder")
+    if not _is_gguf(source):
+        raise FormatError(where, 0, "unknown type")
     return create_from_gguf(store, name, source, progress=progress, request=request)
+
+
+def _is_gguf(path: Path) -> bool:
+    with open(path, "rb") as f:
+        return f.read(4) == b"GGUF"
+
+
+def _adapter_file(path: Path) -> Path:
+    """The GGUF an ADAPTER names (a file, or a folder's only one), refused as Ollama refuses the rest."""
+    if path.is_dir():
+        if _checkpoint_files(path) or any(path.glob("adapter*.safetensors")):
+            raise UnsupportedError(f"{path}: safetensors adapters are not converted by weightkit yet")
+        ggufs = sorted(path.glob("*.gguf"))
+        if not ggufs:
+            raise FormatError(path, None, "no Modelfile or safetensors files found")
+        if len(ggufs) > 1:
+            raise FormatError(path, None, "only one adapter is currently supported")
+        path = ggufs[0]
+    if not _is_gguf(path):
+        raise FormatError(path, 0, "supplied file was not in GGUF format")
+    return path
+
+
+def _adapter_layer(tx: Transaction, path: Path) -> Layer:
+    """An ADAPTER's GGUF as ggufLayers stores it: an adapter layer when its general.type says so (else a
+    projector or model layer, as Ollama files any GGUF), marked as from its file name."""
+    with open_gguf(path) as model:
+        kind = str(model.metadata.get("general.type", "unknown"))
+    media = "adapter" if kind == "adapter" else "projector" if kind in ("projector", "mmproj") else "model"
+    layer = tx.add_file(path, MEDIA_TYPES[media])
+    return Layer(layer.media_type, layer.digest, layer.size, layer.name, path.name)
 
 
 def _checkpoint_files(folder: Path) -> bool:
