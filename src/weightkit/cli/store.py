@@ -145,8 +145,8 @@ def run_create(store: Store, name: str, source: Path, quantize: str | None, as_j
 def run_create_modelfile(store: Store, name: str, modelfile: Path, as_json: bool, console: Console) -> None:
     model_name = parse_name(name)
     request = read_modelfile(modelfile)
-    for warning in request.warnings:
-        console.print(warning, highlight=False)
+    for warning in request.warnings:  # Ollama prints them on stdout; with --json that holds the answer alone
+        (Console(stderr=True) if as_json else console).print(warning, highlight=False)
     with byte_progress("importing", console, as_json) as update:
         manifest = create_from_request(store, model_name, request, progress=update)
     if as_json:
