@@ -6,7 +6,8 @@
 //   - layers: the params layer of a Modelfile's typed PARAMETERs (the server's, after JSON to it and back,
 //     and x/create's, encoded as typed), the messages layer ([]api.Message) and the config (ConfigV2) of a
 //     GGUF model with RENDERER, PARSER and REQUIRES, each as json.Encoder writes it;
-//   - templates: text/template's verdict (nil or the error text) on a corpus, parsed as Ollama's
+//   - templates: text/template's verdict (nil or the error text) on a corpus (written ones, then random
+//     strings of template tokens from a fixed seed), parsed as Ollama's
 //     template.Parse does (missingkey=zero, its function names), and Ollama's "template error: " prefix.
 // Output: ollama_modelfile_go.json, which tests/ollama/test_modelfile.py reads.
 //
@@ -17,7 +18,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math/rand"
 	"os"
+	"strings"
 	"strconv"
 	"text/template"
 )
@@ -124,6 +127,14 @@ func main() {
 	stub := func(args ...any) string { return "" }
 	funcs := template.FuncMap{"json": stub, "currentDate": stub, "yesterdayDate": stub, "toTypeScriptType": stub}
 	var templates []templateCase
+	rng := rand.New(rand.NewSource(29))
+	for i := 0; i < 600; i++ {
+		var b strings.Builder
+		for n := 1 + rng.Intn(14); n > 0; n-- {
+			b.WriteString(tokens[rng.Intn(len(tokens))])
+		}
+		corpus = append(corpus, b.String())
+	}
 	for _, t := range corpus {
 		c := templateCase{Template: t}
 		if _, err := template.New("").Option("missingkey=zero").Funcs(funcs).Parse(t); err != nil {
@@ -232,3 +243,11 @@ var corpus = []string{
 	"{{ 0x }}",
 	"{{ $ := 1 }}",
 }
+
+// The pieces the random templates are made of.
+var tokens = []string{"{{", "}}", "{{- ", " -}}", "{{/*", "*/}}", " ", "  ", "\n", "\t", ".", ".A", ".B.C", "$", "$x",
+	"$y", ":=", "=", ",", "|", "(", ")", "if", "else", "end", "range", "with", "define", "template", "block", "break",
+	"continue", "nil", "true", "1", "0x1F", "1.5", "-2", "'a'", "'\\n'", "''", "'ab'", "\"s\"", "\"\\q\"", "`r`",
+	"printf", "len", "index", "eq", "json", "foo", "x", "text", "@", "#", "08", "081i", "1e", "1_0", "1+2i", "é",
+	"\"", "`", "'", "-", "+", "*/", "/*", "{{ .Prompt }}", "{{ end }}", "{{ if .A }}", "{{ range $i, $m := .M }}",
+	"{{ else }}", "{{ define \"t\" }}", "{{ break }}"}

@@ -215,15 +215,19 @@ def test_layer_json_as_go():
     assert config_bytes(config).decode() == layers["config"]
 
 
-@pytest.mark.parametrize("case", GO["templates"], ids=lambda c: repr(c["template"][:30]))
-def test_template_verdicts_as_go(case):
-    """text/template's parse (as Ollama configures it) accepts or refuses each template with Go's message."""
-    if not case["error"]:
-        check_template(case["template"])
-        return
-    with pytest.raises(TemplateError) as e:
-        check_template(case["template"])
-    assert str(e.value) == case["error"]
+def test_template_verdicts_as_go():
+    """text/template's parse (as Ollama configures it) accepts or refuses each template of the recorded
+    corpus (written cases, then random token strings) with Go's message."""
+    wrong = []
+    for case in GO["templates"]:
+        try:
+            check_template(case["template"])
+            verdict = ""
+        except TemplateError as e:
+            verdict = str(e)
+        if verdict != case["error"]:
+            wrong.append((case["template"], case["error"], verdict))
+    assert not wrong
 
 
 @pytest.fixture

@@ -191,7 +191,7 @@ def _lex(src: str) -> list[_Item]:
                     return error("unterminated raw quoted string", start)
                 pos = close + 1
                 emit(RAW, start, pos)
-            elif ch in "$." and not (ch == "." and src[pos : pos + 1].isdigit() and src[pos].isascii()):
+            elif ch == "$" or (ch == "." and pos < n and not (src[pos].isascii() and src[pos].isdigit())):
                 if at_terminator(pos):
                     emit(VARIABLE if ch == "$" else DOT, start, pos)
                     continue
@@ -285,11 +285,12 @@ _GO_FLOAT = re.compile(
 def _number_error(text: str, typ: str) -> str | None:
     """parse.newNumber's complaint about a literal, None where it takes it (an integer, a float or a
     complex number)."""
-    if typ == CHARCONST:
+    if typ == CHARCONST:  # strconv.UnquoteChar of the body, which must be all of it
         body = text[1:-1]
-        ok = (len(body) == 1 and body != "'") or re.fullmatch(
-            r"\\([abfnrtv\\'\"]|[0-7]{3}|x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8})", body)  # fmt: skip
-        return None if ok else f"malformed character constant: {text}"
+        m = re.match(r"\\([abfnrtv\\']|[0-7]{3}|x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8})|[^\\']", body)
+        if not m or (m.group(0)[1:2] in tuple("01234567") and int(m.group(0)[1:], 8) > 255):
+            return "invalid syntax"
+        return None if m.end() == len(body) else f"malformed character constant: {text}"
     if _valid_number(text, typ):
         return None
     if not re.search(r"[.eEpP]", text) and _GO_FLOAT.fullmatch(text.removesuffix("i")):
@@ -298,17 +299,22 @@ def _number_error(text: str, typ: str) -> str | None:
 
 
 def _valid_number(text: str, typ: str) -> bool:
-    if typ == COMPLEX:
+    if typ == COMPLEX:  # fmt.Sscan of a complex128: two floats
         m = re.fullmatch(r"(.+?)([+-][^+-]*)i", text) or re.fullmatch(r"(.+?)((?<=[eEpP])?[+-].*)i", text)
-        return bool(m) and all(_valid_number(p.lstrip("+-") or "x", NUMBER) for p in m.groups())
-    if text.endswith("i"):
-        text = text[:-1]
+        return bool(m) and all(_float_ok(p) for p in m.groups())
+    if text.endswith("i"):  # an imaginary constant: its float
+        return _float_ok(text[:-1])
     if _GO_INT.fullmatch(text):
         digits = text.lstrip("+-").replace("_", "")
         value = int(digits, 8) if re.fullmatch(r"0[0-7]+", digits) else int(digits, 0)
         return value < 2**64 if not text.startswith("-") else value <= 2**63
     if not re.search(r"[.eEpP]", text):
         return False  # integer-looking but no integer: Go's "integer overflow"
+    return _float_ok(text)
+
+
+def _float_ok(text: str) -> bool:
+    """strconv.ParseFloat's syntax: decimal or hexadecimal (with its p exponent), underscores between digits."""
     if not _GO_FLOAT.fullmatch(text) or re.search(r"[0-9a-fA-F]", text) is None:
         return False
     return not (text.lstrip("+-")[:2] in ("0x", "0X") and "_" in text and text.lstrip("+-")[2:3] == ".")
@@ -319,7 +325,7 @@ class _Parser:
 
     def __init__(self, items: list[_Item]) -> None:
         self.items, self.i = items, 0
-        self.last = items[0]
+        self.lexed = 0  # the furthest item read: Go's token[0], whose line errorf reports
         self.vars = ["$"]
         self.range_depth = 0
         self.action_line = 0
@@ -327,9 +333,10 @@ class _Parser:
 
     # tokens: next / backup / peek over the item list; `last` is Go's token[0], the line of errorf
     def next(self) -> _Item:
-        self.last = self.items[min(self.i, len(self.items) - 1)]
+        item = self.items[min(self.i, len(self.items) - 1)]
+        self.lexed = max(self.lexed, min(self.i, len(self.items) - 1))
         self.i += 1
-        return self.last
+        return item
 
     def backup(self, k: int = 1) -> None:
         self.i -= k
@@ -349,7 +356,7 @@ class _Parser:
         return tok
 
     def errorf(self, msg: str) -> NoReturn:
-        raise TemplateError(f"template error: template: :{self.last.line}: {msg}")
+        raise TemplateError(f"template error: template: :{self.items[self.lexed].line}: {msg}")
 
     def unexpected(self, tok: _Item, context: str) -> NoReturn:
         if tok.typ == ERROR:
@@ -438,11 +445,11 @@ class _Parser:
             self.block()
             return "template"
         if typ in ("break", "continue"):
-            if self.range_depth == 0:
-                self.errorf(f"{{{{{typ}}}}} outside {{{{range}}}}")
             tok = self.next_non_space()
             if tok.typ != RIGHT:
                 self.unexpected(tok, f"{{{{{typ}}}}}")
+            if self.range_depth == 0:
+                self.errorf(f"{{{{{typ}}}}} outside {{{{range}}}}")
             return typ
         if typ == "else":
             if self.peek_non_space().typ not in ("if", "with"):
