@@ -43,7 +43,7 @@ class _Item:
             return "EOF"
         if self.typ == ERROR:
             return self.val
-        if self.typ in KEYWORDS:
+        if self.typ in KEYWORDS or self.typ == DOT:  # "." is a keyword item in Go's lexer
             return f"<{self.val}>"
         if len(self.val) > 10:
             return _go_quote(self.val[:10]) + "..."
