@@ -359,6 +359,23 @@ def test_create_from_a_checkpoint_as_x_create(tmp_path):
         create_from_modelfile(store, "old", tmp_path / "Old")
 
 
+def test_draft_layer(model_dir):
+    """DRAFT with a GGUF: a draft layer after the model's (named from its file) and the config's draft."""
+    write_gguf(model_dir / "small.gguf", {"general.architecture": "qwen3"}, {"a": np.ones((2, 32), np.float32)})
+    (model_dir / "Modelfile").write_text("FROM ./tiny.gguf\nDRAFT ./small.gguf\n")
+    store = Store(model_dir / "store")
+    manifest = create_from_modelfile(store, "spec", model_dir / "Modelfile")
+    draft = manifest.layers[1]
+    assert (draft.media_type, draft.from_) == ("application/vnd.ollama.image.draft", "small.gguf")
+    config = json.loads(store.blob_path(manifest.config.digest).read_bytes())
+    assert list(config)[-3:] == ["draft", "architecture", "os"]
+    assert config["draft"] == {"model_format": "gguf", "architecture": "qwen3"}
+    assert commands(stored_modelfile(store, "spec"))[1] == ("draft", str(store.blob_path(draft.digest)))
+    (model_dir / "Same").write_text("FROM ./tiny.gguf\nDRAFT ./tiny.gguf\n")
+    with pytest.raises(ModelfileError, match="DRAFT must not reference the same local path as FROM"):
+        create_from_modelfile(store, "same", model_dir / "Same")
+
+
 def test_command_line(model_dir):
     env = cli_env(OLLAMA_MODELS=str(model_dir / "store"))
     (model_dir / "Modelfile").write_text("FROM ./tiny.gguf\nSYSTEM hi\n")

@@ -150,6 +150,12 @@ def _write_gguf_model(store: Store, tx: Transaction, name: ModelName, config: di
     layers = list(layers)
     if request is not None and request.adapter_path is not None:
         layers.append(_adapter_layer(tx, request.adapter_path))
+    if request is not None and request.draft_path is not None:
+        with open_gguf(request.draft_path) as draft:
+            arch = draft.metadata.get(KEY_ARCHITECTURE, "")
+        config["draft"] = {"model_format": "gguf", **({"architecture": arch} if arch else {})}
+        layer = tx.add_file(request.draft_path, MEDIA_TYPES["draft"])
+        layers.append(Layer(layer.media_type, layer.digest, layer.size, layer.name, request.draft_path.name))
     layers = _server_layers(store, tx, layers, request, parameters)
     manifest = Manifest(tx.add_bytes(config_bytes(config), CONFIG_MEDIA_TYPE), layers)
     tx.write_manifest(name, manifest)
@@ -410,7 +416,7 @@ def create_from_request(
     if request.template:
         check_template(request.template)
     if request.draft_path is not None:
-        raise UnsupportedError(f"{request.draft_path}: DRAFT models are not imported by weightkit yet")
+        request.draft_path = _draft_file(request.draft_path)
     if request.adapter_path is not None:
         request.adapter_path = _adapter_file(request.adapter_path)
     if source is None:
@@ -440,6 +446,20 @@ def _adapter_file(path: Path) -> Path:
             raise FormatError(path, None, "no Modelfile or safetensors files found")
         if len(ggufs) > 1:
             raise FormatError(path, None, "only one adapter is currently supported")
+        path = ggufs[0]
+    if not _is_gguf(path):
+        raise FormatError(path, 0, "supplied file was not in GGUF format")
+    return path
+
+
+def _draft_file(path: Path) -> Path:
+    """The GGUF a DRAFT names; a safetensors draft (Ollama converts Qwen 3.5's MTP head) is refused for now."""
+    if path.is_dir():
+        if _checkpoint_files(path):
+            raise UnsupportedError(f"{path}: safetensors DRAFT models are not converted by weightkit yet")
+        ggufs = sorted(path.glob("*.gguf"))
+        if len(ggufs) != 1:
+            raise UnsupportedError(f"{path}: a DRAFT folder must hold one GGUF file (split drafts are not merged yet)")
         path = ggufs[0]
     if not _is_gguf(path):
         raise FormatError(path, 0, "supplied file was not in GGUF format")
