@@ -297,7 +297,7 @@ def test_create_from_a_stored_model(model_dir):
 
 
 REFUSED = {
-    "bad template": ("FROM ./tiny.gguf\nTEMPLATE {{ .Prompt }\n", TemplateError,
+    "bad template": ("FROM ./tiny.gguf\nTEMPLATE {{ .Prompt }\n", ModelfileError,
                      'template error: template: :1: unexpected "}" in operand'),
     "unknown parameter": ("FROM ./tiny.gguf\nPARAMETER foo 1\n", ModelfileError, "unknown parameter 'foo'"),
     "bad value": ("FROM ./tiny.gguf\nPARAMETER num_ctx lots\n", ModelfileError, r"invalid int value \[lots\]"),

@@ -21,7 +21,7 @@ from ..llama_quantize.options import QuantizeOptions
 from ..quant.mlx import mlx_quantize
 from ..safetensors import SafetensorsFile
 from .blob_bytes import BlobTensor, go_packed_header, mlx_blob
-from .go_template import check_template
+from .go_template import TemplateError, check_template
 from .import_plan import (
     DECODE_FP8,
     DECODE_STACK_FP8,
@@ -38,7 +38,15 @@ from .import_plan import (
     plan,
     read_inventory,
 )
-from .modelfile import CreateRequest, create_request, go_json, messages_json, params_json, parse_modelfile
+from .modelfile import (
+    CreateRequest,
+    ModelfileError,
+    create_request,
+    go_json,
+    messages_json,
+    params_json,
+    parse_modelfile,
+)
 from .names import ModelName, parse_name
 from .safetensors_config import MIN_OLLAMA_VERSION, safetensors_config
 from .store import CONFIG_MEDIA_TYPE, MEDIA_TYPES, Layer, Manifest, Store, Transaction
@@ -414,7 +422,10 @@ def create_from_request(
             raise UnsupportedError(f"{request.draft_path}: DRAFT models are not imported by weightkit yet")
         return create_from_checkpoint(store, name, source, progress=progress, request=request)
     if request.template:
-        check_template(request.template)
+        try:
+            check_template(request.template)
+        except TemplateError as e:
+            raise ModelfileError(request.modelfile, None, str(e)) from None
     if request.draft_path is not None:
         request.draft_path = _draft_file(request.draft_path)
     if request.adapter_path is not None:

@@ -223,6 +223,7 @@ class CreateRequest:
     parser: str = ""
     requires: str = ""
     warnings: list[str] = field(default_factory=list)
+    modelfile: str | None = None  # where it was read from, for errors
 
 
 def expand_path(arg: str, relative_dir: Path) -> Path:
@@ -253,7 +254,7 @@ def create_request(
     modelfile: Modelfile, relative_dir: str | os.PathLike[str], path: str | None = None
 ) -> CreateRequest:
     """The request Ollama's client builds from a parsed Modelfile, its paths relative to `relative_dir`."""
-    req = CreateRequest()
+    req = CreateRequest(modelfile=path)
     relative_dir = Path(relative_dir)
     for c in modelfile.commands:
         if c.name == "model":
