@@ -119,6 +119,8 @@ CASES = [
     (["show", "../etc/passwd", "--store", "{folder}"], USAGE, "invalid model name"),
     (["create", "bad name!", "--from", "{good}", "--store", "{folder}"], USAGE, "invalid model name"),
     (["create", "ok", "--from", "{good}", "--quantize", "int4", "--store", "{folder}"], USAGE, "--quantize applies"),
+    (["create", "ok", "--store", "{folder}"], USAGE, "create takes one of --from SOURCE or -f Modelfile"),
+    (["create", "ok", "-f", "{missing}", "--store", "{folder}"], BAD_FILE, "missing.gguf: No such file"),
     (["inspect", "hf://org"], USAGE, "expected hf://org/repo[@revision]/path"),
     (["inspect", "http://u:pw@127.0.0.1:1/m.gguf"], USAGE, "a user name or password in the URL is not supported"),
     (["inspect", "bad name!", "--remote"], USAGE, "invalid model name"),

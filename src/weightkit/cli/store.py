@@ -14,6 +14,8 @@ from rich.table import Table
 from ..errors import ArgumentError, WeightkitError
 from ..llama_quantize import QuantizeOptions
 from ..ollama import PruneReport, Store, create_from_checkpoint, create_from_gguf, create_from_hf_gguf, parse_name
+from ..ollama.create import create_from_request, read_modelfile
+from ..ollama.modelfile import stored_modelfile
 from ..ollama.store import MEDIA, parse_manifest
 from ..quant.mlx import is_mlx_mode
 from ..safetensors import SafetensorsFile
@@ -35,13 +37,26 @@ QUANTIZE_HELP = (
 def create(
     name: Annotated[str, typer.Argument(help="The model's name, e.g. mymodel:latest.")],
     source: Annotated[
-        Path, typer.Option("--from", help="A GGUF file, or a Hugging Face safetensors checkpoint folder.")
-    ],
+        Path | None, typer.Option("--from", help="A GGUF file, or a Hugging Face safetensors checkpoint folder.")
+    ] = None,
+    modelfile: Annotated[
+        Path | None,
+        typer.Option(
+            "--file", "-f", help="An Ollama Modelfile (FROM, PARAMETER, TEMPLATE, SYSTEM, ...), as ollama create -f."
+        ),
+    ] = None,
     quantize: Annotated[str | None, typer.Option("--quantize", help=QUANTIZE_HELP)] = None,
     store: StoreOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the new manifest's layers as JSON.")] = False,
 ) -> None:
-    """Import a model into Ollama's store."""
+    """Import a model into Ollama's store, from a file or folder (--from) or a Modelfile (-f)."""
+    if (source is None) == (modelfile is None):
+        raise ArgumentError("create takes one of --from SOURCE or -f Modelfile")
+    if modelfile is not None:
+        if quantize:
+            raise ArgumentError("--quantize applies to --from; a Modelfile's model is stored as it is")
+        run_create_modelfile(Store(store), name, modelfile, as_json, console)
+        return
     run_create(Store(store), name, source, quantize, as_json, console)
 
 
@@ -52,8 +67,22 @@ def list_models(store: StoreOption = None, as_json: JsonOption = False) -> None:
 
 
 @app.command()
-def show(name: NameArgument, store: StoreOption = None, as_json: JsonOption = False) -> None:
+def show(
+    name: NameArgument,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+    modelfile: Annotated[
+        bool, typer.Option("--modelfile", help="Print the model as a Modelfile, as ollama show --modelfile.")
+    ] = False,
+) -> None:
     """Show a stored model's manifest: config, layers, sizes."""
+    if modelfile:
+        text = stored_modelfile(Store(store), name)
+        if as_json:
+            print_json({"modelfile": text})
+        else:
+            console.out(text, end="", highlight=False)
+        return
     run_show(Store(store), name, as_json, console)
 
 
@@ -106,6 +135,20 @@ def run_create(store: Store, name: str, source: Path, quantize: str | None, as_j
             manifest = create_from_checkpoint(store, model_name, source, quantize=quantize, progress=update)
         else:
             manifest = create_from_gguf(store, model_name, source, progress=update)
+    if as_json:
+        layers = [layer.to_json() for layer in manifest.layers]
+        print_json({"model": model_name.short, "size": manifest.size, "layers": layers})
+        return
+    console.print(f"created {model_name.short} ({human_bytes(manifest.size)}, {len(manifest.layers)} layers)")
+
+
+def run_create_modelfile(store: Store, name: str, modelfile: Path, as_json: bool, console: Console) -> None:
+    model_name = parse_name(name)
+    request = read_modelfile(modelfile)
+    for warning in request.warnings:  # Ollama prints them on stdout; with --json that holds the answer alone
+        (Console(stderr=True) if as_json else console).print(warning, highlight=False)
+    with byte_progress("importing", console, as_json) as update:
+        manifest = create_from_request(store, model_name, request, progress=update)
     if as_json:
         layers = [layer.to_json() for layer in manifest.layers]
         print_json({"model": model_name.short, "size": manifest.size, "layers": layers})

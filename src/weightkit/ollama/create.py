@@ -14,13 +14,14 @@ import ml_dtypes
 import numpy as np
 
 from ..dtypes import SafetensorsDType, as_bytes, safetensors_dtype_of_numpy
-from ..errors import FormatError, UnsupportedError
+from ..errors import FormatError, ModelNotFound, UnsupportedError, WeightkitError
 from ..gguf import GGUFFile, open_gguf
 from ..gguf.constants import FILE_TYPES, KEY_ARCHITECTURE, KEY_FILE_TYPE
 from ..llama_quantize.options import QuantizeOptions
 from ..quant.mlx import mlx_quantize
 from ..safetensors import SafetensorsFile
 from .blob_bytes import BlobTensor, go_packed_header, mlx_blob
+from .go_template import TemplateError, check_template
 from .import_plan import (
     DECODE_FP8,
     DECODE_STACK_FP8,
@@ -37,8 +38,17 @@ from .import_plan import (
     plan,
     read_inventory,
 )
+from .modelfile import (
+    CreateRequest,
+    ModelfileError,
+    create_request,
+    go_json,
+    messages_json,
+    params_json,
+    parse_modelfile,
+)
 from .names import ModelName, parse_name
-from .safetensors_config import safetensors_config
+from .safetensors_config import MIN_OLLAMA_VERSION, safetensors_config
 from .store import CONFIG_MEDIA_TYPE, MEDIA_TYPES, Layer, Manifest, Store, Transaction
 from .tensor_blobs import blob_metadata
 
@@ -57,7 +67,7 @@ def human_number(n: int) -> str:
 
 
 def gguf_config(model: GGUFFile) -> dict:
-    """The config blob Ollama writes for a GGUF model (model/ConfigV2)."""
+    """The config blob Ollama writes for a GGUF model (model/ConfigV2), before a Modelfile's settings."""
     arch = model.metadata.get(KEY_ARCHITECTURE, "")
     ft = model.metadata.get(KEY_FILE_TYPE)
     params = sum(t.n_elements for t in model.tensors.values())
@@ -72,10 +82,104 @@ def gguf_config(model: GGUFFile) -> dict:
     }
 
 
+# ConfigV2's fields in its order (the optional ones omitted when empty, as Go's omitempty does).
+_CONFIG_FIELDS = ("model_format", "model_family", "model_families", "model_type", "file_type", "renderer", "parser",
+                  "requires", "remote_host", "remote_model", "capabilities", "context_length", "embedding_length",
+                  "base_name", "draft", "architecture", "os")  # fmt: skip
+_CONFIG_REQUIRED = ("model_format", "model_family", "model_families", "model_type", "file_type", "architecture", "os")
+# createModel's renderer and parser (and default stop) by GGUF architecture.
+_ARCH_DEFAULTS = {
+    "gemma4": ("gemma4", "gemma4", ["<turn|>"]),
+    "laguna": ("laguna", "laguna", None),
+    "nemotron_h": ("nemotron-3-nano", "nemotron-3-nano", None),
+    "nemotron_h_moe": ("nemotron-3-nano", "nemotron-3-nano", None),
+    "nemotron_h_omni": ("nemotron-3-nano", "nemotron-3-nano", None),
+}
+
+
+def config_bytes(config: dict) -> bytes:
+    """ConfigV2 as createConfigLayer writes it (json.Encoder: its field order, a newline after)."""
+    fields = {k: config.get(k) for k in _CONFIG_FIELDS if k in _CONFIG_REQUIRED or config.get(k)}
+    return (go_json(fields) + "\n").encode()
+
+
+def _server_config(config: dict, request: CreateRequest | None, parameters: dict) -> dict:
+    """createModel's settings on the config: the Modelfile's RENDERER, PARSER and REQUIRES, else the
+    architecture's defaults (and its default stop, into `parameters`, unless the Modelfile set one)."""
+    config = dict(config)
+    if request is not None:
+        for key in ("renderer", "parser", "requires"):
+            config[key] = getattr(request, key) or config.get(key, "")
+    defaults = _ARCH_DEFAULTS.get(config.get("model_family", ""))
+    if defaults and not (config.get("renderer") and config.get("parser")):
+        config["renderer"] = config.get("renderer") or defaults[0]
+        config["parser"] = config.get("parser") or defaults[1]
+        if defaults[2] is not None and "stop" not in parameters:
+            parameters["stop"] = list(defaults[2])
+    return config
+
+
+def _server_layers(store: Store, tx: Transaction, layers: list[Layer], request: CreateRequest | None,
+                   parameters: dict) -> list[Layer]:  # fmt: skip
+    """createModel's Modelfile layers after the model's: TEMPLATE and SYSTEM replace theirs, each LICENSE
+    is added, PARAMETERs are merged over the stored ones (the request's win), MESSAGEs replace theirs."""
+
+    def replace(kind: str, data: bytes) -> None:
+        layers[:] = [layer for layer in layers if layer.media_type != MEDIA_TYPES[kind]]
+        layers.append(tx.add_bytes(data, MEDIA_TYPES[kind]))
+
+    if request is not None and request.template:
+        replace("template", request.template.encode())
+    if request is not None and request.system:
+        replace("system", request.system.encode())
+    for text in request.licenses if request is not None else ():
+        layers.append(tx.add_bytes(text.encode(), MEDIA_TYPES["license"]))
+    merged = dict(parameters)
+    for layer in [layer for layer in layers if layer.media_type == MEDIA_TYPES["params"]]:
+        stored = store.blob_path(layer.digest)
+        try:
+            existing = json.loads(stored.read_bytes())
+        except (OSError, ValueError) as e:
+            raise FormatError(stored, None, f"the params layer is not JSON: {e}") from None
+        for key, value in existing.items():
+            merged.setdefault(key, value)
+    if merged:
+        replace("params", params_json(merged))
+    if request is not None and request.messages:
+        replace("messages", messages_json(request.messages))
+    return layers
+
+
+def _write_gguf_model(store: Store, tx: Transaction, name: ModelName, config: dict, layers: list[Layer],
+                      request: CreateRequest | None) -> Manifest:  # fmt: skip
+    """createModel's end for a GGUF model: the Modelfile's layers and settings, the config, the manifest."""
+    parameters = dict(request.parameters) if request is not None else {}
+    config = _server_config(config, request, parameters)
+    layers = list(layers)
+    if request is not None and request.adapter_path is not None:
+        layers.append(_adapter_layer(tx, request.adapter_path))
+    if request is not None and request.draft_path is not None:
+        with open_gguf(request.draft_path) as draft:
+            arch = draft.metadata.get(KEY_ARCHITECTURE, "")
+        config["draft"] = {"model_format": "gguf", **({"architecture": arch} if arch else {})}
+        layer = tx.add_file(request.draft_path, MEDIA_TYPES["draft"])
+        layers.append(Layer(layer.media_type, layer.digest, layer.size, layer.name, request.draft_path.name))
+    layers = _server_layers(store, tx, layers, request, parameters)
+    manifest = Manifest(tx.add_bytes(config_bytes(config), CONFIG_MEDIA_TYPE), layers)
+    tx.write_manifest(name, manifest)
+    return manifest
+
+
 def create_from_gguf(
-    store: Store, name: ModelName | str, path: str | os.PathLike[str], *, progress: Progress | None = None
+    store: Store,
+    name: ModelName | str,
+    path: str | os.PathLike[str],
+    *,
+    progress: Progress | None = None,
+    request: CreateRequest | None = None,
 ) -> Manifest:
-    """Store a GGUF model (any shard of a split one opens all of it; each shard becomes a `.model` layer)."""
+    """Store a GGUF model (any shard of a split one opens all of it; each shard becomes a `.model` layer),
+    with a Modelfile's layers and settings when `request` is given."""
     name = parse_name(name) if isinstance(name, str) else name
     with open_gguf(path) as model:
         shards = [s.path for s in getattr(model, "shards", [model])]
@@ -97,10 +201,7 @@ def create_from_gguf(
             with open(shard, "rb") as f:
                 layers.append(tx.add_blob(counted(iter(lambda f=f: f.read(8 << 20), b"")), MEDIA_TYPES["model"]))
             done += Path(shard).stat().st_size
-        config_layer = tx.add_bytes(json.dumps(config, separators=(",", ":")).encode(), CONFIG_MEDIA_TYPE)
-        manifest = Manifest(config_layer, layers)
-        tx.write_manifest(name, manifest)
-    return manifest
+        return _write_gguf_model(store, tx, name, config, layers, request)
 
 
 def create_from_hf_gguf(
@@ -124,10 +225,7 @@ def create_from_hf_gguf(
         with open_gguf(tmp) as model:
             config = gguf_config(model)
         layer = tx.adopt(tmp, MEDIA_TYPES["model"])
-        config_layer = tx.add_bytes(json.dumps(config, separators=(",", ":")).encode(), CONFIG_MEDIA_TYPE)
-        manifest = Manifest(config_layer, [layer])
-        tx.write_manifest(name, manifest)
-    return manifest
+        return _write_gguf_model(store, tx, name, config, [layer], None)
 
 
 def create_from_checkpoint(
@@ -137,6 +235,7 @@ def create_from_checkpoint(
     *,
     quantize: str | None = None,
     progress: Progress | None = None,
+    request: CreateRequest | None = None,
 ) -> Manifest:
     """Import a safetensors checkpoint folder as tensor blobs, as `ollama create [--quantize]` does
     (x/create's pipeline: inventory, classification, the architecture's policy, the plan, the blobs, then
@@ -159,8 +258,11 @@ def create_from_checkpoint(
         for path in sorted(folder.iterdir()):
             if path.is_file() and path.name.endswith(".json") and path.name != INDEX_NAME:
                 layers.append(tx.add_file(path, MEDIA_TYPES["json"], path.name))
+        layers += _x_create_layers(tx, request)
         file_type = cls.quantize.value if cls.quantize else ""
-        config_layer = tx.add_bytes(safetensors_config(folder, inv.config, file_type), CONFIG_MEDIA_TYPE)
+        settings = {k: getattr(request, k) for k in ("parser", "renderer", "requires")} if request else {}
+        config = safetensors_config(folder, inv.config, file_type, **settings)
+        config_layer = tx.add_bytes(config, CONFIG_MEDIA_TYPE)
         manifest = Manifest(config_layer, layers)
         tx.write_manifest(name, manifest)
     return manifest
@@ -267,3 +369,155 @@ def _write_tensor_blob(tx: Transaction, sources: _Sources, spec: BlobSpec) -> La
         header = go_packed_header(ordered, spec.metadata)
     chunks = [header, *(memoryview(t.data).cast("B") for t in ordered)]  # every tensor's data is bytes-like
     return tx.add_blob(chunks, MEDIA_TYPES["tensor"], spec.name)
+
+
+def _x_create_layers(tx: Transaction, request: CreateRequest | None) -> list[Layer]:
+    """x/create's Modelfile layers (createModelfileLayers): TEMPLATE, SYSTEM, the last LICENSE and the
+    PARAMETERs as its client typed them; it takes no MESSAGE or ADAPTER."""
+    if request is None:
+        return []
+    layers = []
+    for kind, text in (("template", request.template), ("system", request.system),
+                       ("license", request.licenses[-1] if request.licenses else "")):  # fmt: skip
+        if text:
+            layers.append(tx.add_bytes(text.encode(), MEDIA_TYPES[kind]))
+    if request.parameters:
+        layers.append(tx.add_bytes(params_json(request.parameters, through_server=False), MEDIA_TYPES["params"]))
+    return layers
+
+
+def read_modelfile(path: str | os.PathLike[str]) -> CreateRequest:
+    """A Modelfile read and parsed, and the request `ollama create -f` builds from it (its paths relative
+    to the Modelfile's folder)."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise WeightkitError(f"{path}: {e.strerror}") from None
+    return create_request(parse_modelfile(data, path), path.parent, str(path))
+
+
+def create_from_modelfile(
+    store: Store, name: ModelName | str, modelfile: str | os.PathLike[str], *, progress: Progress | None = None
+) -> Manifest:
+    """`ollama create NAME -f Modelfile`: see `create_from_request`."""
+    return create_from_request(store, name, read_modelfile(modelfile), progress=progress)
+
+
+def create_from_request(
+    store: Store, name: ModelName | str, request: CreateRequest, *, progress: Progress | None = None
+) -> Manifest:
+    """A model made as `ollama create` makes it from a Modelfile's request: FROM a safetensors folder goes
+    through x/create; FROM a GGUF file (or a folder of them) or a stored model through the server's
+    createModel, whose TEMPLATE is checked as Go's text/template parses it. Everything is checked before
+    anything is stored; a rejected request leaves the store as it was."""
+    name = parse_name(name) if isinstance(name, str) else name
+    source = request.from_path
+    where = str(source or request.from_name)
+    if source is not None and source.is_dir() and _checkpoint_files(source):
+        if request.requires and _version(request.requires) < _version(MIN_OLLAMA_VERSION):
+            raise WeightkitError(f"requires {request.requires} is below the minimum supported version "
+                                 f"{MIN_OLLAMA_VERSION} for safetensors models")  # fmt: skip
+        if request.draft_path is not None:
+            raise UnsupportedError(f"{request.draft_path}: DRAFT models are not imported by weightkit yet")
+        return create_from_checkpoint(store, name, source, progress=progress, request=request)
+    if request.template:
+        try:
+            check_template(request.template)
+        except TemplateError as e:
+            raise ModelfileError(request.modelfile, None, str(e)) from None
+    if request.draft_path is not None:
+        request.draft_path = _draft_file(request.draft_path)
+    if request.adapter_path is not None:
+        request.adapter_path = _adapter_file(request.adapter_path)
+    if source is None:
+        return _create_from_stored(store, name, parse_name(request.from_name), request)
+    if source.is_dir():
+        ggufs = sorted(source.glob("*.gguf"))
+        if not ggufs:
+            raise FormatError(source, None, "no Modelfile or safetensors files found")
+        source = ggufs[0]
+    if not _is_gguf(source):
+        raise FormatError(where, 0, "unknown type")
+    return create_from_gguf(store, name, source, progress=progress, request=request)
+
+
+def _is_gguf(path: Path) -> bool:
+    with open(path, "rb") as f:
+        return f.read(4) == b"GGUF"
+
+
+def _adapter_file(path: Path) -> Path:
+    """The GGUF an ADAPTER names (a file, or a folder's only one), refused as Ollama refuses the rest."""
+    if path.is_dir():
+        if _checkpoint_files(path) or any(path.glob("adapter*.safetensors")):
+            raise UnsupportedError(f"{path}: safetensors adapters are not converted by weightkit yet")
+        ggufs = sorted(path.glob("*.gguf"))
+        if not ggufs:
+            raise FormatError(path, None, "no Modelfile or safetensors files found")
+        if len(ggufs) > 1:
+            raise FormatError(path, None, "only one adapter is currently supported")
+        path = ggufs[0]
+    if not _is_gguf(path):
+        raise FormatError(path, 0, "supplied file was not in GGUF format")
+    return path
+
+
+def _draft_file(path: Path) -> Path:
+    """The GGUF a DRAFT names; a safetensors draft (Ollama converts Qwen 3.5's MTP head) is refused for now."""
+    if path.is_dir():
+        if _checkpoint_files(path):
+            raise UnsupportedError(f"{path}: safetensors DRAFT models are not converted by weightkit yet")
+        ggufs = sorted(path.glob("*.gguf"))
+        if len(ggufs) != 1:
+            raise UnsupportedError(f"{path}: a DRAFT folder must hold one GGUF file (split drafts are not merged yet)")
+        path = ggufs[0]
+    if not _is_gguf(path):
+        raise FormatError(path, 0, "supplied file was not in GGUF format")
+    return path
+
+
+def _adapter_layer(tx: Transaction, path: Path) -> Layer:
+    """An ADAPTER's GGUF as ggufLayers stores it: an adapter layer when its general.type says so (else a
+    projector or model layer, as Ollama files any GGUF), marked as from its file name."""
+    with open_gguf(path) as model:
+        kind = str(model.metadata.get("general.type", "unknown"))
+    media = "adapter" if kind == "adapter" else "projector" if kind in ("projector", "mmproj") else "model"
+    layer = tx.add_file(path, MEDIA_TYPES[media])
+    return Layer(layer.media_type, layer.digest, layer.size, layer.name, path.name)
+
+
+def _checkpoint_files(folder: Path) -> bool:
+    """filesForModel's safetensors patterns."""
+    return any(folder.glob("model*.safetensors")) or any(folder.glob("consolidated*.safetensors"))
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in text.split("-")[0].split("+")[0].split("."))
+
+
+def _create_from_stored(store: Store, name: ModelName, source: ModelName, request: CreateRequest) -> Manifest:
+    """FROM a stored model (parseFromModel): its layers, each marked as from it, its config's renderer,
+    parser, requires, format and capabilities, the rest read again from its GGUF model layer."""
+    try:
+        base = store.manifest(source)
+    except (FileNotFoundError, ModelNotFound):
+        raise ModelNotFound(f"pull model manifest: {source.short}: not found in the store") from None
+    stored = json.loads(store.blob_path(base.config.digest).read_bytes()) if base.config.digest else {}
+    config: dict = {k: stored.get(k) or "" for k in ("renderer", "parser", "requires", "model_format")}
+    config["capabilities"] = stored.get("capabilities")
+    config.update(model_family="", model_families=None, model_type="", file_type="", architecture="amd64", os="linux")
+    layers = [Layer(layer.media_type, layer.digest, layer.size, layer.name, source.short) for layer in base.layers]
+    for layer in layers:
+        if layer.media_type == MEDIA_TYPES["model"]:
+            with open_gguf(store.blob_path(layer.digest)) as model:
+                found = gguf_config(model)
+            config["model_format"] = config["model_format"] or found["model_format"]
+            for key in ("model_family", "model_type", "file_type"):
+                config[key] = config[key] or found[key]
+            config["model_families"] = [*(config["model_families"] or []), found["model_family"]]
+    with store.transaction() as tx:
+        for layer in layers:
+            if not tx.pin(layer):
+                raise WeightkitError(f"{source.short}: blob {layer.digest} is missing (see weightkit verify)")
+        return _write_gguf_model(store, tx, name, config, layers, request)

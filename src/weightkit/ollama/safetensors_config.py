@@ -114,16 +114,20 @@ def capabilities(folder: Path, config: dict, parser: str) -> list[str]:
     return caps
 
 
-def safetensors_config(folder: Path, config: dict, file_type: str) -> bytes:
-    """The config blob's bytes: `model.ConfigV2` as Go's json.Marshal writes it (no trailing newline)."""
-    parser, renderer = parser_and_renderer(folder, config)
+def safetensors_config(
+    folder: Path, config: dict, file_type: str, *, parser: str = "", renderer: str = "", requires: str = ""
+) -> bytes:
+    """The config blob's bytes: `model.ConfigV2` as Go's json.Marshal writes it (no trailing newline);
+    a Modelfile's PARSER, RENDERER and REQUIRES win over what the folder implies."""
+    found_parser, found_renderer = parser_and_renderer(folder, config)
+    parser, renderer = parser or found_parser, renderer or found_renderer
     doc: dict = {"model_format": "safetensors", "model_family": "", "model_families": None, "model_type": "",
                  "file_type": file_type}  # fmt: skip
     if renderer:
         doc["renderer"] = renderer
     if parser:
         doc["parser"] = parser
-    doc["requires"] = MIN_OLLAMA_VERSION
+    doc["requires"] = requires or MIN_OLLAMA_VERSION
     doc["capabilities"] = capabilities(folder, config, parser)
     doc["architecture"], doc["os"] = "", ""
     text = json.dumps(doc, separators=(",", ":"), ensure_ascii=False)

@@ -37,7 +37,7 @@ MANIFEST_MEDIA_TYPE = "application/vnd.docker.distribution.manifest.v2+json"
 CONFIG_MEDIA_TYPE = "application/vnd.docker.container.image.v1+json"
 MEDIA = "application/vnd.ollama.image."
 MEDIA_TYPES = {k: MEDIA + k for k in (
-    "tensor", "model", "json", "template", "system", "params", "license", "projector", "adapter", "messages",
+    "tensor", "model", "json", "template", "system", "params", "license", "projector", "adapter", "messages", "draft",
 )}  # fmt: skip
 _DIGEST = re.compile(r"^sha256[:-][0-9a-fA-F]{64}$")
 _BLOB = re.compile(r"^sha256-[0-9a-fA-F]{64}$")
