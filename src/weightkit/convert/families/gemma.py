@@ -31,6 +31,21 @@ _REQUIRED: dict[str, Dims] = {
     "blk.{bid}.post_attention_norm.weight": (H,),
     "blk.{bid}.post_ffw_norm.weight": (H,),
 }
+#: What every layer of Gemma 3n and Gemma 4 has: K and V are not in the layers that share another's KV cache (nor V
+#: in Gemma 4's full attention), and the MLP's width is per layer
+GEMMA_SHARED_KV_REQUIRED: dict[str, Dims] = {
+    "token_embd.weight": ("vocab_size", H),
+    "output_norm.weight": (H,),
+    "blk.{bid}.attn_norm.weight": (H,),
+    "blk.{bid}.attn_q.weight": (None, H),
+    "blk.{bid}.attn_output.weight": (H, None),
+    "blk.{bid}.post_attention_norm.weight": (H,),
+    "blk.{bid}.ffn_norm.weight": (H,),
+    "blk.{bid}.post_ffw_norm.weight": (H,),
+    "blk.{bid}.ffn_gate.weight": (None, H),
+    "blk.{bid}.ffn_up.weight": (None, H),
+    "blk.{bid}.ffn_down.weight": (H, None),
+}
 
 
 def _plus_one(w: np.ndarray, h: HFConfig) -> np.ndarray:

@@ -16,7 +16,7 @@ from ..hf.kv import KV
 from ..hf.torch_math import normal_icdf
 from .decoder import QK_NORM_NAMES, H, number
 from .family import Conversion, Dims, Family
-from .gemma import GEMMA_NAMES, gemma3_parameters, gemma3_vocab
+from .gemma import GEMMA_NAMES, GEMMA_SHARED_KV_REQUIRED, gemma3_parameters, gemma3_vocab
 from .gemma4 import PER_LAYER_INPUT_NAMES
 
 #: the alternating updates' projections into and out of the extra streams, one per stream, stacked by the converter
@@ -35,24 +35,12 @@ _NAMES = GEMMA_NAMES | QK_NORM_NAMES | PER_LAYER_INPUT_NAMES | {
     "model.layers.{bid}.laurel.post_laurel_norm": "blk.{bid}.laurel_post_norm",
 }  # fmt: skip
 _PLE = "hidden_size_per_layer_input"
-# K and V are not in the layers that share the KV cache, and the MLP's width is per layer: only what every layer has
-_REQUIRED: dict[str, Dims] = {
-    "token_embd.weight": ("vocab_size", H),
+_REQUIRED: dict[str, Dims] = GEMMA_SHARED_KV_REQUIRED | {
     "per_layer_token_embd.weight": ("vocab_size", None),  # padded to the text vocabulary by the converter
     "per_layer_model_proj.weight": (None, H),
     "per_layer_proj_norm.weight": (_PLE,),
     "altup_proj.weight": (None, H, H),
     "altup_unembd_proj.weight": (None, H, H),
-    "output_norm.weight": (H,),
-    "blk.{bid}.attn_norm.weight": (H,),
-    "blk.{bid}.attn_q.weight": (None, H),
-    "blk.{bid}.attn_output.weight": (H, None),
-    "blk.{bid}.post_attention_norm.weight": (H,),
-    "blk.{bid}.ffn_norm.weight": (H,),
-    "blk.{bid}.post_ffw_norm.weight": (H,),
-    "blk.{bid}.ffn_gate.weight": (None, H),
-    "blk.{bid}.ffn_up.weight": (None, H),
-    "blk.{bid}.ffn_down.weight": (H, None),
     "blk.{bid}.altup_router.weight": ("altup_num_inputs", H),
     "blk.{bid}.laurel_l.weight": ("laurel_rank", H),
     "blk.{bid}.laurel_r.weight": (H, "laurel_rank"),

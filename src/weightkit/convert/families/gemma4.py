@@ -29,9 +29,9 @@ from ..hf.tokenizer import (
     write_special_vocab,
 )
 from ..hf.torch_math import softplus
-from .decoder import QK_NORM_NAMES, H, number
+from .decoder import QK_NORM_NAMES, number
 from .family import Conversion, Dims, Family, Transform
-from .gemma import GEMMA_NAMES, gemma3_parameters
+from .gemma import GEMMA_NAMES, GEMMA_SHARED_KV_REQUIRED, gemma3_parameters
 from .vision import projector
 
 #: The per-layer inputs (Gemma 3n's and 4's): their embeddings, projected and gated into each layer
@@ -55,21 +55,6 @@ _NAMES = GEMMA_NAMES | QK_NORM_NAMES | PER_LAYER_INPUT_NAMES | {
     "model.layers.{bid}.post_feedforward_layernorm_1": "blk.{bid}.post_ffw_norm_1",
     "model.layers.{bid}.post_feedforward_layernorm_2": "blk.{bid}.post_ffw_norm_2",
 }  # fmt: skip
-# K and V are not in every layer (KV-shared layers saved without them, V shared with K in full attention), and
-# the MLP's width changes by layer: only what every layer has is required
-_REQUIRED: dict[str, tuple[str | None, ...]] = {
-    "token_embd.weight": ("vocab_size", H),
-    "output_norm.weight": (H,),
-    "blk.{bid}.attn_norm.weight": (H,),
-    "blk.{bid}.attn_q.weight": (None, H),
-    "blk.{bid}.attn_output.weight": (H, None),
-    "blk.{bid}.post_attention_norm.weight": (H,),
-    "blk.{bid}.ffn_norm.weight": (H,),
-    "blk.{bid}.post_ffw_norm.weight": (H,),
-    "blk.{bid}.ffn_gate.weight": (None, H),
-    "blk.{bid}.ffn_up.weight": (None, H),
-    "blk.{bid}.ffn_down.weight": (H, None),
-}
 
 
 def _suffix_weight(name: str) -> str | None:
@@ -171,7 +156,7 @@ def _vocab(kv: KV, folder: Path, h: HFConfig) -> None:
 _GEMMA4 = Conversion(
     gguf="gemma4",
     tensor_names=_NAMES,
-    required=_REQUIRED,
+    required=GEMMA_SHARED_KV_REQUIRED,
     vocab=_vocab,
     filters=(_suffix_weight,),
     extra_tensors=(_rope_freqs,),
