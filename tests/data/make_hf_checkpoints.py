@@ -2104,6 +2104,22 @@ CHECKPOINTS: dict[str, tuple[dict[str, Any], str, Callable, Callable, dict[str, 
          "transformers_version": "4.57.6", "use_cache": True, "vocab_size": 49155},
         "bf16", granite_hybrid_shapes, write_granite3_tokenizer, {}, None,
     ),
+    # Granite 4.0-H Micro's shape: the same without experts, the shared MLP the layers' feed-forward network
+    "tiny-granite-4h-dense": (
+        {"architectures": ["GraniteMoeHybridForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
+         "attention_multiplier": 0.015625, "bos_token_id": 0, "dtype": "bfloat16", "embedding_multiplier": 12.0,
+         "eos_token_id": 0, "hidden_act": "silu", "hidden_size": 64, "initializer_range": 0.02,
+         "intermediate_size": 32, "layer_types": ["mamba", "attention", "mamba", "mamba"], "logits_scaling": 6.0,
+         "mamba_chunk_size": 256, "mamba_conv_bias": True, "mamba_d_conv": 4, "mamba_d_head": 16,
+         "mamba_d_state": 16, "mamba_expand": 2, "mamba_n_groups": 2, "mamba_n_heads": 8, "mamba_proj_bias": False,
+         "max_position_embeddings": 131072, "model_type": "granitemoehybrid", "num_attention_heads": 4,
+         "num_experts_per_tok": 0, "num_hidden_layers": 4, "num_key_value_heads": 2, "num_local_experts": 0,
+         "output_router_logits": False, "pad_token_id": 0, "position_embedding_type": "nope",
+         "residual_multiplier": 0.22, "rms_norm_eps": 1e-06, "rope_scaling": None, "rope_theta": 10000.0,
+         "router_aux_loss_coef": 0.001, "shared_intermediate_size": 48, "tie_word_embeddings": True,
+         "transformers_version": "4.57.6", "use_cache": True, "vocab_size": 49155},
+        "bf16", granite_hybrid_shapes, write_granite3_tokenizer, {}, None,
+    ),
     # f32 BERT with MiniLM's WordPiece tokenizer and mean pooling; a pooler that the converter drops
     "tiny-bert": (
         _config("BertModel", "bert", "f32", vocab_size=30522, hidden_size=64, intermediate_size=128,
