@@ -57,6 +57,10 @@ RUNS = {
     "tiny-granite-moe": ("Q4_K_M",),
     "tiny-lfm2": ("Q4_K_M",),
     "tiny-ernie4.5-moe": ("Q4_K_M",),
+    "tiny-lfm2-moe": ("Q4_K_M",),
+    "tiny-ernie4.5": ("Q4_K_M",),
+    # saved as transformers 4.57.6 writes it, as the released Granite 4.0-H were: recorded with a --python of 4.57.6
+    "tiny-granite-4h": ("Q4_K_M",),
 }  # fmt: skip
 
 
