@@ -187,6 +187,25 @@ def squeeze_conv(marker: str) -> Rewrite:
     return squeeze
 
 
+def _unchanged(w: np.ndarray, h: HFConfig) -> np.ndarray:
+    return w
+
+
+def _any_shape(shape: tuple[int, ...], h: HFConfig) -> str | None:
+    return None
+
+
+def conv_middle_axis(suffix: str) -> Transform:
+    """For `--to hf`: a short convolution's kernel [channels, width] (as `squeeze_conv` leaves it, the tensors
+    whose name ends with `suffix`) back to transformers' [channels, 1, width]; forward it changes nothing."""
+
+    def unsqueeze(w: np.ndarray, h: HFConfig) -> np.ndarray:
+        return w.reshape(w.shape[0], 1, *w.shape[1:])
+
+    return Transform((suffix,), _unchanged, _any_shape, unsqueeze,
+                     inverse_shape=lambda shape: (shape[0], 1, *shape[1:]))  # fmt: skip
+
+
 # --- state-space (Mamba2) and gated-delta-net pieces --------------------------------------------------------------
 
 
@@ -201,10 +220,6 @@ def _minus_exp(w: np.ndarray, h: HFConfig) -> np.ndarray:
     about a twentieth of an ulp of a rounding midpoint it can round the other way, and the reference's file
     then differs in that value's last bit (about one value in a hundred)."""
     return (-np.exp(w.astype(np.float64))).astype(np.float32).astype(w.dtype)
-
-
-def _any_shape(shape: tuple[int, ...], h: HFConfig) -> str | None:
-    return None
 
 
 #: the state-space decay written as the converters write it: `A = -exp(A_log)`
