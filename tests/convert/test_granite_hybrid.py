@@ -43,6 +43,7 @@ CASES = [
      ["every layer is attention"]),
     ("no layer kinds", lambda d: _set_config(d, layer_types=...), FormatError, ["attn_layer_period"]),
     ("no tokenizer", lambda d: (d / "tokenizer.json").unlink(), UnsupportedError, ["no tokenizer.model"]),
+    ("no group count", lambda d: _set_config(d, mamba_n_groups=...), FormatError, ["config.json", "mamba_n_groups"]),
 ]  # fmt: skip
 
 

@@ -113,7 +113,11 @@ _GRANITE_MOE: Conversion = replace(
 
 def _find(h: HFConfig, *keys: str) -> Any:
     """`GraniteHybridModel.find_hparam`: the first of `keys`, then of the same keys prefixed with `mamba_`."""
-    return h.find((*keys, *(f"mamba_{k}" for k in keys)))
+    keys = (*keys, *(f"mamba_{k}" for k in keys))
+    value = h.find(keys, None)
+    if value is None:
+        raise FormatError(CONFIG_NAME, None, f"none of {', '.join(keys)} is given")
+    return value
 
 
 #: `layer_types` entries of an attention layer: the released checkpoints' (transformers 4.x), and what 5.x saves
