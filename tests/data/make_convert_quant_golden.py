@@ -67,6 +67,10 @@ RUNS = {
     "tiny-qwen3-vl-moe": ("Q4_K_M",),
     "tiny-gemma-3n": ("Q4_K_M",),
     "tiny-mistral-tekken": ("Q4_K_M",),
+    "tiny-lfm2-moe": ("Q4_K_M",),
+    "tiny-ernie4.5": ("Q4_K_M",),
+    # saved as transformers 4.57.6 writes it, as the released Granite 4.0-H were: recorded with a --python of 4.57.6
+    "tiny-granite-4h": ("Q4_K_M",),
 }  # fmt: skip
 
 

@@ -1490,6 +1490,37 @@ def granite_moe_shapes(c: dict[str, Any]) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
+def granite_hybrid_shapes(c: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+    """Granite 4.0-H as transformers saves it: each layer Mamba2 (`mamba.*`) or Llama's attention by `layer_types`,
+    then Granite MoE's experts (where `num_local_experts`) and the shared MLP (gate and up fused)."""
+    h, ff, n, sff = c["hidden_size"], c["intermediate_size"], c["num_local_experts"], c["shared_intermediate_size"]
+    heads, groups, state = c["mamba_n_heads"], c["mamba_n_groups"], c["mamba_d_state"]
+    inner = c["mamba_expand"] * h
+    conv = inner + 2 * groups * state
+    attention = {k: v for k, v in decoder_shapes(c).items() if ".mlp." not in k and "self_attn" in k}
+    shapes: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (c["vocab_size"], h)}
+    for i, kind in enumerate(c["layer_types"]):
+        p = f"model.layers.{i}."
+        if n:
+            shapes |= {p + "block_sparse_moe.input_linear.weight": (n, 2 * ff, h),
+                       p + "block_sparse_moe.output_linear.weight": (n, h, ff),
+                       p + "block_sparse_moe.router.layer.weight": (n, h)}  # fmt: skip
+        shapes |= {
+            p + "input_layernorm.weight": (h,),
+            p + "post_attention_layernorm.weight": (h,),
+            p + "shared_mlp.input_linear.weight": (2 * sff, h),
+            p + "shared_mlp.output_linear.weight": (h, sff),
+        }
+        if kind == "attention":
+            shapes |= {k: v for k, v in attention.items() if k.startswith(p)}
+        else:
+            m = p + "mamba."
+            shapes |= {m + "dt_bias": (heads,), m + "A_log": (heads,), m + "D": (heads,), m + "norm.weight": (inner,),
+                       m + "conv1d.weight": (conv, 1, c["mamba_d_conv"]), m + "conv1d.bias": (conv,),
+                       m + "in_proj.weight": (inner + conv + heads, h), m + "out_proj.weight": (h, inner)}  # fmt: skip
+    return shapes | {"model.norm.weight": (h,)}
+
+
 def bert_shapes(c: dict[str, Any]) -> dict[str, tuple[int, ...]]:
     h, ff = c["hidden_size"], c["intermediate_size"]
     shapes: dict[str, tuple[int, ...]] = {
@@ -2091,7 +2122,7 @@ CHECKPOINTS: dict[str, tuple[dict[str, Any], str, Callable, Callable, dict[str, 
     ),
     # Qwen 3.5 MoE as released (bf16): experts fused as transformers 5 saves them (gate_up_proj, down_proj), a
     # gated shared expert, an MoE MTP layer. (Its name gives A_log values whose exp torch and weightkit round
-    # alike: see families/qwen35.py's _minus_exp.)
+    # alike: see families/decoder.py's _minus_exp.)
     "tiny-qwen35-moe": (
         _config5("Qwen3_5MoeForConditionalGeneration", "bf16", model_type="qwen3_5_moe",
                  tie_word_embeddings=False,
@@ -2330,6 +2361,41 @@ CHECKPOINTS: dict[str, tuple[dict[str, Any], str, Callable, Callable, dict[str, 
                  rms_norm_eps=1e-06, rope_parameters={"rope_theta": 10000.0, "rope_type": "default"},
                  router_aux_loss_coef=0.001, tie_word_embeddings=True, use_cache=True, vocab_size=49155),
         "bf16", granite_moe_shapes, write_granite3_tokenizer, {}, None,
+    ),
+    # bf16 Granite 4.0-H (Granite 4.0-H Tiny's shape) as transformers 4.57.6 writes it (as the released checkpoints
+    # were saved: `layer_types` "mamba"/"attention"): Mamba2 layers around one attention layer (no rope), four experts
+    # per layer and a shared MLP, tied embeddings; Granite 3's tokenizer, its vocabulary padded to a multiple of 8.
+    # (Its name gives A_log values whose exp torch and weightkit round alike: see families/decoder.py's _minus_exp.)
+    "tiny-granite-4h": (
+        {"architectures": ["GraniteMoeHybridForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
+         "attention_multiplier": 0.015625, "bos_token_id": 0, "dtype": "bfloat16", "embedding_multiplier": 12.0,
+         "eos_token_id": 0, "hidden_act": "silu", "hidden_size": 64, "initializer_range": 0.02,
+         "intermediate_size": 32, "layer_types": ["mamba", "attention", "mamba", "mamba"], "logits_scaling": 6.0,
+         "mamba_chunk_size": 256, "mamba_conv_bias": True, "mamba_d_conv": 4, "mamba_d_head": 16,
+         "mamba_d_state": 16, "mamba_expand": 2, "mamba_n_groups": 2, "mamba_n_heads": 8, "mamba_proj_bias": False,
+         "max_position_embeddings": 131072, "model_type": "granitemoehybrid", "num_attention_heads": 4,
+         "num_experts_per_tok": 2, "num_hidden_layers": 4, "num_key_value_heads": 2, "num_local_experts": 4,
+         "output_router_logits": False, "pad_token_id": 0, "position_embedding_type": "nope",
+         "residual_multiplier": 0.22, "rms_norm_eps": 1e-06, "rope_scaling": None, "rope_theta": 10000.0,
+         "router_aux_loss_coef": 0.001, "shared_intermediate_size": 48, "tie_word_embeddings": True,
+         "transformers_version": "4.57.6", "use_cache": True, "vocab_size": 49155},
+        "bf16", granite_hybrid_shapes, write_granite3_tokenizer, {}, None,
+    ),
+    # Granite 4.0-H Micro's shape: the same without experts, the shared MLP the layers' feed-forward network
+    "tiny-granite-4h-dense": (
+        {"architectures": ["GraniteMoeHybridForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
+         "attention_multiplier": 0.015625, "bos_token_id": 0, "dtype": "bfloat16", "embedding_multiplier": 12.0,
+         "eos_token_id": 0, "hidden_act": "silu", "hidden_size": 64, "initializer_range": 0.02,
+         "intermediate_size": 32, "layer_types": ["mamba", "attention", "mamba", "mamba"], "logits_scaling": 6.0,
+         "mamba_chunk_size": 256, "mamba_conv_bias": True, "mamba_d_conv": 4, "mamba_d_head": 16,
+         "mamba_d_state": 16, "mamba_expand": 2, "mamba_n_groups": 2, "mamba_n_heads": 8, "mamba_proj_bias": False,
+         "max_position_embeddings": 131072, "model_type": "granitemoehybrid", "num_attention_heads": 4,
+         "num_experts_per_tok": 0, "num_hidden_layers": 4, "num_key_value_heads": 2, "num_local_experts": 0,
+         "output_router_logits": False, "pad_token_id": 0, "position_embedding_type": "nope",
+         "residual_multiplier": 0.22, "rms_norm_eps": 1e-06, "rope_scaling": None, "rope_theta": 10000.0,
+         "router_aux_loss_coef": 0.001, "shared_intermediate_size": 48, "tie_word_embeddings": True,
+         "transformers_version": "4.57.6", "use_cache": True, "vocab_size": 49155},
+        "bf16", granite_hybrid_shapes, write_granite3_tokenizer, {}, None,
     ),
     # f32 BERT with MiniLM's WordPiece tokenizer and mean pooling; a pooler that the converter drops
     "tiny-bert": (

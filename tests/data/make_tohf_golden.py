@@ -49,6 +49,7 @@ TINY: dict[str, tuple[str, dict, str]] = {
     "tiny-phi-3-mini": ("tiny-phi-3-mini", {}, "f16"),
     "tiny-phi-4": ("tiny-phi-4", {}, "bf16"),
     "tiny-qwen3moe-ff768": ("tiny-qwen3moe", {"moe_intermediate_size": 768}, "q8_0"),
+    "tiny-lfm2": ("tiny-lfm2", {}, "f16"),
 }
 #: the reference's --outtype for converting weightkit's folder back (the round trip)
 ROUND_TRIP = "auto"

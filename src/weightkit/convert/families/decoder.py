@@ -187,6 +187,44 @@ def squeeze_conv(marker: str) -> Rewrite:
     return squeeze
 
 
+def _unchanged(w: np.ndarray, h: HFConfig) -> np.ndarray:
+    return w
+
+
+def _any_shape(shape: tuple[int, ...], h: HFConfig) -> str | None:
+    return None
+
+
+def conv_middle_axis(suffix: str) -> Transform:
+    """For `--to hf`: a short convolution's kernel [channels, width] (as `squeeze_conv` leaves it, the tensors
+    whose name ends with `suffix`) back to transformers' [channels, 1, width]; forward it changes nothing."""
+
+    def unsqueeze(w: np.ndarray, h: HFConfig) -> np.ndarray:
+        return w.reshape(w.shape[0], 1, *w.shape[1:])
+
+    return Transform((suffix,), _unchanged, _any_shape, unsqueeze,
+                     inverse_shape=lambda shape: (shape[0], 1, *shape[1:]))  # fmt: skip
+
+
+# --- state-space (Mamba2) and gated-delta-net pieces --------------------------------------------------------------
+
+
+def dt_bias_as_bias(name: str) -> str:
+    """`Mamba2Model.filter_tensors` (and Qwen3-Next's): the time-step bias is the bias of the time-step projection."""
+    return name.removesuffix(".dt_bias") + ".dt_proj.bias" if name.endswith(".dt_bias") else name
+
+
+def _minus_exp(w: np.ndarray, h: HFConfig) -> np.ndarray:
+    """`A = -exp(A_log)`, in float32 (then the tensor's own float type, as torch computes a float16 exp), rounded
+    from float64. torch's float32 exp (MKL's on x86) is within an ulp of that: where the exact value lies within
+    about a twentieth of an ulp of a rounding midpoint it can round the other way, and the reference's file
+    then differs in that value's last bit (about one value in a hundred)."""
+    return (-np.exp(w.astype(np.float64))).astype(np.float32).astype(w.dtype)
+
+
+#: the state-space decay written as the converters write it: `A = -exp(A_log)`
+A_FROM_A_LOG = Transform((".A_log",), _minus_exp, _any_shape)
+
 # --- vocabularies and pooling -----------------------------------------------------------------------------------
 
 

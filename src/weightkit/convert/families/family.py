@@ -41,13 +41,15 @@ Blocks = Callable[[HFConfig, list[str]], int]
 class Transform:
     """A change of a tensor's values, for the tensors whose (filtered) HF name ends with one of `suffixes` and
     with none of `exclude`. `apply(values, hparams)` keeps the shape; `check(shape, hparams)` says why a shape
-    will not do; `invert(values, hparams)` undoes `apply` (GGUF -> HF)."""
+    will not do; `invert(values, hparams)` undoes `apply` (GGUF -> HF), and may also undo a rewrite's change of
+    shape, giving `inverse_shape(shape)` from the GGUF tensor's shape (where it is given)."""
 
     suffixes: tuple[str, ...]
     apply: Callable[[np.ndarray, HFConfig], np.ndarray]
     check: Callable[[tuple[int, ...], HFConfig], str | None]
     invert: Callable[[np.ndarray, HFConfig], np.ndarray] | None = None
     exclude: tuple[str, ...] = ()
+    inverse_shape: Callable[[tuple[int, ...]], tuple[int, ...]] | None = None
 
     def applies_to(self, name: str) -> bool:
         return name.endswith(self.suffixes) and not name.endswith(self.exclude)

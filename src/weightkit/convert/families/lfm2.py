@@ -7,6 +7,10 @@ experts with a bias on the routing scores. What the converter does to them: the 
 per layer (0 for the convolutions); the convolution's kernel loses its middle axis; LFM2's feed-forward length is
 the one its MLP adjusts to (two thirds, times a multiplier, rounded up to a multiple); LFM2-MoE's experts are
 stacked per layer and kind.
+
+`--to hf` writes an `lfm2` GGUF as transformers' GGUF loader reads it: the key-value head counts per layer as
+their largest and the attention layers' indices (`full_attn_idxs`), the feed-forward length as written
+(`block_auto_adjust_ff_dim` false), the convolution kernel given its middle axis back.
 """
 
 from __future__ import annotations
@@ -19,8 +23,8 @@ from ..hf.config import CONFIG_NAME, ConfigClass, HFConfig
 from ..hf.experts import ExpertLayout, expert_stacker
 from ..hf.kv import KV
 from ..hf.parameters import write_text_parameters
-from .decoder import H, gpt2_vocab, number, rope_parameters_of_5x, squeeze_conv
-from .family import Conversion, Family, TextParameters
+from .decoder import DECODER_CONFIG, H, conv_middle_axis, gpt2_vocab, number, rope_parameters_of_5x, squeeze_conv
+from .family import Conversion, Export, Family, TensorShapes, TextParameters
 
 _P = "model.layers.{bid}."
 _NAMES = {
@@ -115,6 +119,7 @@ _LFM2 = Conversion(
     required=_REQUIRED,
     vocab=gpt2_vocab,
     text_parameters=_kv_heads_per_layer("full_attention"),  # the converter: any type but "conv"
+    transforms=(conv_middle_axis("conv.conv.weight"),),
     parameters=(_lfm2_parameters,),
     rewrites=(squeeze_conv("conv.conv"),),
 )
@@ -128,6 +133,22 @@ _LFM2_MOE = Conversion(
     parameters=(_lfm2_moe_parameters,),
     rewrites=(squeeze_conv("conv.conv"), expert_stacker(_LFM2_EXPERTS)),
 )
+
+
+def _attention_layers(shapes: TensorShapes, config: dict[str, Any]) -> dict[str, Any]:
+    """What transformers' GGUF loader makes of an `lfm2` file's per-layer key-value head counts: their largest,
+    and the layers with some are the attention layers; the feed-forward length is the one to use as it is."""
+    heads = config["num_key_value_heads"]
+    per_layer = [int(n) for n in heads] if hasattr(heads, "__len__") else [int(heads)] * config["num_hidden_layers"]
+    return {"num_key_value_heads": max(per_layer), "full_attn_idxs": [i for i, n in enumerate(per_layer) if n > 0],
+            "block_auto_adjust_ff_dim": False}  # fmt: skip
+
+
+#: config.json keys of an `lfm2` GGUF (transformers' GGUF_CONFIG_MAPPING, but LFM2's own name of the norms' epsilon)
+_EXPORT_CONFIG = {k: v for k, v in DECODER_CONFIG.items() if k != "attention.layer_norm_rms_epsilon"} | {
+    "attention.layer_norm_rms_epsilon": "norm_eps",
+    "shortconv.l_cache": "conv_L_cache",
+}
 
 
 def _tie_embedding(h: dict[str, Any]) -> None:
@@ -173,4 +194,5 @@ FAMILY = Family(
         ),
     },
     conversions={"Lfm2ForCausalLM": _LFM2, "Lfm2MoeForCausalLM": _LFM2_MOE},
+    exports={"lfm2": Export("Lfm2ForCausalLM", "lfm2", _LFM2, "llama", _EXPORT_CONFIG, derived=(_attention_layers,))},
 )  # fmt: skip

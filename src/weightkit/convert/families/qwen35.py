@@ -25,12 +25,14 @@ from ..hf.kv import KV
 from ..hf.parameters import LAYERS, block_count, rope_parameters
 from ..hf.tensors import SourceTensor
 from .decoder import (
+    A_FROM_A_LOG,
     DECODER_ATTENTION_NAMES,
     DECODER_NAMES,
     MOE_NAMES,
     NEXTN_NAMES,
     QK_NORM_NAMES,
     H,
+    dt_bias_as_bias,
     gpt2_vocab,
     kv_heads_default_to_heads,
     squeeze_conv,
@@ -112,11 +114,6 @@ def _mtp_as_blocks(tensors: Tensors, h: HFConfig) -> Tensors:
 # --- the gated delta net's tensors ----------------------------------------------------------------------------------
 
 
-def _dt_bias(name: str) -> str:
-    """`Qwen3NextModel.modify_tensors`: the time-step bias is the bias of the time-step projection."""
-    return name.removesuffix(".dt_bias") + ".dt_proj.bias" if name.endswith(".dt_bias") else name
-
-
 def _split_qkvz(tensors: Tensors, h: HFConfig) -> Tensors:
     """Qwen3-Next's `in_proj_qkvz` [(q, k, v, z) per key head, hidden] as `attn_qkv` (every head's q, then k,
     then v) and `attn_gate` (z), both in place of it."""
@@ -151,14 +148,6 @@ def _qkvz_part(t: SourceTensor, name: str, grouping: tuple[int, int], cuts: tupl
     return name, derived_tensor(t, name, (rows, t.shape[1]), read)
 
 
-def _minus_exp(w: np.ndarray, h: HFConfig) -> np.ndarray:
-    """`A = -exp(A_log)`, in float32 (then the tensor's own float type, as torch computes a float16 exp), rounded
-    from float64. torch's float32 exp (MKL's on x86) is within an ulp of that: where the exact value lies within
-    about a twentieth of an ulp of a rounding midpoint it can round the other way, and the reference's file
-    then differs in that value's last bit (about one value in a hundred)."""
-    return (-np.exp(w.astype(np.float64))).astype(np.float32).astype(w.dtype)
-
-
 def _plus_one(w: np.ndarray, h: HFConfig) -> np.ndarray:
     return w + 1  # in the tensor's own float16 or float32, as torch does it
 
@@ -169,7 +158,6 @@ def _no_check(shape: tuple[int, ...], h: HFConfig) -> str | None:
 
 #: the converter's zero-centred norms, but the gated delta net's own: its weights are the scale's offset from 1
 _NORMS = Transform(("norm.weight",), _plus_one, _no_check, exclude=("linear_attn.norm.weight",))
-_A = Transform((".A_log",), _minus_exp, _no_check)
 
 # --- value heads, from grouped by key head to tiled ---------------------------------------------------------------
 
@@ -300,8 +288,8 @@ def _hybrid(gguf: str, names: dict[str, str], *, rewrites: tuple, transforms: tu
             parameters: tuple = ()) -> Conversion:  # fmt: skip
     """One of the hybrid decoders: the MTP layers as blocks, the gated delta net's tensors as the converter
     writes them, `rewrites` (the experts, Qwen3-Next's split projection) and `transforms` (the value heads)."""
-    return Conversion(gguf=gguf, tensor_names=names, required=_REQUIRED, vocab=gpt2_vocab, filters=(_dt_bias,),
-                      transforms=(*transforms, _NORMS, _A),
+    return Conversion(gguf=gguf, tensor_names=names, required=_REQUIRED, vocab=gpt2_vocab, filters=(dt_bias_as_bias,),
+                      transforms=(*transforms, _NORMS, A_FROM_A_LOG),
                       parameters=(moe_parameters, _hybrid_parameters, *parameters),
                       rewrites=(_mtp_as_blocks, squeeze_conv("conv1d"), *rewrites), blocks=_blocks)  # fmt: skip
 

@@ -64,8 +64,10 @@ class ConfigClass:
 
 #: Sizes the converter computes with: when given, each must be a positive integer.
 _SIZES = ("num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads",
-          "head_dim", "vocab_size", "max_position_embeddings", "type_vocab_size", "moe_intermediate_size",
-          "num_experts", "num_local_experts", "num_experts_per_tok")  # fmt: skip
+          "head_dim", "vocab_size", "max_position_embeddings", "type_vocab_size", "moe_intermediate_size")  # fmt: skip
+#: Expert counts: when given, each must be an integer, 0 in a dense model of a family with experts (Granite 4.0-H
+#: Micro); a mixture-of-experts class's tensors then do not have the shapes it implies.
+_EXPERT_COUNTS = ("num_experts", "num_local_experts", "num_experts_per_tok")
 
 #: What every config gets from `PretrainedConfig` (only what the converter can read).
 _BASE_DEFAULTS = {"max_length": 20}
@@ -224,6 +226,10 @@ def _check_sizes(h: dict[str, Any], folder: Path) -> None:
                 positive_integer(HFConfig({key: size}), key, folder)
         elif value is not None:
             positive_integer(h, key, folder)
+    for key in _EXPERT_COUNTS:
+        value = h.get(key)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+            raise FormatError(folder / CONFIG_NAME, None, f"{key} is {value!r}, not a count of experts")
 
 
 def _labels(raw: dict[str, Any], folder: Path) -> dict[int, Any]:

@@ -104,10 +104,10 @@ stack_experts = expert_stacker(QWEN_EXPERTS)
 
 
 def gate_and_up(t: SourceTensor, gate: str, up: str) -> Tensors:
-    """Stacked experts' fused gate and up projections [experts, 2 * ff, hidden] as the gate (the first half of the
-    rows, named `gate`) and the up projection (named `up`)."""
-    if len(t.shape) < 3 or t.shape[-2] % 2:
-        raise FormatError(t.file, None, f"{t.name!r} {list(t.shape)} is not [experts, 2 * ff, hidden]")
+    """Fused gate and up projections ([2 * ff, hidden], or stacked experts' [experts, 2 * ff, hidden]) as the gate
+    (the first half of the rows, named `gate`) and the up projection (named `up`)."""
+    if len(t.shape) < 2 or t.shape[-2] % 2:
+        raise FormatError(t.file, None, f"{t.name!r} {list(t.shape)} is not [(experts,) 2 * ff, hidden]")
     half, shape = t.shape[-2] // 2, t.shape
     return [(name, derived_tensor(t, name, (*shape[:-2], half, shape[-1]), lambda rows=rows: t.read()[..., rows, :]))
             for name, rows in ((gate, slice(0, half)), (up, slice(half, None)))]  # fmt: skip

@@ -1,7 +1,8 @@
 """`convert_gguf_to_hf`: a GGUF model to a Hugging Face folder that transformers loads.
 
 The tensors go through the architecture's table entry backwards: GGUF names to HF names (the forward map,
-inverted), the forward transforms undone (Llama's rope permutation, Gemma's norm + 1), stacked experts split
+inverted), the forward transforms undone (Llama's rope permutation, Gemma's norm + 1, LFM2's squeezed
+convolution kernel), stacked experts split
 into one tensor each, quantized types dequantized. They are written one at a time as `save_pretrained` lays
 them out (safetensors shards of at most 5 GB and an index), beside config.json, generation_config.json and
 the tokenizer files, in a temporary folder next to the destination that is renamed into place when whole.
@@ -151,6 +152,8 @@ def _plan(export: Export, arch: str, meta: dict[str, Any], shapes: dict[str, tup
         steps = tuple(t for t in transforms if t.applies_to(hf))
         if any(t.invert is None for t in steps):
             raise UnsupportedError(f"{path}: tensor {name!r}: its transform has no inverse")
+        for t in steps:
+            shape = t.inverse_shape(shape) if t.inverse_shape is not None else shape
         if base.endswith("_exps"):  # stacked by the converter from one tensor per expert: `experts.N.`
             plan += [_Out(hf.replace(".experts.", f".experts.{x}."), name, x, shape[1:], steps)
                      for x in range(shape[0])]  # fmt: skip
