@@ -23,7 +23,8 @@ SLOW = {n + s for n in ("tiny-gpt-oss", "tiny-gpt-oss-dense", "tiny-gemma-3-fast
     "tiny-gemma-4-moe",
 }
 #: Checkpoints whose other outtypes are marked `slow`: every outtype takes the same steps but the last, and
-#: each conversion costs a second or more (Qwen2's 151,936-token vocabulary, Gemma 3n's 262,400 tokens, Granite 4.0-H's Mamba2 layers).
+#: each conversion costs a second or more (Qwen2's 151,936-token vocabulary, Gemma 3n's 262,400 tokens, Granite
+#: 4.0-H's Mamba2 layers).
 FAST_OUTTYPES = {"tiny-qwen35": ("f32", "q8_0"), "tiny-qwen35-text": ("f16",), "tiny-qwen35-moe": ("auto",),
                  "tiny-qwen35-moe-text": ("bf16",), "tiny-qwen3next": ("f16",), "tiny-qwen2.5-vl": ("bf16",),
                  "tiny-qwen3-vl": ("q8_0",), "tiny-qwen3-vl-moe": ("f32",), "tiny-gemma-3n": ("bf16",),
