@@ -179,12 +179,30 @@ def squeeze_conv(marker: str) -> Rewrite:
         out: Tensors = []
         for name, t in tensors:
             if marker in name:
-                shape = tuple(n for n in t.shape if n != 1)
+                shape = _squeezed(t.shape)
                 t = derived_tensor(t, name, shape, lambda t=t, shape=shape: t.read().reshape(shape))
             out.append((name, t))
         return out
 
     return squeeze
+
+
+def unsqueeze_conv(suffix: str) -> Transform:
+    """`squeeze_conv` undone (an `Export.rewrites_undone` step): the kernel of the tensors whose name ends with
+    `suffix`, [channels, width] in the GGUF, given back its middle axis, [channels, 1, width]."""
+
+    def squeezed(w: np.ndarray, h: HFConfig) -> np.ndarray:
+        return w.reshape(_squeezed(w.shape))
+
+    def no_check(shape: tuple[int, ...], h: HFConfig) -> str | None:
+        return None
+
+    return Transform((suffix,), squeezed, no_check, invert=lambda w, h: w[:, None, :],
+                     inverted_shape=lambda shape: (shape[0], 1, *shape[1:]))  # fmt: skip
+
+
+def _squeezed(shape: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(n for n in shape if n != 1)
 
 
 # --- vocabularies and pooling -----------------------------------------------------------------------------------

@@ -41,13 +41,15 @@ Blocks = Callable[[HFConfig, list[str]], int]
 class Transform:
     """A change of a tensor's values, for the tensors whose (filtered) HF name ends with one of `suffixes` and
     with none of `exclude`. `apply(values, hparams)` keeps the shape; `check(shape, hparams)` says why a shape
-    will not do; `invert(values, hparams)` undoes `apply` (GGUF -> HF)."""
+    will not do; `invert(values, hparams)` undoes `apply` (GGUF -> HF), giving the shape `inverted_shape` says
+    where it is not the GGUF tensor's (the undoing of a rewrite that changed the shape, `Export.rewrites_undone`)."""
 
     suffixes: tuple[str, ...]
     apply: Callable[[np.ndarray, HFConfig], np.ndarray]
     check: Callable[[tuple[int, ...], HFConfig], str | None]
     invert: Callable[[np.ndarray, HFConfig], np.ndarray] | None = None
     exclude: tuple[str, ...] = ()
+    inverted_shape: Callable[[tuple[int, ...]], tuple[int, ...]] | None = None
 
     def applies_to(self, name: str) -> bool:
         return name.endswith(self.suffixes) and not name.endswith(self.exclude)
@@ -92,6 +94,15 @@ class Export:
     byte_level_class: str | None = None
     # (word, export): a `general.name` with the word in it (any case) is written as that export instead
     named: tuple[tuple[str, Export], ...] = ()
+    # the conversion's rewrites that changed a tensor's values or shape, undone after its transforms are
+    # (a squeezed convolution kernel given its middle axis back)
+    rewrites_undone: tuple[Transform, ...] = ()
+    # (HF name as the tensor map gives it back, hparams) -> the checkpoint's name, where the conversion's filters
+    # and rewrites renamed it (Qwen 3.5's `dt_bias`, its MTP layers as blocks)
+    rename: Callable[[str, HFConfig], str] | None = None
+    # `tokenizer.ggml.pre` -> the pre-tokenizer this architecture's models have in its place (a check hash that
+    # names a coarser split because the hash's text does not tell them apart)
+    pre_tokenizer: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

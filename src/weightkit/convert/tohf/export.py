@@ -93,14 +93,15 @@ def convert_gguf_to_hf(
         shapes = {name: tuple(info.shape) for name, info in model.tensors.items()}
         dtype = _resolve_dtype(dtype, model)
         config = hf_config(meta, export, arch, shapes, dtype)
-        plan = _plan(export, arch, meta, shapes, gguf)
+        h = HFConfig(config)
+        plan = _plan(export, arch, meta, shapes, h, gguf)
         files: dict[str, Any] = {"config.json": config}
         if ids := generation_ids(meta):
             files["generation_config.json"] = ids
         if "tokenizer.ggml.tokens" in meta:
-            files |= tokenizer_files(meta, export.tokenizer, gguf, export.byte_level_class)
+            files |= tokenizer_files(meta, export.tokenizer, gguf, export.byte_level_class, export.pre_tokenizer)
         report = ExportReport(str(gguf), str(output), arch, export.hf_class, dtype)
-        _write(output, model, plan, HFConfig(config), dtype, files, report, progress, max_shard_bytes)
+        _write(output, model, plan, h, dtype, files, report, progress, max_shard_bytes)
     return report
 
 
@@ -130,9 +131,10 @@ def _gguf_to_hf(export: Export, n_blocks: int) -> dict[str, str]:
     return out
 
 
-def _plan(export: Export, arch: str, meta: dict[str, Any], shapes: dict[str, tuple[int, ...]],
+def _plan(export: Export, arch: str, meta: dict[str, Any], shapes: dict[str, tuple[int, ...]], h: HFConfig,
           path: Path) -> list[_Out]:  # fmt: skip
-    """Every HF tensor, in the GGUF's order, with its source and the inverse transforms it needs."""
+    """Every HF tensor, in the GGUF's order, with its source and the inverse transforms it needs: the
+    conversion's transforms undone last first, then its rewrites (`Export.rewrites_undone`)."""
     n_blocks = meta.get(f"{arch}.block_count")
     if not isinstance(n_blocks, int) or n_blocks < 0:
         raise FormatError(path, None, f"{arch}.block_count {n_blocks!r} is not a layer count")
@@ -143,20 +145,32 @@ def _plan(export: Export, arch: str, meta: dict[str, Any], shapes: dict[str, tup
         if name in _DROPPED:
             continue
         base, dot, suffix = name.rpartition(".")
-        hf = names.get(base)
-        if hf is None or suffix not in ("weight", "bias"):
-            raise FormatError(path, None, f"tensor {name!r} has no Hugging Face name for {arch} "
-                                          f"({n_blocks} layers in {arch}.block_count)")  # fmt: skip
-        hf += dot + suffix
-        steps = tuple(t for t in transforms if t.applies_to(hf))
+        if (hf := names.get(name)) is None:  # else a weight or bias (a parameter such as `A_log` is named whole)
+            hf = names.get(base) if suffix in ("weight", "bias") else None
+            if hf is None:
+                raise FormatError(path, None, f"tensor {name!r} has no Hugging Face name for {arch} "
+                                              f"({n_blocks} layers in {arch}.block_count)")  # fmt: skip
+            hf += dot + suffix
+        steps = tuple(t for t in reversed(transforms) if t.applies_to(hf))
         if any(t.invert is None for t in steps):
             raise UnsupportedError(f"{path}: tensor {name!r}: its transform has no inverse")
+        steps += tuple(t for t in export.rewrites_undone if t.applies_to(hf))
+        if export.rename is not None:
+            hf = export.rename(hf, h)
         if base.endswith("_exps"):  # stacked by the converter from one tensor per expert: `experts.N.`
-            plan += [_Out(hf.replace(".experts.", f".experts.{x}."), name, x, shape[1:], steps)
+            plan += [_Out(hf.replace(".experts.", f".experts.{x}."), name, x, _shape(shape[1:], steps), steps)
                      for x in range(shape[0])]  # fmt: skip
         else:
-            plan.append(_Out(hf, name, None, shape, steps))
+            plan.append(_Out(hf, name, None, _shape(shape, steps), steps))
     return plan
+
+
+def _shape(shape: tuple[int, ...], steps: tuple[Transform, ...]) -> tuple[int, ...]:
+    """The HF tensor's shape: the GGUF tensor's, as the steps that change it give it back."""
+    for t in steps:
+        if t.inverted_shape is not None:
+            shape = t.inverted_shape(shape)
+    return shape
 
 
 def _write(output: Path, model: ModelFile, plan: list[_Out], h: HFConfig, dtype: str, files: dict[str, Any],
