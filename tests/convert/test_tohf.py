@@ -3,8 +3,9 @@
 The GGUFs are the reference converter's files for the tiny checkpoints (weightkit's forward conversion
 writes them; their hashes, recorded from llama.cpp's converter, prove it is the reference's file) and the
 real Gemma 3 270M Q4_K_M. tests/data/tohf_golden.json, recorded by tests/data/make_tohf_golden.py with
-transformers 4.57.6, holds what transformers loads from each GGUF (every state_dict tensor's hash) and the
-reference converter's file for weightkit's folder of each tiny GGUF; tests/data/tohf_tokenizer_golden.json,
+transformers 4.57.6 (5.25 for Qwen 3.5), holds what transformers loads from each GGUF (every state_dict
+tensor's hash) and the reference converter's file for weightkit's folder of each tiny GGUF;
+tests/data/tohf_tokenizer_golden.json,
 recorded by make_tohf_tokenizer_golden.py with transformers 5.25, the source tokenizers' ids that each
 family's folder was loaded to, and that folder's tokenizer files' hashes.
 """
@@ -92,8 +93,16 @@ def extra_token_folders(hf_checkpoints, tmp_path_factory) -> Mapping[str, Path]:
 
 
 def _check_against_transformers(folder: Path, record: dict) -> None:
+    """Every tensor is transformers' (the `last_bit` ones within an ulp: torch's float32 log rounds otherwise),
+    and the folder has those and the ones transformers does not load."""
+    last_bit = record.get("last_bit", {})
     with SafetensorsCheckpoint(folder) as ckpt:
-        assert {n: _sha(ckpt.tensor(n)) for n in ckpt.tensors} == record["state_dict"]
+        assert set(ckpt.tensors) == set(record["state_dict"]) | set(record.get("not_loaded", []))
+        assert {n: _sha(ckpt.tensor(n)) for n in record["state_dict"] if n not in last_bit} == {
+            n: h for n, h in record["state_dict"].items() if n not in last_bit
+        }
+        for n, values in last_bit.items():
+            assert make_tohf_golden.ulps(ckpt.tensor(n), np.asarray(values, np.float32)) == 1, n
 
 
 def _check_tokenizer(folder: Path, record: dict) -> None:

@@ -18,7 +18,8 @@ repository, with the reference's Python (transformers needs `accelerate` install
 (the TF5 entries are recorded by `--python-tf5` running this script, `--only NAME`, with transformers 5.x; their
 versions are the file's `tf5`). Where torch's float32 log (MKL's on x86) rounds a Qwen 3.5 `A_log` value the
 other way from weightkit's correctly rounded one, the folder's value is within one ulp of transformers' and
-the entry keeps transformers' values too (`last_bit`).
+the entry keeps transformers' values too (`last_bit`); the folder's tensors transformers does not load (Qwen 3.5's
+multi-token prediction layers, which its GGUF loader drops too) are listed (`not_loaded`).
 
 `--only NAME` (repeatable) re-records just those tiny entries, merged into the existing file;
 `--only-gemma-round-trip` re-records just the real Gemma's round trip in the existing file (no transformers).
@@ -42,6 +43,7 @@ sys.path[:0] = [str(REPO / "src"), str(Path(__file__).parent)]
 import make_hf_checkpoints  # noqa: E402
 
 from weightkit.convert.tohf import convert_gguf_to_hf  # noqa: E402
+from weightkit.safetensors import SafetensorsCheckpoint  # noqa: E402
 
 OUT = Path(__file__).parent / "tohf_golden.json"
 #: name -> (checkpoint of make_hf_checkpoints.py, config.json changes, the reference's --outtype for the GGUF):
@@ -128,6 +130,9 @@ def record(gguf: Path, tmp: Path, converter: Path | None) -> dict:
     entry: dict = {"state_dict": hashes}
     if last_bit:
         entry["last_bit"] = last_bit
+    with SafetensorsCheckpoint(folder) as ckpt:  # what transformers does not load (Qwen 3.5's MTP layers)
+        if not_loaded := sorted(set(ckpt.tensors) - hashes.keys()):
+            entry["not_loaded"] = not_loaded
     if converter is not None:
         back = reference_convert(converter, folder, ROUND_TRIP, tmp / "back.gguf")
         entry["round_trip"] = {ROUND_TRIP: hashlib.sha256(back.read_bytes()).hexdigest()}

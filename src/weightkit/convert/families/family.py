@@ -100,6 +100,8 @@ class Export:
     # (HF name as the tensor map gives it back, hparams) -> the checkpoint's name, where the conversion's filters
     # and rewrites renamed it (Qwen 3.5's `dt_bias`, its MTP layers as blocks)
     rename: Callable[[str, HFConfig], str] | None = None
+    # experts as transformers 5 has them (stacked, gate and up in one `gate_up_proj`), not one tensor per expert
+    stacked_experts: bool = False
     # `tokenizer.ggml.pre` -> the pre-tokenizer this architecture's models have in its place (a check hash that
     # names a coarser split because the hash's text does not tell them apart)
     pre_tokenizer: Mapping[str, str] = field(default_factory=dict)

@@ -65,6 +65,7 @@ class _Out:
     expert: int | None
     shape: tuple[int, ...]
     transforms: tuple[Transform, ...]
+    joined: str | None = None  # a second GGUF tensor whose rows follow the source's (a fused gate and up)
 
 
 def convert_gguf_to_hf(
@@ -157,12 +158,28 @@ def _plan(export: Export, arch: str, meta: dict[str, Any], shapes: dict[str, tup
         steps += tuple(t for t in export.rewrites_undone if t.applies_to(hf))
         if export.rename is not None:
             hf = export.rename(hf, h)
-        if base.endswith("_exps"):  # stacked by the converter from one tensor per expert: `experts.N.`
+        if base.endswith("_exps") and export.stacked_experts:
+            plan += _stacked_experts(name, hf, shape, steps, shapes)
+        elif base.endswith("_exps"):  # stacked by the converter from one tensor per expert: `experts.N.`
             plan += [_Out(hf.replace(".experts.", f".experts.{x}."), name, x, _shape(shape[1:], steps), steps)
                      for x in range(shape[0])]  # fmt: skip
         else:
             plan.append(_Out(hf, name, None, _shape(shape, steps), steps))
     return plan
+
+
+def _stacked_experts(name: str, hf: str, shape: tuple[int, ...], steps: tuple[Transform, ...],
+                     shapes: dict[str, tuple[int, ...]]) -> list[_Out]:  # fmt: skip
+    """transformers 5's experts: stacked as the GGUF has them, named without `.weight`, the gate's rows and the
+    up projection's in one `gate_up_proj` (written where the gate is)."""
+    if ".ffn_up_exps." in name:
+        return []
+    hf = hf.removesuffix(".weight")
+    if ".ffn_gate_exps." not in name:
+        return [_Out(hf, name, None, _shape(shape, steps), steps)]
+    up = name.replace(".ffn_gate_exps.", ".ffn_up_exps.")
+    joined = (shape[0], shape[1] + shapes[up][1], *shape[2:])
+    return [_Out(hf.replace(".gate_proj", ".gate_up_proj"), name, None, _shape(joined, steps), steps, up)]
 
 
 def _shape(shape: tuple[int, ...], steps: tuple[Transform, ...]) -> tuple[int, ...]:
@@ -186,6 +203,8 @@ def _write(output: Path, model: ModelFile, plan: list[_Out], h: HFConfig, dtype:
         if o.expert is None:
             cache.clear()
             x = model.tensor(o.source, np.float32)
+            if o.joined is not None:
+                x = np.concatenate([x, model.tensor(o.joined, np.float32)], axis=1)
         else:
             if o.source not in cache:
                 cache.clear()
