@@ -275,3 +275,20 @@ def test_an_unknown_byte_level_pre_tokenizer_is_refused(tmp_path):
             "tokenizer.ggml.merges": ["a b"]}  # fmt: skip
     with pytest.raises(UnsupportedError, match=r"x\.gguf: tokenizer\.ggml\.pre 'tekken' is not supported"):
         tokenizer_files(meta, "llama", tmp_path / "x.gguf")
+
+
+def test_a_qwen35_pre_tokenizer_is_qwen_3_5s_split(tiny_ggufs, hf_checkpoints):
+    """A file whose `tokenizer.ggml.pre` is `qwen35` (the released Qwen 3.5 tokenizers' check hash; the test
+    vocabulary hashes as Qwen2's) gets the source tokenizer's normalizer and pre-tokenizer, and its ids."""
+    from tokenizers import Tokenizer
+
+    from weightkit.convert.tohf.tokenizer import tokenizer_files
+
+    gguf = tiny_ggufs["tiny-qwen35"]
+    with weightkit.open(gguf) as m:
+        meta = dict(m.metadata) | {"tokenizer.ggml.pre": "qwen35"}
+    ours = json.loads(tokenizer_files(meta, "qwen2", gguf)["tokenizer.json"])
+    source = json.loads((hf_checkpoints["tiny-qwen35"] / "tokenizer.json").read_text(encoding="utf-8"))
+    assert (ours["normalizer"], ours["pre_tokenizer"]) == (source["normalizer"], source["pre_tokenizer"])
+    tok = Tokenizer.from_str(json.dumps(ours))
+    assert [tok.encode(t).ids for t in TOKENS["texts"]] == TOKENS["cases"]["tiny-qwen35"]["ids"]

@@ -102,9 +102,6 @@ class Export:
     rename: Callable[[str, HFConfig], str] | None = None
     # experts as transformers 5 has them (stacked, gate and up in one `gate_up_proj`), not one tensor per expert
     stacked_experts: bool = False
-    # `tokenizer.ggml.pre` -> the pre-tokenizer this architecture's models have in its place (a check hash that
-    # names a coarser split because the hash's text does not tell them apart)
-    pre_tokenizer: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

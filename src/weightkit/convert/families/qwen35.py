@@ -404,7 +404,7 @@ def _export(hf_class: str, model_type: str, conversion: Conversion, config: dict
     """Qwen 3.5's folder: what transformers' own GGUF loader makes of the file, and the MTP layers it drops."""
     return Export(hf_class, model_type, conversion, "qwen2", config, derived=(_transformers_config,),
                   rewrites_undone=(unsqueeze_conv("conv1d.weight"),), rename=_checkpoint_name,
-                  stacked_experts=True, pre_tokenizer={"qwen2": "qwen35"})  # fmt: skip
+                  stacked_experts=True)  # fmt: skip
 
 
 FAMILY = Family(

@@ -100,7 +100,7 @@ def convert_gguf_to_hf(
         if ids := generation_ids(meta):
             files["generation_config.json"] = ids
         if "tokenizer.ggml.tokens" in meta:
-            files |= tokenizer_files(meta, export.tokenizer, gguf, export.byte_level_class, export.pre_tokenizer)
+            files |= tokenizer_files(meta, export.tokenizer, gguf, export.byte_level_class)
         report = ExportReport(str(gguf), str(output), arch, export.hf_class, dtype)
         _write(output, model, plan, h, dtype, files, report, progress, max_shard_bytes)
     return report

@@ -233,14 +233,12 @@ _BUILDERS = {"llama": _llama, "qwen2": _qwen2, "gemma": _gemma}
 _MODELS = {"llama": ("llama", "gpt2"), "qwen2": ("gpt2",), "gemma": ("llama",)}
 
 
-def tokenizer_files(meta: Mapping[str, Any], family: str, path: Path, byte_level_class: str | None = None,
-                    pre_tokenizer: Mapping[str, str] | None = None) -> dict[str, Any]:  # fmt: skip
+def tokenizer_files(meta: Mapping[str, Any], family: str, path: Path,
+                    byte_level_class: str | None = None) -> dict[str, Any]:  # fmt: skip
     """tokenizer.json (as a JSON string), tokenizer_config.json and special_tokens_map.json (as objects), and
     for a SentencePiece vocabulary tokenizer.model (bytes). `byte_level_class`, if given, is the tokenizer
-    class named for a byte-level BPE (`gpt2`) vocabulary instead of the family's; `pre_tokenizer` maps a
-    `tokenizer.ggml.pre` to the one the architecture's models have in its place (`Export.pre_tokenizer`)."""
+    class named for a byte-level BPE (`gpt2`) vocabulary instead of the family's."""
     vocab = GGUFVocab(meta, path)
-    vocab.pre = (pre_tokenizer or {}).get(vocab.pre, vocab.pre)  # type: ignore[arg-type]
     if vocab.model not in _MODELS[family]:
         raise UnsupportedError(f"{path}: tokenizer.ggml.model {vocab.model!r} is not supported for this architecture "
                                f"(supported: {', '.join(_MODELS[family])})")  # fmt: skip
