@@ -292,3 +292,18 @@ def test_a_qwen35_pre_tokenizer_is_qwen_3_5s_split(tiny_ggufs, hf_checkpoints):
     assert (ours["normalizer"], ours["pre_tokenizer"]) == (source["normalizer"], source["pre_tokenizer"])
     tok = Tokenizer.from_str(json.dumps(ours))
     assert [tok.encode(t).ids for t in TOKENS["texts"]] == TOKENS["cases"]["tiny-qwen35"]["ids"]
+
+
+def test_stacked_experts_without_their_up_projection_are_refused(tiny_ggufs, tmp_path):
+    """Qwen 3.5's experts are written as transformers 5 has them, gate and up in one tensor: a file with a
+    layer's gate but not its up projection is refused, naming the tensor, and nothing is written."""
+    from weightkit.errors import FormatError
+    from weightkit.gguf import write_gguf
+
+    with weightkit.open(tiny_ggufs["tiny-qwen35-moe"]) as m:
+        meta = {k: v for k, v in m.metadata.items() if not k.startswith("tokenizer.")}
+        tensors = {n: m.tensor(n, np.float32) for n in m.tensors if n != "blk.1.ffn_up_exps.weight"}
+    write_gguf(tmp_path / "moe.gguf", meta, tensors)
+    with pytest.raises(FormatError, match=r"moe\.gguf.*'blk\.1\.ffn_gate_exps\.weight'.*no up projection"):
+        convert_gguf_to_hf(tmp_path / "moe.gguf", tmp_path / "hf")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["moe.gguf"]

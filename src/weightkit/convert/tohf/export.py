@@ -2,7 +2,8 @@
 
 The tensors go through the architecture's table entry backwards: GGUF names to HF names (the forward map,
 inverted), the forward transforms undone (Llama's rope permutation, Gemma's norm + 1), stacked experts split
-into one tensor each, quantized types dequantized. They are written one at a time as `save_pretrained` lays
+into one tensor each (or kept stacked, as transformers 5 has them, for an export that says so), quantized types
+dequantized. They are written one at a time as `save_pretrained` lays
 them out (safetensors shards of at most 5 GB and an index), beside config.json, generation_config.json and
 the tokenizer files, in a temporary folder next to the destination that is renamed into place when whole.
 """
@@ -159,7 +160,7 @@ def _plan(export: Export, arch: str, meta: dict[str, Any], shapes: dict[str, tup
         if export.rename is not None:
             hf = export.rename(hf, h)
         if base.endswith("_exps") and export.stacked_experts:
-            plan += _stacked_experts(name, hf, shape, steps, shapes)
+            plan += _stacked_experts(name, hf, shape, steps, shapes, path)
         elif base.endswith("_exps"):  # stacked by the converter from one tensor per expert: `experts.N.`
             plan += [_Out(hf.replace(".experts.", f".experts.{x}."), name, x, _shape(shape[1:], steps), steps)
                      for x in range(shape[0])]  # fmt: skip
@@ -169,7 +170,7 @@ def _plan(export: Export, arch: str, meta: dict[str, Any], shapes: dict[str, tup
 
 
 def _stacked_experts(name: str, hf: str, shape: tuple[int, ...], steps: tuple[Transform, ...],
-                     shapes: dict[str, tuple[int, ...]]) -> list[_Out]:  # fmt: skip
+                     shapes: dict[str, tuple[int, ...]], path: Path) -> list[_Out]:  # fmt: skip
     """transformers 5's experts: stacked as the GGUF has them, named without `.weight`, the gate's rows and the
     up projection's in one `gate_up_proj` (written where the gate is)."""
     if ".ffn_up_exps." in name:
@@ -178,6 +179,9 @@ def _stacked_experts(name: str, hf: str, shape: tuple[int, ...], steps: tuple[Tr
     if ".ffn_gate_exps." not in name:
         return [_Out(hf, name, None, _shape(shape, steps), steps)]
     up = name.replace(".ffn_gate_exps.", ".ffn_up_exps.")
+    if up not in shapes or shapes[up][:1] + shapes[up][2:] != shape[:1] + shape[2:]:
+        raise FormatError(path, None, f"tensor {name!r} {list(shape)} has no up projection {up!r} of its experts "
+                                      f"and width to join it with")  # fmt: skip
     joined = (shape[0], shape[1] + shapes[up][1], *shape[2:])
     return [_Out(hf.replace(".gate_proj", ".gate_up_proj"), name, None, _shape(joined, steps), steps, up)]
 
