@@ -3,8 +3,9 @@
 The GGUFs are the reference converter's files for the tiny checkpoints (weightkit's forward conversion
 writes them; their hashes, recorded from llama.cpp's converter, prove it is the reference's file) and the
 real Gemma 3 270M Q4_K_M. tests/data/tohf_golden.json, recorded by tests/data/make_tohf_golden.py with
-transformers 4.57.6, holds what transformers loads from each GGUF (every state_dict tensor's hash) and the
-reference converter's file for weightkit's folder of each tiny GGUF; tests/data/tohf_tokenizer_golden.json,
+transformers 4.57.6 (5.25 for Qwen 3.5), holds what transformers loads from each GGUF (every state_dict
+tensor's hash) and the reference converter's file for weightkit's folder of each tiny GGUF;
+tests/data/tohf_tokenizer_golden.json,
 recorded by make_tohf_tokenizer_golden.py with transformers 5.25, the source tokenizers' ids that each
 family's folder was loaded to, and that folder's tokenizer files' hashes.
 """
@@ -92,8 +93,16 @@ def extra_token_folders(hf_checkpoints, tmp_path_factory) -> Mapping[str, Path]:
 
 
 def _check_against_transformers(folder: Path, record: dict) -> None:
+    """Every tensor is transformers' (the `last_bit` ones within an ulp: torch's float32 log rounds otherwise),
+    and the folder has those and the ones transformers does not load."""
+    last_bit = record.get("last_bit", {})
     with SafetensorsCheckpoint(folder) as ckpt:
-        assert {n: _sha(ckpt.tensor(n)) for n in ckpt.tensors} == record["state_dict"]
+        assert set(ckpt.tensors) == set(record["state_dict"]) | set(record.get("not_loaded", []))
+        assert {n: _sha(ckpt.tensor(n)) for n in record["state_dict"] if n not in last_bit} == {
+            n: h for n, h in record["state_dict"].items() if n not in last_bit
+        }
+        for n, values in last_bit.items():
+            assert make_tohf_golden.ulps(ckpt.tensor(n), np.asarray(values, np.float32)) == 1, n
 
 
 def _check_tokenizer(folder: Path, record: dict) -> None:
@@ -266,3 +275,35 @@ def test_an_unknown_byte_level_pre_tokenizer_is_refused(tmp_path):
             "tokenizer.ggml.merges": ["a b"]}  # fmt: skip
     with pytest.raises(UnsupportedError, match=r"x\.gguf: tokenizer\.ggml\.pre 'tekken' is not supported"):
         tokenizer_files(meta, "llama", tmp_path / "x.gguf")
+
+
+def test_a_qwen35_pre_tokenizer_is_qwen_3_5s_split(tiny_ggufs, hf_checkpoints):
+    """A file whose `tokenizer.ggml.pre` is `qwen35` (the released Qwen 3.5 tokenizers' check hash; the test
+    vocabulary hashes as Qwen2's) gets the source tokenizer's normalizer and pre-tokenizer, and its ids."""
+    from tokenizers import Tokenizer
+
+    from weightkit.convert.tohf.tokenizer import tokenizer_files
+
+    gguf = tiny_ggufs["tiny-qwen35"]
+    with weightkit.open(gguf) as m:
+        meta = dict(m.metadata) | {"tokenizer.ggml.pre": "qwen35"}
+    ours = json.loads(tokenizer_files(meta, "qwen2", gguf)["tokenizer.json"])
+    source = json.loads((hf_checkpoints["tiny-qwen35"] / "tokenizer.json").read_text(encoding="utf-8"))
+    assert (ours["normalizer"], ours["pre_tokenizer"]) == (source["normalizer"], source["pre_tokenizer"])
+    tok = Tokenizer.from_str(json.dumps(ours))
+    assert [tok.encode(t).ids for t in TOKENS["texts"]] == TOKENS["cases"]["tiny-qwen35"]["ids"]
+
+
+def test_stacked_experts_without_their_up_projection_are_refused(tiny_ggufs, tmp_path):
+    """Qwen 3.5's experts are written as transformers 5 has them, gate and up in one tensor: a file with a
+    layer's gate but not its up projection is refused, naming the tensor, and nothing is written."""
+    from weightkit.errors import FormatError
+    from weightkit.gguf import write_gguf
+
+    with weightkit.open(tiny_ggufs["tiny-qwen35-moe"]) as m:
+        meta = {k: v for k, v in m.metadata.items() if not k.startswith("tokenizer.")}
+        tensors = {n: m.tensor(n, np.float32) for n in m.tensors if n != "blk.1.ffn_up_exps.weight"}
+    write_gguf(tmp_path / "moe.gguf", meta, tensors)
+    with pytest.raises(FormatError, match=r"moe\.gguf.*'blk\.1\.ffn_gate_exps\.weight'.*no up projection"):
+        convert_gguf_to_hf(tmp_path / "moe.gguf", tmp_path / "hf")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["moe.gguf"]

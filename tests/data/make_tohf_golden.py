@@ -2,8 +2,9 @@
 folders: tests/data/tohf_golden.json.
 
 For each GGUF (the tiny checkpoints of make_hf_checkpoints.py converted by llama.cpp's convert_hf_to_gguf.py,
-and the real Gemma 3 270M Q4_K_M), transformers 4.57.6 loads it (`from_pretrained(folder, gguf_file=...)`):
-the SHA-256 of each state_dict tensor (float32) is stored. Then weightkit writes the GGUF as an HF folder
+and the real Gemma 3 270M Q4_K_M), transformers 4.57.6 loads it (`from_pretrained(folder, gguf_file=...)`;
+transformers 5.x for the TF5 families, which only it loads, run by `--python-tf5`): the SHA-256 of each
+state_dict tensor (float32) is stored. Then weightkit writes the GGUF as an HF folder
 (--dtype f32), and the script checks that transformers loads that folder to the same state_dict (the
 folder's tokenizer is checked against its source's by make_tohf_tokenizer_golden.py); for the architectures
 weightkit also converts forward, the reference converter's output from the folder is hashed (the round trip
@@ -11,7 +12,14 @@ the tests redo with weightkit), and for the real Gemma the reference's file from
 (with the tokenizer.model written back). Run from the
 repository, with the reference's Python (transformers needs `accelerate` installed to load a GGUF):
 
-    /tmp/convenv/bin/python tests/data/make_tohf_golden.py --llama-cpp path/to/vendor/llama.cpp
+    /tmp/convenv/bin/python tests/data/make_tohf_golden.py --llama-cpp path/to/vendor/llama.cpp \
+        --python-tf5 /work/venv-rec/bin/python
+
+(the TF5 entries are recorded by `--python-tf5` running this script, `--only NAME`, with transformers 5.x; their
+versions are the file's `tf5`). Where torch's float32 log (MKL's on x86) rounds a Qwen 3.5 `A_log` value the
+other way from weightkit's correctly rounded one, the folder's value is within one ulp of transformers' and
+the entry keeps transformers' values too (`last_bit`); the folder's tensors transformers does not load (Qwen 3.5's
+multi-token prediction layers, which its GGUF loader drops too) are listed (`not_loaded`).
 
 `--only NAME` (repeatable) re-records just those tiny entries, merged into the existing file;
 `--only-gemma-round-trip` re-records just the real Gemma's round trip in the existing file (no transformers).
@@ -35,6 +43,7 @@ sys.path[:0] = [str(REPO / "src"), str(Path(__file__).parent)]
 import make_hf_checkpoints  # noqa: E402
 
 from weightkit.convert.tohf import convert_gguf_to_hf  # noqa: E402
+from weightkit.safetensors import SafetensorsCheckpoint  # noqa: E402
 
 OUT = Path(__file__).parent / "tohf_golden.json"
 #: name -> (checkpoint of make_hf_checkpoints.py, config.json changes, the reference's --outtype for the GGUF):
@@ -50,7 +59,13 @@ TINY: dict[str, tuple[str, dict, str]] = {
     "tiny-phi-4": ("tiny-phi-4", {}, "bf16"),
     "tiny-qwen3moe-ff768": ("tiny-qwen3moe", {"moe_intermediate_size": 768}, "q8_0"),
     "tiny-lfm2": ("tiny-lfm2", {}, "f16"),
+    "tiny-qwen35": ("tiny-qwen35", {}, "q8_0"),
+    "tiny-qwen35-moe": ("tiny-qwen35-moe", {}, "bf16"),
 }
+#: the entries whose GGUF only transformers 5.x loads (Qwen 3.5, as Qwen3_5ForCausalLM and Qwen3_5MoeForCausalLM;
+#: its GGUF loader builds the layer kinds from `full_attention_interval`, so these have every fourth layer full
+#: attention, as released)
+TF5 = ("tiny-qwen35", "tiny-qwen35-moe")
 #: the reference's --outtype for converting weightkit's folder back (the round trip)
 ROUND_TRIP = "auto"
 #: weightkit's --dtype for the real Gemma's folder in its round trip (bf16: half the size of f32, and the
@@ -70,17 +85,25 @@ def tensor_hash(values: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(values, dtype=np.float32).tobytes()).hexdigest()
 
 
-def transformers_state(folder: Path, gguf_file: str | None) -> dict[str, str]:
-    """transformers' state_dict hashes for a GGUF (gguf_file) or an HF folder."""
+def transformers_state(folder: Path, gguf_file: str | None) -> dict[str, np.ndarray]:
+    """transformers' state_dict (float32) for a GGUF (gguf_file) or an HF folder."""
     import torch
     from transformers import AutoModelForCausalLM
 
     kwargs = {"gguf_file": gguf_file} if gguf_file else {}
     model = AutoModelForCausalLM.from_pretrained(folder, torch_dtype=torch.float32, **kwargs)
-    hashes = {name: tensor_hash(t.detach().numpy()) for name, t in model.state_dict().items()}
+    state = {name: t.detach().numpy().copy() for name, t in model.state_dict().items()}
     if model.config.tie_word_embeddings:
-        hashes.pop("lm_head.weight", None)  # the tied copy of embed_tokens, not a tensor of its own
-    return hashes
+        state.pop("lm_head.weight", None)  # the tied copy of embed_tokens, not a tensor of its own
+    return state
+
+
+def ulps(a: np.ndarray, b: np.ndarray) -> int:
+    """The most units in the last place two float32 tensors of one shape differ by (same-signed values)."""
+    a, b = np.asarray(a, np.float32), np.asarray(b, np.float32)
+    if a.shape != b.shape or np.any(np.signbit(a) != np.signbit(b)):
+        return 1 << 31
+    return int(np.abs(a.view(np.int32).astype(np.int64) - b.view(np.int32)).max(initial=0))
 
 
 def reference_convert(converter: Path, folder: Path, outtype: str, out: Path) -> Path:
@@ -95,15 +118,22 @@ def reference_convert(converter: Path, folder: Path, outtype: str, out: Path) ->
 def record(gguf: Path, tmp: Path, converter: Path | None) -> dict:
     """What transformers loads from `gguf`, checked against weightkit's folder, and the reference's file from
     that folder."""
-    hashes = transformers_state(gguf.parent, gguf.name)
+    state = transformers_state(gguf.parent, gguf.name)
+    hashes = {name: tensor_hash(t) for name, t in state.items()}
     print(gguf.name, "loaded by transformers", flush=True)
     folder = tmp / f"{gguf.stem}-hf"
     convert_gguf_to_hf(gguf, folder, "f32")
     ours = transformers_state(folder, None)
-    if ours != hashes:
-        differ = sorted(k for k in hashes.keys() | ours.keys() if hashes.get(k) != ours.get(k))
+    differ = sorted(k for k in hashes.keys() | ours.keys() if k not in ours or hashes.get(k) != tensor_hash(ours[k]))
+    last_bit = {k: state[k].tolist() for k in differ if k.endswith(".A_log") and ulps(state[k], ours[k]) <= 1}
+    if set(differ) - set(last_bit):
         raise SystemExit(f"{gguf.name}: transformers loads weightkit's folder to other tensors: {differ[:8]}")
     entry: dict = {"state_dict": hashes}
+    if last_bit:
+        entry["last_bit"] = last_bit
+    with SafetensorsCheckpoint(folder) as ckpt:  # what transformers does not load (Qwen 3.5's MTP layers)
+        if not_loaded := sorted(set(ckpt.tensors) - hashes.keys()):
+            entry["not_loaded"] = not_loaded
     if converter is not None:
         back = reference_convert(converter, folder, ROUND_TRIP, tmp / "back.gguf")
         entry["round_trip"] = {ROUND_TRIP: hashlib.sha256(back.read_bytes()).hexdigest()}
@@ -146,8 +176,18 @@ def main() -> None:
     )
     parser.add_argument("--only", action="append", choices=list(TINY), metavar="NAME",
                         help="only (re)record this tiny entry in the existing golden file (repeatable)")  # fmt: skip
+    parser.add_argument("--python-tf5", help="a Python with transformers 5.x, which records the TF5 entries")
     args = parser.parse_args()
     converter = args.llama_cpp / "convert_hf_to_gguf.py"
+    if args.python_tf5:  # this Python records the others, then that one each TF5 entry
+        base = [str(Path(__file__).resolve()), "--llama-cpp", str(args.llama_cpp)]
+        if not args.only:
+            subprocess.run([sys.executable, *base, *(["--gemma", str(args.gemma)] if args.gemma else [])], check=True)
+        elif here := [a for n in args.only if n not in TF5 for a in ("--only", n)]:
+            subprocess.run([sys.executable, *base, *here], check=True)
+        for name in (n for n in args.only or TINY if n in TF5):
+            subprocess.run([args.python_tf5, *base, "--only", name], check=True)
+        return
     if args.only_gemma_round_trip:
         golden = json.loads(OUT.read_text())
         with tempfile.TemporaryDirectory() as tmp_name:
@@ -161,14 +201,17 @@ def main() -> None:
 
     golden: dict = {"transformers": transformers.__version__, "tokenizers": tokenizers.__version__,
                     "tiny": {}, "gemma-3-270m": None}  # fmt: skip
+    here = {"transformers": transformers.__version__, "tokenizers": tokenizers.__version__}
     if args.only:
         golden = json.loads(OUT.read_text())
-        if (golden["transformers"], golden["tokenizers"]) != (transformers.__version__, tokenizers.__version__):
-            raise SystemExit(f"{OUT} was recorded with other versions of transformers and tokenizers")
+        for name in args.only:
+            recorded = golden.setdefault("tf5", here) if name in TF5 else golden
+            if (recorded["transformers"], recorded["tokenizers"]) != (here["transformers"], here["tokenizers"]):
+                raise SystemExit(f"{OUT}'s {name} is recorded with other versions of transformers and tokenizers")
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         vocabs = make_hf_checkpoints.vocab_files()
-        for name in args.only or TINY:
+        for name in args.only or [n for n in TINY if n not in TF5]:
             outtype = TINY[name][2]
             source = build_tiny(name, tmp / "hf", vocabs)
             gguf = tmp / "gguf" / name / f"{name}.gguf"

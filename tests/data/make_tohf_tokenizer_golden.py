@@ -47,7 +47,7 @@ GEMMA = "gemma-3-270m"
 #: transformers converts it (the folder without tokenizer.json); Gemma 3's source is its tokenizer as
 #: transformers converts and saves it (tiny-gemma-3-fast: the same vocabulary as the real 270M's). One case
 #: per family `--to hf` exports (llama with either vocabulary, mistral, qwen2, qwen3, qwen3moe, gemma3, phi3,
-#: lfm2).
+#: lfm2, qwen35, qwen35moe).
 CASES: dict[str, tuple[str, str]] = {
     "Tiny-Llama-3-8B-Instruct": ("Tiny-Llama-3-8B-Instruct", "Tiny-Llama-3-8B-Instruct"),
     "tiny-llama-2-chat": ("tiny-llama-2-chat", "tiny-llama-2-chat"),
@@ -59,6 +59,8 @@ CASES: dict[str, tuple[str, str]] = {
     "tiny-phi-3-mini": ("tiny-phi-3-mini", "tiny-phi-3-mini"),
     "tiny-phi-4": ("tiny-phi-4", "tiny-phi-4"),
     "tiny-lfm2": ("tiny-lfm2", "tiny-lfm2"),
+    "tiny-qwen35": ("tiny-qwen35", "tiny-qwen35"),
+    "tiny-qwen35-moe": ("tiny-qwen35-moe", "tiny-qwen35-moe"),
     GEMMA: (GEMMA, "tiny-gemma-3-fast"),
 }
 #: what llama.cpp's inputs lack: scripts, combining marks, code, whitespace runs, and chat markup with each

@@ -179,7 +179,7 @@ def squeeze_conv(marker: str) -> Rewrite:
         out: Tensors = []
         for name, t in tensors:
             if marker in name:
-                shape = tuple(n for n in t.shape if n != 1)
+                shape = _squeezed(t.shape)
                 t = derived_tensor(t, name, shape, lambda t=t, shape=shape: t.read().reshape(shape))
             out.append((name, t))
         return out
@@ -187,23 +187,23 @@ def squeeze_conv(marker: str) -> Rewrite:
     return squeeze
 
 
-def _unchanged(w: np.ndarray, h: HFConfig) -> np.ndarray:
-    return w
+def unsqueeze_conv(suffix: str) -> Transform:
+    """`squeeze_conv` undone (an `Export.rewrites_undone` step): the kernel of the tensors whose name ends with
+    `suffix`, [channels, width] in the GGUF, given back its middle axis, [channels, 1, width]."""
+
+    def squeezed(w: np.ndarray, h: HFConfig) -> np.ndarray:
+        return w.reshape(_squeezed(w.shape))
+
+    return Transform((suffix,), squeezed, _any_shape, invert=lambda w, h: w[:, None, :],
+                     inverted_shape=lambda shape: (shape[0], 1, *shape[1:]))  # fmt: skip
+
+
+def _squeezed(shape: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(n for n in shape if n != 1)
 
 
 def _any_shape(shape: tuple[int, ...], h: HFConfig) -> str | None:
     return None
-
-
-def conv_middle_axis(suffix: str) -> Transform:
-    """For `--to hf`: a short convolution's kernel [channels, width] (as `squeeze_conv` leaves it, the tensors
-    whose name ends with `suffix`) back to transformers' [channels, 1, width]; forward it changes nothing."""
-
-    def unsqueeze(w: np.ndarray, h: HFConfig) -> np.ndarray:
-        return w.reshape(w.shape[0], 1, *w.shape[1:])
-
-    return Transform((suffix,), _unchanged, _any_shape, unsqueeze,
-                     inverse_shape=lambda shape: (shape[0], 1, *shape[1:]))  # fmt: skip
 
 
 # --- state-space (Mamba2) and gated-delta-net pieces --------------------------------------------------------------
@@ -222,8 +222,15 @@ def _minus_exp(w: np.ndarray, h: HFConfig) -> np.ndarray:
     return (-np.exp(w.astype(np.float64))).astype(np.float32).astype(w.dtype)
 
 
+def _log_minus(a: np.ndarray, h: HFConfig) -> np.ndarray:
+    """`A_log = log(-A)` (`--to hf`), rounded to float32 from float64. transformers' GGUF loader takes torch's
+    float32 log (MKL's on x86), which rounds the other way in a few values in a hundred: those differ in the
+    last bit."""
+    return np.log(-a.astype(np.float64)).astype(np.float32)
+
+
 #: the state-space decay written as the converters write it: `A = -exp(A_log)`
-A_FROM_A_LOG = Transform((".A_log",), _minus_exp, _any_shape)
+A_FROM_A_LOG = Transform((".A_log",), _minus_exp, _any_shape, _log_minus)
 
 # --- vocabularies and pooling -----------------------------------------------------------------------------------
 

@@ -41,15 +41,15 @@ Blocks = Callable[[HFConfig, list[str]], int]
 class Transform:
     """A change of a tensor's values, for the tensors whose (filtered) HF name ends with one of `suffixes` and
     with none of `exclude`. `apply(values, hparams)` keeps the shape; `check(shape, hparams)` says why a shape
-    will not do; `invert(values, hparams)` undoes `apply` (GGUF -> HF), and may also undo a rewrite's change of
-    shape, giving `inverse_shape(shape)` from the GGUF tensor's shape (where it is given)."""
+    will not do; `invert(values, hparams)` undoes `apply` (GGUF -> HF), giving the shape `inverted_shape` says
+    where it is not the GGUF tensor's (the undoing of a rewrite that changed the shape, `Export.rewrites_undone`)."""
 
     suffixes: tuple[str, ...]
     apply: Callable[[np.ndarray, HFConfig], np.ndarray]
     check: Callable[[tuple[int, ...], HFConfig], str | None]
     invert: Callable[[np.ndarray, HFConfig], np.ndarray] | None = None
     exclude: tuple[str, ...] = ()
-    inverse_shape: Callable[[tuple[int, ...]], tuple[int, ...]] | None = None
+    inverted_shape: Callable[[tuple[int, ...]], tuple[int, ...]] | None = None
 
     def applies_to(self, name: str) -> bool:
         return name.endswith(self.suffixes) and not name.endswith(self.exclude)
@@ -94,6 +94,14 @@ class Export:
     byte_level_class: str | None = None
     # (word, export): a `general.name` with the word in it (any case) is written as that export instead
     named: tuple[tuple[str, Export], ...] = ()
+    # the conversion's rewrites that changed a tensor's values or shape, undone after its transforms are
+    # (a squeezed convolution kernel given its middle axis back)
+    rewrites_undone: tuple[Transform, ...] = ()
+    # (HF name as the tensor map gives it back, hparams) -> the checkpoint's name, where the conversion's filters
+    # and rewrites renamed it (Qwen 3.5's `dt_bias`, its MTP layers as blocks)
+    rename: Callable[[str, HFConfig], str] | None = None
+    # experts as transformers 5 has them (stacked, gate and up in one `gate_up_proj`), not one tensor per expert
+    stacked_experts: bool = False
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from ..hf.config import CONFIG_NAME, ConfigClass, HFConfig
 from ..hf.experts import ExpertLayout, expert_stacker
 from ..hf.kv import KV
 from ..hf.parameters import write_text_parameters
-from .decoder import DECODER_CONFIG, H, conv_middle_axis, gpt2_vocab, number, rope_parameters_of_5x, squeeze_conv
+from .decoder import DECODER_CONFIG, H, gpt2_vocab, number, rope_parameters_of_5x, squeeze_conv, unsqueeze_conv
 from .family import Conversion, Export, Family, TensorShapes, TextParameters
 
 _P = "model.layers.{bid}."
@@ -119,7 +119,6 @@ _LFM2 = Conversion(
     required=_REQUIRED,
     vocab=gpt2_vocab,
     text_parameters=_kv_heads_per_layer("full_attention"),  # the converter: any type but "conv"
-    transforms=(conv_middle_axis("conv.conv.weight"),),
     parameters=(_lfm2_parameters,),
     rewrites=(squeeze_conv("conv.conv"),),
 )
@@ -194,5 +193,6 @@ FAMILY = Family(
         ),
     },
     conversions={"Lfm2ForCausalLM": _LFM2, "Lfm2MoeForCausalLM": _LFM2_MOE},
-    exports={"lfm2": Export("Lfm2ForCausalLM", "lfm2", _LFM2, "llama", _EXPORT_CONFIG, derived=(_attention_layers,))},
+    exports={"lfm2": Export("Lfm2ForCausalLM", "lfm2", _LFM2, "llama", _EXPORT_CONFIG, derived=(_attention_layers,),
+                             rewrites_undone=(unsqueeze_conv("conv.conv.weight"),))},
 )  # fmt: skip

@@ -36,8 +36,9 @@ from .decoder import (
     gpt2_vocab,
     kv_heads_default_to_heads,
     squeeze_conv,
+    unsqueeze_conv,
 )
-from .family import Conversion, Family, Transform
+from .family import Conversion, Export, Family, Transform
 from .qwen import SHARED_EXPERT_NAMES, moe_parameters
 
 # --- tensor names -------------------------------------------------------------------------------------------------
@@ -152,23 +153,32 @@ def _plus_one(w: np.ndarray, h: HFConfig) -> np.ndarray:
     return w + 1  # in the tensor's own float16 or float32, as torch does it
 
 
+def _minus_one(w: np.ndarray, h: HFConfig) -> np.ndarray:
+    return w.astype(np.float32) - 1
+
+
 def _no_check(shape: tuple[int, ...], h: HFConfig) -> str | None:
     return None
 
 
 #: the converter's zero-centred norms, but the gated delta net's own: its weights are the scale's offset from 1
-_NORMS = Transform(("norm.weight",), _plus_one, _no_check, exclude=("linear_attn.norm.weight",))
+_NORMS = Transform(("norm.weight",), _plus_one, _no_check, _minus_one, exclude=("linear_attn.norm.weight",))
 
 # --- value heads, from grouped by key head to tiled ---------------------------------------------------------------
 
 
-def _tile_value_heads(w: np.ndarray, axis: int, start: int, h: HFConfig, head_dim: int) -> np.ndarray:
-    """`_reorder_v_heads`: along `axis` from `start`, [k0: v0..v(r-1), k1: ...] becomes [v0: k0, k1, ..., v1: ...]."""
-    k_heads = h["linear_num_key_heads"]
-    v_per_k = h["linear_num_value_heads"] // k_heads
+def _tile_value_heads(w: np.ndarray, axis: int, start: int, heads: tuple[int, int], head_dim: int) -> np.ndarray:
+    """`_reorder_v_heads`: along `axis` from `start`, [k0: v0..v(r-1), k1: ...] becomes [v0: k0, k1, ..., v1: ...]
+    for `heads` (key heads, value heads per key head); with the two counts swapped, back again."""
     w = np.moveaxis(w, axis, 0)
-    v = w[start:].reshape(k_heads, v_per_k, head_dim, *w.shape[1:]).swapaxes(0, 1).reshape(w[start:].shape)
+    v = w[start:].reshape(*heads, head_dim, *w.shape[1:]).swapaxes(0, 1).reshape(w[start:].shape)
     return np.moveaxis(np.concatenate([w[:start], v]), 0, axis)
+
+
+def _heads(h: HFConfig) -> tuple[int, int]:
+    """(key heads, value heads per key head)."""
+    k_heads = h["linear_num_key_heads"]
+    return k_heads, h["linear_num_value_heads"] // k_heads
 
 
 def _reordered(h: HFConfig) -> bool:
@@ -189,7 +199,14 @@ def _value_heads(suffixes: tuple[str, ...], axis: int, qk_rows: bool, per_head: 
         if not _reordered(h):
             return w
         start, head_dim, _ = layout(h)
-        return _tile_value_heads(w, axis, start, h, head_dim)
+        return _tile_value_heads(w, axis, start, _heads(h), head_dim)
+
+    def invert(w: np.ndarray, h: HFConfig) -> np.ndarray:
+        if not _reordered(h):
+            return w
+        start, head_dim, _ = layout(h)
+        k_heads, v_per_k = _heads(h)
+        return _tile_value_heads(w, axis, start, (v_per_k, k_heads), head_dim)
 
     def check(shape: tuple[int, ...], h: HFConfig) -> str | None:
         if not _reordered(h):
@@ -201,7 +218,7 @@ def _value_heads(suffixes: tuple[str, ...], axis: int, qk_rows: bool, per_head: 
             return f"axis {axis} is not {size} long (config.json's linear attention heads)"
         return None
 
-    return Transform(suffixes, apply, check)
+    return Transform(suffixes, apply, check, invert)
 
 
 _VALUE_HEADS = (
@@ -299,6 +316,78 @@ _QWEN35 = _hybrid("qwen35", _DENSE_NAMES, rewrites=(), transforms=_VALUE_HEADS, 
 _QWEN35_MOE = _hybrid("qwen35moe", _MOE_NAMES, rewrites=(stack_experts,), transforms=_VALUE_HEADS,
                       parameters=(_default_mrope_sections,))  # fmt: skip
 
+# --- the folders `--to hf` writes (transformers 5.25's Qwen3_5ForCausalLM and Qwen3_5MoeForCausalLM) -----------
+
+_EXPORT_CONFIG = {
+    "context_length": "max_position_embeddings",
+    "block_count": "num_hidden_layers",
+    "feed_forward_length": "intermediate_size",
+    "embedding_length": "hidden_size",
+    "attention.head_count": "num_attention_heads",
+    "attention.head_count_kv": "num_key_value_heads",
+    "attention.key_length": "head_dim",
+    "attention.layer_norm_rms_epsilon": "rms_norm_eps",
+    "nextn_predict_layers": "mtp_num_hidden_layers",
+    "attention.recurrent_layers": "layer_types",
+    "ssm.conv_kernel": "linear_conv_kernel_dim",
+    "ssm.state_size": "linear_key_head_dim",
+    "ssm.group_count": "linear_num_key_heads",
+    "ssm.time_step_rank": "linear_num_value_heads",
+    "ssm.inner_size": "linear_value_head_dim",  # the whole value width, per head in `_transformers_config`
+    "rope.freq_base": "rope_theta",  # these three into rope_parameters by `_transformers_config`
+    "rope.dimension_count": "partial_rotary_factor",
+    "rope.dimension_sections": "mrope_section",
+}
+_EXPORT_MOE_CONFIG = {
+    "expert_count": "num_experts",
+    "expert_used_count": "num_experts_per_tok",
+    "expert_feed_forward_length": "moe_intermediate_size",
+    "expert_shared_feed_forward_length": "shared_expert_intermediate_size",
+}
+
+
+def _transformers_config(shapes: Any, config: dict[str, Any]) -> dict[str, Any]:
+    """The GGUF's measures as transformers' (as its GGUF loader reads them): the layers without the MTP ones,
+    each layer's kind, the value width per head, the rope (interleaved multimodal, over a fraction of each head)."""
+    mtp = config.get("mtp_num_hidden_layers", 0)
+    layers = config["num_hidden_layers"] - mtp
+    recurrent = [bool(r) for r in config.get("layer_types", [])][:layers]
+    rope = {"rope_type": "default", "rope_theta": config.pop("rope_theta"), "mrope_interleaved": True,
+            "partial_rotary_factor": config.pop("partial_rotary_factor") / config["head_dim"],
+            "mrope_section": [int(n) for n in config.pop("mrope_section") if n]}  # fmt: skip
+    return {
+        "num_hidden_layers": layers,
+        "layer_types": ["linear_attention" if r else "full_attention" for r in recurrent],
+        "linear_value_head_dim": config["linear_value_head_dim"] // config["linear_num_value_heads"],
+        "rope_parameters": rope,
+    }
+
+
+def _checkpoint_name(name: str, h: HFConfig) -> str:
+    """The names `_dt_bias` and `_mtp_as_blocks` changed, given back: the MTP blocks after the model's layers are
+    `mtp.layers.i.*` again, the first one's projection and norms the MTP module's."""
+    if name.endswith(".linear_attn.dt_proj.bias"):
+        return name.removesuffix(".dt_proj.bias") + ".dt_bias"
+    parts = name.split(".", 3)
+    first = h["num_hidden_layers"]
+    if len(parts) < 4 or parts[:2] != ["model", "layers"] or int(parts[2]) < first:
+        return name
+    kind, _, suffix = parts[3].rpartition(".")
+    if int(parts[2]) == first and (own := _MTP_OWN.get(kind)) is not None:
+        return f"mtp.{own}.{suffix}"
+    return f"mtp.layers.{int(parts[2]) - first}.{parts[3]}"
+
+
+_MTP_OWN = {nextn: own for own, nextn in _MTP_RENAMES.items()}
+
+
+def _export(hf_class: str, model_type: str, conversion: Conversion, config: dict[str, str]) -> Export:
+    """Qwen 3.5's folder: what transformers' own GGUF loader makes of the file, and the MTP layers it drops."""
+    return Export(hf_class, model_type, conversion, "qwen2", config, derived=(_transformers_config,),
+                  rewrites_undone=(unsqueeze_conv("conv1d.weight"),), rename=_checkpoint_name,
+                  stacked_experts=True)  # fmt: skip
+
+
 FAMILY = Family(
     name="qwen35",
     configs={
@@ -334,5 +423,10 @@ FAMILY = Family(
         "Qwen3_5ForConditionalGeneration": _QWEN35,
         "Qwen3_5MoeForCausalLM": _QWEN35_MOE,
         "Qwen3_5MoeForConditionalGeneration": _QWEN35_MOE,
+    },
+    exports={
+        "qwen35": _export("Qwen3_5ForCausalLM", "qwen3_5_text", _QWEN35, _EXPORT_CONFIG),
+        "qwen35moe": _export("Qwen3_5MoeForCausalLM", "qwen3_5_moe_text", _QWEN35_MOE,
+                             _EXPORT_CONFIG | _EXPORT_MOE_CONFIG),
     },
 )  # fmt: skip

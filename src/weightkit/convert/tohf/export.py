@@ -1,9 +1,10 @@
 """`convert_gguf_to_hf`: a GGUF model to a Hugging Face folder that transformers loads.
 
 The tensors go through the architecture's table entry backwards: GGUF names to HF names (the forward map,
-inverted), the forward transforms undone (Llama's rope permutation, Gemma's norm + 1, LFM2's squeezed
-convolution kernel), stacked experts split
-into one tensor each, quantized types dequantized. They are written one at a time as `save_pretrained` lays
+inverted), the forward transforms undone (Llama's rope permutation, Gemma's norm + 1, LFM2's and Qwen 3.5's squeezed
+convolution kernels), stacked experts split
+into one tensor each (or kept stacked, as transformers 5 has them, for an export that says so), quantized types
+dequantized. They are written one at a time as `save_pretrained` lays
 them out (safetensors shards of at most 5 GB and an index), beside config.json, generation_config.json and
 the tokenizer files, in a temporary folder next to the destination that is renamed into place when whole.
 """
@@ -66,6 +67,7 @@ class _Out:
     expert: int | None
     shape: tuple[int, ...]
     transforms: tuple[Transform, ...]
+    joined: str | None = None  # a second GGUF tensor whose rows follow the source's (a fused gate and up)
 
 
 def convert_gguf_to_hf(
@@ -94,14 +96,15 @@ def convert_gguf_to_hf(
         shapes = {name: tuple(info.shape) for name, info in model.tensors.items()}
         dtype = _resolve_dtype(dtype, model)
         config = hf_config(meta, export, arch, shapes, dtype)
-        plan = _plan(export, arch, meta, shapes, gguf)
+        h = HFConfig(config)
+        plan = _plan(export, arch, meta, shapes, h, gguf)
         files: dict[str, Any] = {"config.json": config}
         if ids := generation_ids(meta):
             files["generation_config.json"] = ids
         if "tokenizer.ggml.tokens" in meta:
             files |= tokenizer_files(meta, export.tokenizer, gguf, export.byte_level_class)
         report = ExportReport(str(gguf), str(output), arch, export.hf_class, dtype)
-        _write(output, model, plan, HFConfig(config), dtype, files, report, progress, max_shard_bytes)
+        _write(output, model, plan, h, dtype, files, report, progress, max_shard_bytes)
     return report
 
 
@@ -131,9 +134,10 @@ def _gguf_to_hf(export: Export, n_blocks: int) -> dict[str, str]:
     return out
 
 
-def _plan(export: Export, arch: str, meta: dict[str, Any], shapes: dict[str, tuple[int, ...]],
+def _plan(export: Export, arch: str, meta: dict[str, Any], shapes: dict[str, tuple[int, ...]], h: HFConfig,
           path: Path) -> list[_Out]:  # fmt: skip
-    """Every HF tensor, in the GGUF's order, with its source and the inverse transforms it needs."""
+    """Every HF tensor, in the GGUF's order, with its source and the inverse transforms it needs: the
+    conversion's transforms undone last first, then its rewrites (`Export.rewrites_undone`)."""
     n_blocks = meta.get(f"{arch}.block_count")
     if not isinstance(n_blocks, int) or n_blocks < 0:
         raise FormatError(path, None, f"{arch}.block_count {n_blocks!r} is not a layer count")
@@ -144,22 +148,51 @@ def _plan(export: Export, arch: str, meta: dict[str, Any], shapes: dict[str, tup
         if name in _DROPPED:
             continue
         base, dot, suffix = name.rpartition(".")
-        hf = names.get(base)
-        if hf is None or suffix not in ("weight", "bias"):
-            raise FormatError(path, None, f"tensor {name!r} has no Hugging Face name for {arch} "
-                                          f"({n_blocks} layers in {arch}.block_count)")  # fmt: skip
-        hf += dot + suffix
-        steps = tuple(t for t in transforms if t.applies_to(hf))
+        if (hf := names.get(name)) is None:  # else a weight or bias (a parameter such as `A_log` is named whole)
+            hf = names.get(base) if suffix in ("weight", "bias") else None
+            if hf is None:
+                raise FormatError(path, None, f"tensor {name!r} has no Hugging Face name for {arch} "
+                                              f"({n_blocks} layers in {arch}.block_count)")  # fmt: skip
+            hf += dot + suffix
+        steps = tuple(t for t in reversed(transforms) if t.applies_to(hf))
         if any(t.invert is None for t in steps):
             raise UnsupportedError(f"{path}: tensor {name!r}: its transform has no inverse")
-        for t in steps:
-            shape = t.inverse_shape(shape) if t.inverse_shape is not None else shape
-        if base.endswith("_exps"):  # stacked by the converter from one tensor per expert: `experts.N.`
-            plan += [_Out(hf.replace(".experts.", f".experts.{x}."), name, x, shape[1:], steps)
+        steps += tuple(t for t in export.rewrites_undone if t.applies_to(hf))
+        if export.rename is not None:
+            hf = export.rename(hf, h)
+        if base.endswith("_exps") and export.stacked_experts:
+            plan += _stacked_experts(name, hf, shape, steps, shapes, path)
+        elif base.endswith("_exps"):  # stacked by the converter from one tensor per expert: `experts.N.`
+            plan += [_Out(hf.replace(".experts.", f".experts.{x}."), name, x, _shape(shape[1:], steps), steps)
                      for x in range(shape[0])]  # fmt: skip
         else:
-            plan.append(_Out(hf, name, None, shape, steps))
+            plan.append(_Out(hf, name, None, _shape(shape, steps), steps))
     return plan
+
+
+def _stacked_experts(name: str, hf: str, shape: tuple[int, ...], steps: tuple[Transform, ...],
+                     shapes: dict[str, tuple[int, ...]], path: Path) -> list[_Out]:  # fmt: skip
+    """transformers 5's experts: stacked as the GGUF has them, named without `.weight`, the gate's rows and the
+    up projection's in one `gate_up_proj` (written where the gate is)."""
+    if ".ffn_up_exps." in name:
+        return []
+    hf = hf.removesuffix(".weight")
+    if ".ffn_gate_exps." not in name:
+        return [_Out(hf, name, None, _shape(shape, steps), steps)]
+    up = name.replace(".ffn_gate_exps.", ".ffn_up_exps.")
+    if up not in shapes or shapes[up][:1] + shapes[up][2:] != shape[:1] + shape[2:]:
+        raise FormatError(path, None, f"tensor {name!r} {list(shape)} has no up projection {up!r} of its experts "
+                                      f"and width to join it with")  # fmt: skip
+    joined = (shape[0], shape[1] + shapes[up][1], *shape[2:])
+    return [_Out(hf.replace(".gate_proj", ".gate_up_proj"), name, None, _shape(joined, steps), steps, up)]
+
+
+def _shape(shape: tuple[int, ...], steps: tuple[Transform, ...]) -> tuple[int, ...]:
+    """The HF tensor's shape: the GGUF tensor's, as the steps that change it give it back."""
+    for t in steps:
+        if t.inverted_shape is not None:
+            shape = t.inverted_shape(shape)
+    return shape
 
 
 def _write(output: Path, model: ModelFile, plan: list[_Out], h: HFConfig, dtype: str, files: dict[str, Any],
@@ -175,6 +208,8 @@ def _write(output: Path, model: ModelFile, plan: list[_Out], h: HFConfig, dtype:
         if o.expert is None:
             cache.clear()
             x = model.tensor(o.source, np.float32)
+            if o.joined is not None:
+                x = np.concatenate([x, model.tensor(o.joined, np.float32)], axis=1)
         else:
             if o.source not in cache:
                 cache.clear()

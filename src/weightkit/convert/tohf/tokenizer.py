@@ -51,6 +51,12 @@ BYTE_LEVEL_PRE: dict[str, ByteLevelPre] = {
         r"|\s+(?!\S)|\s+",
         nfc=True,
     ),
+    # Qwen2's, with combining marks kept in their word
+    "qwen35": ByteLevelPre(
+        r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*"
+        r"|\s*[\r\n]+|\s+(?!\S)|\s+",
+        nfc=True,
+    ),
 }
 _SPIECE = "▁"
 #: transformers' tokenizer class per tokenizer family: one that takes tokenizer.json as it is. Not Llama's:
