@@ -81,6 +81,7 @@ class Repetition:
 
     TOTALED = 2  # the repetitions of a graph whose tensors are added up: the second stands for every middle one
     REPLAYED = 4  # the repetitions of a graph whose allocator moves are repeated: the third stands for the middle
+    REPLAYED_FIRST = 3  # and where the replay comes first (the sparse-attention models'): the tail follows the third
 
     def layers(self, reps: int) -> list[int]:
         """The layers of a graph of `reps` repetitions, the tail and the last layer."""
@@ -212,7 +213,13 @@ class _Reserve:
         others' where the allocator's state is not seen to cycle."""
         if not self.shorten or self.placement is not None:
             return None
-        return repetition(self.hp, self.kinds, Repetition.REPLAYED)
+        return repetition(self.hp, self.kinds, self.replayed_reps)
+
+    @cached_property
+    def replayed_reps(self) -> int:
+        """The repetitions of the graph replayed: three where the replay comes first, else the four of the graph
+        the allocator already ran over (whose state was not seen to cycle)."""
+        return Repetition.REPLAYED_FIRST if self.hp.is_dsa else Repetition.REPLAYED
 
     @cached_property
     def totaled(self) -> Repetition | None:
@@ -244,8 +251,8 @@ class _Reserve:
         shortened graph's does when their numbers of repetitions agree modulo c and its final repetition (or
         tail) starts at i or later."""
         if self.replayed is not None and self.hp.is_dsa:
-            plan = self.replayed
-            sizes = replayed_sizes(self.build(batch, plan.layers(plan.REPLAYED)), plan, reserved)
+            plan, reps = self.replayed, self.replayed_reps
+            sizes = replayed_sizes(self.build(batch, plan.layers(reps)), plan, reps, reserved)
             if sizes is not None:
                 return sizes, None
         plan = self.plan
@@ -268,9 +275,9 @@ class _Reserve:
         if reserved and self.fits(batch, reserved):
             return list(reserved), None
         if self.replayed is not None and not self.hp.is_dsa:
-            layers = self.replayed.layers(Repetition.REPLAYED)
+            layers = self.replayed.layers(self.replayed_reps)
             builder = built.get(tuple(layers)) or self.build(batch, layers)
-            sizes = replayed_sizes(builder, self.replayed, reserved)
+            sizes = replayed_sizes(builder, self.replayed, self.replayed_reps, reserved)
             if sizes is not None:
                 return sizes, None
         self.whole.append(self.build(batch))
@@ -303,18 +310,18 @@ class _Reserve:
         return fit_side_by_side([total + (plan.reps - reps) * each], reserved)
 
 
-def replayed_sizes(builder: GraphBuilder, plan: Repetition, reserved: Sequence[int]) -> list[int] | None:
+def replayed_sizes(builder: GraphBuilder, plan: Repetition, reps: int, reserved: Sequence[int]) -> list[int] | None:
     """The CPU buffer's size for the whole graph (at least `reserved`), from the allocator moves of `builder`'s
-    graph of `Repetition.REPLAYED` repetitions, or None where its repetitions' moves are not alike.
+    graph of `reps` repetitions (three or four), or None where its repetitions' moves are not alike.
 
     None of the allocator's moves (`alloc.allocator_moves`: which tensor is placed, taken over or freed, and when)
     depends on where memory is, so the whole graph's moves are the shortened graph's with the moves of its
     third repetition repeated after it, once for each repetition left out: their own leaves are placed with the
     leaves, in leaf order. The third repetition's moves are checked to be the second's, the tensors they name
-    being each the same tensor or the same place one repetition on (what a layer hands the next); the last
-    repetition and the layers after it may name only such tensors, then the whole graph's own, or the graph's
-    inputs. The allocator then makes every move, as it does over the whole graph."""
-    graph, reps = builder.graph, plan.REPLAYED
+    being each the same tensor or the same place one repetition on (what a layer hands the next); what follows
+    the third (a fourth repetition, the tail, the last layer) may name only such tensors, then the whole graph's
+    own, or the graph's inputs. The allocator then makes every move, as it does over the whole graph."""
+    graph = builder.graph
     if any(node.flags & INPUT for node in graph.nodes):  # inputs placed in node order: not split by repetition
         return None
     moves, starts = allocator_moves(graph.leafs, graph.nodes, [(32, None)], lambda t: 0)
@@ -354,7 +361,7 @@ def replayed_sizes(builder: GraphBuilder, plan: Repetition, reserved: Sequence[i
                 handed.update((ta, tb))
         return True
 
-    middle = reps - 2  # the repetition repeated: the last one's moves follow it
+    middle = 2  # the repetition repeated (the third): what follows it follows the repeated ones
     template = rep_moves(middle)
     if not all(map(alike, rep_moves(middle - 1), template)) or shared & handed:
         return None
@@ -363,7 +370,7 @@ def replayed_sizes(builder: GraphBuilder, plan: Repetition, reserved: Sequence[i
     shared.update(t for t, place in where.items() if place[0] == 0 and t not in repeated_named and t not in handed)
     # (what the first repetition makes for every later one, as Gemma 4's per-layer inputs: no repetition after it
     # names it, so the last one frees that very tensor)
-    later = moves[starts[node_at[middle + 1]] :]  # the last repetition and the layers after it
+    later = moves[starts[node_at[middle + 1]] :]  # what follows the repeated repetition
     if any(where.get(t, (reps,))[0] <= middle and t not in shared and t not in handed
            for m in later for t in _named(m)):  # fmt: skip
         return None  # they name what a repetition made that the repetitions do not name alike: not known to repeat
