@@ -408,13 +408,13 @@ def replayed_sizes(builder: GraphBuilder, plan: Repetition, reps: int, reserved:
     whole = [*renamed(leaf_moves[: cut[middle + 2]], 0), *(m for v in repeated for m in renamed(template[0], v)),
              *leaf_moves[cut[middle + 2] :], *renamed(moves[starts[0] : starts[node_at[middle + 1]]], 0),
              *(m for v in repeated for m in renamed(template[1], v)), *renamed(later, left_out)]  # fmt: skip
-    (top,) = make_moves(whole, [32])
+    (top,) = make_moves(whole, 1)
     return [max(top, *reserved, 0)]
 
 
 def _placed(moves: list[Move]) -> int:
     """The bytes the tensors `moves` place take side by side in the CPU buffer (a buffer's end never passes it)."""
-    return sum(-(-m[3] // 32) * 32 for m in moves if m[0] == PLACE)
+    return sum(m[3] for m in moves if m[0] == PLACE)
 
 
 def _named(move: Move) -> tuple:
