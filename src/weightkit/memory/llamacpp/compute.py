@@ -374,40 +374,66 @@ def replayed_sizes(builder: GraphBuilder, plan: Repetition, reps: int, reserved:
     if any(where.get(t, (reps,))[0] <= middle and t not in shared and t not in handed
            for m in later for t in _named(m)):  # fmt: skip
         return None  # they name what a repetition made that the repetitions do not name alike: not known to repeat
-
-    # what a repetition up to the repeated one made and not every repetition names alike, named by a number that
-    # a repetition later is one `step` on: the repetitions left out, and those after them, name theirs so
-    step = 2 * (len(graph.nodes) + len(graph.leafs))
-    number = {
-        t: (2 * k + kind) * step // 2 + pos for t, (k, kind, pos) in where.items() if k <= middle and t not in shared
-    }
-
-    def renamed(ms: list[Move], shift: int) -> list[Move]:
-        """`ms` made `shift` repetitions later."""
-        get, on = number.get, shift * step
-        out: list[Move] = []
-        add = out.append
-        for m in ms:
-            kind, t = m[0], m[1]
-            c = get(t)
-            if c is not None:
-                t = c + on
-            if kind == FREE:
-                add((FREE, t))
-            elif kind == PLACE:
-                add((PLACE, t, m[2], m[3], m[4]))
-            else:
-                c = get(m[2])
-                add((TAKE, t, m[2] if c is None else c + on, m[3]))
-        return out
-
     left_out = plan.reps - reps
     if reserved and fit_side_by_side([_placed(moves) + left_out * sum(map(_placed, template))], reserved):
         return list(reserved)  # (the token-generation graph, as a rule: no allocator pass needed)
+
+    # a tensor a repetition up to the repeated one made (and not every repetition names alike) is named, `shift`
+    # repetitions on, by the tensor at its place in that repetition while the graph built has it; later, a node by
+    # the second's or the third's in turn (a node lives into the next repetition at most: the repeated moves name
+    # no tensor of the first, so the one of two repetitions before is freed), a leaf by a number (the leaves of
+    # every repetition are placed first, and live together)
+    at_place = {place: t for t, place in where.items() if place[0] <= middle}
+    step = len(graph.nodes) + len(graph.leafs)
+
+    def name(t: Tensor, shift: int) -> Tensor | int:
+        place = where.get(t)
+        if place is None or place[0] > middle or t in shared:
+            return t
+        k, kind, pos = place
+        on = k + shift
+        if on <= middle:
+            return at_place[on, kind, pos] if shift else t
+        return at_place[1 + (on - 1) % 2, 0, pos] if kind == 0 else on * step - pos
+
+    def renamed(ms: list[Move], shift: int) -> list[Move]:
+        """`ms` made `shift` repetitions later."""
+        out: list[Move] = []
+        add = out.append
+        for m in ms:
+            kind = m[0]
+            if kind == FREE:
+                add((FREE, name(m[1], shift)))
+            elif kind == PLACE:
+                add((PLACE, name(m[1], shift), *m[2:]))
+            else:
+                add((TAKE, name(m[1], shift), name(m[2], shift), m[3]))
+        return out
+
+    def leafy(m: Move) -> bool:
+        """Whether `m` names a leaf of a repetition up to the repeated one (renamed anew every repetition)."""
+        return any((place := where.get(t)) is not None and place[0] <= middle and place[1] == 1 and t not in shared
+                   for t in _named(m))  # fmt: skip
+
+    try:  # the nodes' moves, a repetition in two (a place the second or the third lacks: not known to repeat)
+        by_parity = {shift: renamed(template[1], shift) for shift in (1, 2)}
+        tail = renamed(later, left_out)
+    except KeyError:
+        return None
+    patched = [i for i, m in enumerate(template[1]) if leafy(m)]
+
+    def repeated_nodes(shift: int) -> list[Move]:
+        ms = by_parity[2 - shift % 2]
+        if patched:
+            ms = list(ms)
+            for i in patched:
+                (ms[i],) = renamed([template[1][i]], shift)
+        return ms
+
     repeated = range(1, left_out + 1)
-    whole = [*renamed(leaf_moves[: cut[middle + 2]], 0), *(m for v in repeated for m in renamed(template[0], v)),
-             *leaf_moves[cut[middle + 2] :], *renamed(moves[starts[0] : starts[node_at[middle + 1]]], 0),
-             *(m for v in repeated for m in renamed(template[1], v)), *renamed(later, left_out)]  # fmt: skip
+    whole = [*leaf_moves[: cut[middle + 2]], *(m for v in repeated for m in renamed(template[0], v)),
+             *leaf_moves[cut[middle + 2] :], *moves[starts[0] : starts[node_at[middle + 1]]],
+             *(m for v in repeated for m in repeated_nodes(v)), *tail]  # fmt: skip
     (top,) = make_moves(whole, 1)
     return [max(top, *reserved, 0)]
 
