@@ -38,43 +38,37 @@ INPLACE_OPS = frozenset({
 
 class _Blocks:
     """`ggml_dyn_tallocr` with one chunk: free blocks in ggml's order (by offset, but for zero-size blocks left
-    behind), the last one reaching to infinity."""
+    behind), the last one reaching to infinity. Sizes come rounded up to the buffer's alignment (as
+    `allocator_moves` gives them)."""
 
-    __slots__ = ("align", "free", "top")
+    __slots__ = ("free", "top")
 
-    def __init__(self, align: int) -> None:
-        self.align = align
+    def __init__(self) -> None:
         self.free: list[list[int]] = [[0, 1 << 62]]  # [offset, size]
         self.top = 0
 
     def alloc(self, size: int) -> int:
-        align = self.align
-        size = -(-size // align) * align
         blocks = self.free
-        best, best_size = 0, -1
-        for i, block in enumerate(blocks):  # best fit ('<=': the later of equal blocks); the last block, reaching
-            s = block[1]  # to infinity, only where no block below it fits
-            if s >= size and (best_size < 0 or s <= best_size):
-                best, best_size = i, s
-        block = blocks[best]
-        offset = block[0]
-        block[0] += size
-        block[1] -= size
-        if block[1] == 0:
-            del blocks[best]
-        end = offset + size
+        best, best_size = None, 1 << 62
+        for block in blocks:  # best fit ('<=': the later of equal blocks); the last block, reaching to infinity
+            if size <= block[1] <= best_size:  # (and smaller than that), only where no block below it fits
+                best, best_size = block, block[1]
+        offset = best[0]
+        best[0] = end = offset + size
+        best[1] = best_size - size
+        if best_size == size:
+            del blocks[next(i for i, block in enumerate(blocks) if block is best)]
         if end > self.top:
             self.top = end
         return offset
 
     def release(self, offset: int, size: int) -> None:
-        align = self.align
-        end = offset - (-size // align) * align
+        end = offset + size
         blocks = self.free
         for i, block in enumerate(blocks):
             at, length = block
             if at + length == offset:  # grow this block forward, maybe into the next one
-                length += end - offset
+                length += size
                 if i + 1 < len(blocks) and at + length == blocks[i + 1][0]:
                     length += blocks[i + 1][1]
                     del blocks[i + 1]
@@ -82,7 +76,7 @@ class _Blocks:
                 return
             if end == at:  # grow it backward, maybe into the previous one
                 block[0] = offset
-                block[1] = length + end - offset
+                block[1] = length + size
                 if i and blocks[i - 1][0] + blocks[i - 1][1] == offset:
                     blocks[i - 1][1] += block[1]
                     del blocks[i]
@@ -92,7 +86,7 @@ class _Blocks:
         at = 0
         while at < len(blocks) and blocks[at][0] < offset:
             at += 1
-        blocks.insert(at, [offset, end - offset])
+        blocks.insert(at, [offset, size])
 
 
 def buffer_size(graph: Graph, align: int = 32) -> int:
@@ -136,11 +130,13 @@ PLACE, TAKE, FREE = 0, 1, 2
 def allocator_moves(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: Sequence[tuple[int, AllocSize]],
                     buffer_of: Callable[[Tensor], int]) -> tuple[list[Move], list[int]]:  # fmt: skip
     """What `ggml_gallocr_reserve_n` does with the graph, in order, as moves: each tensor given memory (in the
-    buffer `buffer_of` gives it, its size as `buffers` says, at which node: -1 for the leaves and inputs placed
-    first), each node taking over its parent's memory, each tensor freed. None of them depends on where the
-    memory is, so a graph's moves are known before any is made. Also where each node's moves begin (one more
-    entry: the end)."""
+    buffer `buffer_of` gives it, its size as `buffers` says rounded up to the buffer's alignment, at which node:
+    -1 for the leaves and inputs placed first), each node taking over its parent's memory, each tensor freed.
+    None of them depends on where the memory is, so a graph's moves are known before any is made. Also where each
+    node's moves begin (one more entry: the end)."""
+    aligns = [align for align, _ in buffers]
     sizes = [size for _, size in buffers]
+    align = aligns[0]
     moves: list[Move] = []
     add = moves.append
     owned: set[Tensor] = set()  # tensors placed and still owning their memory
@@ -152,11 +148,12 @@ def allocator_moves(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: S
 
     def place(t: Tensor, position: int) -> None:
         if one:
-            add((PLACE, t, 0, t.nbytes, position))
+            add((PLACE, t, 0, -(-t.nbytes // align) * align, position))
         else:
             buffer = buffer_of(t) if len(buffers) > 1 else 0
             size = sizes[buffer]
-            add((PLACE, t, buffer, t.nbytes if size is None else size(t), position))
+            n = t.nbytes if size is None else size(t)
+            add((PLACE, t, buffer, -(-n // aligns[buffer]) * aligns[buffer], position))
         own(t)
 
     for leaf in leafs:
@@ -182,7 +179,7 @@ def allocator_moves(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: S
                 else:
                     place(node, index)
             elif one:
-                add((PLACE, node, 0, node.nbytes, index))
+                add((PLACE, node, 0, -(-node.nbytes // align) * align, index))
                 own(node)
             else:
                 place(node, index)
@@ -208,12 +205,12 @@ def allocator_moves(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: S
     return moves, starts
 
 
-def make_moves(moves: Iterable[Move], aligns: Sequence[int], snapshots: Mapping[int, list[list[State]]] | None = None,
+def make_moves(moves: Iterable[Move], n_buffers: int, snapshots: Mapping[int, list[list[State]]] | None = None,
                previous: int = 0) -> list[int]:  # fmt: skip
-    """The allocator's moves made over one buffer per alignment of `aligns`: each buffer's size, the highest end
+    """The allocator's moves made over `n_buffers` buffers: each buffer's size, the highest end
     ever reached. `snapshots` maps a move's index to lists that receive the state just before it (as
     `buffer_sizes` says; `previous`: the node of the snapshot before the first)."""
-    allocators = [_Blocks(align) for align in aligns]
+    allocators = [_Blocks() for _ in range(n_buffers)]
     allocs = [blocks.alloc for blocks in allocators]
     releases = [blocks.release for blocks in allocators]
     offset: dict = {}  # (buffer, offset, size) of tensors placed and still owned
@@ -274,7 +271,5 @@ def buffer_sizes(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: Sequ
     for index, got in sorted((snapshot_at or {}).items()):
         if index < len(nodes):
             snapshots.setdefault(starts[index], []).append((index, got))
-    tops = make_moves(
-        moves, [align for align, _ in buffers], snapshots, min(snapshot_at, default=0) if snapshot_at else 0
-    )
+    tops = make_moves(moves, len(buffers), snapshots, min(snapshot_at, default=0) if snapshot_at else 0)
     return [max(top, have) for top, have in zip(tops, reserved or [0] * len(tops), strict=True)]

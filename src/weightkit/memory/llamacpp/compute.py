@@ -81,6 +81,7 @@ class Repetition:
 
     TOTALED = 2  # the repetitions of a graph whose tensors are added up: the second stands for every middle one
     REPLAYED = 4  # the repetitions of a graph whose allocator moves are repeated: the third stands for the middle
+    REPLAYED_FIRST = 3  # and where the replay comes first (the sparse-attention models'): the tail follows the third
 
     def layers(self, reps: int) -> list[int]:
         """The layers of a graph of `reps` repetitions, the tail and the last layer."""
@@ -212,7 +213,13 @@ class _Reserve:
         others' where the allocator's state is not seen to cycle."""
         if not self.shorten or self.placement is not None:
             return None
-        return repetition(self.hp, self.kinds, Repetition.REPLAYED)
+        return repetition(self.hp, self.kinds, self.replayed_reps)
+
+    @cached_property
+    def replayed_reps(self) -> int:
+        """The repetitions of the graph replayed: three where the replay comes first, else the four of the graph
+        the allocator already ran over (whose state was not seen to cycle)."""
+        return Repetition.REPLAYED_FIRST if self.hp.is_dsa else Repetition.REPLAYED
 
     @cached_property
     def totaled(self) -> Repetition | None:
@@ -244,8 +251,8 @@ class _Reserve:
         shortened graph's does when their numbers of repetitions agree modulo c and its final repetition (or
         tail) starts at i or later."""
         if self.replayed is not None and self.hp.is_dsa:
-            plan = self.replayed
-            sizes = replayed_sizes(self.build(batch, plan.layers(plan.REPLAYED)), plan, reserved)
+            plan, reps = self.replayed, self.replayed_reps
+            sizes = replayed_sizes(self.build(batch, plan.layers(reps)), plan, reps, reserved)
             if sizes is not None:
                 return sizes, None
         plan = self.plan
@@ -268,9 +275,9 @@ class _Reserve:
         if reserved and self.fits(batch, reserved):
             return list(reserved), None
         if self.replayed is not None and not self.hp.is_dsa:
-            layers = self.replayed.layers(Repetition.REPLAYED)
+            layers = self.replayed.layers(self.replayed_reps)
             builder = built.get(tuple(layers)) or self.build(batch, layers)
-            sizes = replayed_sizes(builder, self.replayed, reserved)
+            sizes = replayed_sizes(builder, self.replayed, self.replayed_reps, reserved)
             if sizes is not None:
                 return sizes, None
         self.whole.append(self.build(batch))
@@ -303,18 +310,18 @@ class _Reserve:
         return fit_side_by_side([total + (plan.reps - reps) * each], reserved)
 
 
-def replayed_sizes(builder: GraphBuilder, plan: Repetition, reserved: Sequence[int]) -> list[int] | None:
+def replayed_sizes(builder: GraphBuilder, plan: Repetition, reps: int, reserved: Sequence[int]) -> list[int] | None:
     """The CPU buffer's size for the whole graph (at least `reserved`), from the allocator moves of `builder`'s
-    graph of `Repetition.REPLAYED` repetitions, or None where its repetitions' moves are not alike.
+    graph of `reps` repetitions (three or four), or None where its repetitions' moves are not alike.
 
     None of the allocator's moves (`alloc.allocator_moves`: which tensor is placed, taken over or freed, and when)
     depends on where memory is, so the whole graph's moves are the shortened graph's with the moves of its
     third repetition repeated after it, once for each repetition left out: their own leaves are placed with the
     leaves, in leaf order. The third repetition's moves are checked to be the second's, the tensors they name
-    being each the same tensor or the same place one repetition on (what a layer hands the next); the last
-    repetition and the layers after it may name only such tensors, then the whole graph's own, or the graph's
-    inputs. The allocator then makes every move, as it does over the whole graph."""
-    graph, reps = builder.graph, plan.REPLAYED
+    being each the same tensor or the same place one repetition on (what a layer hands the next); what follows
+    the third (a fourth repetition, the tail, the last layer) may name only such tensors, then the whole graph's
+    own, or the graph's inputs. The allocator then makes every move, as it does over the whole graph."""
+    graph = builder.graph
     if any(node.flags & INPUT for node in graph.nodes):  # inputs placed in node order: not split by repetition
         return None
     moves, starts = allocator_moves(graph.leafs, graph.nodes, [(32, None)], lambda t: 0)
@@ -354,7 +361,7 @@ def replayed_sizes(builder: GraphBuilder, plan: Repetition, reserved: Sequence[i
                 handed.update((ta, tb))
         return True
 
-    middle = reps - 2  # the repetition repeated: the last one's moves follow it
+    middle = 2  # the repetition repeated (the third): what follows it follows the repeated ones
     template = rep_moves(middle)
     if not all(map(alike, rep_moves(middle - 1), template)) or shared & handed:
         return None
@@ -363,51 +370,77 @@ def replayed_sizes(builder: GraphBuilder, plan: Repetition, reserved: Sequence[i
     shared.update(t for t, place in where.items() if place[0] == 0 and t not in repeated_named and t not in handed)
     # (what the first repetition makes for every later one, as Gemma 4's per-layer inputs: no repetition after it
     # names it, so the last one frees that very tensor)
-    later = moves[starts[node_at[middle + 1]] :]  # the last repetition and the layers after it
+    later = moves[starts[node_at[middle + 1]] :]  # what follows the repeated repetition
     if any(where.get(t, (reps,))[0] <= middle and t not in shared and t not in handed
            for m in later for t in _named(m)):  # fmt: skip
         return None  # they name what a repetition made that the repetitions do not name alike: not known to repeat
-
-    # what a repetition up to the repeated one made and not every repetition names alike, named by a number that
-    # a repetition later is one `step` on: the repetitions left out, and those after them, name theirs so
-    step = 2 * (len(graph.nodes) + len(graph.leafs))
-    number = {
-        t: (2 * k + kind) * step // 2 + pos for t, (k, kind, pos) in where.items() if k <= middle and t not in shared
-    }
-
-    def renamed(ms: list[Move], shift: int) -> list[Move]:
-        """`ms` made `shift` repetitions later."""
-        get, on = number.get, shift * step
-        out: list[Move] = []
-        add = out.append
-        for m in ms:
-            kind, t = m[0], m[1]
-            c = get(t)
-            if c is not None:
-                t = c + on
-            if kind == FREE:
-                add((FREE, t))
-            elif kind == PLACE:
-                add((PLACE, t, m[2], m[3], m[4]))
-            else:
-                c = get(m[2])
-                add((TAKE, t, m[2] if c is None else c + on, m[3]))
-        return out
-
     left_out = plan.reps - reps
     if reserved and fit_side_by_side([_placed(moves) + left_out * sum(map(_placed, template))], reserved):
         return list(reserved)  # (the token-generation graph, as a rule: no allocator pass needed)
+
+    # a tensor a repetition up to the repeated one made (and not every repetition names alike) is named, `shift`
+    # repetitions on, by the tensor at its place in that repetition while the graph built has it; later, a node by
+    # the second's or the third's in turn (a node lives into the next repetition at most: the repeated moves name
+    # no tensor of the first, so the one of two repetitions before is freed), a leaf by a number (the leaves of
+    # every repetition are placed first, and live together)
+    at_place = {place: t for t, place in where.items() if place[0] <= middle}
+    step = len(graph.nodes) + len(graph.leafs)
+
+    def name(t: Tensor, shift: int) -> Tensor | int:
+        place = where.get(t)
+        if place is None or place[0] > middle or t in shared:
+            return t
+        k, kind, pos = place
+        on = k + shift
+        if on <= middle:
+            return at_place[on, kind, pos] if shift else t
+        return at_place[1 + (on - 1) % 2, 0, pos] if kind == 0 else on * step - pos
+
+    def renamed(ms: list[Move], shift: int) -> list[Move]:
+        """`ms` made `shift` repetitions later."""
+        out: list[Move] = []
+        add = out.append
+        for m in ms:
+            kind = m[0]
+            if kind == FREE:
+                add((FREE, name(m[1], shift)))
+            elif kind == PLACE:
+                add((PLACE, name(m[1], shift), *m[2:]))
+            else:
+                add((TAKE, name(m[1], shift), name(m[2], shift), m[3]))
+        return out
+
+    def leafy(m: Move) -> bool:
+        """Whether `m` names a leaf of a repetition up to the repeated one (renamed anew every repetition)."""
+        return any((place := where.get(t)) is not None and place[0] <= middle and place[1] == 1 and t not in shared
+                   for t in _named(m))  # fmt: skip
+
+    try:  # the nodes' moves, a repetition in two (a place the second or the third lacks: not known to repeat)
+        by_parity = {shift: renamed(template[1], shift) for shift in (1, 2)}
+        tail = renamed(later, left_out)
+    except KeyError:
+        return None
+    patched = [i for i, m in enumerate(template[1]) if leafy(m)]
+
+    def repeated_nodes(shift: int) -> list[Move]:
+        ms = by_parity[2 - shift % 2]
+        if patched:
+            ms = list(ms)
+            for i in patched:
+                (ms[i],) = renamed([template[1][i]], shift)
+        return ms
+
     repeated = range(1, left_out + 1)
-    whole = [*renamed(leaf_moves[: cut[middle + 2]], 0), *(m for v in repeated for m in renamed(template[0], v)),
-             *leaf_moves[cut[middle + 2] :], *renamed(moves[starts[0] : starts[node_at[middle + 1]]], 0),
-             *(m for v in repeated for m in renamed(template[1], v)), *renamed(later, left_out)]  # fmt: skip
-    (top,) = make_moves(whole, [32])
+    whole = [*leaf_moves[: cut[middle + 2]], *(m for v in repeated for m in renamed(template[0], v)),
+             *leaf_moves[cut[middle + 2] :], *moves[starts[0] : starts[node_at[middle + 1]]],
+             *(m for v in repeated for m in repeated_nodes(v)), *tail]  # fmt: skip
+    (top,) = make_moves(whole, 1)
     return [max(top, *reserved, 0)]
 
 
 def _placed(moves: list[Move]) -> int:
     """The bytes the tensors `moves` place take side by side in the CPU buffer (a buffer's end never passes it)."""
-    return sum(-(-m[3] // 32) * 32 for m in moves if m[0] == PLACE)
+    return sum(m[3] for m in moves if m[0] == PLACE)
 
 
 def _named(move: Move) -> tuple:
