@@ -235,7 +235,9 @@ def quantize_model(
     missing = [
         n
         for n, t in plan.items()
-        if _needs_imatrix(n, t, target.mixture) and (imatrix is None or source[n] not in imatrix)
+        if not target.only_copy  # COPY quantizes nothing, so needs nothing
+        and _needs_imatrix(n, t, target.mixture)
+        and (imatrix is None or source[n] not in imatrix)
     ]
     if missing:
         raise WeightkitError(
