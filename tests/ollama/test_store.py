@@ -14,7 +14,7 @@ from weightkit.errors import FormatError, WeightkitError
 from weightkit.gguf import write_gguf
 from weightkit.llama_quantize import quantize_gguf
 from weightkit.ollama import InvalidName, ModelNotFound, Store, create_from_gguf, parse_name
-from weightkit.ollama.create import human_number
+from weightkit.ollama.create import create_from_modelfile, human_number
 
 from ..scripts import load_script
 from ._cli import cli_env
@@ -229,8 +229,9 @@ def test_create_stores_llama_quantize_copy(tmp_path, model_name):
 
 
 def test_create_merges_a_split_gguf_into_one_layer(tmp_path):
-    """A split GGUF (FROM its folder, as Ollama groups the shards; or any one shard) is one model layer:
-    llama-quantize COPY of the whole model, with no split keys."""
+    """A split GGUF (`create --from` any shard, or a Modelfile's FROM its folder, as Ollama groups the shards) is
+    one model layer: llama-quantize COPY of the whole model, with no split keys. A Modelfile's FROM one shard
+    is refused, as Ollama's server then has that shard alone."""
     first = _mixes_generator().write_source(tmp_path, "tiny-llama-split")
     store = Store(tmp_path / "models")
     expected = "sha256:" + MIXES["tiny-llama-split"]["sha256"]["COPY"][0]
@@ -242,6 +243,9 @@ def test_create_merges_a_split_gguf_into_one_layer(tmp_path):
     assert [layer["digest"] for layer in json.loads(r.stdout)["layers"]] == [expected]
     with weightkit.open(store.blob_path(layer.digest)) as m:
         assert not any(key.startswith("split.") for key in m.metadata)
+    (tmp_path / "Shard").write_text(f"FROM {first}\n")  # Ollama's server gets that one file: refused
+    with pytest.raises(FormatError, match="split GGUF has 1 shards, expected 3"):
+        create_from_modelfile(store, "split3", tmp_path / "Shard")
 
 
 def test_create_keeps_a_gguf_with_projector_tensors_as_given(tmp_path):

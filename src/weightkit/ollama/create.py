@@ -16,7 +16,7 @@ import numpy as np
 from ..dtypes import SafetensorsDType, as_bytes, safetensors_dtype_of_numpy
 from ..errors import FormatError, ModelNotFound, UnsupportedError, WeightkitError
 from ..gguf import GGUFFile, open_gguf
-from ..gguf.constants import FILE_TYPES, KEY_ARCHITECTURE, KEY_FILE_TYPE
+from ..gguf.constants import FILE_TYPES, KEY_ARCHITECTURE, KEY_FILE_TYPE, KEY_SPLIT_COUNT
 from ..llama_quantize.options import COPY, QuantizeOptions
 from ..llama_quantize.quantize import quantize_model
 from ..quant.mlx import mlx_quantize
@@ -444,9 +444,20 @@ def create_from_request(
         if not ggufs:
             raise FormatError(source, None, "no Modelfile or safetensors files found")
         source = ggufs[0]
+    elif _is_gguf(source):
+        _check_not_one_shard(source)
     if not _is_gguf(source):
         raise FormatError(where, 0, "unknown type")
     return create_from_gguf(store, name, source, progress=progress, request=request)
+
+
+def _check_not_one_shard(path: Path) -> None:
+    """FROM one shard of a split GGUF is refused, as Ollama's server gets that file alone (mergeSplitGGUFLayers);
+    FROM their folder merges them."""
+    with GGUFFile(path, header_only=True) as model:
+        count = model.metadata.get(KEY_SPLIT_COUNT, 1)
+    if isinstance(count, int) and count > 1:
+        raise FormatError(path, None, f"split GGUF has 1 shards, expected {count} (FROM their folder merges them)")
 
 
 def _is_gguf(path: Path) -> bool:
