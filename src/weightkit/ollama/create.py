@@ -1,6 +1,7 @@
-"""Importing models into an Ollama store: a GGUF file as a `.model` layer; a Hugging Face safetensors
-checkpoint as tensor blobs (quantized with MLX's modes as Ollama quantizes them) plus its `.json` files, or
-converted to a GGUF (quantized to a llama.cpp type as llama-quantize would) stored as a `.model` layer."""
+"""Importing models into an Ollama store: a GGUF file as a `.model` layer (rewritten by llama-quantize COPY, a
+split one merged, as Ollama's createModel does); a Hugging Face safetensors checkpoint as tensor blobs
+(quantized with MLX's modes as Ollama quantizes them) plus its `.json` files, or converted to a GGUF (quantized
+to a llama.cpp type as llama-quantize would) stored as a `.model` layer."""
 
 from __future__ import annotations
 
