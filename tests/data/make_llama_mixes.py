@@ -160,11 +160,21 @@ FILE_MODELS = {
     "tiny-llama-split": model("llama", 4, 8, 2),
     "tiny-llama-bf16": model("llama", 4, 8, 2),
     "tiny-llama-q8_0": model("llama", 4, 8, 2),
+    "tiny-llama-hf-fp8": model("llama", 4, 8, 2),
 }
 SPLIT_SOURCES = {"tiny-llama-split": 16}  # tensors per shard: that source is a split model
 # Sources whose matrices are of another type than F16 (the Q8_0 one by weightkit's quantizer, which ggml's
 # matches, and with a general.file_type the others lack).
 SOURCE_TYPES = {"tiny-llama-bf16": "BF16", "tiny-llama-q8_0": "Q8_0"}
+# Sources with more metadata: an F16 GGUF that Ollama's converter made from an FP8 checkpoint (its create
+# stores such a file as Q8_0).
+SOURCE_METADATA = {
+    "tiny-llama-hf-fp8": {
+        "general.file_type": Value(1, GGUFValueType.UINT32),
+        "source_quantization": "hf_fp8",
+        "source_fp8_tensors": ["blk.0.attn_q.weight", "blk.0.attn_k.weight"],
+    },
+}
 FILE_RUNS = {
     "tiny-llama": (
         "Q4_K_M", "Q4_K_M imatrix", "Q3_K_L", "Q5_K_S", "Q2_K_S imatrix", "IQ2_M imatrix", "IQ3_XXS imatrix",
@@ -179,12 +189,14 @@ FILE_RUNS = {
                          "Q4_K_M --keep-split --prune-layers 3", "COPY"),
     "tiny-llama-bf16": ("COPY",),
     "tiny-llama-q8_0": ("COPY",),
+    "tiny-llama-hf-fp8": ("Q8_0",),
 }  # fmt: skip
 
 
 def write_source(folder: Path, model_name: str) -> Path:
     """A `FILE_MODELS` model as a GGUF in `folder` (split into shards for `SPLIT_SOURCES`); the path to open."""
     md, shapes = FILE_MODELS[model_name]
+    md = {**md, **SOURCE_METADATA.get(model_name, {})}
     if model_name in SOURCE_TYPES:
         kind = SOURCE_TYPES[model_name]
         planned = [plan_tensor(n, a.shape, "F32" if a.ndim == 1 else kind, data=_encoded(a, kind))

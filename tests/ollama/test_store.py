@@ -228,6 +228,14 @@ def test_create_stores_llama_quantize_copy(tmp_path, model_name):
     assert layer.digest == "sha256:" + MIXES[model_name]["sha256"]["COPY"][0]
 
 
+def test_create_stores_an_fp8_sourced_gguf_as_q8_0(tmp_path):
+    """An F16 GGUF Ollama's converter made from an FP8 checkpoint (source_quantization hf_fp8) is stored as
+    llama-quantize's Q8_0 of it (hasSourceFP8Tensors), not COPY."""
+    src = _mixes_generator().write_source(tmp_path, "tiny-llama-hf-fp8")
+    [layer] = create_from_gguf(Store(tmp_path / "models"), "fp8", src).layers
+    assert layer.digest == "sha256:" + MIXES["tiny-llama-hf-fp8"]["sha256"]["Q8_0"][0]
+
+
 def test_create_merges_a_split_gguf_into_one_layer(tmp_path):
     """A split GGUF (`create --from` any shard, or a Modelfile's FROM its folder, as Ollama groups the shards) is
     one model layer: llama-quantize COPY of the whole model, with no split keys. A Modelfile's FROM one shard

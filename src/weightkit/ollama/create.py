@@ -181,6 +181,14 @@ def _has_compatibility_tensors(model: GGUFFile) -> bool:
     return any(name.startswith(_COMPATIBILITY_PREFIXES) for name in model.tensors)
 
 
+def _rewrite(model: GGUFFile) -> str:
+    """What createModel has llama-quantize make of a GGUF model (no --quantize): Q8_0 for an F16, BF16 or F32
+    file that Ollama's converter made from an FP8 checkpoint (hasSourceFP8Tensors), else COPY."""
+    fp8 = model.metadata.get("source_quantization") == "hf_fp8" and bool(model.metadata.get("source_fp8_tensors"))
+    ft = model.metadata.get(KEY_FILE_TYPE)
+    return "Q8_0" if fp8 and isinstance(ft, int) and FILE_TYPES.get(ft) in ("F16", "BF16", "F32") else COPY
+
+
 def create_from_gguf(
     store: Store,
     name: ModelName | str,
@@ -191,21 +199,23 @@ def create_from_gguf(
 ) -> Manifest:
     """Store a GGUF model as `ollama create` does (createModel): rewritten by llama-quantize COPY (every tensor
     as it is, in llama-quantize's layout and metadata; a split model, opened from any shard, merged into one
-    layer), the config read from what was stored; with a Modelfile's layers and settings when `request` is
-    given. A GGUF with projector, audio or MTP tensors beside the text model is stored as given."""
+    layer), or Q8_0 for one converted from FP8 (`_rewrite`), the config read from what was stored; with a
+    Modelfile's layers and settings when `request` is given. A GGUF with projector, audio or MTP tensors beside
+    the text model is stored as given."""
     name = parse_name(name) if isinstance(name, str) else name
     with open_gguf(path) as model, store.transaction() as tx:
         shards = getattr(model, "shards", [model])
+        rewrite = _rewrite(model)
         if _has_compatibility_tensors(model):
-            if len(shards) > 1:  # Ollama merges these with its own GGUF writer
-                raise UnsupportedError(f"{path}: a split GGUF with projector, audio or MTP tensors is not merged "
-                                       "by weightkit yet")  # fmt: skip
+            if len(shards) > 1 or rewrite != COPY:  # Ollama writes these with its own GGUF writer
+                raise UnsupportedError(f"{path}: a split or FP8-sourced GGUF with projector, audio or MTP tensors "
+                                       "is not rewritten by weightkit yet")  # fmt: skip
             layer = tx.add_file(model.path, MEDIA_TYPES["model"])
             config = gguf_config(model)
         else:
             tmp = tx.temp_path()
             counted = None if progress is None else lambda _, done, total: progress(done, total)
-            quantize_model(model, tmp, QuantizeOptions(COPY), progress=counted)
+            quantize_model(model, tmp, QuantizeOptions(rewrite), progress=counted)
             with open_gguf(tmp) as stored:
                 config = gguf_config(stored)
             layer = tx.adopt(tmp, MEDIA_TYPES["model"])
