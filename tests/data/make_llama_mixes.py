@@ -1,7 +1,9 @@
 """Record the type llama.cpp's llama-quantize gives every tensor, per file type, in tests/data/llama_mixes.json
 (needs llama-cpp-python, whose libllama does the quantizing; CI only reads the result).
 
-    python tests/data/make_llama_mixes.py [out.json]
+    python tests/data/make_llama_mixes.py [out.json] [--files-only]
+
+(`--files-only` records the "files" section again and keeps the plans.)
 
 Small synthetic models of the shapes the mixture rules care about (grouped-query attention, an 80-layer
 "70B", tied embeddings with rows that are not whole K blocks, 8-expert and 4-expert MoE, falcon's fused
@@ -156,8 +158,23 @@ FILE_MODELS = {
     "tiny-llama": model("llama", 4, 8, 2),
     "tiny-moe": model("qwen3moe", 2, 8, 8, experts=8),
     "tiny-llama-split": model("llama", 4, 8, 2),
+    "tiny-llama-bf16": model("llama", 4, 8, 2),
+    "tiny-llama-q8_0": model("llama", 4, 8, 2),
+    "tiny-llama-hf-fp8": model("llama", 4, 8, 2),
 }
 SPLIT_SOURCES = {"tiny-llama-split": 16}  # tensors per shard: that source is a split model
+# Sources whose matrices are of another type than F16 (the Q8_0 one by weightkit's quantizer, which ggml's
+# matches, and with a general.file_type the others lack).
+SOURCE_TYPES = {"tiny-llama-bf16": "BF16", "tiny-llama-q8_0": "Q8_0"}
+# Sources with more metadata: an F16 GGUF that Ollama's converter made from an FP8 checkpoint (its create
+# stores such a file as Q8_0).
+SOURCE_METADATA = {
+    "tiny-llama-hf-fp8": {
+        "general.file_type": Value(1, GGUFValueType.UINT32),
+        "source_quantization": "hf_fp8",
+        "source_fp8_tensors": ["blk.0.attn_q.weight", "blk.0.attn_k.weight"],
+    },
+}
 FILE_RUNS = {
     "tiny-llama": (
         "Q4_K_M", "Q4_K_M imatrix", "Q3_K_L", "Q5_K_S", "Q2_K_S imatrix", "IQ2_M imatrix", "IQ3_XXS imatrix",
@@ -165,23 +182,49 @@ FILE_RUNS = {
         "Q2_K --override-kv llama.attention.head_count_kv=int:8 --override-kv general.name=str:renamed"
         " --override-kv llama.context_length=int:-8192 --override-kv llama.rope.freq_base=float:0.1"
         " --override-kv tokenizer.ggml.add_bos_token=bool:false",
-        "Q4_K_M --prune-layers 1", "Q3_K_M imatrix --prune-layers 0,2,9",
+        "Q4_K_M --prune-layers 1", "Q3_K_M imatrix --prune-layers 0,2,9", "COPY",
     ),
     "tiny-moe": ("MXFP4_MOE", "Q4_K_M imatrix", "IQ1_M imatrix"),
     "tiny-llama-split": ("Q4_K_M", "Q4_K_M --keep-split", "Q8_0 imatrix --keep-split --override-kv general.name=str:x",
-                         "Q4_K_M --keep-split --prune-layers 3"),
+                         "Q4_K_M --keep-split --prune-layers 3", "COPY"),
+    "tiny-llama-bf16": ("COPY",),
+    "tiny-llama-q8_0": ("COPY",),
+    "tiny-llama-hf-fp8": ("Q8_0",),
 }  # fmt: skip
 
 
 def write_source(folder: Path, model_name: str) -> Path:
     """A `FILE_MODELS` model as a GGUF in `folder` (split into shards for `SPLIT_SOURCES`); the path to open."""
     md, shapes = FILE_MODELS[model_name]
+    md = {**md, **SOURCE_METADATA.get(model_name, {})}
+    if model_name in SOURCE_TYPES:
+        kind = SOURCE_TYPES[model_name]
+        planned = [plan_tensor(n, a.shape, "F32" if a.ndim == 1 else kind, data=_encoded(a, kind))
+                   for n, a in tensors(shapes).items()]  # fmt: skip
+        if kind == "Q8_0":
+            md = {**md, "general.file_type": Value(7, GGUFValueType.UINT32)}
+        write_gguf(folder / "src.gguf", md, planned)
+        return folder / "src.gguf"
     if model_name not in SPLIT_SOURCES:
         write_gguf(folder / "src.gguf", md, tensors(shapes))
         return folder / "src.gguf"
     planned = [plan_tensor(n, a.shape, "F16" if a.dtype == np.float16 else "F32", data=a) for n, a in
                tensors(shapes).items()]  # fmt: skip
     return write_split(folder / "src", md, planned, max_tensors=SPLIT_SOURCES[model_name])[0]
+
+
+def _encoded(a: np.ndarray, kind: str) -> np.ndarray:
+    """A tensor's values as `kind` (vectors stay float32)."""
+    if a.ndim == 1:
+        return a
+    if kind == "BF16":
+        import ml_dtypes
+
+        return a.astype(np.float32).astype(ml_dtypes.bfloat16)
+    from weightkit import quant
+
+    rows = a.reshape(-1, a.shape[-1]).astype(np.float32)
+    return quant.quantize(rows, kind)
 
 
 def parse_key(key: str) -> tuple[str, dict]:
@@ -221,7 +264,8 @@ def _quantize(src: Path, dst: Path, key: str, imatrix) -> dict[str, str] | None:
 
     ftype_name, options = parse_key(key)
     params = llama_cpp.llama_model_quantize_default_params()
-    params.ftype = FTYPES[ftype_name]
+    params.ftype = FTYPES.get(ftype_name, 0)  # COPY: llama-quantize's LLAMA_FTYPE_ALL_F32, ignored
+    params.only_copy = ftype_name == "COPY"
     params.nthread = 2
     params.pure = options["pure"]
     params.quantize_output_tensor = not options["leave_output"]
@@ -278,14 +322,18 @@ def _kv_override(option: str):
     return o
 
 
-def main(out: Path) -> None:
+def main(out: Path, files_only: bool = False) -> None:
     import llama_cpp
 
     quiet = llama_cpp.llama_log_callback(lambda level, text, data: None)  # kept alive while llama.cpp logs
     llama_cpp.llama_log_set(quiet, ctypes.c_void_p(0))
     record = {}
+    if files_only:  # the per-tensor plans kept as recorded
+        kept = json.loads(out.read_text())
+        record = kept["models"]
+        TYPE_NAMES[:] = kept["types"]
     with tempfile.TemporaryDirectory() as tmp:
-        for model_name, (md, shapes) in MODELS.items():
+        for model_name, (md, shapes) in {} if files_only else MODELS.items():
             src = Path(tmp) / f"{model_name}.gguf"
             write_gguf(src, md, tensors(shapes))
             imatrix, _keep = _imatrix(shapes)
@@ -329,4 +377,6 @@ def _letter(type_name: str) -> str:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]) if len(sys.argv) > 1 else OUT)
+    files_only = "--files-only" in sys.argv
+    paths = [a for a in sys.argv[1:] if a != "--files-only"]
+    main(Path(paths[0]) if paths else OUT, files_only)

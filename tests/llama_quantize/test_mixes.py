@@ -109,6 +109,16 @@ def test_output_is_llama_quantizes_file_byte_for_byte(tmp_path, model_name, key)
     assert [hashlib.sha256(Path(p).read_bytes()).hexdigest() for p in report.outputs] == record["sha256"][key]
 
 
+def test_copy_on_the_command_line(tmp_path):
+    """`weightkit quantize IN OUT -t COPY`, as `llama-quantize IN OUT COPY`: the recorded file."""
+    src = GENERATOR.write_source(tmp_path, "tiny-llama-bf16")
+    command = [sys.executable, "-m", "weightkit", "quantize", str(src), str(tmp_path / "out.gguf"), "-t", "COPY"]
+    r = subprocess.run(command, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    digest = hashlib.sha256((tmp_path / "out.gguf").read_bytes()).hexdigest()
+    assert digest == RECORD["files"]["tiny-llama-bf16"]["sha256"]["COPY"][0]
+
+
 def test_gemma_as_q4_k_m_keeps_every_type(gemma_path):
     """The Gemma file is llama-quantize's Q4_K_M: planning Q4_K_M for it changes nothing."""
     with weightkit.open(gemma_path) as m:

@@ -32,9 +32,11 @@ MODEL = "application/vnd.ollama.image.model"
 
 @pytest.fixture(scope="module")
 def big_gguf(tmp_path_factory) -> Path:
-    """128 MiB: copying it takes long enough to stop the copy halfway, on any machine."""
+    """128 MiB: writing it takes long enough to stop the write halfway, on any machine; in 64 tensors, as
+    the model layer is written tensor by tensor (a stopped process has each write whole or not begun)."""
     path = tmp_path_factory.mktemp("big") / "big.gguf"
-    write_gguf(path, {"general.architecture": "llama"}, {"w": np.arange(32 << 20, dtype=np.float32).reshape(-1, 1024)})
+    w = np.arange(32 << 20, dtype=np.float32).reshape(64, -1, 1024)
+    write_gguf(path, {"general.architecture": "llama"}, {f"w{i}": w[i] for i in range(64)})
     return path
 
 
@@ -46,7 +48,7 @@ def small_gguf(tmp_path) -> Path:
 
 
 def stop_mid_write(proc: subprocess.Popen, blobs: Path, total: int) -> Path:
-    """Stop `proc` (SIGSTOP) at a moment its temp file in `blobs` is written partway, and return that file.
+    """Stop `proc` (SIGSTOP) at a moment its model's temp file in `blobs` is written partway, and return that file.
 
     It is stopped and looked at, then let go on, until the look finds a part-written file: what a stopped
     process shows cannot change, so the answer is certain, however fast the machine."""
@@ -55,7 +57,10 @@ def stop_mid_write(proc: subprocess.Popen, blobs: Path, total: int) -> Path:
         assert proc.poll() is None, f"the create ended before it was caught writing: {proc.communicate()}"
         os.kill(proc.pid, signal.SIGSTOP)
         os.waitpid(proc.pid, os.WUNTRACED)
-        partial = [p for p in blobs.glob("*.partial") if 0 < p.stat().st_size < total] if blobs.is_dir() else []
+        # the model layer is llama-quantize COPY's output, written through atomic_write's temp beside the
+        # transaction's name (a finished one is renamed to `.partial`, whole: not what is wanted here)
+        written = blobs.glob(".sha256-*.partial.*.tmp") if blobs.is_dir() else []
+        partial = [p for p in written if 0 < p.stat().st_size < total]
         if partial:
             return partial[0]
         os.kill(proc.pid, signal.SIGCONT)
@@ -64,7 +69,7 @@ def stop_mid_write(proc: subprocess.Popen, blobs: Path, total: int) -> Path:
 
 
 def kill_mid_write(store: Store, env: dict[str, str], source: Path) -> Path:
-    """`kill -9` a real `weightkit create` while it copies `source`; returns the temp file it leaves."""
+    """`kill -9` a real `weightkit create` while it writes `source`'s model layer; returns the temp file it leaves."""
     proc = start("create", "killed", "--from", source, env=env)
     try:
         return stop_mid_write(proc, store.blobs, source.stat().st_size)

@@ -12,11 +12,16 @@ import pytest
 import weightkit
 from weightkit.errors import FormatError, WeightkitError
 from weightkit.gguf import write_gguf
+from weightkit.llama_quantize import quantize_gguf
 from weightkit.ollama import InvalidName, ModelNotFound, Store, create_from_gguf, parse_name
-from weightkit.ollama.create import human_number
+from weightkit.ollama.create import create_from_modelfile, human_number
 
+from ..scripts import load_script
 from ._cli import cli_env
 from ._cli import run as run_cli
+
+# llama-quantize's own COPY of tiny models (f16, bf16, Q8_0, split), recorded by tests/data/make_llama_mixes.py
+MIXES = json.loads((Path(__file__).parents[1] / "data" / "llama_mixes.json").read_text())["files"]
 
 
 @pytest.mark.parametrize(
@@ -65,8 +70,9 @@ def test_import_open_verify_remove(tmp_path, gguf_file):
     store = Store(tmp_path / "models")
     manifest = create_from_gguf(store, "tiny:1", gguf_file)
     blob = store.blob_path(manifest.layers[0].digest)
-    assert blob.read_bytes() == gguf_file.read_bytes()
-    assert manifest.layers[0].digest == "sha256:" + hashlib.sha256(gguf_file.read_bytes()).hexdigest()
+    quantize_gguf(gguf_file, tmp_path / "copy.gguf", "COPY")  # what ollama create stores: llama-quantize COPY's file
+    assert blob.read_bytes() == (tmp_path / "copy.gguf").read_bytes()
+    assert manifest.layers[0].digest == "sha256:" + hashlib.sha256(blob.read_bytes()).hexdigest()
     path = store.manifest_path("tiny:1")
     assert path == tmp_path / "models/manifests/registry.ollama.ai/library/tiny/1"
     doc = json.loads(path.read_text())
@@ -206,3 +212,55 @@ def test_command_line(tmp_path, gguf_file):
     assert json.loads(run("rm", "tiny:v2", "--json").stdout) == {"model": "tiny:v2", "removed_blobs": []}  # shared
     assert run("rm", "tiny:v1").returncode == 0
     assert json.loads(run("ls", "--json").stdout) == []
+
+
+def _mixes_generator():
+    return load_script(Path(__file__).parents[1] / "data" / "make_llama_mixes.py")
+
+
+@pytest.mark.parametrize("model_name", ["tiny-llama", "tiny-llama-bf16", "tiny-llama-q8_0"])
+def test_create_stores_llama_quantize_copy(tmp_path, model_name):
+    """createModel passes a text GGUF through `llama-quantize --allow-requantize COPY`: the model layer is
+    llama-quantize's COPY output, byte for byte (general.file_type the input's, or the loader's guess)."""
+    src = _mixes_generator().write_source(tmp_path, model_name)
+    store = Store(tmp_path / "models")
+    [layer] = create_from_gguf(store, "tiny", src).layers
+    assert layer.digest == "sha256:" + MIXES[model_name]["sha256"]["COPY"][0]
+
+
+def test_create_stores_an_fp8_sourced_gguf_as_q8_0(tmp_path):
+    """An F16 GGUF Ollama's converter made from an FP8 checkpoint (source_quantization hf_fp8) is stored as
+    llama-quantize's Q8_0 of it (hasSourceFP8Tensors), not COPY."""
+    src = _mixes_generator().write_source(tmp_path, "tiny-llama-hf-fp8")
+    [layer] = create_from_gguf(Store(tmp_path / "models"), "fp8", src).layers
+    assert layer.digest == "sha256:" + MIXES["tiny-llama-hf-fp8"]["sha256"]["Q8_0"][0]
+
+
+def test_create_merges_a_split_gguf_into_one_layer(tmp_path):
+    """A split GGUF (`create --from` any shard, or a Modelfile's FROM its folder, as Ollama groups the shards) is
+    one model layer: llama-quantize COPY of the whole model, with no split keys. A Modelfile's FROM one shard
+    is refused, as Ollama's server then has that shard alone."""
+    first = _mixes_generator().write_source(tmp_path, "tiny-llama-split")
+    store = Store(tmp_path / "models")
+    expected = "sha256:" + MIXES["tiny-llama-split"]["sha256"]["COPY"][0]
+    [layer] = create_from_gguf(store, "split", first).layers
+    assert layer.digest == expected
+    (tmp_path / "Modelfile").write_text(f"FROM {tmp_path}\n")
+    r = run_cli("create", "split2", "-f", tmp_path / "Modelfile", "--json", env=cli_env(OLLAMA_MODELS=str(store.root)))
+    assert r.returncode == 0, r.stderr
+    assert [layer["digest"] for layer in json.loads(r.stdout)["layers"]] == [expected]
+    with weightkit.open(store.blob_path(layer.digest)) as m:
+        assert not any(key.startswith("split.") for key in m.metadata)
+    (tmp_path / "Shard").write_text(f"FROM {first}\n")  # Ollama's server gets that one file: refused
+    with pytest.raises(FormatError, match="split GGUF has 1 shards, expected 3"):
+        create_from_modelfile(store, "split3", tmp_path / "Shard")
+
+
+def test_create_keeps_a_gguf_with_projector_tensors_as_given(tmp_path):
+    """A GGUF with projector (v.*, mm.*), audio or MTP tensors is stored as it is: llama.cpp's text loader
+    would drop them, so Ollama does not pass it through llama-quantize."""
+    path = tmp_path / "vl.gguf"
+    tensors = {"a": np.ones((4, 32), np.float32), "v.patch_embd.weight": np.ones((4, 32), np.float32)}
+    write_gguf(path, {"general.architecture": "llama"}, tensors)
+    [layer] = create_from_gguf(Store(tmp_path / "models"), "vl", path).layers
+    assert layer.digest == "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()

@@ -49,7 +49,8 @@ QUANTIZE_FLAGS = (
 )  # fmt: skip
 TYPE_HELP = (
     "A llama.cpp file type, as llama-quantize takes it: Q4_K_M, Q5_K_S, Q8_0, Q4_0, IQ4_XS, IQ2_M, ... "
-    "(each matrix gets that mixture's type), or a GGML type with no file type (MXFP4, NVFP4)."
+    "(each matrix gets that mixture's type), a GGML type with no file type (MXFP4, NVFP4), or COPY (every "
+    "tensor as it is, in llama-quantize's layout: what ollama create stores)."
 )
 
 

@@ -23,26 +23,34 @@ _T = GGMLType
 # general.file_type for a GGML type that is no llama-quantize file type of its own name: the file type
 # whose tensors are mostly of that type (llama_ftype_get_default_type), else LLAMA_FTYPE_GUESSED.
 _FILE_TYPE_OF = {_T.MXFP4: 38, _T.NVFP4: 39}
-_GUESSED = 1024
+FTYPE_GUESSED = 1024
+# `llama-quantize in out COPY`: tensors copied, not quantized (its QUANT_OPTIONS give it LLAMA_FTYPE_ALL_F32,
+# which only_copy then ignores).
+COPY = "COPY"
+_ALL_F32 = 0
 
 
 @dataclass(frozen=True)
 class Target:
     """What `--type` means: the base type, the file type whose mixture decides each matrix's type (None:
-    the base type for every matrix), and the `general.file_type` the output gets."""
+    the base type for every matrix), and the `general.file_type` the output gets. `only_copy` is COPY's
+    (llama_model_quantize_params.only_copy): every tensor kept as it is, the file type the input's."""
 
     name: str
     base: GGMLType
     mixture: FileType | None
     file_type_id: int
+    only_copy: bool = False
 
 
 def resolve_target(name: str | GGMLType, pure: bool = False) -> Target:
     """What llama-quantize means by a type name: a file type (Q4_K_M; Q4_0, Q8_0 and the other type-named
     file types too; Q4_K is Q4_K_M there; or its number), whose mixture gives each matrix its type, or with
     `pure` its base type for every matrix. A GGML type that names no file type (MXFP4, NVFP4, ...) means that
-    type for every matrix."""
+    type for every matrix; COPY, every tensor as it is."""
     text = name.name if isinstance(name, GGMLType) else str(name).strip()
+    if text.upper() == COPY:
+        return Target(COPY, _T.F32, None, _ALL_F32, only_copy=True)
     try:
         ftype = file_type(text)
     except ArgumentError:
@@ -52,7 +60,7 @@ def resolve_target(name: str | GGMLType, pure: bool = False) -> Target:
             raise ArgumentError(
                 f"--type {text!r}: neither a llama.cpp file type ({', '.join(names())}) nor a GGML type"
             ) from None
-        return Target(base.name, base, None, _FILE_TYPE_OF.get(base, _GUESSED))
+        return Target(base.name, base, None, _FILE_TYPE_OF.get(base, FTYPE_GUESSED))
     return Target(ftype.name, ftype.base, None if pure else ftype, ftype.id)
 
 
@@ -61,7 +69,8 @@ class QuantizeOptions:
     """llama-quantize's parameters, named as its flags (`--type`, `--pure`, `--output-tensor-type`, ...).
 
     - `type`: a llama.cpp file type (Q4_K_M, Q8_0, IQ2_M, ...: each matrix gets its mixture's choice, as
-      `llama-quantize in out TYPE`), or a GGML type that is no file type (MXFP4, NVFP4: every matrix).
+      `llama-quantize in out TYPE`), a GGML type that is no file type (MXFP4, NVFP4: every matrix), or COPY
+      (`only_copy`: every tensor as it is, rewritten in llama-quantize's layout with the input's file type).
     - `pure`: every matrix gets the file type's base type (`llama-quantize --pure`).
     - `output_tensor_type`, `token_embedding_type`: types for output.weight and token_embd.weight.
     - `tensor_type`: (regular expression, type) pairs; the first whose pattern is found in a matrix's name

@@ -27,7 +27,7 @@ from ..gguf.split import SPLIT_KEYS, split_keys, split_path
 from ..model import ModelFile
 from .imatrix import ImportanceMatrix, read_imatrix
 from .mixes import OUTPUT, TOKEN_EMBEDDINGS, FileType, MixPlanner, ModelFacts, prune_renames
-from .options import QuantizeOptions
+from .options import FTYPE_GUESSED, QuantizeOptions
 
 _T = GGMLType
 
@@ -69,6 +69,16 @@ _IMATRIX_EXEMPT = (*TOKEN_EMBEDDINGS, OUTPUT)
 
 KEY_QUANT_VERSION = "general.quantization_version"
 GGML_QNT_VERSION = 2
+
+# llama_model_loader's guess of a file's type with no general.file_type: the file type (llama_ftype) here for the
+# type most of its tensors have (the first to reach the count, in name order), marked guessed; other types
+# guess ALL_F32.
+_GUESSED_FILE_TYPE = {
+    _T.F32: 0, _T.F16: 1, _T.BF16: 32, _T.Q4_0: 2, _T.Q4_1: 3, _T.Q5_0: 8, _T.Q5_1: 9, _T.Q8_0: 7, _T.Q2_K: 10,
+    _T.Q3_K: 12, _T.Q4_K: 15, _T.Q5_K: 17, _T.Q6_K: 18, _T.TQ1_0: 36, _T.TQ2_0: 37, _T.IQ2_XXS: 19,
+    _T.IQ2_XS: 20, _T.IQ2_S: 28, _T.IQ3_XXS: 23, _T.IQ1_S: 24, _T.IQ1_M: 31, _T.IQ4_NL: 25, _T.IQ4_XS: 30,
+    _T.IQ3_S: 26, _T.NVFP4: 39, _T.Q1_0: 40, _T.Q2_0: 41,
+}  # fmt: skip
 
 
 def is_quantizable(name: str, shape: tuple[int, ...], arch: str = "") -> bool:
@@ -119,7 +129,11 @@ def plan_types(model: ModelFile, options: QuantizeOptions | str, *, has_imatrix:
     plan = {}
     for name, info in tensors.items():  # in llama.cpp's order: the mixtures count tensors as they go
         named = next((t for pattern, t in options.patterns if pattern.search(name)), None)
-        if not is_quantizable(name, ggml_dims(info.shape), arch) or (options.leave_output_tensor and name == OUTPUT):
+        if (
+            target.only_copy
+            or not is_quantizable(name, ggml_dims(info.shape), arch)
+            or (options.leave_output_tensor and name == OUTPUT)
+        ):
             chosen = info.dtype
         elif embd is not None and name in TOKEN_EMBEDDINGS and (name == TOKEN_EMBEDDINGS[0] or named is None):
             chosen = embd  # a pattern may name the per-layer table instead (llama_tensor_get_type)
@@ -221,7 +235,9 @@ def quantize_model(
     missing = [
         n
         for n, t in plan.items()
-        if _needs_imatrix(n, t, target.mixture) and (imatrix is None or source[n] not in imatrix)
+        if not target.only_copy  # COPY quantizes nothing, so needs nothing
+        and _needs_imatrix(n, t, target.mixture)
+        and (imatrix is None or source[n] not in imatrix)
     ]
     if missing:
         raise WeightkitError(
@@ -245,7 +261,8 @@ def quantize_model(
         return report
     if dst is None:
         raise ArgumentError("quantize_gguf needs an output path unless dry_run")
-    metadata = _output_metadata(model, target.file_type_id, overrides, n_layers if prune_layers else None)
+    ftype_id = input_file_type(model) if target.only_copy else target.file_type_id
+    metadata = _output_metadata(model, ftype_id, overrides, n_layers if prune_layers else None)
     report.metadata_keys = len(metadata)
     done = 0
     for path, shard_metadata, tensors in _outputs(model, source, dst, metadata, planned, options.keep_split):
@@ -261,6 +278,22 @@ def quantize_model(
                     progress(p.name, done, report.bytes_before)
         report.outputs.append(str(path))
     return report
+
+
+def input_file_type(model: ModelFile) -> int:
+    """The file type llama.cpp's loader gives a model (what COPY writes): its general.file_type, else a
+    guess from its tensors' most common type (`_GUESSED_FILE_TYPE`), marked guessed (| 1024)."""
+    stated = model.metadata.get(KEY_FILE_TYPE)
+    if stated is not None:
+        return int(stated)
+    counts: dict[GGMLType, int] = {}
+    most, most_type = 0, _T.F32
+    for name in sorted(model.tensors, key=lambda n: n.encode()):  # a std::map's order: bytewise
+        t = model.tensors[name].dtype
+        counts[t] = counts.get(t, 0) + 1
+        if counts[t] > most:
+            most, most_type = counts[t], t
+    return _GUESSED_FILE_TYPE.get(most_type, 0) | FTYPE_GUESSED
 
 
 def _output_metadata(

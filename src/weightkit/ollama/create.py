@@ -1,6 +1,7 @@
-"""Importing models into an Ollama store: a GGUF file as a `.model` layer; a Hugging Face safetensors
-checkpoint as tensor blobs (quantized with MLX's modes as Ollama quantizes them) plus its `.json` files, or
-converted to a GGUF (quantized to a llama.cpp type as llama-quantize would) stored as a `.model` layer."""
+"""Importing models into an Ollama store: a GGUF file as a `.model` layer (rewritten by llama-quantize COPY, a
+split one merged, as Ollama's createModel does); a Hugging Face safetensors checkpoint as tensor blobs
+(quantized with MLX's modes as Ollama quantizes them) plus its `.json` files, or converted to a GGUF (quantized
+to a llama.cpp type as llama-quantize would) stored as a `.model` layer."""
 
 from __future__ import annotations
 
@@ -16,8 +17,9 @@ import numpy as np
 from ..dtypes import SafetensorsDType, as_bytes, safetensors_dtype_of_numpy
 from ..errors import FormatError, ModelNotFound, UnsupportedError, WeightkitError
 from ..gguf import GGUFFile, open_gguf
-from ..gguf.constants import FILE_TYPES, KEY_ARCHITECTURE, KEY_FILE_TYPE
-from ..llama_quantize.options import QuantizeOptions
+from ..gguf.constants import FILE_TYPES, KEY_ARCHITECTURE, KEY_FILE_TYPE, KEY_SPLIT_COUNT
+from ..llama_quantize.options import COPY, QuantizeOptions
+from ..llama_quantize.quantize import quantize_model
 from ..quant.mlx import mlx_quantize
 from ..safetensors import SafetensorsFile
 from .blob_bytes import BlobTensor, go_packed_header, mlx_blob
@@ -170,6 +172,23 @@ def _write_gguf_model(store: Store, tx: Transaction, name: ModelName, config: di
     return manifest
 
 
+# Tensor name prefixes of the projector, audio and MTP tensors some GGUFs carry beside the text model (Ollama's
+# isEmbeddedCompatibilityTensor): such a file is stored as given, as llama.cpp's text loader would drop them.
+_COMPATIBILITY_PREFIXES = ("a.", "mm.", "mtp.", "s.", "v.")
+
+
+def _has_compatibility_tensors(model: GGUFFile) -> bool:
+    return any(name.startswith(_COMPATIBILITY_PREFIXES) for name in model.tensors)
+
+
+def _rewrite(model: GGUFFile) -> str:
+    """What createModel has llama-quantize make of a GGUF model (no --quantize): Q8_0 for an F16, BF16 or F32
+    file that Ollama's converter made from an FP8 checkpoint (hasSourceFP8Tensors), else COPY."""
+    fp8 = model.metadata.get("source_quantization") == "hf_fp8" and bool(model.metadata.get("source_fp8_tensors"))
+    ft = model.metadata.get(KEY_FILE_TYPE)
+    return "Q8_0" if fp8 and isinstance(ft, int) and FILE_TYPES.get(ft) in ("F16", "BF16", "F32") else COPY
+
+
 def create_from_gguf(
     store: Store,
     name: ModelName | str,
@@ -178,30 +197,29 @@ def create_from_gguf(
     progress: Progress | None = None,
     request: CreateRequest | None = None,
 ) -> Manifest:
-    """Store a GGUF model (any shard of a split one opens all of it; each shard becomes a `.model` layer),
-    with a Modelfile's layers and settings when `request` is given."""
+    """Store a GGUF model as `ollama create` does (createModel): rewritten by llama-quantize COPY (every tensor
+    as it is, in llama-quantize's layout and metadata; a split model, opened from any shard, merged into one
+    layer), or Q8_0 for one converted from FP8 (`_rewrite`), the config read from what was stored; with a
+    Modelfile's layers and settings when `request` is given. A GGUF with projector, audio or MTP tensors beside
+    the text model is stored as given."""
     name = parse_name(name) if isinstance(name, str) else name
-    with open_gguf(path) as model:
-        shards = [s.path for s in getattr(model, "shards", [model])]
-        config = gguf_config(model)
-    total = sum(p.stat().st_size for p in shards)
-    done = 0
-    layers = []
-    with store.transaction() as tx:
-        for shard in shards:
-
-            def counted(chunks, base=done):
-                seen = 0
-                for chunk in chunks:
-                    seen += len(chunk)
-                    if progress is not None:
-                        progress(base + seen, total)
-                    yield chunk
-
-            with open(shard, "rb") as f:
-                layers.append(tx.add_blob(counted(iter(lambda f=f: f.read(8 << 20), b"")), MEDIA_TYPES["model"]))
-            done += Path(shard).stat().st_size
-        return _write_gguf_model(store, tx, name, config, layers, request)
+    with open_gguf(path) as model, store.transaction() as tx:
+        shards = getattr(model, "shards", [model])
+        rewrite = _rewrite(model)
+        if _has_compatibility_tensors(model):
+            if len(shards) > 1 or rewrite != COPY:  # Ollama writes these with its own GGUF writer
+                raise UnsupportedError(f"{path}: a split or FP8-sourced GGUF with projector, audio or MTP tensors "
+                                       "is not rewritten by weightkit yet")  # fmt: skip
+            layer = tx.add_file(model.path, MEDIA_TYPES["model"])
+            config = gguf_config(model)
+        else:
+            tmp = tx.temp_path()
+            counted = None if progress is None else lambda _, done, total: progress(done, total)
+            quantize_model(model, tmp, QuantizeOptions(rewrite), progress=counted)
+            with open_gguf(tmp) as stored:
+                config = gguf_config(stored)
+            layer = tx.adopt(tmp, MEDIA_TYPES["model"])
+        return _write_gguf_model(store, tx, name, config, [layer], request)
 
 
 def create_from_hf_gguf(
@@ -437,9 +455,20 @@ def create_from_request(
         if not ggufs:
             raise FormatError(source, None, "no Modelfile or safetensors files found")
         source = ggufs[0]
+    elif _is_gguf(source):
+        _check_not_one_shard(source)
     if not _is_gguf(source):
         raise FormatError(where, 0, "unknown type")
     return create_from_gguf(store, name, source, progress=progress, request=request)
+
+
+def _check_not_one_shard(path: Path) -> None:
+    """FROM one shard of a split GGUF is refused, as Ollama's server gets that file alone (mergeSplitGGUFLayers);
+    FROM their folder merges them."""
+    with GGUFFile(path, header_only=True) as model:
+        count = model.metadata.get(KEY_SPLIT_COUNT, 1)
+    if isinstance(count, int) and count > 1:
+        raise FormatError(path, None, f"split GGUF has 1 shards, expected {count} (FROM their folder merges them)")
 
 
 def _is_gguf(path: Path) -> bool:
