@@ -1,0 +1,108 @@
+"""Tiny PEFT LoRA adapters of the tiny checkpoints of make_hf_checkpoints.py, for the `convert --lora` tests.
+
+Each adapter is written as peft saves one: adapter_config.json, adapter_model.safetensors (lora_A (r, in) and
+lora_B (out, r) per targeted linear module, lora_embedding_A (r, vocab) and lora_embedding_B (hidden, r) per
+targeted embedding, under `base_model.model.`; DoRA adds each module's lora_magnitude_vector) and README.md.
+The tensors are made here from numpy (fixed seeds, so deterministic); the two text files are the ones peft
+0.21.2 wrote for the same adapter, recorded by make_lora_golden.py into lora_golden.json, so that the tests
+need no peft. make_lora_golden.py checks that peft saves exactly these tensors.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import make_hf_checkpoints
+import numpy as np
+
+from weightkit.safetensors import write_safetensors
+
+PREFIX = "base_model.model."
+LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+EMBEDDINGS = ("embed_tokens",)
+
+
+@dataclass(frozen=True)
+class Adapter:
+    """One test adapter: its base checkpoint (of make_hf_checkpoints.CHECKPOINTS) and its LoraConfig."""
+
+    base: str
+    r: int
+    lora_alpha: float
+    target_modules: tuple[str, ...]
+    use_dora: bool = False
+
+    def lora_config(self) -> dict[str, Any]:
+        """The LoraConfig arguments peft is given for it (besides task_type)."""
+        return {"r": self.r, "lora_alpha": self.lora_alpha, "target_modules": list(self.target_modules),
+                "use_dora": self.use_dora}  # fmt: skip
+
+
+ADAPTERS: dict[str, Adapter] = {
+    # attention and MLP projections, Q/K/V biases in the base (not adapted)
+    "lora-qwen2": Adapter("tiny-qwen2", 4, 8, ("q_proj", "v_proj", "down_proj")),
+    # every linear module, rank 8, fractional alpha; Q/K norms in the base
+    "lora-qwen3": Adapter("tiny-qwen3", 8, 4.5, LINEAR),
+    # Q and K: the converter's rope permutation applies to lora_B's rows
+    "lora-llama-2": Adapter("tiny-llama-2-chat", 2, 16, ("q_proj", "k_proj", "o_proj", "up_proj")),
+    # embeddings: lora_embedding_A/B (token_embd's lora_a is transposed)
+    "lora-llama-2-embed": Adapter("tiny-llama-2-chat", 4, 4, ("embed_tokens", "q_proj")),
+    # an lm_head the base keeps
+    "lora-llama-2-lm-head": Adapter("tiny-llama-2-chat", 4, 8, ("lm_head", "v_proj")),
+    # Gemma 3's text model
+    "lora-gemma-3": Adapter("tiny-gemma-3", 4, 8, ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj")),
+    # refused: DoRA's magnitude vectors are neither lora_A nor lora_B
+    "lora-qwen2-dora": Adapter("tiny-qwen2", 4, 8, ("q_proj", "v_proj"), use_dora=True),
+}
+
+
+def base_shapes(base: str) -> dict[str, tuple[int, ...]]:
+    """The base checkpoint's tensor shapes, from make_hf_checkpoints' declaration (no weights made)."""
+    config, _, shapes, *_ = make_hf_checkpoints.CHECKPOINTS[base]
+    return {name: tuple(shape) for name, shape in shapes(config).items()}
+
+
+def adapter_shapes(adapter: Adapter) -> dict[str, tuple[int, ...]]:
+    """Every tensor peft saves for `adapter`, with its shape."""
+    out: dict[str, tuple[int, ...]] = {}
+    for name, shape in base_shapes(adapter.base).items():
+        module, _, kind = name.rpartition(".")
+        if kind != "weight" or module.rpartition(".")[2] not in adapter.target_modules:
+            continue
+        rows, cols = shape
+        if module.rpartition(".")[2] in EMBEDDINGS:
+            out |= {f"{PREFIX}{module}.lora_embedding_A": (adapter.r, rows),
+                    f"{PREFIX}{module}.lora_embedding_B": (cols, adapter.r)}  # fmt: skip
+            continue
+        out |= {f"{PREFIX}{module}.lora_A.weight": (adapter.r, cols),
+                f"{PREFIX}{module}.lora_B.weight": (rows, adapter.r)}  # fmt: skip
+        if adapter.use_dora:
+            out[f"{PREFIX}{module}.lora_magnitude_vector"] = (rows,)
+    return out
+
+
+def adapter_tensors(name: str) -> dict[str, np.ndarray]:
+    """Adapter `name`'s tensors: N(0, 0.05^2) float32 values (peft keeps adapters in float32), one seed per adapter."""
+    rng = np.random.default_rng(sum(name.encode()))
+    return {key: rng.standard_normal(shape, dtype=np.float32) * np.float32(0.05)
+            for key, shape in sorted(adapter_shapes(ADAPTERS[name]).items())}  # fmt: skip
+
+
+def build(name: str, root: Path, files: dict[str, str]) -> Path:
+    """Write adapter `name` into root/name (replacing it) with peft's text `files` (name -> text) and return it."""
+    folder = root / name
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    write_safetensors(folder / "adapter_model.safetensors", adapter_tensors(name), {"format": "pt"})
+    for rel, text in files.items():
+        (folder / rel).write_text(text, encoding="utf-8")
+    return folder
+
+
+def recorded_files(golden: dict[str, Any], name: str) -> dict[str, str]:
+    """The text files peft wrote for adapter `name`, as make_lora_golden.py recorded them."""
+    return golden["adapters"][name]["files"]
