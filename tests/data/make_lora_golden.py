@@ -4,8 +4,9 @@ For each adapter of make_lora_adapters.py: peft (in the reference's environment)
 (make_hf_checkpoints.py) and saves it; the script checks peft saved exactly the tensors make_lora_adapters makes
 from numpy and records the text files peft wrote (adapter_config.json, README.md); then the reference converter
 of llama-cpp-python 0.3.36's vendored llama.cpp converts the numpy-built adapter with `--base` for every
---outtype, and the script stores each output's SHA-256, size, keys and tensors (name, type, shape), or the
-converter's last line where it refuses. peft and transformers 4.57.6 in the reference's environment:
+--outtype (an adapter it refuses, once), and the script stores each output's SHA-256, size, keys and tensors
+(name, type, shape), or the converter's last line where it refuses. peft and transformers 4.57.6 in the reference's
+environment:
 
     /work/venv-tf4/bin/pip install peft
     PYTHONPATH=src python tests/data/make_lora_golden.py --python /work/venv-tf4/bin/python \\
@@ -48,7 +49,7 @@ import make_lora_adapters as m
 base, name, out = sys.argv[1], sys.argv[3], sys.argv[2]
 adapter = m.ADAPTERS[name]
 model = AutoModelForCausalLM.from_pretrained(base, dtype="auto")
-model.config._name_or_path = "weightkit-tests/" + adapter.base  # peft's base_model_name_or_path, not a temporary path
+model.name_or_path = model.config._name_or_path = "weightkit-tests/" + adapter.base  # not a temporary path
 peft_model = get_peft_model(model, LoraConfig(task_type="CAUSAL_LM", **adapter.lora_config()))
 peft_model.save_pretrained(out)
 saved = set(load_file(out + "/adapter_model.safetensors"))
@@ -67,7 +68,8 @@ peft_model.save_pretrained(out)
 def make_with_peft(python: str, base: Path, name: str, out: Path) -> dict[str, str]:
     """Adapter `name` as peft saves it into `out`, checked against make_lora_adapters' tensors; peft's text files."""
     here = str(Path(__file__).parent)
-    env = os.environ | {"PYTHONPATH": os.pathsep.join([str(Path(weightkit.__file__).parents[1]), here])}
+    env = os.environ | {"PYTHONPATH": os.pathsep.join([str(Path(weightkit.__file__).parents[1]), here]),
+                        "HF_HUB_OFFLINE": "1"}  # peft looks the base's name up on the hub, in vain
     subprocess.run([python, "-c", _MAKE_WITH_PEFT, str(base), str(out), name, here], check=True, env=env)
     expected = make_lora_adapters.adapter_tensors(name)
     with weightkit.open(out / "adapter_model.safetensors") as saved:
@@ -115,8 +117,11 @@ def main() -> None:
                 bases[adapter.base] = make_hf_checkpoints.build(adapter.base, root / "bases")
             files = make_with_peft(args.python, bases[adapter.base], name, root / "peft" / name)
             folder = make_lora_adapters.build(name, root / "adapters", files)
-            outputs = {t: run_reference(args.python, converter, folder, bases[adapter.base], t, root / "out.gguf")
-                       for t in OUTTYPES}  # fmt: skip
+            outputs: dict[str, dict] = {}
+            for outtype in OUTTYPES:  # an adapter refused as f32 is refused whatever the outtype: recorded once
+                if "refused" not in outputs.get("f32", {}):
+                    outputs[outtype] = run_reference(args.python, converter, folder, bases[adapter.base], outtype,
+                                                     root / "out.gguf")  # fmt: skip
             golden["adapters"][name] = {"files": files, "outputs": outputs}
             print(name, {t: o.get("sha256", o.get("refused")) for t, o in outputs.items()})
     golden["adapters"] = dict(sorted(golden["adapters"].items()))
