@@ -68,8 +68,10 @@ peft_model.save_pretrained(out)
 def make_with_peft(python: str, base: Path, name: str, out: Path) -> dict[str, str]:
     """Adapter `name` as peft saves it into `out`, checked against make_lora_adapters' tensors; peft's text files."""
     here = str(Path(__file__).parent)
-    env = os.environ | {"PYTHONPATH": os.pathsep.join([str(Path(weightkit.__file__).parents[1]), here]),
-                        "HF_HUB_OFFLINE": "1"}  # peft looks the base's name up on the hub, in vain
+    env = os.environ | {
+        "PYTHONPATH": os.pathsep.join([str(Path(weightkit.__file__).parents[1]), here]),
+        "HF_HUB_OFFLINE": "1",
+    }  # peft looks the base's name up on the hub, in vain
     subprocess.run([python, "-c", _MAKE_WITH_PEFT, str(base), str(out), name, here], check=True, env=env)
     expected = make_lora_adapters.adapter_tensors(name)
     with weightkit.open(out / "adapter_model.safetensors") as saved:
