@@ -39,13 +39,15 @@ ForcedType = Callable[[str, str, str], "str | None"]
 class Transform:
     """A change of a tensor's values, for the tensors whose (filtered) HF name ends with one of `suffixes` and
     with none of `exclude`. `apply(values, hparams)` keeps the shape; `check(shape, hparams)` says why a shape
-    will not do; `invert(values, hparams)` undoes `apply` (GGUF -> HF)."""
+    will not do; `invert(values, hparams)` undoes `apply` (GGUF -> HF). `rows`: `apply` moves whole rows (a
+    permutation of the output rows), so a LoRA pair's product B @ A is transformed by transforming B."""
 
     suffixes: tuple[str, ...]
     apply: Callable[[np.ndarray, HFConfig], np.ndarray]
     check: Callable[[tuple[int, ...], HFConfig], str | None]
     invert: Callable[[np.ndarray, HFConfig], np.ndarray] | None = None
     exclude: tuple[str, ...] = ()
+    rows: bool = False
 
     def applies_to(self, name: str) -> bool:
         return name.endswith(self.suffixes) and not name.endswith(self.exclude)

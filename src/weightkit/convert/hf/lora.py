@@ -220,6 +220,11 @@ def _plan(arch: Conversion, h: HFConfig, pairs: list[tuple[str, _Pair | SourceTe
             raise FormatError(a.file, None, f"{hf_name!r}: lora_A {list(a.shape)} and lora_B {list(b.shape)} are not "
                                             "(rank, in) and (out, rank) matrices")  # fmt: skip
         product = (b.shape[0], a.shape[1])
+        if any(not tr.rows for tr in transforms):
+            raise UnsupportedError(
+                f"{adapter}: {arch.gguf}'s conversion changes {hf_name!r} in a way weightkit "
+                "does not carry over to a LoRA pair (it moves only rows, onto lora_B)"
+            )
         for tr in transforms:
             if (why := tr.check(product, h)) is not None:
                 raise FormatError(a.file, None, f"{hf_name!r} {list(product)}: {why}")
