@@ -7,6 +7,8 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -86,6 +88,21 @@ def test_the_base_named_by_the_adapter_config_when_a_local_folder(lora_root, tmp
     convert_lora(adapter, tmp_path / "out.gguf")  # --outtype f32, the reference's default
     record = GOLDEN["adapters"]["lora-qwen2"]["outputs"]["f32"]
     assert hashlib.sha256((tmp_path / "out.gguf").read_bytes()).hexdigest() == record["sha256"]
+
+
+def test_the_command(lora_root, tmp_path):
+    """`weightkit convert ADAPTER OUT --lora --base BASE --outtype f16 --json`, then `estimate --lora`."""
+    adapter, base = adapter_folder(lora_root, "lora-qwen2"), base_folder(lora_root, "tiny-qwen2")
+    out = tmp_path / "adapter.gguf"
+    run = [sys.executable, "-m", "weightkit"]
+    r = subprocess.run([*run, "convert", str(adapter), str(out), "--lora", "--base", str(base), "--outtype", "f16",
+                        "--json"], capture_output=True, text=True)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    record = GOLDEN["adapters"]["lora-qwen2"]["outputs"]["f16"]
+    assert doc["architecture"] == "qwen2" and doc["outtype"] == "f16" and doc["bytes"] == record["bytes"]
+    assert {n: [t["type"], t["shape"]] for n, t in doc["tensors"].items()} == record["tensors"]
+    assert hashlib.sha256(out.read_bytes()).hexdigest() == record["sha256"]
 
 
 def test_a_hub_base_needs_base(lora_root, tmp_path):

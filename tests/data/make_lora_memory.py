@@ -1,7 +1,7 @@
 """Record where libllama puts LoRA adapters' weights: tests/data/lora_memory.json.
 
     tools/build_llama_rpc.sh && LLAMA_CPP_LIB_PATH=~/.cache/weightkit/llama-rpc/bin \\
-        PYTHONPATH=src python tests/data/make_lora_memory.py
+        PYTHONPATH=src python tests/data/make_lora_memory.py [ADAPTER ...]
 
 For each case, a tiny checkpoint's GGUF (weightkit's conversion, the reference's bytes, f16) is loaded without
 allocating onto two RPC devices (tools/llama_devices_oracle.py) with some layers offloaded, and an adapter GGUF of
@@ -38,7 +38,7 @@ CASES = [
     ("lora-qwen3", "q8_0", -1, (1, 1)),
     ("lora-llama-2-embed", "f16", -1, (1, 1)),
     ("lora-llama-2-lm-head", "bf16", 1, ()),
-    ("lora-gemma-3", "f16", -1, (1, 3)),
+    ("lora-llama-2", "f16", -1, (1, 3)),
 ]
 _LORA_FOR = re.compile(r"lora for '(\S+)' -> '(\S+)'")
 _BUFFER = re.compile(r"(\S+) LoRA buffer size =\s+([\d.]+) MiB")
@@ -50,7 +50,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, D.RpcDevices(FREE) as devices:
         root = Path(tmp)
         index = {name: i for i, name in enumerate(devices.names)}
-        for name, outtype, n_gpu_layers, tensor_split in CASES:
+        for name, outtype, n_gpu_layers, tensor_split in [c for c in CASES if c[0] in (sys.argv[1:] or [c[0]])]:
             base = make_lora_adapters.ADAPTERS[name].base
             folder = make_hf_checkpoints.build(base, root / "bases")
             model = root / f"{base}.gguf"
