@@ -8,8 +8,8 @@ of llama-cpp-python 0.3.36's vendored llama.cpp converts the numpy-built adapter
 (name, type, shape), or the converter's last line where it refuses. peft and transformers 4.57.6 in the reference's
 environment:
 
-    /work/venv-tf4/bin/pip install peft
-    PYTHONPATH=src python tests/data/make_lora_golden.py --python /work/venv-tf4/bin/python \\
+    /tmp/convenv/bin/pip install peft==0.21.2
+    PYTHONPATH=src python tests/data/make_lora_golden.py --python /tmp/convenv/bin/python \\
         --llama-cpp path/to/vendor/llama.cpp
 
 `--only NAME ...` records those adapters again and keeps the others' records.
@@ -18,6 +18,7 @@ environment:
 from __future__ import annotations
 
 import argparse
+import fcntl
 import hashlib
 import json
 import os
@@ -37,6 +38,8 @@ import weightkit
 OUT = Path(__file__).parent / "lora_golden.json"
 OUTTYPES = ("f32", "f16", "bf16", "q8_0", "auto")
 PEFT_FILES = ("adapter_config.json", "README.md")
+#: adapters recorded with --outtype auto too (which the reference fails on, whatever the adapter)
+AUTO_RECORDED = ("lora-qwen2",)
 
 #: run by the reference's Python: make adapter argv[3] with peft on base argv[1], its weights set to the numpy ones
 _MAKE_WITH_PEFT = """
@@ -75,9 +78,9 @@ def make_with_peft(python: str, base: Path, name: str, out: Path) -> dict[str, s
     subprocess.run([python, "-c", _MAKE_WITH_PEFT, str(base), str(out), name, here], check=True, env=env)
     expected = make_lora_adapters.adapter_tensors(name)
     with weightkit.open(out / "adapter_model.safetensors") as saved:
-        assert list(saved.tensors) == list(expected), (name, list(saved.tensors), list(expected))
+        assert sorted(saved.tensors) == sorted(expected), (name, list(saved.tensors), list(expected))
         for key, values in expected.items():
-            assert saved.tensors[key].dtype.name == "F32" and np.array_equal(saved.tensor(key), values), (name, key)
+            assert np.array_equal(saved.raw(key), values.reshape(-1).view(np.uint8)), (name, key)
     return {rel: (out / rel).read_text(encoding="utf-8") for rel in PEFT_FILES}
 
 
@@ -106,10 +109,11 @@ def main() -> None:
     parser.add_argument("--only", nargs="+", choices=list(make_lora_adapters.ADAPTERS))
     args = parser.parse_args()
     converter = args.llama_cpp / "convert_lora_to_gguf.py"
-    golden = json.loads(OUT.read_text()) if args.only and OUT.exists() else {"adapters": {}}
+    if not args.only and OUT.exists():
+        OUT.unlink()
     probe = "import peft, transformers; print(peft.__version__, transformers.__version__)"
     found = subprocess.run([args.python, "-c", probe], check=True, capture_output=True, text=True).stdout.split()
-    golden["versions"] = {"peft": found[0], "transformers": found[1]}
+    versions = {"peft": found[0], "transformers": found[1]}
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         bases: dict[str, Path] = {}
@@ -121,13 +125,23 @@ def main() -> None:
             folder = make_lora_adapters.build(name, root / "adapters", files)
             outputs: dict[str, dict] = {}
             for outtype in OUTTYPES:  # an adapter refused as f32 is refused whatever the outtype: recorded once
+                if outtype == "auto" and name not in AUTO_RECORDED:
+                    continue
                 if "refused" not in outputs.get("f32", {}):
                     outputs[outtype] = run_reference(args.python, converter, folder, bases[adapter.base], outtype,
                                                      root / "out.gguf")  # fmt: skip
-            golden["adapters"][name] = {"files": files, "outputs": outputs}
-            print(name, {t: o.get("sha256", o.get("refused")) for t, o in outputs.items()})
-    golden["adapters"] = dict(sorted(golden["adapters"].items()))
-    OUT.write_text(json.dumps(golden, indent=1) + "\n")
+            print(name, {t: o.get("sha256", o.get("refused")) for t, o in outputs.items()}, flush=True)
+            save(name, {"files": files, "outputs": outputs}, versions)
+
+
+def save(name: str, record: dict, versions: dict[str, str]) -> None:
+    """Put adapter `name`'s record into the JSON now (under a lock: two recorders may run at once)."""
+    with open(Path(tempfile.gettempdir()) / "lora_golden.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        golden = json.loads(OUT.read_text()) if OUT.exists() else {"adapters": {}}
+        golden["versions"] = versions
+        golden["adapters"] = dict(sorted((golden["adapters"] | {name: record}).items()))
+        OUT.write_text(json.dumps(golden, indent=1) + "\n")
 
 
 if __name__ == "__main__":
