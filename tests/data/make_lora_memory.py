@@ -46,11 +46,13 @@ _BUFFER = re.compile(r"(\S+) LoRA buffer size =\s+([\d.]+) MiB")
 
 def main() -> None:
     golden = json.loads((HERE / "lora_golden.json").read_text())
-    record = []
+    chosen = sys.argv[1:] or [c[0] for c in CASES]
+    kept = json.loads(OUT.read_text()) if sys.argv[1:] and OUT.exists() else []
+    record = [case for case in kept if case["adapter"] not in chosen]
     with tempfile.TemporaryDirectory() as tmp, D.RpcDevices(FREE) as devices:
         root = Path(tmp)
-        index = {name: i for i, name in enumerate(devices.names)}
-        for name, outtype, n_gpu_layers, tensor_split in [c for c in CASES if c[0] in (sys.argv[1:] or [c[0]])]:
+        endpoints = devices._servers.endpoints  # an RPC buffer type is named by its server: "RPC0[host:port]"
+        for name, outtype, n_gpu_layers, tensor_split in [c for c in CASES if c[0] in chosen]:
             base = make_lora_adapters.ADAPTERS[name].base
             folder = make_hf_checkpoints.build(base, root / "bases")
             model = root / f"{base}.gguf"
@@ -68,7 +70,7 @@ def main() -> None:
                 O.L.llama_adapter_lora_free(lora)
 
             def device(buft: str) -> int:
-                return next((i for n, i in index.items() if buft.startswith(n)), -1)
+                return next((i for i, e in enumerate(endpoints) if buft.endswith(f"[{e}]")), -1)
 
             placed = {weight: device(buft) for weight, buft in _LORA_FOR.findall(log)}
             mib = {str(device(buf)): float(size) for buf, size in _BUFFER.findall(log)}
@@ -76,7 +78,8 @@ def main() -> None:
                     "tensor_split": list(tensor_split), "free": FREE, "placed": placed, "mib": mib}  # fmt: skip
             print(case, flush=True)
             record.append(case)
-    OUT.write_text(json.dumps(record, indent=1) + "\n")
+    order = [c[0] for c in CASES]
+    OUT.write_text(json.dumps(sorted(record, key=lambda c: order.index(c["adapter"])), indent=1) + "\n")
 
 
 if __name__ == "__main__":
