@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from ..convert.hf import convert_hf
+from ..convert.hf import LORA_OUTTYPES, convert_hf, convert_lora
 from ..convert.tohf import convert_gguf_to_hf
 from ..errors import ArgumentError
 from ..gguf.split import ConverterSplit, parse_converter_split_size
@@ -78,6 +78,22 @@ def convert(
         ),
     ] = False,
     split_flags: dict[str, Any] | None = None,
+    lora: Annotated[
+        bool,
+        typer.Option(
+            "--lora",
+            help="SRC is a PEFT LoRA adapter (adapter_config.json, adapter_model.safetensors): write "
+            "convert_lora_to_gguf.py's adapter GGUF, for llama-server --lora (--outtype f32 unless given).",
+        ),
+    ] = False,
+    base: Annotated[
+        Path | None,
+        typer.Option(
+            "--base",
+            help="With --lora: the base model's Hugging Face folder (only its config.json is read); default: the "
+            "adapter config's base_model_name_or_path, when that is a local folder.",
+        ),
+    ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print what was written as JSON (the progress bar goes to stderr).")
     ] = False,
@@ -86,7 +102,10 @@ def convert(
     (with --type, what llama-quantize makes of it, in one pass); or, with --to hf, a GGUF to a Hugging Face folder
     that transformers loads."""
     check_convert_flags(to, outtype=outtype, type=type, dtype=dtype, flags=flags, mmproj=mmproj, split=split_flags)
-    if to == "hf":
+    check_lora_flags(lora, base=base, to=to, type=type, mmproj=mmproj, split=split_flags)
+    if lora:
+        run_convert_lora(src, dst, base, outtype or "f32", as_json=as_json, console=console)
+    elif to == "hf":
         run_export(src, dst, dtype or "auto", as_json=as_json, console=console)
     else:
         options = None if type is None else quantize_options(type, flags or {})
@@ -128,6 +147,48 @@ def check_convert_flags(to: str, *, outtype: str | None, type: str | None, dtype
         raise ArgumentError("--dtype applies to --to hf; give --outtype with --to gguf")
     elif type is None and given:
         raise ArgumentError(f"{given[0]} is an option of the quantization: give --type too (e.g. --type Q4_K_M)")
+
+
+def check_lora_flags(lora: bool, *, base: Path | None, to: str, type: str | None, mmproj: bool,
+                     split: dict | None) -> None:  # fmt: skip
+    """--lora takes --base and --outtype (f32, f16, bf16, q8_0: convert_lora_to_gguf.py's); --base needs --lora."""
+    if not lora:
+        if base is not None:
+            raise ArgumentError("--base names a LoRA adapter's base model: give --lora too")
+        return
+    for given, flag in ((to == "hf", "--to hf"), (type is not None, "--type"), (mmproj, "--mmproj"), (split, "split")):
+        if given:
+            raise ArgumentError(f"--lora converts an adapter with --outtype ({', '.join(LORA_OUTTYPES)}); "
+                                f"the {flag} options do not apply to it")  # fmt: skip
+
+
+def run_convert_lora(src: Path, dst: Path, base: Path | None, outtype: str, *, as_json: bool,
+                     console: Console) -> None:  # fmt: skip
+    with byte_progress("converting", console, as_json) as update:
+        report = convert_lora(src, dst, base, outtype, progress=lambda name, done, total: update(done, total, name))
+    if as_json:
+        print_json(
+            {
+                "source": report.source,
+                "output": report.output,
+                "hf_architecture": report.hf_architecture,
+                "architecture": report.architecture,
+                "outtype": report.outtype,
+                "metadata_keys": report.metadata_keys,
+                "bytes": report.bytes_written,
+                "tensors": {
+                    name: {"type": kind, "shape": list(shape)} for name, (kind, shape) in report.tensors.items()
+                },
+            }
+        )
+        return
+    types = Counter(kind for kind, _ in report.tensors.values())
+    mix = ", ".join(f"{n} {kind}" for kind, n in sorted(types.items()))
+    console.print(
+        f"LoRA adapter of {escape(report.hf_architecture)} -> {report.architecture}, --outtype {report.outtype}: "
+        f"{len(report.tensors)} tensors ({mix}), {report.metadata_keys} metadata keys; "
+        f"{human_bytes(report.bytes_written)} written to {escape(report.output)}"
+    )
 
 
 def run_convert(

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -165,6 +167,10 @@ RamOption = Annotated[str | None, typer.Option("--ram", help="Free system memory
 MmprojOption = Annotated[
     str | None, typer.Option("--mmproj", "-mm", help="A vision or audio projector loaded beside the model (llama.cpp).")
 ]
+LoraOption = Annotated[
+    list[str] | None,
+    typer.Option("--lora", help="A LoRA adapter GGUF loaded with the model (llama.cpp's --lora; repeat for more)."),
+]
 MmprojOffloadOption = Annotated[
     bool, typer.Option("--no-mmproj-offload", help="Keep the projector in system memory (llama.cpp).")
 ]
@@ -186,6 +192,7 @@ def estimate_command(
     ram: RamOption = None,
     mmproj: MmprojOption = None,
     no_mmproj_offload: MmprojOffloadOption = False,
+    lora: LoraOption = None,
     remote: RemoteOption = False,
     insecure: InsecureOption = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
@@ -200,6 +207,8 @@ def estimate_command(
         raise ArgumentError(f"{spelling} applies to --engine llama.cpp, not ollama")
     if engine == "ollama" and (mmproj or no_mmproj_offload):
         raise ArgumentError("--mmproj applies to --engine llama.cpp, not ollama")
+    if engine == "ollama" and lora:
+        raise ArgumentError("--lora applies to --engine llama.cpp: Ollama no longer loads LoRA adapters")
     if flash_attn not in (None, *FLASH_ATTN):
         raise ArgumentError(f"--flash-attn {flash_attn!r}: on, off or auto")
     fitting = parse_fit_options(llama.pop("fit_target", None), llama.pop("fit_ctx", None))
@@ -215,15 +224,16 @@ def estimate_command(
     free = None if ram is None else parse_size(ram, "--ram")
     run_estimate(model, engine=engine, contexts=parse_contexts(ctx), gpus=gpus, ram=free, llama=settings,
                  ollama=ollama, fit_options=fitting, remote=remote, insecure=insecure, as_json=as_json,
-                 console=console, mmproj=mmproj, mmproj_offload=not no_mmproj_offload)  # fmt: skip
+                 console=console, mmproj=mmproj, mmproj_offload=not no_mmproj_offload, lora=lora or [])  # fmt: skip
 
 
 def run_estimate(path: str, *, engine: str, contexts: list[int | None], gpus: list[GPU], ram: int | None,
                  llama: dict, ollama: dict, fit_options: dict | None = None, remote: bool = False,
                  insecure: bool = False, as_json: bool, console: Console, mmproj: str | None = None,
-                 mmproj_offload: bool = True) -> None:  # fmt: skip
+                 mmproj_offload: bool = True, lora: Sequence[str] = ()) -> None:  # fmt: skip
     """The estimate per context; with `fit_options` (a dict, maybe empty), llama-server's --fit first; with
-    `mmproj`, that projector loaded beside the model (on the first GPU unless not `mmproj_offload`)."""
+    `mmproj`, that projector loaded beside the model (on the first GPU unless not `mmproj_offload`); with `lora`,
+    those adapter GGUFs loaded with it."""
     if engine == "ollama":
         from .estimate_ollama import run_ollama
 
@@ -232,15 +242,21 @@ def run_estimate(path: str, *, engine: str, contexts: list[int | None], gpus: li
                    remote=remote, insecure=insecure, **ollama)  # fmt: skip
         return
     requests = [LlamaCppSettings(ctx_size=ctx or 0, **llama) for ctx in contexts]
-    with open_model(path, remote=remote, insecure=insecure) as model:
+    with ExitStack() as opened:
+        model = opened.enter_context(open_model(path, remote=remote, insecure=insecure))
         if model.format != "gguf":
             raise WeightkitError(f"{path}: llama.cpp loads GGUF models; this is {model.format}")
+        adapters = [opened.enter_context(open_model(a, remote=remote, insecure=insecure)) for a in lora]
+        for name, adapter in zip(lora, adapters, strict=True):
+            if adapter.format != "gguf":
+                raise WeightkitError(f"{name}: a LoRA adapter (--lora) is a GGUF file; this is {adapter.format}")
         projectors = [_projector(mmproj, settings, gpus, mmproj_offload, remote, insecure) for settings in requests]
         if fit_options is not None:
-            results = [fit(model, settings, gpus, host_memory=ram, projector=projector, **fit_options)
+            results = [fit(model, settings, gpus, host_memory=ram, projector=projector, adapters=adapters,
+                           **fit_options)
                        for settings, projector in zip(requests, projectors, strict=True)]  # fmt: skip
         else:
-            results = [estimate(model, settings, gpus, projector=projector)
+            results = [estimate(model, settings, gpus, projector=projector, adapters=adapters)
                        for settings, projector in zip(requests, projectors, strict=True)]  # fmt: skip
     if as_json:
         remote_doc = remote_json(model)
@@ -293,6 +309,8 @@ def _llamacpp_json(est: LlamaCppEstimate, host_free: int | None) -> dict:
                "output": d.output, "total": d.total, "compute_exact": d.exact}  # fmt: skip
         if est.projector is not None:
             doc["projector"] = d.projector
+        if any(device.lora for device in est.devices):
+            doc["lora"] = d.lora
         free = d.free if d.name != "CPU" else host_free
         if free is not None:
             doc |= {"free": free, "fits": d.total <= free}
@@ -346,6 +364,9 @@ def _llamacpp_table(name: str, est: LlamaCppEstimate, host_free: int | None) -> 
         captions.append("* derived: llama.cpp's scheduler and allocator, without the GPU backend's graph optimization")
     if est.projector is not None:
         captions += _projector_row(table, est, recurrent, has_free)
+    if any(d.lora for d in est.devices):
+        where = ", ".join(f"{human_bytes(d.lora)} on {d.name}" for d in est.devices if d.lora)
+        captions.append(f"LoRA adapters: {where}, counted in each device's total (beside the weights they adapt)")
     if captions:
         table.caption = "\n".join(captions)
     return table

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..errors import FullFitRequired, LayoutInputError, SystemMemoryExceeded
+from ..errors import ArgumentError, FullFitRequired, LayoutInputError, SystemMemoryExceeded
 from ..model import ModelFile
 from . import llamacpp, ollama
 from .devices import GPU, METAL_MINIMUM_MEMORY, MINIMUM_MEMORY, SystemMemory
@@ -43,10 +43,14 @@ def estimate(
     gpus: Sequence[GPU] = (),
     *,
     system: SystemMemory | None = None,
+    adapters: Sequence[ModelFile] = (),
 ) -> LlamaCppEstimate | OllamaEstimate:
     """The memory `model` takes with `settings` (default: llama-server's defaults) on `gpus` (none: the CPU
     alone), from metadata and tensor infos only. With Ollama's settings and `system` given, a load that needs
-    more system memory than it has raises `SystemMemoryExceeded`."""
+    more system memory than it has raises `SystemMemoryExceeded`. `adapters`: LoRA adapter GGUFs llama.cpp loads
+    with it (`--lora`; Ollama no longer loads adapters)."""
     if isinstance(settings, OllamaSettings):
+        if adapters:
+            raise ArgumentError("LoRA adapters: Ollama no longer loads them; estimate them with llama.cpp's settings")
         return ollama.estimate(model, settings, gpus, system=system)
-    return llamacpp.estimate(model, settings, gpus)
+    return llamacpp.estimate(model, settings, gpus, adapters=adapters)

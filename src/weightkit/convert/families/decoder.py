@@ -161,7 +161,7 @@ def unpermute(suffixes: tuple[str, ...], heads_of: Callable[[HFConfig], int]) ->
             return f"{shape[0] if shape else 0} rows are not whole pairs of rope halves for {n} heads"
         return None
 
-    return Transform(suffixes, apply, check, invert)
+    return Transform(suffixes, apply, check, invert, rows=True)
 
 
 #: Llama's Q and K, un-permuted (K by its own head count when it has fewer)

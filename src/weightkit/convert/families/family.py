@@ -42,7 +42,9 @@ class Transform:
     """A change of a tensor's values, for the tensors whose (filtered) HF name ends with one of `suffixes` and
     with none of `exclude`. `apply(values, hparams)` keeps the shape; `check(shape, hparams)` says why a shape
     will not do; `invert(values, hparams)` undoes `apply` (GGUF -> HF), giving the shape `inverted_shape` says
-    where it is not the GGUF tensor's (the undoing of a rewrite that changed the shape, `Export.rewrites_undone`)."""
+    where it is not the GGUF tensor's (the undoing of a rewrite that changed the shape, `Export.rewrites_undone`).
+    `rows`: `apply` moves whole rows (a permutation of the output rows), so a LoRA pair's product B @ A is
+    transformed by transforming B."""
 
     suffixes: tuple[str, ...]
     apply: Callable[[np.ndarray, HFConfig], np.ndarray]
@@ -50,6 +52,7 @@ class Transform:
     invert: Callable[[np.ndarray, HFConfig], np.ndarray] | None = None
     exclude: tuple[str, ...] = ()
     inverted_shape: Callable[[tuple[int, ...]], tuple[int, ...]] | None = None
+    rows: bool = False
 
     def applies_to(self, name: str) -> bool:
         return name.endswith(self.suffixes) and not name.endswith(self.exclude)

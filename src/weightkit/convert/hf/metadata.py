@@ -257,8 +257,10 @@ def _card_list(card: dict[str, Any], *keys: str) -> list[Any]:
     return [value] if isinstance(value, str) else list(value) if isinstance(value, list) else []
 
 
-def derive_metadata(folder: Path, raw_config: dict[str, Any], total_params: int) -> Metadata:
-    """`Metadata.load` with no override file and no --model-name, then the converter's fallbacks."""
+def derive_metadata(folder: Path, raw_config: dict[str, Any], total_params: int,
+                    fallback_name: str | None = None) -> Metadata:  # fmt: skip
+    """`Metadata.load` with no override file and no --model-name, then the converter's fallbacks: the name is
+    `fallback_name` (the LoRA converter's base folder) or the folder's where nothing gave one."""
     card = read_model_card(folder)
     m = Metadata()
     for card_key, name in _CARD_FIELDS:
@@ -290,7 +292,7 @@ def derive_metadata(folder: Path, raw_config: dict[str, Any], total_params: int)
         value = generation.get(key, value)
         if value is not None:
             m.sampling[gguf_key] = (kind, value)
-    m.fill(name=folder.name)
+    m.fill(name=fallback_name or folder.name)
     return m
 
 

@@ -15,7 +15,7 @@ from .cache import Memory, make_memory, output_bytes
 from .compute import compute_buffer, compute_buffers, resolve_flash_attn
 from .context import Context, make_context
 from .hparams import LlamaCppHParams
-from .placement import Placement, buffer_of, place_layers, weights_per_device
+from .placement import Placement, buffer_of, lora_weights_per_device, place_layers, weights_per_device
 from .projector import ProjectorEstimate
 from .settings import LlamaCppSettings
 
@@ -27,7 +27,7 @@ class DeviceMemory:
     allocation reproduced (the CPU alone, or GPUs whose backend neither reorders the graph nor takes over ops:
     checked against llama.cpp) or derived: through a backend whose own graph optimization is not modelled, or
     by the generic estimate's nearest graph family. `projector`: the `--mmproj` projector's weights and compute
-    buffer where they live (in `total`)."""
+    buffer where they live (in `total`); `lora`: the `--lora` adapters' weights on this device (in `total`)."""
 
     name: str
     weights: int
@@ -38,10 +38,11 @@ class DeviceMemory:
     free: int | None = None
     exact: bool = True
     projector: int = 0
+    lora: int = 0
 
     @property
     def total(self) -> int:
-        return self.weights + self.kv + self.compute + self.output + self.projector
+        return self.weights + self.kv + self.compute + self.output + self.projector + self.lora
 
     @property
     def fits(self) -> bool | None:
@@ -95,11 +96,13 @@ def device_names(gpus: Sequence[GPU]) -> list[str]:
 
 
 def estimate(model: ModelFile, settings: LlamaCppSettings | None = None, gpus: Sequence[GPU] = (), *,
-             planned: bool = False, projector: ProjectorEstimate | None = None) -> LlamaCppEstimate:  # fmt: skip
+             planned: bool = False, projector: ProjectorEstimate | None = None,
+             adapters: Sequence[ModelFile] = ()) -> LlamaCppEstimate:  # fmt: skip
     """Memory per device as llama.cpp allocates it for `model` with `settings` on `gpus` (the CPU alone if
     none), from metadata and tensor infos only. `planned`: the compute buffers a context made without
     allocating plans (what llama.cpp's fit measures) instead of those a real context allocates. `projector`
-    (`projector.estimate_projector`): a `--mmproj` file loaded beside it, added to its device."""
+    (`projector.estimate_projector`): a `--mmproj` file loaded beside it, added to its device. `adapters`: LoRA
+    adapter GGUFs loaded with it (llama-server's `--lora`), their weights beside their base weights."""
     settings = settings or LlamaCppSettings()
     hp = read_hparams(model)
     guessed = {} if hp.arch in ARCHITECTURES else guesses(hp, model)
@@ -112,6 +115,10 @@ def estimate(model: ModelFile, settings: LlamaCppSettings | None = None, gpus: S
     memory = make_memory(hp, ctx)
     n_devices = len(gpus) + 1
     weights = weights_per_device(hp, model.tensors, placement)
+    lora: dict[int, int] = {}
+    for adapter in adapters:
+        for device, nbytes in lora_weights_per_device(hp.arch, model.tensors, adapter, placement).items():
+            lora[device] = lora.get(device, 0) + nbytes
     kv, recurrent = [0] * n_devices, [0] * n_devices
     for cache in memory.caches:
         for i, il in enumerate(cache.layers):
@@ -138,12 +145,22 @@ def estimate(model: ModelFile, settings: LlamaCppSettings | None = None, gpus: S
     names = device_names(gpus)
     exact = COMPUTE not in guessed and all(buffer_of(gpus[d]).exact for d in used)
     devices = [
-        DeviceMemory(names[i], weights.get(i, 0), kv[i] + recurrent[i], recurrent[i], compute[i], 0, gpu.free, exact)
+        DeviceMemory(
+            names[i],
+            weights.get(i, 0),
+            kv[i] + recurrent[i],
+            recurrent[i],
+            compute[i],
+            0,
+            gpu.free,
+            exact,
+            lora=lora.get(i, 0),
+        )
         for i, gpu in enumerate(gpus)
     ]
     output = output_bytes(hp, ctx, requested.n_seq_max)
     devices.append(DeviceMemory("CPU", weights.get(-1, 0), kv[-1] + recurrent[-1], recurrent[-1], compute[-1],
-                                output, exact=exact))  # fmt: skip
+                                output, exact=exact, lora=lora.get(-1, 0)))  # fmt: skip
     if projector is not None:
         at = projector.device if projector.device >= 0 else len(devices) - 1
         devices[at] = replace(devices[at], projector=projector.total)

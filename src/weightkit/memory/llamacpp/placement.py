@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...dtypes import ggml_type
-from ...errors import ArgumentError
-from ...model import TensorInfo
+from ...errors import ArgumentError, FormatError
+from ...model import ModelFile, TensorInfo
 from ..devices import GPU
 from .hparams import LlamaCppHParams
 
@@ -193,6 +193,46 @@ def weights_per_device(hp: LlamaCppHParams, tensors: Mapping[str, TensorInfo], p
             _add(out, device, buffers[device], info)
     if hp.tied_output and "output.weight" not in tensors and "token_embd.weight" in tensors and placement.output >= 0:
         _add(out, placement.output, buffers[placement.output], tensors["token_embd.weight"])
+    return out
+
+
+def lora_weights_per_device(arch: str, tensors: Mapping[str, TensorInfo], adapter: ModelFile,
+                            placement: Placement) -> dict[int, int]:  # fmt: skip
+    """Bytes of a LoRA adapter's weights each device holds (-1: the CPU), as `llama_adapter_lora_init` allocates
+    them: each `<name>.lora_a` / `.lora_b` pair in the buffer type of the base model's `<name>` (a buffer per
+    type, each tensor padded to its alignment), after llama.cpp's checks of the adapter against the model."""
+    meta = adapter.metadata
+    for key, want in (("general.type", "adapter"), ("general.architecture", arch), ("adapter.type", "lora")):
+        if meta.get(key) != want:
+            raise FormatError(adapter.path, None, f"{key} is {meta.get(key)!r}, not {want!r}: not a LoRA adapter "
+                                                  f"of this {arch} model")  # fmt: skip
+    pairs: dict[str, dict[str, TensorInfo]] = {}
+    for name, info in adapter.tensors.items():
+        base, _, part = name.rpartition(".")
+        if part in ("lora_a", "lora_b"):
+            pairs.setdefault(base, {})[part] = info
+        elif not name.endswith("_norm.weight"):  # norms (mergekit-extract-lora's) are skipped
+            raise FormatError(adapter.path, None, f"LoRA tensor {name!r} has an unexpected suffix")
+    out: dict[int, int] = {}
+    buffers = {device: buffer_of(gpu) for device, gpu in [(-1, None), *enumerate(placement.gpus)]}
+    for base, pair in pairs.items():
+        if len(pair) != 2:
+            raise FormatError(adapter.path, None, f"the LoRA tensor pair for {base!r} is missing one component")
+        weight = tensors.get(base)
+        if weight is None:
+            raise FormatError(adapter.path, None, f"LoRA tensor {base!r} does not exist in the base model "
+                                                  "(the wrong base model?)")  # fmt: skip
+        a, b = pair["lora_a"].shape, pair["lora_b"].shape  # numpy order: (rank, in) and (out, rank)
+        if base.endswith("token_embd.weight"):
+            fits = weight.shape[-1] == b[-2] and weight.shape[-2] == a[-2]  # A and B flipped
+        else:
+            fits = weight.shape[-1] == a[-1] and weight.shape[-2] == b[-2] and a[-2] == b[-1]
+        if not fits:
+            raise FormatError(adapter.path, None, f"LoRA tensors of {base!r} have shapes {list(a)} and {list(b)}, "
+                                                  f"which do not fit its {list(weight.shape)}")  # fmt: skip
+        device = tensor_device(base, placement)
+        for info in pair.values():
+            _add(out, device, buffers[device], info)
     return out
 
 

@@ -1,0 +1,183 @@
+"""`convert_lora` against convert_lora_to_gguf.py's recorded outputs (tests/data/lora_golden.json), on the tiny
+adapters of tests/data/make_lora_adapters.py; the base models are their config.json alone (all the reference reads
+of them but their tensors' names, which it never needs)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import weightkit
+from weightkit import GGMLType, TensorInfo
+from weightkit.convert.hf import convert_hf, convert_lora
+from weightkit.errors import ArgumentError, FormatError, UnsupportedError
+from weightkit.gguf import GGUFValueType, Value, plan_tensor, write_gguf
+from weightkit.memory import GPU, LlamaCppSettings
+from weightkit.memory.llamacpp import estimate
+from weightkit.memory.llamacpp.placement import Placement, lora_weights_per_device, tensor_device
+
+from ..scripts import load_script
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+make_lora_adapters = load_script(DATA / "make_lora_adapters.py")
+make_hf_checkpoints = make_lora_adapters.make_hf_checkpoints
+GOLDEN = json.loads((DATA / "lora_golden.json").read_text())
+CASES = [(name, outtype) for name, record in GOLDEN["adapters"].items() for outtype in record["outputs"]]
+
+
+@pytest.fixture(scope="module")
+def lora_root(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("lora")
+
+
+def base_folder(root: Path, base: str) -> Path:
+    """Checkpoint `base`'s config.json alone, in a folder of its name."""
+    folder = root / "bases" / base
+    if not folder.exists():
+        folder.mkdir(parents=True)
+        make_hf_checkpoints._write_json(folder / "config.json", make_hf_checkpoints.CHECKPOINTS[base][0])
+    return folder
+
+
+def adapter_folder(root: Path, name: str) -> Path:
+    folder = root / "adapters" / name
+    if not folder.exists():
+        make_lora_adapters.build(name, root / "adapters", make_lora_adapters.recorded_files(GOLDEN, name))
+    return folder
+
+
+def test_every_adapter_is_recorded():
+    assert set(GOLDEN["adapters"]) == set(make_lora_adapters.ADAPTERS)
+
+
+@pytest.mark.parametrize(("name", "outtype"), CASES)
+def test_the_reference_s_file_or_its_refusal(lora_root, name, outtype):
+    record = GOLDEN["adapters"][name]["outputs"][outtype]
+    adapter = adapter_folder(lora_root, name)
+    base = base_folder(lora_root, make_lora_adapters.ADAPTERS[name].base)
+    out = lora_root / f"{name}-{outtype}.gguf"
+    if "refused" in record:
+        with pytest.raises((ArgumentError, UnsupportedError)) as refused:
+            convert_lora(adapter, out, base, outtype)
+        assert not out.exists()
+        expected = "auto" if outtype == "auto" else "not a lora_A or lora_B tensor"
+        assert expected in str(refused.value)
+        return
+    report = convert_lora(adapter, out, base, outtype)
+    with weightkit.open(out) as m:
+        assert list(m.metadata) == record["keys"]
+        assert {n: [t.dtype.name, list(t.shape)] for n, t in m.tensors.items()} == record["tensors"]
+    assert out.stat().st_size == record["bytes"] == report.bytes_written
+    assert hashlib.sha256(out.read_bytes()).hexdigest() == record["sha256"]
+    out.unlink()
+
+
+def test_the_base_named_by_the_adapter_config_when_a_local_folder(lora_root, tmp_path, monkeypatch):
+    """Without --base, `base_model_name_or_path` (here relative, as the reference's AutoConfig resolves it)."""
+    adapter = shutil.copytree(adapter_folder(lora_root, "lora-qwen2"), tmp_path / "lora-qwen2")
+    config = json.loads((adapter / "adapter_config.json").read_text())
+    shutil.copytree(base_folder(lora_root, "tiny-qwen2"), tmp_path / config["base_model_name_or_path"])
+    monkeypatch.chdir(tmp_path)
+    convert_lora(adapter, tmp_path / "out.gguf")  # --outtype f32, the reference's default
+    record = GOLDEN["adapters"]["lora-qwen2"]["outputs"]["f32"]
+    assert hashlib.sha256((tmp_path / "out.gguf").read_bytes()).hexdigest() == record["sha256"]
+
+
+def test_the_command(lora_root, tmp_path):
+    """`weightkit convert ADAPTER OUT --lora --base BASE --outtype f16 --json`, then `estimate --lora`."""
+    adapter, base = adapter_folder(lora_root, "lora-qwen2"), base_folder(lora_root, "tiny-qwen2")
+    out = tmp_path / "adapter.gguf"
+    run = [sys.executable, "-m", "weightkit"]
+    r = subprocess.run([*run, "convert", str(adapter), str(out), "--lora", "--base", str(base), "--outtype", "f16",
+                        "--json"], capture_output=True, text=True)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    record = GOLDEN["adapters"]["lora-qwen2"]["outputs"]["f16"]
+    assert doc["architecture"] == "qwen2" and doc["outtype"] == "f16" and doc["bytes"] == record["bytes"]
+    assert {n: [t["type"], t["shape"]] for n, t in doc["tensors"].items()} == record["tensors"]
+    assert hashlib.sha256(out.read_bytes()).hexdigest() == record["sha256"]
+
+
+def test_a_hub_base_needs_base(lora_root, tmp_path):
+    with pytest.raises(ArgumentError, match=r"not a local folder.*--base"):
+        convert_lora(adapter_folder(lora_root, "lora-qwen2"), tmp_path / "out.gguf")
+
+
+def test_bad_adapters(lora_root, tmp_path):
+    base = base_folder(lora_root, "tiny-qwen2")
+    adapter = shutil.copytree(adapter_folder(lora_root, "lora-qwen2"), tmp_path / "a")
+    config = json.loads((adapter / "adapter_config.json").read_text())
+    (adapter / "adapter_config.json").write_text(json.dumps(config | {"lora_alpha": "8"}))
+    with pytest.raises(FormatError, match="lora_alpha"):
+        convert_lora(adapter, tmp_path / "out.gguf", base)
+    (adapter / "adapter_config.json").write_text(json.dumps(config))
+    (adapter / "adapter_model.safetensors").unlink()
+    with pytest.raises(FormatError, match=r"no adapter_model\.safetensors"):
+        convert_lora(adapter, tmp_path / "out.gguf", base)
+    with pytest.raises(ArgumentError, match=r"no config\.json"):
+        convert_lora(adapter_folder(lora_root, "lora-qwen2"), tmp_path / "out.gguf", tmp_path)
+    assert not (tmp_path / "out.gguf").exists()
+
+
+MEMORY = json.loads((DATA / "lora_memory.json").read_text())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", MEMORY, ids=[c["adapter"] for c in MEMORY])
+def test_estimate_puts_the_adapter_where_libllama_does(hf_checkpoints, lora_root, case):
+    """Each adapted weight's device and each device's LoRA buffer, against libllama on two RPC devices
+    (tests/data/make_lora_memory.py; llama.cpp logs the buffers in MiB to two decimals)."""
+    base = hf_checkpoints[case["base"]]
+    model_path = lora_root / f"{case['base']}.gguf"
+    if not model_path.exists():
+        convert_hf(base, model_path, "f16")
+    adapter_path = lora_root / f"{case['adapter']}-{case['outtype']}.gguf"
+    convert_lora(adapter_folder(lora_root, case["adapter"]), adapter_path, base, case["outtype"])
+    gpus = [GPU(str(i), "RPC", free) for i, free in enumerate(case["free"])]
+    settings = LlamaCppSettings(
+        ctx_size=256, n_gpu_layers=case["n_gpu_layers"], tensor_split=tuple(case["tensor_split"])
+    )
+    with weightkit.open(model_path) as model, weightkit.open(adapter_path) as adapter:
+        est = estimate(model, settings, gpus, adapters=[adapter])
+        placed = {n.removesuffix(".lora_a"): tensor_device(n.removesuffix(".lora_a"), est.placement)
+                  for n in adapter.tensors if n.endswith(".lora_a")}  # fmt: skip
+    assert placed == case["placed"]
+    devices = {str(i if i < len(gpus) else -1): d.lora for i, d in enumerate(est.devices) if d.lora}
+    assert {d: f"{n / 2**20:.2f}" for d, n in devices.items()} == {d: f"{m:.2f}" for d, m in case["mib"].items()}
+
+
+def _adapter_gguf(path: Path, arch: str, tensors: dict[str, tuple[int, ...]], kind: str = "adapter") -> Path:
+    text = GGUFValueType.STRING
+    meta = {"general.architecture": Value(arch, text), "general.type": Value(kind, text),
+            "adapter.type": Value("lora", text)}  # fmt: skip
+    planned = [plan_tensor(n, shape, "F32", lambda s=shape: np.zeros(s, np.float32).view(np.uint8).reshape(-1))
+               for n, shape in tensors.items()]  # fmt: skip
+    write_gguf(path, meta, planned)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("arch", "kind", "tensors", "error"),
+    [
+        ("qwen2", "model", {"blk.0.attn_q.weight.lora_a": (4, 64)}, "general.type is 'model'"),
+        ("llama", "adapter", {"blk.0.attn_q.weight.lora_a": (4, 64)}, "general.architecture is 'llama'"),
+        ("qwen2", "adapter", {"blk.0.attn_q.weight.lora_a": (4, 64)}, "missing one component"),
+        ("qwen2", "adapter", {"blk.0.attn_q.weight.lora_a": (4, 64), "blk.0.attn_q.weight.lora_b": (32, 4)},
+         "do not fit"),
+        ("qwen2", "adapter", {"blk.9.attn_q.weight.lora_a": (4, 64), "blk.9.attn_q.weight.lora_b": (64, 4)},
+         "does not exist in the base model"),
+        ("qwen2", "adapter", {"blk.0.attn_q.weight.scale": (4,)}, "unexpected suffix"),
+    ],
+)  # fmt: skip
+def test_estimate_checks_the_adapter_as_libllama(tmp_path, arch, kind, tensors, error):
+    model = {"blk.0.attn_q.weight": TensorInfo("blk.0.attn_q.weight", GGMLType.F16, (64, 64), 0, 64 * 64 * 2)}
+    path = _adapter_gguf(tmp_path / "a.gguf", arch, tensors, kind)
+    with weightkit.open(path) as adapter, pytest.raises(FormatError, match=error):
+        lora_weights_per_device("qwen2", model, adapter, Placement((), (-1,), -1))
