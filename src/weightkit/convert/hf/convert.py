@@ -76,7 +76,7 @@ class ConvertReport:
 
 
 @dataclass
-class _Planned:
+class PlannedTensor:
     name: str
     type: str
     shape: tuple[int, ...]
@@ -176,7 +176,7 @@ def convert_hf(
         report = ConvertReport(str(folder), str(output), name, arch.gguf, outtype, file_type, counts[0],
                                meta.size_label, len(kv.values))  # fmt: skip
         if options is None:
-            _write(output, kv, plan, report, progress, split)
+            write_planned(output, kv, plan, report, progress, split)
         else:
             _write_quantized(output, kv, plan, options, report, progress)
     finally:
@@ -251,7 +251,7 @@ def _quantize_options(quantize: QuantizeOptions | str, outtype: str) -> Quantize
     return options
 
 
-def _name_map(arch: Conversion, n_blocks: int) -> dict[str, str]:
+def tensor_name_map(arch: Conversion, n_blocks: int) -> dict[str, str]:
     """The HF -> GGUF names for blocks 0..n_blocks-1, plus each GGUF name for itself (as gguf-py's map has)."""
     out: dict[str, str] = {}
     for hf, gguf in arch.tensor_names.items():
@@ -261,7 +261,7 @@ def _name_map(arch: Conversion, n_blocks: int) -> dict[str, str]:
     return out
 
 
-def _map_name(names: dict[str, str], name: str) -> str | None:
+def map_tensor_name(names: dict[str, str], name: str) -> str | None:
     if name in names:
         return names[name]
     for suffix in (".weight", ".bias"):
@@ -289,22 +289,22 @@ def tensor_type(gguf_name: str, ndim: int, matrix_type: str, shape: tuple[int, .
 
 
 def _plan(arch: Conversion, h: HFConfig, rope: dict, tensors: list[tuple[str, SourceTensor]], matrix_type: str,
-          folder: Path) -> list[_Planned]:  # fmt: skip
+          folder: Path) -> list[PlannedTensor]:  # fmt: skip
     """Every output tensor, in order, with its type, shape and a maker of its bytes; checks names and shapes."""
     n_blocks = block_count(h)
     if not isinstance(n_blocks, int) or isinstance(n_blocks, bool) or n_blocks < 0:
         raise FormatError(folder / CONFIG_NAME, None, f"layer count {n_blocks!r} is not a count")
-    names = _name_map(arch, n_blocks)
-    plan: list[_Planned] = []
+    names = tensor_name_map(arch, n_blocks)
+    plan: list[PlannedTensor] = []
     for make in arch.extra_tensors:
         for name, values in make(h, rope):
             kind = tensor_type(name, values.ndim, matrix_type, values.shape)
-            plan.append(_Planned(name, kind, values.shape, lambda v=values, k=kind: quant.quantize(v, k)))
+            plan.append(PlannedTensor(name, kind, values.shape, lambda v=values, k=kind: quant.quantize(v, k)))
     tensors = [(name, t) for name, t in tensors if not name.endswith(_SKIPPED)]
     for rewrite in arch.rewrites:
         tensors = rewrite(tensors, h)
     for hf_name, t in tensors:
-        gguf_name = _map_name(names, hf_name)
+        gguf_name = map_tensor_name(names, hf_name)
         if gguf_name is None:
             raise FormatError(t.file, None, f"tensor {hf_name!r} has no GGUF name for {arch.gguf} "
                                             f"({n_blocks} layers in config.json)")  # fmt: skip
@@ -315,7 +315,7 @@ def _plan(arch: Conversion, h: HFConfig, rope: dict, tensors: list[tuple[str, So
         forced = next((k for f in arch.forced_types if (k := f(hf_name, gguf_name, matrix_type))), None)
         kind = t.ggml or tensor_type(gguf_name, len(t.shape), matrix_type, t.shape, forced)
         rows = _row_maker(t, kind) if not transforms else None
-        plan.append(_Planned(gguf_name, kind, t.shape, _maker(t, transforms, h, kind), rows))
+        plan.append(PlannedTensor(gguf_name, kind, t.shape, _maker(t, transforms, h, kind), rows))
     _check_complete(arch, h, plan, n_blocks, folder)
     return plan
 
@@ -329,18 +329,18 @@ def _maker(t: SourceTensor, transforms: list[Transform], h: HFConfig, kind: str)
 
     def make() -> np.ndarray:
         if not transforms and t.stored is not None:
-            return _encode(t.stored(), kind)
+            return encode_values(t.stored(), kind)
         values = t.read()
         if t.ggml is not None:
             return values  # already quantized: written as it is
         for tr in transforms:
             values = tr.apply(values, h)
-        return _encode(values, kind)
+        return encode_values(values, kind)
 
     return make
 
 
-def _encode(values: np.ndarray, kind: str) -> np.ndarray:
+def encode_values(values: np.ndarray, kind: str) -> np.ndarray:
     """The bytes of `values` as type `kind`, as the converter makes them: F32 and F16 values of that type
     already are taken as they are (the converter's cast to their own type changes nothing)."""
     if kind in ("F32", "F16") and values.dtype == ggml_type(kind).numpy:
@@ -356,12 +356,12 @@ def _row_maker(t: SourceTensor, kind: str) -> Callable[[int, int], np.ndarray] |
         return None
 
     def rows(start: int, stop: int) -> np.ndarray:
-        return _encode(t.stored().reshape(-1, t.shape[-1])[start:stop], kind).reshape(stop - start, -1)
+        return encode_values(t.stored().reshape(-1, t.shape[-1])[start:stop], kind).reshape(stop - start, -1)
 
     return rows
 
 
-def _check_complete(arch: Conversion, h: HFConfig, plan: list[_Planned], n_blocks: int, folder: Path) -> None:
+def _check_complete(arch: Conversion, h: HFConfig, plan: list[PlannedTensor], n_blocks: int, folder: Path) -> None:
     """Every tensor the architecture needs is there, with the dimensions config.json gives."""
     shapes = {p.name: p.shape for p in plan}
     for template, dims in arch.required.items():
@@ -382,7 +382,7 @@ def _dimension(h: HFConfig, key: str | tuple[str, ...]) -> object:
     return h.get(key) if isinstance(key, str) else h.find(key, None)
 
 
-def _parameter_counts(plan: list[_Planned]) -> tuple[int, int, int, int]:
+def _parameter_counts(plan: list[PlannedTensor]) -> tuple[int, int, int, int]:
     """gguf-py's `get_total_parameter_count`: (total, shared, expert, experts per tensor) over the output."""
     total = shared = expert = expert_sum = expert_tensors = 0
     for p in plan:
@@ -398,8 +398,8 @@ def _parameter_counts(plan: list[_Planned]) -> tuple[int, int, int, int]:
     return total, shared, expert, expert_sum // expert_tensors if expert_tensors else 0
 
 
-def _write(
-    output: Path, kv: KV, plan: list[_Planned], report: ConvertReport, progress: Progress | None,
+def write_planned(
+    output: Path, kv: KV, plan: list[PlannedTensor], report: ConvertReport, progress: Progress | None,
     split: ConverterSplit | None,
 ) -> None:  # fmt: skip
     """Stream the planned tensors into the GGUF, or its shards (atomically), reporting progress after each."""
@@ -409,7 +409,7 @@ def _write(
     tensors = []
     for p, n in zip(plan, nbytes, strict=True):
 
-        def data(p: _Planned = p, n: int = n) -> np.ndarray:
+        def data(p: PlannedTensor = p, n: int = n) -> np.ndarray:
             nonlocal done
             values = p.make()
             done += n
@@ -434,7 +434,7 @@ class ConvertedModel(ModelFile):
 
     format = "gguf"
 
-    def __init__(self, path: Path, metadata: dict[str, Value], plan: list[_Planned]) -> None:
+    def __init__(self, path: Path, metadata: dict[str, Value], plan: list[PlannedTensor]) -> None:
         infos = {}
         for i, p in enumerate(plan):
             planned = plan_tensor(p.name, p.shape, p.type)
@@ -456,7 +456,7 @@ class ConvertedModel(ModelFile):
         pass
 
 
-def _write_quantized(output: Path, kv: KV, plan: list[_Planned], options: QuantizeOptions, report: ConvertReport,
+def _write_quantized(output: Path, kv: KV, plan: list[PlannedTensor], options: QuantizeOptions, report: ConvertReport,
                      progress: Progress | None) -> None:  # fmt: skip
     """Quantize the converter's tensors as they are made into the GGUF at `output` (atomically)."""
     with ConvertedModel(output, kv.values, plan) as model:

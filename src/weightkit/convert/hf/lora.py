@@ -25,20 +25,20 @@ from .config import CONFIG_NAME, HFConfig, load_hparams, read_json_object, read_
 from .convert import (
     OUTTYPES,
     ConvertReport,
+    PlannedTensor,
     Progress,
-    _encode,
-    _map_name,
-    _name_map,
-    _Planned,
-    _write,
     common_filter,
+    encode_values,
     hf_architecture,
+    map_tensor_name,
+    tensor_name_map,
     tensor_type,
+    write_planned,
 )
 from .kv import KV
 from .metadata import derive_metadata, write_metadata
 from .parameters import block_count
-from .tensors import SourceTensor, _bin_part, _safetensors_part, close_all
+from .tensors import SourceTensor, bin_part, close_all, safetensors_part
 
 ADAPTER_CONFIG = "adapter_config.json"
 #: convert_lora_to_gguf.py's --outtype choices it converts with (its "auto" fails on the adapter's tensors)
@@ -123,7 +123,7 @@ def convert_lora(
         kv.u32("general.quantization_version", 2)
         report = ConvertReport(str(adapter), str(output), name, arch.gguf, outtype, file_type, 0, None,
                                len(kv.values))  # fmt: skip
-        _write(output, kv, plan, report, progress, None)
+        write_planned(output, kv, plan, report, progress, None)
     finally:
         close_all(opened)
     return report
@@ -134,9 +134,9 @@ def _read_adapter(adapter: Path) -> tuple[dict[str, SourceTensor], list[Any]]:
     them) and the opened file (to close when done)."""
     opened: list[Any] = []
     if (adapter / "adapter_model.safetensors").is_file():
-        found = _safetensors_part(adapter / "adapter_model.safetensors", opened)
+        found = safetensors_part(adapter / "adapter_model.safetensors", opened)
     elif (adapter / "adapter_model.bin").is_file():
-        found = _bin_part(adapter / "adapter_model.bin")
+        found = bin_part(adapter / "adapter_model.bin")
     else:
         raise FormatError(adapter, None, "no adapter_model.safetensors and no adapter_model.bin: not a PEFT adapter")
     return {t.name: t for t in found}, opened
@@ -198,12 +198,12 @@ def _pairs(sources: dict[str, SourceTensor], arch: Conversion) -> list[tuple[str
 
 
 def _plan(arch: Conversion, h: HFConfig, pairs: list[tuple[str, _Pair | SourceTensor]], matrix_type: str,
-          adapter: Path) -> list[_Planned]:  # fmt: skip
+          adapter: Path) -> list[PlannedTensor]:  # fmt: skip
     """The GGUF's tensors: each pair's `<name>.lora_a` and `<name>.lora_b`, each norm under its name."""
-    names = _name_map(arch, block_count(h))
-    plan: list[_Planned] = []
+    names = tensor_name_map(arch, block_count(h))
+    plan: list[PlannedTensor] = []
     for hf_name, item in pairs:
-        gguf_name = _map_name(names, hf_name)
+        gguf_name = map_tensor_name(names, hf_name)
         if gguf_name is None:
             if hf_name == "lm_head.weight":
                 raise UnsupportedError(f"{adapter}: lm_head is present in adapter, but is ignored in base model")
@@ -237,7 +237,7 @@ def _plan(arch: Conversion, h: HFConfig, pairs: list[tuple[str, _Pair | SourceTe
 
 
 def _planned(name: str, t: SourceTensor, shape: tuple[int, ...], matrix_type: str, h: HFConfig, transforms: list,
-             widen: bool = False, *, transpose: bool = False) -> _Planned:  # fmt: skip
+             widen: bool = False, *, transpose: bool = False) -> PlannedTensor:  # fmt: skip
     """One output tensor: `t`'s values (in float32 where `widen`), transposed or through the row `transforms`."""
     kind = tensor_type(name, len(shape), matrix_type, shape)
 
@@ -249,16 +249,16 @@ def _planned(name: str, t: SourceTensor, shape: tuple[int, ...], matrix_type: st
             values = values.T
         for tr in transforms:
             values = tr.apply(values, h)
-        return _encode(values, kind)
+        return encode_values(values, kind)
 
-    return _Planned(name, kind, shape, make)
+    return PlannedTensor(name, kind, shape, make)
 
 
-def _parameter_count(plan: list[_Planned]) -> int:
+def _parameter_count(plan: list[PlannedTensor]) -> int:
     """gguf-py's `get_total_parameter_count` over an adapter: each pair counted as the (out, in) matrix it adds
     to, each norm as itself (the reference then negates it: "not exact")."""
     total = 0
-    lora_a: _Planned | None = None
+    lora_a: PlannedTensor | None = None
     for p in plan:
         if p.name.endswith(".lora_a"):
             lora_a = p

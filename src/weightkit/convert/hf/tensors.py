@@ -67,7 +67,7 @@ def read_checkpoint(folder: Path) -> tuple[dict[str, SourceTensor], list[Any]]:
             path = folder / part
             if not path.is_file():
                 raise FormatError(index, None, f"names {part}, which is not in the folder")
-            found = _safetensors_part(path, opened) if safetensors else _bin_part(path)
+            found = safetensors_part(path, opened) if safetensors else bin_part(path)
             for t in found:
                 tensors[t.name] = t  # a name seen again keeps its first position, as a dict does
     except BaseException:
@@ -85,7 +85,7 @@ def close_all(opened: list[Any]) -> None:
         f.close()
 
 
-def _safetensors_part(path: Path, opened: list[Any]) -> list[SourceTensor]:
+def safetensors_part(path: Path, opened: list[Any]) -> list[SourceTensor]:
     f = SafetensorsFile(path)
     opened.append(f)
     out = []
@@ -131,7 +131,7 @@ def _reader(f: SafetensorsFile, name: str, dtype: SafetensorsDType, shape: tuple
     return read
 
 
-def _bin_part(path: Path) -> list[SourceTensor]:
+def bin_part(path: Path) -> list[SourceTensor]:
     """A PyTorch checkpoint part, read as the converter reads it: torch.load(weights_only=True), in its order."""
     try:
         import torch
