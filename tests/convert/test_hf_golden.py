@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from weightkit.convert.hf import convert as convert_module
 from weightkit.convert.hf import convert_hf
 from weightkit.errors import WeightkitError
 
@@ -61,6 +62,17 @@ def test_same_bytes_as_convert_hf_to_gguf(hf_checkpoints, tmp_path, vocabulary_o
     assert hashlib.sha256(out.read_bytes()).hexdigest() == expected["sha256"]
     assert len(report.tensors) == expected["tensors"] and report.metadata_keys == expected["keys"]
     assert report.bytes_written == expected["bytes"]
+
+
+@checkpoint_group("tiny-gemma-3n-text")
+def test_written_a_group_of_rows_at_a_time(hf_checkpoints, tmp_path, monkeypatch):
+    """A tensor made by rows reaches the writer a group of rows at a time, the padded per-layer embeddings'
+    groups straddling the end of their own 262,144 rows (1,489 rows a group): the same bytes."""
+    expected = GOLDEN["checkpoints"]["tiny-gemma-3n-text"]["q8_0"]
+    monkeypatch.setattr(convert_module, "_WRITE_GROUP", 1489 * 32)
+    out = tmp_path / "out.gguf"
+    convert_hf(hf_checkpoints["tiny-gemma-3n-text"], out, "q8_0")
+    assert hashlib.sha256(out.read_bytes()).hexdigest() == expected["sha256"]
 
 
 @pytest.mark.parametrize(
