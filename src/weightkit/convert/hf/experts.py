@@ -131,7 +131,7 @@ def expert_stacker(layout: ExpertLayout) -> Callable[[Tensors, HFConfig], Tensor
         for name, t in tensors:
             base = name.removesuffix(".weight")
             if layout.fused and base.endswith("mlp.experts.down_proj"):
-                out.append((base + ".weight", _transposed(t, base + ".weight") if layout.transposed else t))
+                out.append((base + ".weight", transposed_tensor(t, base + ".weight") if layout.transposed else t))
                 continue
             if layout.fused and base.endswith("mlp.experts.gate_up_proj"):
                 prefix = base.removesuffix("gate_up_proj")
@@ -174,10 +174,25 @@ def gate_and_up(t: SourceTensor, gate: str, up: str) -> Tensors:
             for name, at in ((gate, 0), (up, half))]  # fmt: skip
 
 
-def _transposed(t: SourceTensor, name: str) -> SourceTensor:
-    """`t` [experts, a, b] as [experts, b, a]."""
-    return derived_tensor(t, name, (*t.shape[:-2], t.shape[-1], t.shape[-2]),
-                          lambda: np.ascontiguousarray(t.read().swapaxes(-1, -2)))  # fmt: skip
+def transposed_tensor(t: SourceTensor, name: str, columns: slice = slice(None)) -> SourceTensor:
+    """`t` [..., a, b] with its last two axes swapped, of columns `columns` of b only ([..., columns, a]: stacked
+    experts stored transposed, or a half of them), as tensor `name`; made by rows from the mapped file (each
+    group a strided read of its columns) when `t` is stored so, so that `t` is never read whole."""
+    *lead, a, b = t.shape
+    first, stop, _ = columns.indices(b)
+    n = max(0, stop - first)
+    tensor = derived_tensor(t, name, (*lead, n, a),
+                            lambda: np.ascontiguousarray(t.read().swapaxes(-1, -2)[..., first:stop, :]))  # fmt: skip
+    if t.stored is None or not n:
+        return tensor
+
+    def rows(start: int, stop: int) -> np.ndarray:
+        matrices = t.stored().reshape(-1, a, b)
+        parts = [matrices[m, :, first + max(start - m * n, 0) : first + min(stop - m * n, n)].T
+                 for m in range(start // n, -(-stop // n))]  # fmt: skip
+        return np.ascontiguousarray(np.concatenate(parts) if len(parts) > 1 else parts[0])  # the parts are F-ordered
+
+    return replace(tensor, rows=rows)
 
 
 def _transposed_gate_and_up(t: SourceTensor, gate: str, up: str) -> Tensors:
@@ -186,9 +201,9 @@ def _transposed_gate_and_up(t: SourceTensor, gate: str, up: str) -> Tensors:
     if len(t.shape) < 3 or t.shape[-1] % 2:
         raise FormatError(t.file, None, f"{t.name!r} {list(t.shape)} is not [experts, hidden, 2 * ff]")
     half = t.shape[-1] // 2
-    return [(name, derived_tensor(t, name, (*t.shape[:-2], half, t.shape[-2]),
-                                  lambda cols=cols: np.ascontiguousarray(t.read()[..., cols].swapaxes(-1, -2))))
-            for name, cols in ((gate, slice(0, half)), (up, slice(half, None)))]  # fmt: skip
+    return [
+        (name, transposed_tensor(t, name, cols)) for name, cols in ((gate, slice(0, half)), (up, slice(half, None)))
+    ]
 
 
 def _stacks(layout: ExpertLayout, layer: dict[str, SourceTensor], bid: int, n_experts: int) -> Tensors:
