@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import ml_dtypes
@@ -173,9 +173,10 @@ def as_bytes(values: np.ndarray, order: str = "<") -> np.ndarray:
 
 
 # What the writers take as a tensor's data: an array or a buffer now, or a callable giving one when the
-# tensor's turn to be written comes (so a whole model need not be in memory at once).
+# tensor's turn to be written comes (so a whole model need not be in memory at once), or giving an iterator
+# of consecutive pieces of its bytes (so not even one tensor need be: `GGUFWriter` writes each as it comes).
 TensorData = np.ndarray | bytes | bytearray | memoryview
-DataSource = TensorData | Callable[[], TensorData]
+DataSource = TensorData | Callable[[], TensorData | Iterator[TensorData]]
 
 
 def exact_bytes(data: TensorData, nbytes: int, what: str) -> memoryview:

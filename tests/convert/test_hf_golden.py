@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from weightkit.convert.hf import convert as convert_module
 from weightkit.convert.hf import convert_hf
 from weightkit.errors import WeightkitError
 
@@ -63,6 +64,29 @@ def test_same_bytes_as_convert_hf_to_gguf(hf_checkpoints, tmp_path, vocabulary_o
     assert hashlib.sha256(out.read_bytes()).hexdigest() == expected["sha256"]
     assert len(report.tensors) == expected["tensors"] and report.metadata_keys == expected["keys"]
     assert report.bytes_written == expected["bytes"]
+
+
+#: checkpoint, outtype, values in each group of rows written: Gemma 3n's padded per-layer embeddings in groups of
+#: 1,489 rows straddling the end of their own 262,144; stacked experts (apart, fused, fused and stored transposed)
+#: in groups of a few dozen rows straddling the experts
+GROUPS = [
+    ("tiny-gemma-3n-text", "q8_0", 1489 * 32),
+    ("tiny-llama4", "bf16", 2000),
+    ("tiny-qwen35-moe-text", "bf16", 700),
+    ("tiny-qwen35-moe", "auto", 700),
+    ("tiny-qwen3-vl-moe", "f32", 700),
+]
+
+
+@pytest.mark.parametrize(("name", "outtype", "group"),
+                         [pytest.param(*g, id=g[0], marks=checkpoint_group(g[0])) for g in GROUPS])  # fmt: skip
+def test_written_a_group_of_rows_at_a_time(hf_checkpoints, tmp_path, monkeypatch, name, outtype, group):
+    """A tensor made by rows (a stored one, or one joined or transposed from others) reaches the writer a group of
+    rows at a time: the same bytes."""
+    monkeypatch.setattr(convert_module, "_WRITE_GROUP", group)
+    out = tmp_path / "out.gguf"
+    convert_hf(hf_checkpoints[name], out, outtype)
+    assert hashlib.sha256(out.read_bytes()).hexdigest() == GOLDEN["checkpoints"][name][outtype]["sha256"]
 
 
 @pytest.mark.parametrize(

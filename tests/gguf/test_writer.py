@@ -31,6 +31,24 @@ def test_streaming_declare_then_write(tmp_path):
         assert bytes(m.raw("later")) == q.tobytes()
 
 
+def test_tensor_in_pieces(tmp_path):
+    """A callable may give the tensor's bytes as consecutive pieces, each written as it comes; pieces that do
+    not add up to the tensor, or that are values rather than bytes, are refused and nothing is written."""
+    values = np.arange(12, dtype=np.float32).reshape(3, 4)
+    path = tmp_path / "p.gguf"
+    with GGUFWriter(path) as w:
+        w.add_tensor("t", lambda: (values[i].view(np.uint8) for i in range(3)), dtype="F32", shape=(3, 4))
+    with weightkit.open(path) as m:
+        assert m.tensor("t").tolist() == values.tolist()
+    for pieces, message in (([values[0].view(np.uint8)], "its pieces give 16"),
+                            ([values.view(np.uint8), b"x"], "its pieces give more"),
+                            ([values], "not float32 values")):  # fmt: skip
+        bad = tmp_path / "bad.gguf"
+        with pytest.raises(ValueError, match=message), GGUFWriter(bad) as w:
+            w.add_tensor("t", lambda p=pieces: iter(p), dtype="F32", shape=(3, 4))
+        assert not bad.exists()
+
+
 def test_write_out_of_order_is_refused(tmp_path):
     with GGUFWriter(tmp_path / "o.gguf") as w:
         w.add_tensor_info("a", (4,), "F32")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import struct
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -19,7 +19,7 @@ import numpy as np
 from .._io import atomic_write
 from .._torch import from_torch
 from ..dtypes import DataSource, GGMLType, TensorData, exact_bytes, ggml_type, ggml_type_of_numpy
-from ..errors import ArgumentError, StateError
+from ..errors import ArgumentError, ArgumentTypeError, StateError
 from .constants import (
     DEFAULT_ALIGNMENT,
     KEY_ALIGNMENT,
@@ -129,6 +129,24 @@ def tensor_bytes(t: PlannedTensor, data: TensorData, order: str = "<") -> memory
 
             data = quant.quantize(np.asarray(data).reshape(t.shape), info.type)
     return exact_bytes(data, t.nbytes, f"tensor {t.name!r}: {info.name} {t.shape}")
+
+
+def _write_pieces(f: IO[bytes], t: PlannedTensor, pieces: Iterator[TensorData]) -> None:
+    """Write tensor `t` given as consecutive pieces of its bytes (buffers or uint8 arrays), each as it is made,
+    checking that they add up to the tensor."""
+    written = 0
+    for piece in pieces:
+        if isinstance(piece, np.ndarray) and piece.dtype != np.uint8:
+            raise ArgumentTypeError(f"tensor {t.name!r}: pieces of a tensor are its bytes, not {piece.dtype} values")
+        view = memoryview(np.ascontiguousarray(piece) if isinstance(piece, np.ndarray) else piece).cast("B")
+        written += view.nbytes
+        if written > t.nbytes:
+            break
+        f.write(view)
+    if written != t.nbytes:
+        info = ggml_type(t.type)
+        raise ArgumentError(f"tensor {t.name!r}: {info.name} {t.shape} takes {t.nbytes} bytes, its pieces give "
+                            f"{'more' if written > t.nbytes else written}")  # fmt: skip
 
 
 class GGUFWriter:
@@ -244,10 +262,12 @@ class GGUFWriter:
             t = self.tensors[self._next]
             self._emit(t, t.data() if callable(t.data) else t.data)
 
-    def _emit(self, t: PlannedTensor, data: TensorData) -> None:
+    def _emit(self, t: PlannedTensor, data: TensorData | Iterator[TensorData]) -> None:
         f = self._open()
-        view = tensor_bytes(t, data, self.order)
-        f.write(view)
+        if isinstance(data, Iterator):
+            _write_pieces(f, t, data)
+        else:
+            f.write(tensor_bytes(t, data, self.order))
         f.write(bytes(_pad(t.nbytes, self.alignment) - t.nbytes))
         t.data = None  # let the caller's array go
         self._next += 1

@@ -7,11 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from ...errors import FormatError, UnsupportedError
 from ..hf.config import CONFIG_NAME, ConfigClass, HFConfig
-from ..hf.experts import Tensors, derived_tensor
+from ..hf.experts import Tensors, joined_tensor, stacked_tensor
 from ..hf.kv import KV
 from ..hf.torch_math import normal_icdf
 from .decoder import QK_NORM_NAMES, H, number
@@ -54,10 +52,6 @@ def _scale_weight(name: str) -> str | None:
     return name + ".weight" if name.endswith("_scale") else name
 
 
-def _with_zero_rows(values: np.ndarray, rows: int) -> np.ndarray:
-    return np.concatenate([values, np.zeros((rows - len(values), *values.shape[1:]), values.dtype)])
-
-
 def _padded_embeddings(tensors: Tensors, h: HFConfig) -> Tensors:
     """`Gemma3NModel.modify_tensors`: the token and per-layer embeddings with zero rows up to the vocabulary
     (`vocab_size`: the image and audio tokens past the per-layer inputs' `vocab_size_per_layer_input`)."""
@@ -66,7 +60,7 @@ def _padded_embeddings(tensors: Tensors, h: HFConfig) -> Tensors:
     for name, t in tensors:
         embedding = "embed_tokens.weight" in name or "embed_tokens_per_layer" in name
         if embedding and t.shape and t.shape[0] < vocab:
-            t = derived_tensor(t, name, (vocab, *t.shape[1:]), lambda t=t: _with_zero_rows(t.read(), vocab))
+            t = joined_tensor(t, name, (vocab, *t.shape[1:]), [(t, 0, t.shape[0]), (None, 0, vocab - t.shape[0])])
         out.append((name, t))
     return out
 
@@ -92,8 +86,7 @@ def _stacked_stream_projections(tensors: Tensors, h: HFConfig) -> Tensors:
             raise FormatError(t.file, None, f"{kind}: the three projections differ in shape "
                                             f"({', '.join(str(list(p.shape)) for p in stack)})")  # fmt: skip
         stacked = f"model.{kind}.weight"
-        read = lambda s=stack: np.stack([p.read() for p in s])  # noqa: E731
-        out.append((stacked, derived_tensor(stack[0], stacked, (len(stack), *stack[0].shape), read)))
+        out.append((stacked, stacked_tensor(stack, stacked)))
     return out
 
 

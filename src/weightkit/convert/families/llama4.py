@@ -9,7 +9,7 @@ from typing import Any
 
 from ...errors import FormatError, UnsupportedError
 from ..hf.config import CONFIG_NAME, ConfigClass, HFConfig
-from ..hf.experts import Tensors, derived_tensor
+from ..hf.experts import Tensors, transposed_tensor
 from ..hf.kv import KV
 from ..hf.parameters import write_text_parameters
 from ..hf.projector import projector_config, write_vision_parameters
@@ -45,11 +45,8 @@ _NAMES = DECODER_ATTENTION_NAMES | {
 _REQUIRED: dict[str, Dims] = {k: v for k, v in DECODER_REQUIRED.items() if k not in DENSE_FFN}
 
 
-def _transposed(t: SourceTensor, name: str, rows: slice = slice(None)) -> tuple[str, SourceTensor]:
-    """`t`'s last two axes swapped, then rows `rows` of each expert's matrix, as tensor `name`."""
-    n = len(range(*rows.indices(t.shape[-1])))
-    return name, derived_tensor(t, name, (*t.shape[:-2], n, t.shape[-2]),
-                                lambda: t.read().swapaxes(-1, -2)[..., rows, :])  # fmt: skip
+def _transposed(t: SourceTensor, name: str, columns: slice = slice(None)) -> tuple[str, SourceTensor]:
+    return name, transposed_tensor(t, name, columns)
 
 
 def _split_experts(tensors: Tensors, h: HFConfig) -> Tensors:

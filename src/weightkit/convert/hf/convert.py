@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -330,6 +330,8 @@ def _maker(t: SourceTensor, transforms: list[Transform], h: HFConfig, kind: str)
     def make() -> np.ndarray:
         if not transforms and t.stored is not None:
             return encode_values(t.stored(), kind)
+        if not transforms and t.rows is not None:
+            return encode_values(t.rows(0, _row_count(t.shape)), kind)
         values = t.read()
         if t.ggml is not None:
             return values  # already quantized: written as it is
@@ -350,15 +352,34 @@ def encode_values(values: np.ndarray, kind: str) -> np.ndarray:
 
 def _row_maker(t: SourceTensor, kind: str) -> Callable[[int, int], np.ndarray] | None:
     """Rows start:stop (along the last axis) of an untransformed tensor's bytes as type `kind`, made from
-    its view of the mapped file: what quantizing reads, a group of rows at a time, so that no tensor is
-    held whole in the converter's type."""
-    if t.stored is None or len(t.shape) < 2:
+    its view of the mapped file (or its own rows, for a padded one): what quantizing and the writer read, a
+    group of rows at a time, so that no tensor is held whole, in the converter's type or in the output's."""
+    stored = t.stored_rows()
+    if stored is None:
         return None
 
     def rows(start: int, stop: int) -> np.ndarray:
-        return encode_values(t.stored().reshape(-1, t.shape[-1])[start:stop], kind).reshape(stop - start, -1)
+        return encode_values(stored(start, stop), kind).reshape(stop - start, -1)
 
     return rows
+
+
+def _row_count(shape: tuple[int, ...]) -> int:
+    return int(np.prod(shape[:-1], dtype=np.int64))
+
+
+#: Values in each group of rows the writer is given of a tensor made by rows (an F32 group: 64 MiB).
+_WRITE_GROUP = 1 << 24
+
+
+def _pieces(p: PlannedTensor) -> Iterator[np.ndarray]:
+    """The tensor's bytes for the writer: a group of rows at a time when it is made by rows, else whole."""
+    if p.rows is None or len(p.shape) < 2:
+        yield p.make()
+        return
+    n_rows, step = _row_count(p.shape), max(1, _WRITE_GROUP // max(1, p.shape[-1]))
+    for start in range(0, n_rows, step):
+        yield p.rows(start, min(start + step, n_rows)).reshape(-1)
 
 
 def _check_complete(arch: Conversion, h: HFConfig, plan: list[PlannedTensor], n_blocks: int, folder: Path) -> None:
@@ -409,13 +430,12 @@ def write_planned(
     tensors = []
     for p, n in zip(plan, nbytes, strict=True):
 
-        def data(p: PlannedTensor = p, n: int = n) -> np.ndarray:
+        def data(p: PlannedTensor = p, n: int = n) -> Iterator[np.ndarray]:
             nonlocal done
-            values = p.make()
+            yield from _pieces(p)
             done += n
             if progress is not None:
                 progress(p.name, done, total)
-            return values
 
         tensors.append(plan_tensor(p.name, p.shape, p.type, data))
         report.tensors[p.name] = (p.type, tuple(p.shape))

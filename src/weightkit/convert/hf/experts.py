@@ -7,7 +7,8 @@ expert tensor is in the sorted order.
 
 Each function here is a `Conversion.rewrites` step: it takes the checkpoint's tensors (after the name
 filters) and gives the tensors the converter goes on with, reading nothing until the writer asks; a stacked
-tensor holds one layer's experts of one kind in memory while it is written, and nothing more.
+tensor (or half of a fused one) is made a group of rows at a time from the mapped files (`joined_tensor`), so
+that not even one layer's experts of one kind are held whole.
 """
 
 from __future__ import annotations
@@ -31,7 +32,65 @@ def block_id(name: str) -> int | None:
 
 def derived_tensor(t: SourceTensor, name: str, shape: tuple[int, ...], read: Callable[[], np.ndarray]) -> SourceTensor:
     """A tensor made from `t` by `read`: none of `t`'s stored bytes stand for it."""
-    return replace(t, name=name, shape=tuple(int(n) for n in shape), read=read, stored=None)
+    return replace(t, name=name, shape=tuple(int(n) for n in shape), read=read, stored=None, rows=None)
+
+
+#: A run of rows of a joined tensor: `count` rows of a tensor (rows along its last axis) from row `first`, or,
+#: with no tensor, `count` rows of zeros.
+Run = tuple[SourceTensor | None, int, int]
+
+
+def joined_tensor(t: SourceTensor, name: str, shape: tuple[int, ...], runs: list[Run]) -> SourceTensor:
+    """A tensor whose rows are `runs` one after another (stacked experts, the halves of fused ones, zero padding),
+    made from `t`'s file. When every run's tensor is read by rows from the mapped file, so is it (`rows`): the
+    writer and the quantizer take a group of rows at a time, and neither it nor its parts are held whole."""
+    width, n_rows = shape[-1], int(np.prod(shape[:-1], dtype=np.int64))
+    by_rows = [(None if p is None else p.stored_rows(), first, count) for p, first, count in runs]
+    whole = [(None if p is None else _whole_rows(p, width), first, count) for p, first, count in runs]
+
+    def read() -> np.ndarray:
+        values = _joined_rows(whole, width)(0, n_rows)
+        return (values if values.dtype in (np.float16, np.float32) else values.astype(np.float32)).reshape(shape)
+
+    tensor = derived_tensor(t, name, shape, read)
+    if any(p is not None and rows is None for (p, _, _), (rows, _, _) in zip(runs, by_rows, strict=True)):
+        return tensor
+    return replace(tensor, rows=_joined_rows(by_rows, width))
+
+
+def stacked_tensor(parts: list[SourceTensor], name: str) -> SourceTensor:
+    """Tensors of one shape stacked along a new first axis (`np.stack`), made by rows as `joined_tensor` is."""
+    count = int(np.prod(parts[0].shape[:-1], dtype=np.int64))
+    return joined_tensor(parts[0], name, (len(parts), *parts[0].shape), [(p, 0, count) for p in parts])
+
+
+def _whole_rows(t: SourceTensor, width: int) -> Callable[[int, int], np.ndarray]:
+    return lambda start, stop: t.read().reshape(-1, width)[start:stop]
+
+
+def _joined_rows(runs: list[tuple[Callable[[int, int], np.ndarray] | None, int, int]],
+                 width: int) -> Callable[[int, int], np.ndarray]:  # fmt: skip
+    """Rows start:stop of the rows of `runs` one after another, made from the runs they overlap only; zero rows
+    in the type of the others."""
+
+    def rows(start: int, stop: int) -> np.ndarray:
+        parts: list[np.ndarray | int] = []
+        at = 0
+        for source, first, count in runs:
+            lo, hi = max(start, at), min(stop, at + count)
+            if lo < hi:
+                parts.append(hi - lo if source is None else source(first + lo - at, first + hi - at).reshape(-1, width))
+            at += count
+            if at >= stop:
+                break
+        real = next((p for p in parts if not isinstance(p, int)), None)
+        if real is None:  # only zeros: in the first tensor's type
+            source, first, _ = next(r for r in runs if r[0] is not None)
+            real = source(first, first)
+        parts = [np.zeros((p, width), real.dtype) if isinstance(p, int) else p for p in parts]
+        return parts[0] if len(parts) == 1 else np.concatenate(parts) if parts else real[:0].reshape(0, width)
+
+    return rows
 
 
 # --- per-expert tensors stacked ---------------------------------------------------------------------------------------
@@ -72,7 +131,7 @@ def expert_stacker(layout: ExpertLayout) -> Callable[[Tensors, HFConfig], Tensor
         for name, t in tensors:
             base = name.removesuffix(".weight")
             if layout.fused and base.endswith("mlp.experts.down_proj"):
-                out.append((base + ".weight", _transposed(t, base + ".weight") if layout.transposed else t))
+                out.append((base + ".weight", transposed_tensor(t, base + ".weight") if layout.transposed else t))
                 continue
             if layout.fused and base.endswith("mlp.experts.gate_up_proj"):
                 prefix = base.removesuffix("gate_up_proj")
@@ -109,14 +168,31 @@ def gate_and_up(t: SourceTensor, gate: str, up: str) -> Tensors:
     if len(t.shape) < 2 or t.shape[-2] % 2:
         raise FormatError(t.file, None, f"{t.name!r} {list(t.shape)} is not [(experts,) 2 * ff, hidden]")
     half, shape = t.shape[-2] // 2, t.shape
-    return [(name, derived_tensor(t, name, (*shape[:-2], half, shape[-1]), lambda rows=rows: t.read()[..., rows, :]))
-            for name, rows in ((gate, slice(0, half)), (up, slice(half, None)))]  # fmt: skip
+    stacks = range(int(np.prod(shape[:-2], dtype=np.int64)))
+    return [(name, joined_tensor(t, name, (*shape[:-2], half, shape[-1]),
+                                 [(t, 2 * half * e + at, half) for e in stacks]))
+            for name, at in ((gate, 0), (up, half))]  # fmt: skip
 
 
-def _transposed(t: SourceTensor, name: str) -> SourceTensor:
-    """`t` [experts, a, b] as [experts, b, a]."""
-    return derived_tensor(t, name, (*t.shape[:-2], t.shape[-1], t.shape[-2]),
-                          lambda: np.ascontiguousarray(t.read().swapaxes(-1, -2)))  # fmt: skip
+def transposed_tensor(t: SourceTensor, name: str, columns: slice = slice(None)) -> SourceTensor:
+    """`t` [..., a, b] with its last two axes swapped, of columns `columns` of b only ([..., columns, a]: stacked
+    experts stored transposed, or a half of them), as tensor `name`; made by rows from the mapped file (each
+    group a strided read of its columns) when `t` is stored so, so that `t` is never read whole."""
+    *lead, a, b = t.shape
+    first, stop, _ = columns.indices(b)
+    n = max(0, stop - first)
+    tensor = derived_tensor(t, name, (*lead, n, a),
+                            lambda: np.ascontiguousarray(t.read().swapaxes(-1, -2)[..., first:stop, :]))  # fmt: skip
+    if t.stored is None or not n:
+        return tensor
+
+    def rows(start: int, stop: int) -> np.ndarray:
+        matrices = t.stored().reshape(-1, a, b)
+        parts = [matrices[m, :, first + max(start - m * n, 0) : first + min(stop - m * n, n)].T
+                 for m in range(start // n, -(-stop // n))]  # fmt: skip
+        return np.ascontiguousarray(np.concatenate(parts) if len(parts) > 1 else parts[0])  # the parts are F-ordered
+
+    return replace(tensor, rows=rows)
 
 
 def _transposed_gate_and_up(t: SourceTensor, gate: str, up: str) -> Tensors:
@@ -125,9 +201,9 @@ def _transposed_gate_and_up(t: SourceTensor, gate: str, up: str) -> Tensors:
     if len(t.shape) < 3 or t.shape[-1] % 2:
         raise FormatError(t.file, None, f"{t.name!r} {list(t.shape)} is not [experts, hidden, 2 * ff]")
     half = t.shape[-1] // 2
-    return [(name, derived_tensor(t, name, (*t.shape[:-2], half, t.shape[-2]),
-                                  lambda cols=cols: np.ascontiguousarray(t.read()[..., cols].swapaxes(-1, -2))))
-            for name, cols in ((gate, slice(0, half)), (up, slice(half, None)))]  # fmt: skip
+    return [
+        (name, transposed_tensor(t, name, cols)) for name, cols in ((gate, slice(0, half)), (up, slice(half, None)))
+    ]
 
 
 def _stacks(layout: ExpertLayout, layer: dict[str, SourceTensor], bid: int, n_experts: int) -> Tensors:
@@ -145,10 +221,6 @@ def _stacks(layout: ExpertLayout, layer: dict[str, SourceTensor], bid: int, n_ex
             if p.shape != parts[0].shape:
                 raise FormatError(p.file, None, f"expert tensor {n!r} has shape {list(p.shape)}, but expert 0's "
                                                 f"is {list(parts[0].shape)}")  # fmt: skip
-
-        def read(parts: list[SourceTensor] = parts) -> np.ndarray:
-            return np.stack([p.read() for p in parts])
-
         merged = layout.merged.format(bid=bid, kind=kind)
-        out.append((merged, derived_tensor(parts[0], merged, (n_experts, *parts[0].shape), read)))
+        out.append((merged, stacked_tensor(parts, merged)))
     return out

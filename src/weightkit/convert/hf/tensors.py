@@ -32,7 +32,9 @@ class SourceTensor:
     """One checkpoint tensor: its dtype name as stored ("BF16", "F32", ...), shape, and a reader of its
     values (float16 or float32); for a float tensor of a safetensors file also `stored`, its values as they
     are stored (a zero-copy view of the mapped file, float16, float32 or bfloat16), which the conversions
-    read a chunk at a time; or, with `ggml` set, its already-quantized GGML data (raw bytes)."""
+    read a chunk at a time; for a tensor made from others row by row (a padded one), `rows(start, stop)`, its
+    rows start:stop in the type they are stored in; or, with `ggml` set, its already-quantized GGML data (raw
+    bytes)."""
 
     name: str
     dtype: str
@@ -41,6 +43,16 @@ class SourceTensor:
     file: Path
     stored: Callable[[], np.ndarray] | None = None
     ggml: str | None = None
+    rows: Callable[[int, int], np.ndarray] | None = None
+
+    def stored_rows(self) -> Callable[[int, int], np.ndarray] | None:
+        """Rows start:stop (along the last axis) of the values as stored, made when asked for: from `rows`, or
+        from the view of the mapped file; None for a tensor made whole (by `read`) or quantized already."""
+        if self.rows is not None:
+            return self.rows
+        if self.stored is None or len(self.shape) < 2:
+            return None
+        return lambda start, stop: self.stored().reshape(-1, self.shape[-1])[start:stop]
 
 
 def _part_names(folder: Path, prefix: str, suffix: str) -> list[str]:
