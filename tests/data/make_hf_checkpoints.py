@@ -1723,6 +1723,23 @@ def _gemma3n_text_config(**fields: Any) -> dict[str, Any]:
     }.items()))  # fmt: skip
 
 
+#: Granite 4.0-H Tiny's config in small, as transformers 4.57.6 writes it
+_GRANITE_4H = {
+    "architectures": ["GraniteMoeHybridForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
+    "attention_multiplier": 0.015625, "bos_token_id": 0, "dtype": "bfloat16", "embedding_multiplier": 12.0,
+    "eos_token_id": 0, "hidden_act": "silu", "hidden_size": 64, "initializer_range": 0.02,
+    "intermediate_size": 32, "layer_types": ["mamba", "attention", "mamba", "mamba"], "logits_scaling": 6.0,
+    "mamba_chunk_size": 256, "mamba_conv_bias": True, "mamba_d_conv": 4, "mamba_d_head": 16,
+    "mamba_d_state": 16, "mamba_expand": 2, "mamba_n_groups": 2, "mamba_n_heads": 8, "mamba_proj_bias": False,
+    "max_position_embeddings": 131072, "model_type": "granitemoehybrid", "num_attention_heads": 4,
+    "num_experts_per_tok": 2, "num_hidden_layers": 4, "num_key_value_heads": 2, "num_local_experts": 4,
+    "output_router_logits": False, "pad_token_id": 0, "position_embedding_type": "nope",
+    "residual_multiplier": 0.22, "rms_norm_eps": 1e-06, "rope_scaling": None, "rope_theta": 10000.0,
+    "router_aux_loss_coef": 0.001, "shared_intermediate_size": 48, "tie_word_embeddings": True,
+    "transformers_version": "4.57.6", "use_cache": True, "vocab_size": 49155,
+}  # fmt: skip
+
+
 # name -> (config.json, dtype, tensors from config, tokenizer writer, extra files, shard bytes)
 CHECKPOINTS: dict[str, tuple[dict[str, Any], str, Callable, Callable, dict[str, str], int | None]] = {
     # sharded bf16 with an index, Llama 3 rope scaling (rope_freqs), model card, sampling defaults
@@ -2367,34 +2384,12 @@ CHECKPOINTS: dict[str, tuple[dict[str, Any], str, Callable, Callable, dict[str, 
     # per layer and a shared MLP, tied embeddings; Granite 3's tokenizer, its vocabulary padded to a multiple of 8.
     # (Its name gives A_log values whose exp torch and weightkit round alike: see families/decoder.py's _minus_exp.)
     "tiny-granite-4h": (
-        {"architectures": ["GraniteMoeHybridForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
-         "attention_multiplier": 0.015625, "bos_token_id": 0, "dtype": "bfloat16", "embedding_multiplier": 12.0,
-         "eos_token_id": 0, "hidden_act": "silu", "hidden_size": 64, "initializer_range": 0.02,
-         "intermediate_size": 32, "layer_types": ["mamba", "attention", "mamba", "mamba"], "logits_scaling": 6.0,
-         "mamba_chunk_size": 256, "mamba_conv_bias": True, "mamba_d_conv": 4, "mamba_d_head": 16,
-         "mamba_d_state": 16, "mamba_expand": 2, "mamba_n_groups": 2, "mamba_n_heads": 8, "mamba_proj_bias": False,
-         "max_position_embeddings": 131072, "model_type": "granitemoehybrid", "num_attention_heads": 4,
-         "num_experts_per_tok": 2, "num_hidden_layers": 4, "num_key_value_heads": 2, "num_local_experts": 4,
-         "output_router_logits": False, "pad_token_id": 0, "position_embedding_type": "nope",
-         "residual_multiplier": 0.22, "rms_norm_eps": 1e-06, "rope_scaling": None, "rope_theta": 10000.0,
-         "router_aux_loss_coef": 0.001, "shared_intermediate_size": 48, "tie_word_embeddings": True,
-         "transformers_version": "4.57.6", "use_cache": True, "vocab_size": 49155},
+        _GRANITE_4H,
         "bf16", granite_hybrid_shapes, write_granite3_tokenizer, {}, None,
     ),
     # Granite 4.0-H Micro's shape: the same without experts, the shared MLP the layers' feed-forward network
     "tiny-granite-4h-dense": (
-        {"architectures": ["GraniteMoeHybridForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
-         "attention_multiplier": 0.015625, "bos_token_id": 0, "dtype": "bfloat16", "embedding_multiplier": 12.0,
-         "eos_token_id": 0, "hidden_act": "silu", "hidden_size": 64, "initializer_range": 0.02,
-         "intermediate_size": 32, "layer_types": ["mamba", "attention", "mamba", "mamba"], "logits_scaling": 6.0,
-         "mamba_chunk_size": 256, "mamba_conv_bias": True, "mamba_d_conv": 4, "mamba_d_head": 16,
-         "mamba_d_state": 16, "mamba_expand": 2, "mamba_n_groups": 2, "mamba_n_heads": 8, "mamba_proj_bias": False,
-         "max_position_embeddings": 131072, "model_type": "granitemoehybrid", "num_attention_heads": 4,
-         "num_experts_per_tok": 0, "num_hidden_layers": 4, "num_key_value_heads": 2, "num_local_experts": 0,
-         "output_router_logits": False, "pad_token_id": 0, "position_embedding_type": "nope",
-         "residual_multiplier": 0.22, "rms_norm_eps": 1e-06, "rope_scaling": None, "rope_theta": 10000.0,
-         "router_aux_loss_coef": 0.001, "shared_intermediate_size": 48, "tie_word_embeddings": True,
-         "transformers_version": "4.57.6", "use_cache": True, "vocab_size": 49155},
+        {**_GRANITE_4H, "num_experts_per_tok": 0, "num_local_experts": 0},
         "bf16", granite_hybrid_shapes, write_granite3_tokenizer, {}, None,
     ),
     # f32 BERT with MiniLM's WordPiece tokenizer and mean pooling; a pooler that the converter drops
