@@ -223,19 +223,17 @@ def test_failure_while_writing_leaves_the_old_file(hf_checkpoints, tmp_path, mon
 
     out = tmp_path / "model.gguf"
     out.write_bytes(b"old")
-    real = module._maker
+    late = "encoder.layer.1.output.dense.weight"
 
-    def fail_late(t, *args):
-        make = real(t, *args)
-        if t.name != "encoder.layer.1.output.dense.weight":
-            return make
+    def failing(*args):
+        raise OSError("disk on fire")
 
-        def failing():
-            raise OSError("disk on fire")
+    def fail_late(real):
+        # the tensor's bytes are made whole or a group of rows at a time: both fail for the late tensor
+        return lambda t, *args: failing if t.name == late else real(t, *args)
 
-        return failing
-
-    monkeypatch.setattr(module, "_maker", fail_late)
+    monkeypatch.setattr(module, "_maker", fail_late(module._maker))
+    monkeypatch.setattr(module, "_row_maker", fail_late(module._row_maker))
     with pytest.raises(OSError, match="disk on fire"):
         convert_hf(hf_checkpoints["tiny-bert"], out, "f16")
     assert out.read_bytes() == b"old"

@@ -39,6 +39,39 @@ SPLIT_FLAGS = (
 )  # fmt: skip
 
 
+#: `convert`'s options for --to hf, --mmproj and --lora
+DtypeOption = Annotated[
+    str | None,
+    typer.Option(
+        "--dtype", help="With --to hf: f32, f16, bf16, or auto (F16/BF16 if all the GGUF's matrices are; else f32)."
+    ),
+]
+MmprojOption = Annotated[
+    bool,
+    typer.Option(
+        "--mmproj",
+        help="Write the model's multimodal projector (its vision encoder and projection, for llama.cpp's "
+        "--mmproj) instead of its language model: convert_hf_to_gguf.py --mmproj's file.",
+    ),
+]
+LoraOption = Annotated[
+    bool,
+    typer.Option(
+        "--lora",
+        help="SRC is a PEFT LoRA adapter (adapter_config.json, adapter_model.safetensors): write "
+        "convert_lora_to_gguf.py's adapter GGUF, for llama-server --lora (--outtype f32 unless given).",
+    ),
+]
+BaseOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--base",
+        help="With --lora: the base model's Hugging Face folder (only its config.json is read); default: the "
+        "adapter config's base_model_name_or_path, when that is a local folder.",
+    ),
+]
+
+
 @app.command()
 @takes_flags(QUANTIZE_FLAGS, into="flags")
 @takes_flags(SPLIT_FLAGS, into="split_flags")
@@ -63,37 +96,11 @@ def convert(
     to: Annotated[
         str, typer.Option("--to", help="gguf (from a Hugging Face folder), or hf (from a GGUF, to a folder).")
     ] = "gguf",
-    dtype: Annotated[
-        str | None,
-        typer.Option(
-            "--dtype", help="With --to hf: f32, f16, bf16, or auto (F16/BF16 if all the GGUF's matrices are; else f32)."
-        ),
-    ] = None,
-    mmproj: Annotated[
-        bool,
-        typer.Option(
-            "--mmproj",
-            help="Write the model's multimodal projector (its vision encoder and projection, for llama.cpp's "
-            "--mmproj) instead of its language model: convert_hf_to_gguf.py --mmproj's file.",
-        ),
-    ] = False,
+    dtype: DtypeOption = None,
+    mmproj: MmprojOption = False,
     split_flags: dict[str, Any] | None = None,
-    lora: Annotated[
-        bool,
-        typer.Option(
-            "--lora",
-            help="SRC is a PEFT LoRA adapter (adapter_config.json, adapter_model.safetensors): write "
-            "convert_lora_to_gguf.py's adapter GGUF, for llama-server --lora (--outtype f32 unless given).",
-        ),
-    ] = False,
-    base: Annotated[
-        Path | None,
-        typer.Option(
-            "--base",
-            help="With --lora: the base model's Hugging Face folder (only its config.json is read); default: the "
-            "adapter config's base_model_name_or_path, when that is a local folder.",
-        ),
-    ] = None,
+    lora: LoraOption = False,
+    base: BaseOption = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print what was written as JSON (the progress bar goes to stderr).")
     ] = False,
