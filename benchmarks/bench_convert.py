@@ -132,6 +132,22 @@ def llama_quantize(src: Path, dst: Path, ftype: int) -> float:
     return time.perf_counter() - t
 
 
+#: llama.cpp's log callback, kept alive while libllama may call it
+_QUIET_LOG: list = []
+
+
+def converter_commands(llama_cpp_dir: Path, python: str) -> tuple[dict[str, str], list[str], list[str]]:
+    """libllama's log silenced (llama-quantize runs in this process); the environment both converters run in
+    (offline, the sdist's own gguf-py for the reference, this checkout's weightkit) and their two commands."""
+    import llama_cpp
+
+    _QUIET_LOG.append(llama_cpp.llama_log_callback(lambda level, text, data: None))
+    llama_cpp.llama_log_set(_QUIET_LOG[-1], ctypes.c_void_p(0))
+    env = {k: v for k, v in os.environ.items() if k != "NO_LOCAL_GGUF"}
+    env |= {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONPATH": str(REPO / "src")}
+    return env, [python, str(llama_cpp_dir / "convert_hf_to_gguf.py")], [sys.executable, "-m", "weightkit", "convert"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--llama-cpp", required=True, type=Path, help="llama-cpp-python 0.3.36's vendor/llama.cpp")
@@ -140,14 +156,7 @@ def main() -> None:
     parser.add_argument("--targets", default="f16,Q8_0,Q4_K_M")
     parser.add_argument("--workdir", type=Path, default=None, help="where the files go (default: a temp folder)")
     args = parser.parse_args()
-    import llama_cpp
-
-    quiet = llama_cpp.llama_log_callback(lambda level, text, data: None)
-    llama_cpp.llama_log_set(quiet, ctypes.c_void_p(0))
-    env = {k: v for k, v in os.environ.items() if k != "NO_LOCAL_GGUF"}
-    env |= {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONPATH": str(REPO / "src")}
-    converter = [args.python, str(args.llama_cpp / "convert_hf_to_gguf.py")]
-    weightkit = [sys.executable, "-m", "weightkit", "convert"]
+    env, converter, weightkit = converter_commands(args.llama_cpp, args.python)
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
         tmp = Path(tmp)
         t = time.perf_counter()

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import ctypes
 import filecmp
 import os
 import sys
@@ -33,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench_convert import REPO, llama_quantize, make_hf_checkpoints, timed
+from bench_convert import converter_commands, llama_quantize, make_hf_checkpoints, timed
 from weightkit.convert.hf.convert import OUTTYPES
 from weightkit.llama_quantize.mixes import file_type
 from weightkit.safetensors import write_checkpoint
@@ -97,14 +96,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--workdir", type=Path, default=None, help="where the files go (default: a temp folder)")
     args = parser.parse_args()
-    import llama_cpp
-
-    quiet = llama_cpp.llama_log_callback(lambda level, text, data: None)
-    llama_cpp.llama_log_set(quiet, ctypes.c_void_p(0))
-    env = {k: v for k, v in os.environ.items() if k != "NO_LOCAL_GGUF"}
-    env |= {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONPATH": str(REPO / "src")}
-    converter = [args.python, str(args.llama_cpp / "convert_hf_to_gguf.py")]
-    weightkit = [sys.executable, "-m", "weightkit", "convert"]
+    env, converter, weightkit = converter_commands(args.llama_cpp, args.python)
     print("| family | checkpoint | target | weightkit | reference | ratio | weightkit peak | reference peak | same |")
     print("|---|---|---|---|---|---|---|---|---|", flush=True)
     for family in args.families.split(","):
