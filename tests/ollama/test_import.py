@@ -131,10 +131,11 @@ def test_unordered_map_order_is_mlx_save_order(tmp_path):
 
 
 @pytest.mark.needs_mlx
-@pytest.mark.parametrize("quantize", ["int4", "nvfp4", "mxfp8"])
+@pytest.mark.parametrize("quantize", ["int4", "int8", "nvfp4", "mxfp4", "mxfp8"])
 def test_quantized_blobs_are_mlx_bytes(tmp_path, quantize):
     """Every quantized blob is the file MLX's save_safetensors writes for Ollama's arrays: the quantized
-    weight, scales and biases of mx.quantize, the blob's metadata, keys inserted in sorted order."""
+    weight, scales and biases of mx.quantize, the blob's metadata, keys inserted in sorted order; per-expert
+    weights stacked first, and pre-stacked 3-D experts quantized along their last axis, in every type."""
     import mlx.core as mx
 
     rng = np.random.default_rng(7)
@@ -148,6 +149,7 @@ def test_quantized_blobs_are_mlx_bytes(tmp_path, quantize):
     for e in range(2):
         tensors[f"model.layers.0.mlp.experts.{e}.up_proj.weight"] = rng.standard_normal((64, 128)).astype(bf)
         tensors[f"model.layers.0.mlp.experts.{e}.gate_proj.weight"] = rng.standard_normal((64, 128)).astype(bf)
+    tensors["model.layers.1.mlp.experts.gate_up_proj"] = rng.standard_normal((2, 64, 128)).astype(bf)  # pre-stacked
     write_checkpoint(tmp_path / "ckpt", tensors)
     (tmp_path / "ckpt" / "config.json").write_text('{"architectures": ["LlamaForCausalLM"]}')
     store = Store(tmp_path / "store")
@@ -171,7 +173,7 @@ def test_quantized_blobs_are_mlx_bytes(tmp_path, quantize):
         mx.save_safetensors(str(tmp_path / "want.safetensors"), dict(sorted(arrays.items())), metadata=md)
         assert blobs[spec.name] == (tmp_path / "want.safetensors").read_bytes(), spec.name
         checked += 1
-    assert checked == 4  # q_proj, v_proj (8-bit or not), lm_head, the experts' blob
+    assert checked == 5  # q_proj, v_proj (8-bit or not), lm_head, the experts' blob, the pre-stacked experts
 
 
 GO_JSON = json.loads((Path(__file__).parents[1] / "data" / "ollama_go_json.json").read_text())
