@@ -419,6 +419,118 @@ def test_compressed_tensors_nvfp4_blob_bytes(tmp_path):
         assert np.array_equal(np.asarray(m.tensor("l.weight"), np.float32), want)
 
 
+# What NVIDIA's ModelOpt writes beside an NVFP4 export: config.json's quantization_config and the
+# hf_quant_config.json sidecar (no `bits`, so no quant metadata comes from the config).
+MODELOPT_CONFIG = {
+    "architectures": ["LlamaForCausalLM"],
+    "quantization_config": {
+        "quant_method": "modelopt", "quant_algo": "NVFP4", "producer": {"name": "modelopt", "version": "0.29.0"},
+        "config_groups": {"group_0": {"targets": ["Linear"], "weights": {"dynamic": False, "num_bits": 4,
+                                      "type": "float", "group_size": 16}}},
+        "ignore": ["lm_head"],
+    },
+}  # fmt: skip
+
+
+def _modelopt_weight(rng, rows: int, cols: int, stack: int = 0) -> dict[str, np.ndarray]:
+    """One ModelOpt NVFP4 linear: two FP4 codes a byte, an E4M3 scale per 16 values, the per-tensor second-level
+    scale (`weight_scale_2`, a 0-d F32) and the activation scale Ollama drops."""
+    lead = (stack,) if stack else ()
+    return {
+        "weight": rng.integers(0, 256, (*lead, rows, cols // 2), dtype=np.uint8),
+        "weight_scale": rng.integers(0, 127, (*lead, rows, cols // 16), dtype=np.uint8).view(ml_dtypes.float8_e4m3fn),
+        "weight_scale_2": np.array(rng.uniform(0.001, 0.01), np.float32),
+        "input_scale": np.array(0.5, np.float32),
+    }
+
+
+def _modelopt_import(folder: Path, store: Store, tensors: dict) -> dict[str, bytes]:
+    write_checkpoint(folder, tensors)
+    (folder / "config.json").write_text(json.dumps(MODELOPT_CONFIG))
+    sidecar = {"quantization": {"quant_algo": "NVFP4", "group_size": 16, "exclude_modules": ["lm_head"]}}
+    (folder / "hf_quant_config.json").write_text(json.dumps(sidecar))
+    manifest = create_from_checkpoint(store, folder.name, folder)
+    assert [layer.name for layer in manifest.layers_of("json")] == ["config.json", "hf_quant_config.json"]
+    assert json.loads(store.blob_path(manifest.config.digest).read_bytes())["file_type"] == "nvfp4"
+    return {layer.name: store.blob_path(layer.digest).read_bytes() for layer in manifest.layers_of("tensor")}
+
+
+def _go_blob(items: list[tuple[str, str, tuple[int, ...], np.ndarray]], md: dict | None) -> bytes:
+    ts = [BlobTensor(n, d, s, np.ascontiguousarray(a).tobytes()) for n, d, s, a in items]
+    return go_packed_header(ts, md) + b"".join(t.data for t in ts)
+
+
+def _modelopt_blob(tensors: dict, base: str) -> bytes:
+    w, s, g = (tensors[f"{base}.{k}"] for k in ("weight", "weight_scale", "weight_scale_2"))
+    out = f"{base}.weight"
+    words = ("U32", (*w.shape[:-1], w.shape[-1] // 4)) if w.ndim == 2 else ("U8", w.shape)
+    return _go_blob([(out, *words, w), (f"{out}.scale", "U8", s.shape, s), (f"{out}.global_scale", "F32", (), g)],
+                    {"quant_type": "nvfp4"})  # fmt: skip
+
+
+def test_modelopt_nvfp4_blob_bytes(tmp_path):
+    """A ModelOpt NVFP4 checkpoint (prequant.go's "modelopt-nvfp4" row) written as Ollama writes it: one Go
+    packed blob per weight, the FP4 bytes relabelled U32 words (a 2-D weight's last axis over 4; a 3-D
+    pre-stacked one kept U8, as Ollama keeps it), the E4M3 scales relabelled U8, `weight_scale_2` stored as it is
+    as the global scale, the activation scale dropped, metadata nvfp4 with no group size; per-expert weights not
+    stacked; the other tensors copied; both .json files kept; read back as MLX's dequantization times the global
+    scale."""
+    rng = np.random.default_rng(14)
+    linears = {"model.layers.0.self_attn.q_proj": (64, 128), "model.layers.0.mlp.experts.0.up_proj": (32, 64),
+               "model.layers.0.mlp.experts.1.up_proj": (32, 64)}  # fmt: skip
+    tensors = {f"{base}.{k}": v for base, shape in linears.items() for k, v in _modelopt_weight(rng, *shape).items()}
+    for name, shape in (("lm_head.weight", (32, 128)), ("model.norm.weight", (128,))):
+        tensors[name] = rng.standard_normal(shape).astype(ml_dtypes.bfloat16)
+    store = Store(tmp_path / "store")
+    blobs = _modelopt_import(tmp_path / "modelopt", store, tensors)
+    assert list(blobs) == ["lm_head.weight", *(f"{b}.weight" for b in sorted(linears)), "model.norm.weight"]
+    for base in linears:
+        assert blobs[f"{base}.weight"] == _modelopt_blob(tensors, base), base
+    for name in ("lm_head.weight", "model.norm.weight"):
+        assert blobs[name] == _go_blob([(name, "BF16", tensors[name].shape, tensors[name])], None)
+    stacked_base = "model.layers.1.mlp.experts.down_proj"
+    stacked = {f"{stacked_base}.{k}": v for k, v in _modelopt_weight(rng, 32, 64, 2).items()}
+    blobs = _modelopt_import(tmp_path / "stacked", store, stacked)
+    assert list(blobs) == ["model.layers.1.mlp.experts.down_proj.weight"]
+    assert blobs["model.layers.1.mlp.experts.down_proj.weight"] == _modelopt_blob(stacked, stacked_base)
+    mx = pytest.importorskip("mlx.core")
+    from weightkit.ollama import open_store_model
+
+    q = "model.layers.0.self_attn.q_proj"
+    words, codes = (
+        mx.array(tensors[f"{q}.weight"].view(np.uint32)),
+        mx.array(tensors[f"{q}.weight_scale"].view(np.uint8)),
+    )
+    want = mx.dequantize(words, codes, group_size=16, bits=4, mode="nvfp4")
+    want = np.array((want * mx.array(tensors[f"{q}.weight_scale_2"])).astype(want.dtype).astype(mx.float32))
+    with open_store_model("modelopt", store=store) as m:
+        assert np.array_equal(np.asarray(m.tensor(f"{q}.weight"), np.float32), want)
+
+
+MODELOPT_BAD = {  # (the tensors changed, config.json, the message): Ollama refuses these too
+    "a global scale not F32": ({"l.weight_scale_2": np.array(0.5, ml_dtypes.bfloat16)}, {}, "must be F32"),
+    "a global scale of two values": ({"l.weight_scale_2": np.ones(2, np.float32)}, {}, "one value"),
+    # ModelOpt's FP8 (per-tensor E4M3 weights, quant_algo FP8) is read as block-FP8, which needs a block size
+    "ModelOpt FP8": ({"l.weight": np.zeros((64, 64), ml_dtypes.float8_e4m3fn),
+                      "l.weight_scale": np.array(0.5, np.float32)},
+                     {"quantization_config": {"quant_method": "modelopt", "quant_algo": "FP8"}}, "weight_block_size"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", MODELOPT_BAD, ids=list(MODELOPT_BAD))
+def test_modelopt_bad_input_is_refused_and_the_store_unchanged(tmp_path, case):
+    changed, config, message = MODELOPT_BAD[case]
+    tensors = {f"l.{k}": v for k, v in _modelopt_weight(np.random.default_rng(15), 64, 64).items()}
+    tensors["a.weight"] = np.ones((64, 64), ml_dtypes.bfloat16)  # a blob that would come first
+    tensors.update(changed)
+    write_checkpoint(tmp_path / "ckpt", tensors)
+    (tmp_path / "ckpt" / "config.json").write_text(json.dumps(config))
+    store = Store(tmp_path / "store")
+    with pytest.raises((FormatError, UnsupportedError), match=message):
+        create_from_checkpoint(store, "bad", tmp_path / "ckpt")
+    assert not [p for p in (tmp_path / "store").rglob("*") if p.is_file() and p.parent.name != ".weightkit"]
+
+
 FP8_128 = {"quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]}}
 MLX_INT4 = {"quantization": {"bits": 4, "mode": "affine", "group_size": 32}}
 CLASSIFY = {  # classify_test.go's TestClassify: (config, tensors, requested, kind, quantization)
