@@ -1,6 +1,7 @@
 // Records how Go's encoding/json writes the two documents of an Ollama import that weightkit writes without
 // Go: the header of a packed tensor blob (x/safetensors: a map of tensorInfo, plus __metadata__) and the
-// config blob (types/model.ConfigV2, its fields in Ollama's order at the commit docs/formats.md names).
+// config blob (types/model.ConfigV2 and its Draft, their fields in Ollama's order at the commit docs/formats.md
+// names).
 // Output: ollama_go_json.json, which tests/ollama/test_import.py reads.
 //
 // Run from tests/data: GO111MODULE=off go run make_ollama_go_json.go > ollama_go_json.json
@@ -32,8 +33,16 @@ type configV2 struct {
 	ContextLen    int      `json:"context_length,omitempty"`
 	EmbedLen      int      `json:"embedding_length,omitempty"`
 	BaseName      string   `json:"base_name,omitempty"`
+	Draft         *draft   `json:"draft,omitempty"`
 	Architecture  string   `json:"architecture"`
 	OS            string   `json:"os"`
+}
+
+type draft struct {
+	ModelFormat  string `json:"model_format,omitempty"`
+	Architecture string `json:"architecture,omitempty"`
+	TensorPrefix string `json:"tensor_prefix,omitempty"`
+	Config       string `json:"config,omitempty"`
 }
 
 type tensor struct {
@@ -79,8 +88,12 @@ func main() {
 		Requires: "0.19.0", Capabilities: []string{"completion", "vision", "tools", "thinking"}}
 	configJSON, _ := json.Marshal(config)
 	unquantized, _ := json.Marshal(configV2{ModelFormat: "safetensors", Requires: "0.19.0", Capabilities: []string{"completion"}})
+	// x/create/client's config for a model with a safetensors DRAFT (draftMetadata)
+	withDraft, _ := json.Marshal(configV2{ModelFormat: "safetensors", Requires: "0.19.0", Capabilities: []string{"completion"},
+		Draft: &draft{ModelFormat: "safetensors", Architecture: "LlamaForCausalLM", TensorPrefix: "draft.", Config: "draft/config.json"}})
 	out, _ := json.MarshalIndent(map[string]any{
 		"headers": headers, "config_qwen35_int8": string(configJSON), "config_unquantized": string(unquantized),
+		"config_safetensors_draft": string(withDraft),
 	}, "", " ")
 	os.Stdout.Write(append(out, '\n'))
 }

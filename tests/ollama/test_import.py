@@ -19,7 +19,18 @@ from weightkit.errors import FormatError, UnsupportedError
 from weightkit.ollama import Store, create_from_checkpoint
 from weightkit.ollama.blob_bytes import BlobTensor, go_packed_header, unordered_map_order
 from weightkit.ollama.import_arch import IMPORT_POLICIES, import_policy
-from weightkit.ollama.import_plan import Classification, SourceKind, classify, plan, read_inventory
+from weightkit.ollama.import_plan import (
+    BlobSpec,
+    Classification,
+    SourceKind,
+    SourceTensor,
+    TensorSpec,
+    classify,
+    draft_policy,
+    plan,
+    prefix_specs,
+    read_inventory,
+)
 from weightkit.ollama.tensor_blobs import aligned, expert_group_prefix, tensor_quantization, use_more_bits
 from weightkit.safetensors import write_checkpoint
 
@@ -61,6 +72,24 @@ def test_registry_keys_as_ollama_keys_them():
     qwen = import_policy("Qwen3_5ForCausalLM", {})  # qwen35.go: the low-rank a/b projections kept
     assert qwen("model.layers.0.linear_attn.in_proj_a.weight", (64, 2048), Q.INT4) is None
     assert qwen("model.layers.0.linear_attn.in_proj_qkvz.weight", (64, 2048), Q.INT4) is Q.INT4
+
+
+def test_draft_policy_and_prefix_as_ollama():
+    """draft_test.go's TestDraftPolicyQuantizesOutputHead and TestPrefixSpecs."""
+    p = draft_policy(tensor_quantization)
+    assert p("model.embed_tokens.weight", (4096, 2048), Q.INT8) is Q.INT8  # the head takes the requested type
+    assert p("lm_head.weight", (4096, 2048), Q.NVFP4) is Q.NVFP4
+    assert p("model.embed_tokens.weight", (4096, 2049), Q.INT8) is None  # groups that do not fit: source precision
+    assert p("model.layers.0.mlp.down_proj.weight", (2048, 2048), Q.INT8) is not None  # the wrapped policy's
+    source = SourceTensor("model.layers.0.mlp.experts.0.gate_proj.weight", "BF16", (2, 2), "a.safetensors")
+    stacked = TensorSpec("model.layers.0.mlp.experts.gate_proj.weight", [source], quantize=Q.INT8)
+    specs = [BlobSpec("model.layers.0.mlp.experts", [stacked])]
+    (got,) = prefix_specs(specs, "draft.")
+    assert got.name == "draft.model.layers.0.mlp.experts"
+    assert got.tensors[0].name == "draft.model.layers.0.mlp.experts.gate_proj.weight"
+    assert got.tensors[0].quantize is Q.INT8 and got.tensors[0].sources == [source]  # sources keep their names
+    assert specs[0].name == "model.layers.0.mlp.experts"  # the input is not changed
+    assert specs[0].tensors[0].name == "model.layers.0.mlp.experts.gate_proj.weight"
 
 
 def _inventory(tmp_path, tensors: dict, config: dict | None = None):
@@ -246,7 +275,7 @@ def test_registered_architectures_plan_as_ollama(arch, quantize):
     """The checkpoint transformers 5.25 saves for each registered class (tests/data/make_ollama_import_archs.py),
     planned: the registry's policy decides every tensor; each tensor lands in one blob, per-expert ones stacked
     per projection; vision and audio towers and routing gates stay at source precision."""
-    from weightkit.ollama.import_plan import Inventory, SourceTensor
+    from weightkit.ollama.import_plan import Inventory
 
     rec = ARCHS[arch]
     dtypes = {"bfloat16": "BF16", "float32": "F32", "float16": "F16"}
@@ -356,7 +385,7 @@ def test_mlx_quantized_source_copied_as_ollama(tmp_path):
 
 def _header_inventory(dtypes: dict[str, str], config: dict | None = None):
     """prequant_test.go's newInventory: every tensor [128, 128] of the given dtype."""
-    from weightkit.ollama.import_plan import Inventory, SourceTensor
+    from weightkit.ollama.import_plan import Inventory
 
     return Inventory(Path("ckpt"), config or {}, {n: SourceTensor(n, d, (128, 128), "m") for n, d in dtypes.items()})
 

@@ -304,6 +304,8 @@ REFUSED = {
     "missing adapter": ("FROM ./tiny.gguf\nADAPTER ./nope.gguf\n", ModelfileError, "no such file or directory"),
     "adapter not a GGUF": ("FROM ./tiny.gguf\nADAPTER ./Modelfile\n", FormatError, "supplied file was not in GGUF"),
     "safetensors adapter": ("FROM ./tiny.gguf\nADAPTER ./peft\n", UnsupportedError, "safetensors adapters"),
+    # the server converts it with Ollama's own converter (convertMTPDraftFromSafetensors)
+    "safetensors draft beside a GGUF": ("FROM ./tiny.gguf\nDRAFT ./peft\n", UnsupportedError, "Ollama's own converter"),
 }  # fmt: skip
 
 
@@ -313,6 +315,7 @@ def test_refused_modelfile_changes_nothing(model_dir, case):
     (model_dir / "Modelfile").write_text(text)
     (model_dir / "peft").mkdir()
     (model_dir / "peft" / "adapter_model.safetensors").write_bytes(b"")
+    (model_dir / "peft" / "model.safetensors").write_bytes(b"")
     store = Store(model_dir / "store")
     create_from_gguf(store, "other", model_dir / "tiny.gguf")
     before = _store_files(model_dir / "store")
@@ -396,3 +399,41 @@ def test_commands_render_as_ollama():
     assert str(Command("template", 'a\n"b"')) == 'TEMPLATE """a\n"b""""'
     assert str(Command("message", "user: two\nlines")) == 'MESSAGE user "two\nlines"'
     assert str(Command("stop", "</s>")) == "PARAMETER stop </s>"
+
+
+def test_safetensors_draft_beside_a_safetensors_model(tmp_path):
+    """DRAFT with a safetensors folder beside a safetensors model (x/create's CreateDraftLayers): the draft's
+    tensor blobs (names prefixed `draft.`, in the blobs too) and .json files (`draft/`) after the model's,
+    then the Modelfile's layers; the config's draft as draftMetadata writes it (recorded from Go). A GGUF
+    DRAFT there is refused, as Ollama refuses it, with the store unchanged."""
+    from weightkit.ollama.blob_bytes import BlobTensor, go_packed_header
+
+    rng = np.random.default_rng(16)
+    base = {"model.layers.0.mlp.up_proj.weight": rng.standard_normal((64, 64)).astype(np.float32)}
+    draft = {"model.embed_tokens.weight": rng.standard_normal((32, 64)).astype(np.float32),
+             "model.layers.0.mlp.up_proj.weight": rng.standard_normal((64, 64)).astype(np.float32)}  # fmt: skip
+    for folder, tensors in (("ckpt", base), ("assistant", draft)):
+        write_checkpoint(tmp_path / folder, tensors)
+        (tmp_path / folder / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"]}))
+    (tmp_path / "assistant" / "tokenizer_config.json").write_text("{}")
+    (tmp_path / "Modelfile").write_text("FROM ./ckpt\nDRAFT ./assistant\nSYSTEM s\n")
+    store = Store(tmp_path / "store")
+    manifest = create_from_modelfile(store, "spec", tmp_path / "Modelfile")
+    assert [(layer.media_type.rsplit(".", 1)[1], layer.name) for layer in manifest.layers] == [
+        ("tensor", "model.layers.0.mlp.up_proj.weight"), ("json", "config.json"),
+        ("tensor", "draft.model.embed_tokens.weight"), ("tensor", "draft.model.layers.0.mlp.up_proj.weight"),
+        ("json", "draft/config.json"), ("json", "draft/tokenizer_config.json"), ("system", ""),
+    ]  # fmt: skip
+    for layer in manifest.layers[2:4]:
+        source = draft[layer.name.removeprefix("draft.")]
+        tensor = BlobTensor(layer.name, "F32", source.shape, source.tobytes())
+        assert store.blob_path(layer.digest).read_bytes() == go_packed_header([tensor], None) + tensor.data
+    config = store.blob_path(manifest.config.digest).read_bytes()
+    go_json = json.loads((Path(__file__).parents[1] / "data" / "ollama_go_json.json").read_text())
+    assert config == go_json["config_safetensors_draft"].encode()
+    write_gguf(tmp_path / "small.gguf", {"general.architecture": "llama"}, {"a": np.ones((2, 32), np.float32)})
+    (tmp_path / "Gguf").write_text("FROM ./ckpt\nDRAFT ./small.gguf\n")
+    before = _store_files(tmp_path / "store")
+    with pytest.raises(UnsupportedError, match="not a supported safetensors model directory"):
+        create_from_modelfile(store, "spec2", tmp_path / "Gguf")
+    assert _store_files(tmp_path / "store") == before

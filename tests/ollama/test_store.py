@@ -256,6 +256,28 @@ def test_create_merges_a_split_gguf_into_one_layer(tmp_path):
         create_from_modelfile(store, "split3", tmp_path / "Shard")
 
 
+def test_a_split_draft_is_merged_into_one_layer(tmp_path):
+    """A DRAFT naming the folder of a split GGUF: createModel merges its shards and rewrites it with llama-quantize
+    COPY, as a split model (the draft layer is that COPY, byte for byte, with no source name); the config's draft
+    names its architecture. A DRAFT naming one shard is refused, as Ollama's server then has that shard alone."""
+    for folder in ("base", "draft"):
+        (tmp_path / folder).mkdir()
+    base = _mixes_generator().write_source(tmp_path / "base", "tiny-llama")
+    first = _mixes_generator().write_source(tmp_path / "draft", "tiny-llama-split")
+    (tmp_path / "Modelfile").write_text(f"FROM {base}\nDRAFT ./draft\n")
+    store = Store(tmp_path / "models")
+    model, draft = create_from_modelfile(store, "spec", tmp_path / "Modelfile").layers
+    assert model.digest == "sha256:" + MIXES["tiny-llama"]["sha256"]["COPY"][0]
+    assert (draft.media_type, draft.digest) == (
+        "application/vnd.ollama.image.draft", "sha256:" + MIXES["tiny-llama-split"]["sha256"]["COPY"][0])  # fmt: skip
+    assert (draft.name, draft.from_) == ("", "")
+    config = json.loads(store.blob_path(store.manifest("spec").config.digest).read_bytes())
+    assert config["draft"] == {"model_format": "gguf", "architecture": "llama"}
+    (tmp_path / "Shard").write_text(f"FROM {base}\nDRAFT {first}\n")
+    with pytest.raises(FormatError, match="split GGUF has 1 shards, expected 3"):
+        create_from_modelfile(store, "spec2", tmp_path / "Shard")
+
+
 def test_create_keeps_a_gguf_with_projector_tensors_as_given(tmp_path):
     """A GGUF with projector (v.*, mm.*), audio or MTP tensors is stored as it is: llama.cpp's text loader
     would drop them, so Ollama does not pass it through llama-quantize."""

@@ -27,6 +27,8 @@ from .go_template import TemplateError, check_template
 from .import_plan import (
     DECODE_FP8,
     DECODE_STACK_FP8,
+    DRAFT_CONFIG_PREFIX,
+    DRAFT_TENSOR_PREFIX,
     INDEX_NAME,
     NONE,
     RECIPROCAL_F32,
@@ -36,8 +38,11 @@ from .import_plan import (
     BlobSpec,
     SourceTensor,
     TensorSpec,
+    architecture_policy,
     classify,
+    draft_policy,
     plan,
+    prefix_specs,
     read_inventory,
 )
 from .modelfile import (
@@ -161,15 +166,30 @@ def _write_gguf_model(store: Store, tx: Transaction, name: ModelName, config: di
     if request is not None and request.adapter_path is not None:
         layers.append(_adapter_layer(tx, request.adapter_path))
     if request is not None and request.draft_path is not None:
-        with open_gguf(request.draft_path) as draft:
-            arch = draft.metadata.get(KEY_ARCHITECTURE, "")
+        layer, arch = _gguf_draft_layer(tx, request.draft_path)
         config["draft"] = {"model_format": "gguf", **({"architecture": arch} if arch else {})}
-        layer = tx.add_file(request.draft_path, MEDIA_TYPES["draft"])
-        layers.append(Layer(layer.media_type, layer.digest, layer.size, layer.name, request.draft_path.name))
+        layers.append(layer)
     layers = _server_layers(store, tx, layers, request, parameters)
     manifest = Manifest(tx.add_bytes(config_bytes(config), CONFIG_MEDIA_TYPE), layers)
     tx.write_manifest(name, manifest)
     return manifest
+
+
+def _gguf_draft_layer(tx: Transaction, path: Path) -> tuple[Layer, str]:
+    """A DRAFT GGUF's layer and architecture, as createModel stores it: a file as given (marked as from its
+    name); a split one merged by llama-quantize COPY into one layer (copyLayerWithLlamaQuantize), as a split
+    model is."""
+    with open_gguf(path) as draft:
+        arch = draft.metadata.get(KEY_ARCHITECTURE, "")
+        if len(getattr(draft, "shards", [draft])) == 1:
+            layer = tx.add_file(path, MEDIA_TYPES["draft"])
+            return Layer(layer.media_type, layer.digest, layer.size, layer.name, path.name), arch
+        if _has_compatibility_tensors(draft):  # Ollama writes these with its own GGUF writer
+            raise UnsupportedError(f"{path}: a split DRAFT with projector, audio or MTP tensors is not rewritten by "
+                                   "weightkit yet")  # fmt: skip
+        tmp = tx.temp_path()
+        quantize_model(draft, tmp, QuantizeOptions(COPY))
+    return tx.adopt(tmp, MEDIA_TYPES["draft"]), arch
 
 
 # Tensor name prefixes of the projector, audio and MTP tensors some GGUFs carry beside the text model (Ollama's
@@ -257,33 +277,63 @@ def create_from_checkpoint(
 ) -> Manifest:
     """Import a safetensors checkpoint folder as tensor blobs, as `ollama create [--quantize]` does
     (x/create's pipeline: inventory, classification, the architecture's policy, the plan, the blobs, then
-    the folder's .json files and the config): the same blobs, config and manifest, so the same model ID.
-    Bad input raises before anything is stored."""
+    the folder's .json files and the config), with a Modelfile's DRAFT folder imported beside it
+    (`_draft_import`): the same blobs, config and manifest, so the same model ID. Bad input raises before
+    anything is stored."""
     name = parse_name(name) if isinstance(name, str) else name
     folder = Path(folder)
     inv = read_inventory(folder)
     cls = classify(inv, quantize)
-    specs = plan(inv, cls)
-    total = sum(_source_bytes(s) for spec in specs for t in spec.tensors for s in t.sources) or 1
-    done = 0
+    imports = [(folder, plan(inv, cls), "")]
+    draft = None
+    if request is not None and request.draft_path is not None:
+        draft_specs, draft = _draft_import(request.draft_path)
+        imports.append((request.draft_path, draft_specs, DRAFT_CONFIG_PREFIX))
+    sizes = [
+        [sum(_source_bytes(s) for t in spec.tensors for s in t.sources) for spec in specs] for _, specs, _ in imports
+    ]
+    total, done = sum(map(sum, sizes)) or 1, 0
     layers = []
-    with store.transaction() as tx, _Sources(folder) as sources:
-        for spec in specs:
-            layers.append(_write_tensor_blob(tx, sources, spec))
-            done += sum(_source_bytes(s) for t in spec.tensors for s in t.sources)
-            if progress is not None:
-                progress(done, total)
-        for path in sorted(folder.iterdir()):
-            if path.is_file() and path.name.endswith(".json") and path.name != INDEX_NAME:
-                layers.append(tx.add_file(path, MEDIA_TYPES["json"], path.name))
+    with store.transaction() as tx:
+        for (source, specs, config_prefix), spec_sizes in zip(imports, sizes, strict=True):
+            with _Sources(source) as sources:
+                for spec, size in zip(specs, spec_sizes, strict=True):
+                    layers.append(_write_tensor_blob(tx, sources, spec))
+                    done += size
+                    if progress is not None:
+                        progress(done, total)
+            layers += _json_layers(tx, source, config_prefix)
         layers += _x_create_layers(tx, request)
         file_type = cls.quantize.value if cls.quantize else ""
         settings = {k: getattr(request, k) for k in ("parser", "renderer", "requires")} if request else {}
-        config = safetensors_config(folder, inv.config, file_type, **settings)
+        config = safetensors_config(folder, inv.config, file_type, draft=draft, **settings)
         config_layer = tx.add_bytes(config, CONFIG_MEDIA_TYPE)
         manifest = Manifest(config_layer, layers)
         tx.write_manifest(name, manifest)
     return manifest
+
+
+def _json_layers(tx: Transaction, folder: Path, prefix: str) -> list[Layer]:
+    """importConfigBlobs: every .json file of the folder but the shard index, sorted, named with `prefix`."""
+    return [tx.add_file(path, MEDIA_TYPES["json"], prefix + path.name) for path in sorted(folder.iterdir())
+            if path.is_file() and path.name.endswith(".json") and path.name != INDEX_NAME]  # fmt: skip
+
+
+def _draft_import(folder: Path) -> tuple[list[BlobSpec], dict]:
+    """A DRAFT beside a safetensors model (CreateDraftLayers, with no --draft-quantize): its folder planned as
+    a model is, under `draft_policy`, its names prefixed `draft.` (its .json files `draft/`), and the config's
+    `draft` (draftMetadata: its first architecture, else its model_type)."""
+    if not (folder / "config.json").is_file() or not any(folder.glob("*.safetensors")):
+        raise UnsupportedError(f"draft {folder} is not a supported safetensors model directory")
+    inv = read_inventory(folder)
+    specs = plan(inv, classify(inv, None), draft_policy(architecture_policy(inv)))
+    archs, model_type = inv.config.get("architectures") or [], inv.config.get("model_type") or ""
+    arch = (archs[0] if archs else "") or model_type
+    if not arch:
+        raise FormatError(folder / "config.json", None, "draft architecture not found")
+    draft = {"model_format": "safetensors", "architecture": arch, "tensor_prefix": DRAFT_TENSOR_PREFIX,
+             "config": DRAFT_CONFIG_PREFIX + "config.json"}  # fmt: skip
+    return prefix_specs(specs, DRAFT_TENSOR_PREFIX), draft
 
 
 def _source_bytes(t: SourceTensor) -> int:
@@ -436,8 +486,6 @@ def create_from_request(
         if request.requires and _version(request.requires) < _version(MIN_OLLAMA_VERSION):
             raise WeightkitError(f"requires {request.requires} is below the minimum supported version "
                                  f"{MIN_OLLAMA_VERSION} for safetensors models")  # fmt: skip
-        if request.draft_path is not None:
-            raise UnsupportedError(f"{request.draft_path}: DRAFT models are not imported by weightkit yet")
         return create_from_checkpoint(store, name, source, progress=progress, request=request)
     if request.template:
         try:
@@ -493,14 +541,25 @@ def _adapter_file(path: Path) -> Path:
 
 
 def _draft_file(path: Path) -> Path:
-    """The GGUF a DRAFT names; a safetensors draft (Ollama converts Qwen 3.5's MTP head) is refused for now."""
+    """The GGUF a DRAFT beside a GGUF or stored model names: a file, or a folder holding one GGUF or the shards of
+    one split GGUF (one shard alone is refused, as for FROM). A safetensors draft there is refused: Ollama's
+    server converts it with its own converter (ConvertQwen35MTPDraft: Qwen 3.5's MTP head, given the base
+    model's tensors), which weightkit does not reproduce."""
     if path.is_dir():
         if _checkpoint_files(path):
-            raise UnsupportedError(f"{path}: safetensors DRAFT models are not converted by weightkit yet")
+            raise UnsupportedError(f"{path}: a safetensors DRAFT beside a GGUF model is converted by Ollama's own "
+                                   "converter (Qwen 3.5's MTP head), which weightkit does not reproduce")  # fmt: skip
         ggufs = sorted(path.glob("*.gguf"))
-        if len(ggufs) != 1:
-            raise UnsupportedError(f"{path}: a DRAFT folder must hold one GGUF file (split drafts are not merged yet)")
+        if not ggufs:
+            raise FormatError(path, None, "no Modelfile or safetensors files found")
+        with GGUFFile(ggufs[0], header_only=True) as first:
+            count = first.metadata.get(KEY_SPLIT_COUNT, 1)
+        if count != len(ggufs):
+            raise UnsupportedError(f"{path}: a DRAFT folder must hold one GGUF model (or the shards of one split "
+                                   f"model), not {len(ggufs)} files")  # fmt: skip
         path = ggufs[0]
+    elif _is_gguf(path):
+        _check_not_one_shard(path)
     if not _is_gguf(path):
         raise FormatError(path, 0, "supplied file was not in GGUF format")
     return path

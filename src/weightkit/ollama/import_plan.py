@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
 
@@ -19,7 +19,7 @@ from ..errors import FormatError, UnsupportedError
 from ..safetensors import SafetensorsFile
 from .import_arch import Policy, import_policy
 from .import_arch.config_fields import ConfigFieldError
-from .tensor_blobs import canonical_quant, expert_group_prefix
+from .tensor_blobs import aligned, canonical_quant, expert_group_prefix, is_embed_tokens_weight
 
 INDEX_NAME = "model.safetensors.index.json"
 
@@ -280,13 +280,18 @@ class BlobSpec:
     metadata: dict[str, str] | None = field(default=None)
 
 
+def architecture_policy(inv: Inventory) -> Policy:
+    """The policy `tensorImportTransformRegistry` gives the checkpoint's architecture, its config checked."""
+    try:
+        return import_policy(inv.architecture, inv.config)
+    except ConfigFieldError as e:
+        raise _config_error(inv.folder, f"{inv.architecture}: {e}") from None
+
+
 def plan(inv: Inventory, cls: Classification, policy: Policy | None = None) -> list[BlobSpec]:
     """The blobs to write, in Ollama's order. `policy`: the architecture's (the table's, by default)."""
     if policy is None:
-        try:
-            policy = import_policy(inv.architecture, inv.config)
-        except ConfigFieldError as e:
-            raise _config_error(inv.folder, f"{inv.architecture}: {e}") from None
+        policy = architecture_policy(inv)
     if cls.kind is SourceKind.FLOAT:
         specs = _plan_float(inv, cls.quantize, policy)
     elif cls.kind is SourceKind.PREQUANTIZED:
@@ -511,3 +516,27 @@ def _prequantized_type(inv: Inventory) -> MLXQuantType | None:
             return None
         found = q
     return found
+
+
+# A DRAFT model's import (draft.go): planned as any model, under a policy that gives its output head the
+# requested type, then every output name prefixed so it sits beside the target's in one manifest.
+DRAFT_TENSOR_PREFIX = "draft."
+DRAFT_CONFIG_PREFIX = "draft/"
+
+
+def draft_policy(inner: Policy) -> Policy:
+    """draftPolicy: the draft's output head (a tied embedding or lm_head) takes the requested type where its
+    groups fit, with no 8-bit promotion (a draft's quality only moves acceptance); the rest as `inner`."""
+
+    def policy(name: str, shape: tuple[int, ...], quantize: MLXQuantType) -> MLXQuantType | None:
+        if is_embed_tokens_weight(name) or name.endswith("lm_head.weight"):
+            return quantize if aligned(shape, quantize) else None
+        return inner(name, shape, quantize)
+
+    return policy
+
+
+def prefix_specs(specs: list[BlobSpec], prefix: str) -> list[BlobSpec]:
+    """prefixSpecs: `prefix` before every blob's and output tensor's name (their scales' and biases' follow);
+    the sources keep their names in the source files."""
+    return [BlobSpec(prefix + s.name, [replace(t, name=prefix + t.name) for t in s.tensors], s.metadata) for s in specs]

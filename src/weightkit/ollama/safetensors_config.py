@@ -115,10 +115,18 @@ def capabilities(folder: Path, config: dict, parser: str) -> list[str]:
 
 
 def safetensors_config(
-    folder: Path, config: dict, file_type: str, *, parser: str = "", renderer: str = "", requires: str = ""
+    folder: Path,
+    config: dict,
+    file_type: str,
+    *,
+    parser: str = "",
+    renderer: str = "",
+    requires: str = "",
+    draft: dict | None = None,
 ) -> bytes:
     """The config blob's bytes: `model.ConfigV2` as Go's json.Marshal writes it (no trailing newline);
-    a Modelfile's PARSER, RENDERER and REQUIRES win over what the folder implies."""
+    a Modelfile's PARSER, RENDERER and REQUIRES win over what the folder implies; `draft`: its DRAFT's
+    `model.Draft` (its fields in Go's order)."""
     found_parser, found_renderer = parser_and_renderer(folder, config)
     parser, renderer = parser or found_parser, renderer or found_renderer
     doc: dict = {"model_format": "safetensors", "model_family": "", "model_families": None, "model_type": "",
@@ -129,6 +137,8 @@ def safetensors_config(
         doc["parser"] = parser
     doc["requires"] = requires or MIN_OLLAMA_VERSION
     doc["capabilities"] = capabilities(folder, config, parser)
+    if draft:
+        doc["draft"] = draft
     doc["architecture"], doc["os"] = "", ""
     text = json.dumps(doc, separators=(",", ":"), ensure_ascii=False)
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026").encode()
