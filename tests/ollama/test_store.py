@@ -278,6 +278,25 @@ def test_a_split_draft_is_merged_into_one_layer(tmp_path):
         create_from_modelfile(store, "spec2", tmp_path / "Shard")
 
 
+def test_compatibility_tensors_ollama_rewrites_with_its_own_tools_are_refused(tmp_path):
+    """A split GGUF with projector tensors (Ollama merges it with fs/ggml's Go GGUF writer) and an FP8-sourced one
+    (Ollama's own llama-quantize build, then that writer): refused, naming the tool, with the store unchanged
+    (docs/formats.md says why)."""
+    from weightkit.gguf import GGUFValueType, Value, plan_tensor, write_split
+
+    tensors = {"a": np.ones((4, 32), np.float32), "v.patch_embd.weight": np.ones((4, 32), np.float32)}
+    planned = [plan_tensor(n, a.shape, "F32", data=a) for n, a in tensors.items()]
+    first = write_split(tmp_path / "split", {"general.architecture": "llama"}, planned, max_tensors=1)[0]
+    fp8 = tmp_path / "fp8.gguf"
+    write_gguf(fp8, {"general.architecture": "llama", "general.file_type": Value(1, GGUFValueType.UINT32),
+                     "source_quantization": "hf_fp8", "source_fp8_tensors": ["a"]}, tensors)  # fmt: skip
+    store = Store(tmp_path / "models")
+    for path, message in ((first, "merges a split GGUF .* Go GGUF writer"), (fp8, "its own llama-quantize build")):
+        with pytest.raises(WeightkitError, match=message):
+            create_from_gguf(store, "vl", path)
+        assert not [p for p in store.root.rglob("*") if p.is_file() and p.parent.name != ".weightkit"]
+
+
 def test_create_keeps_a_gguf_with_projector_tensors_as_given(tmp_path):
     """A GGUF with projector (v.*, mm.*), audio or MTP tensors is stored as it is: llama.cpp's text loader
     would drop them, so Ollama does not pass it through llama-quantize."""

@@ -184,9 +184,7 @@ def _gguf_draft_layer(tx: Transaction, path: Path) -> tuple[Layer, str]:
         if len(getattr(draft, "shards", [draft])) == 1:
             layer = tx.add_file(path, MEDIA_TYPES["draft"])
             return Layer(layer.media_type, layer.digest, layer.size, layer.name, path.name), arch
-        if _has_compatibility_tensors(draft):  # Ollama writes these with its own GGUF writer
-            raise UnsupportedError(f"{path}: a split DRAFT with projector, audio or MTP tensors is not rewritten by "
-                                   "weightkit yet")  # fmt: skip
+        _check_no_compatibility_rewrite(path, draft, COPY)
         tmp = tx.temp_path()
         quantize_model(draft, tmp, QuantizeOptions(COPY))
     return tx.adopt(tmp, MEDIA_TYPES["draft"]), arch
@@ -199,6 +197,21 @@ _COMPATIBILITY_PREFIXES = ("a.", "mm.", "mtp.", "s.", "v.")
 
 def _has_compatibility_tensors(model: GGUFFile) -> bool:
     return any(name.startswith(_COMPATIBILITY_PREFIXES) for name in model.tensors)
+
+
+def _check_no_compatibility_rewrite(path: Path, model: GGUFFile, rewrite: str) -> None:
+    """Refuse what Ollama rewrites with tools weightkit has no reference for (docs/formats.md says why): a split
+    GGUF with compatibility tensors (merged by fs/ggml's Go GGUF writer, copySplitLayerPreservingTensors), or an
+    FP8-sourced one (Ollama's own llama-quantize build with its compatibility patches, the tensors restored by
+    that writer)."""
+    if not _has_compatibility_tensors(model):
+        return
+    if len(getattr(model, "shards", [model])) > 1:
+        raise UnsupportedError(f"{path}: Ollama merges a split GGUF with projector, audio or MTP tensors with its own "
+                               "Go GGUF writer, which weightkit does not reproduce")  # fmt: skip
+    if rewrite != COPY:
+        raise UnsupportedError(f"{path}: Ollama quantizes an FP8-sourced GGUF with projector, audio or MTP tensors "
+                               "with its own llama-quantize build, which weightkit does not reproduce")  # fmt: skip
 
 
 def _rewrite(model: GGUFFile) -> str:
@@ -224,12 +237,9 @@ def create_from_gguf(
     the text model is stored as given."""
     name = parse_name(name) if isinstance(name, str) else name
     with open_gguf(path) as model, store.transaction() as tx:
-        shards = getattr(model, "shards", [model])
         rewrite = _rewrite(model)
         if _has_compatibility_tensors(model):
-            if len(shards) > 1 or rewrite != COPY:  # Ollama writes these with its own GGUF writer
-                raise UnsupportedError(f"{path}: a split or FP8-sourced GGUF with projector, audio or MTP tensors "
-                                       "is not rewritten by weightkit yet")  # fmt: skip
+            _check_no_compatibility_rewrite(path, model, rewrite)
             layer = tx.add_file(model.path, MEDIA_TYPES["model"])
             config = gguf_config(model)
         else:
