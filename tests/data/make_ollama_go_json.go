@@ -89,11 +89,15 @@ func main() {
 	configJSON, _ := json.Marshal(config)
 	unquantized, _ := json.Marshal(configV2{ModelFormat: "safetensors", Requires: "0.19.0", Capabilities: []string{"completion"}})
 	// x/create/client's config for a model with a safetensors DRAFT (draftMetadata)
-	withDraft, _ := json.Marshal(configV2{ModelFormat: "safetensors", Requires: "0.19.0", Capabilities: []string{"completion"},
-		Draft: &draft{ModelFormat: "safetensors", Architecture: "LlamaForCausalLM", TensorPrefix: "draft.", Config: "draft/config.json"}})
+	withDraftConfig := configV2{ModelFormat: "safetensors", Requires: "0.19.0", Capabilities: []string{"completion"},
+		Draft: &draft{ModelFormat: "safetensors", Architecture: "LlamaForCausalLM", TensorPrefix: "draft.", Config: "draft/config.json"}}
+	withDraft, _ := json.Marshal(withDraftConfig)
+	// createModelFromBaseWithDraft: the stored Qwen 3.5 model's config with the draft added
+	config.Draft = withDraftConfig.Draft
+	baseWithDraft, _ := json.Marshal(config)
 	out, _ := json.MarshalIndent(map[string]any{
 		"headers": headers, "config_qwen35_int8": string(configJSON), "config_unquantized": string(unquantized),
-		"config_safetensors_draft": string(withDraft),
+		"config_safetensors_draft": string(withDraft), "config_qwen35_int8_with_draft": string(baseWithDraft),
 	}, "", " ")
 	os.Stdout.Write(append(out, '\n'))
 }

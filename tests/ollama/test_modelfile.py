@@ -437,3 +437,33 @@ def test_safetensors_draft_beside_a_safetensors_model(tmp_path):
     with pytest.raises(UnsupportedError, match="not a supported safetensors model directory"):
         create_from_modelfile(store, "spec2", tmp_path / "Gguf")
     assert _store_files(tmp_path / "store") == before
+
+
+def test_safetensors_draft_beside_a_stored_safetensors_model(tmp_path):
+    """FROM a stored safetensors model with a safetensors DRAFT (createModelFromBaseWithDraft): the base's
+    layers as they are (no `from`), the draft's after them; the base's config with the draft (recorded from Go).
+    Beside a stored GGUF model the same DRAFT is refused (Ollama's server converts it with its own converter)."""
+    import ml_dtypes
+
+    from weightkit.ollama import create_from_checkpoint
+
+    folder = tmp_path / "ckpt"
+    write_checkpoint(folder, {"model.layers.0.mlp.up_proj.weight": np.ones((64, 64), ml_dtypes.bfloat16)})
+    (folder / "config.json").write_text(json.dumps({"architectures": ["Qwen3_5ForCausalLM"], "vision_config": {}}))
+    store = Store(tmp_path / "store")
+    base = create_from_checkpoint(store, "qwen", folder, quantize="int8")
+    write_checkpoint(tmp_path / "assistant", {"model.norm.weight": np.ones(64, np.float32)})
+    (tmp_path / "assistant" / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"]}))
+    (tmp_path / "Modelfile").write_text("FROM qwen\nDRAFT ./assistant\n")
+    manifest = create_from_modelfile(store, "spec", tmp_path / "Modelfile")
+    assert manifest.layers[:2] == base.layers and all(not layer.from_ for layer in manifest.layers)
+    assert [layer.name for layer in manifest.layers[2:]] == ["draft.model.norm.weight", "draft/config.json"]
+    go_json = json.loads((Path(__file__).parents[1] / "data" / "ollama_go_json.json").read_text())
+    assert store.blob_path(manifest.config.digest).read_bytes() == go_json["config_qwen35_int8_with_draft"].encode()
+    write_gguf(tmp_path / "tiny.gguf", {"general.architecture": "llama"}, {"a": np.ones((4, 32), np.float32)})
+    create_from_gguf(store, "tiny", tmp_path / "tiny.gguf")
+    (tmp_path / "Gguf").write_text("FROM tiny\nDRAFT ./assistant\n")
+    before = _store_files(tmp_path / "store")
+    with pytest.raises(UnsupportedError, match="Ollama's own converter"):
+        create_from_modelfile(store, "spec2", tmp_path / "Gguf")
+    assert _store_files(tmp_path / "store") == before

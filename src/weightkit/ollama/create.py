@@ -104,10 +104,14 @@ _ARCH_DEFAULTS = {
 }
 
 
+def config_json(config: dict) -> bytes:
+    """ConfigV2 as json.Marshal writes it: its field order, the optional ones omitted when empty."""
+    return go_json({k: config.get(k) for k in _CONFIG_FIELDS if k in _CONFIG_REQUIRED or config.get(k)}).encode()
+
+
 def config_bytes(config: dict) -> bytes:
-    """ConfigV2 as createConfigLayer writes it (json.Encoder: its field order, a newline after)."""
-    fields = {k: config.get(k) for k in _CONFIG_FIELDS if k in _CONFIG_REQUIRED or config.get(k)}
-    return (go_json(fields) + "\n").encode()
+    """ConfigV2 as createConfigLayer writes it (json.Encoder: a newline after)."""
+    return config_json(config) + b"\n"
 
 
 def _server_config(config: dict, request: CreateRequest | None, parameters: dict) -> dict:
@@ -299,20 +303,11 @@ def create_from_checkpoint(
     if request is not None and request.draft_path is not None:
         draft_specs, draft = _draft_import(request.draft_path)
         imports.append((request.draft_path, draft_specs, DRAFT_CONFIG_PREFIX))
-    sizes = [
-        [sum(_source_bytes(s) for t in spec.tensors for s in t.sources) for spec in specs] for _, specs, _ in imports
-    ]
-    total, done = sum(map(sum, sizes)) or 1, 0
+    advance = _progress_over([specs for _, specs, _ in imports], progress)
     layers = []
     with store.transaction() as tx:
-        for (source, specs, config_prefix), spec_sizes in zip(imports, sizes, strict=True):
-            with _Sources(source) as sources:
-                for spec, size in zip(specs, spec_sizes, strict=True):
-                    layers.append(_write_tensor_blob(tx, sources, spec))
-                    done += size
-                    if progress is not None:
-                        progress(done, total)
-            layers += _json_layers(tx, source, config_prefix)
+        for source, specs, config_prefix in imports:
+            layers += _write_import(tx, source, specs, config_prefix, advance)
         layers += _x_create_layers(tx, request)
         file_type = cls.quantize.value if cls.quantize else ""
         settings = {k: getattr(request, k) for k in ("parser", "renderer", "requires")} if request else {}
@@ -321,6 +316,30 @@ def create_from_checkpoint(
         manifest = Manifest(config_layer, layers)
         tx.write_manifest(name, manifest)
     return manifest
+
+
+def _progress_over(plans: list[list[BlobSpec]], progress: Progress | None) -> Callable[[BlobSpec], None]:
+    """A callback for each blob written that reports the source bytes done of all the plans' bytes."""
+    total, done = sum(_spec_bytes(spec) for specs in plans for spec in specs) or 1, 0
+
+    def advance(spec: BlobSpec) -> None:
+        nonlocal done
+        done += _spec_bytes(spec)
+        if progress is not None:
+            progress(done, total)
+
+    return advance
+
+
+def _write_import(tx: Transaction, folder: Path, specs: list[BlobSpec], config_prefix: str,
+                  advance: Callable[[BlobSpec], None]) -> list[Layer]:  # fmt: skip
+    """WriteBlobs then importConfigBlobs: the planned blobs, then the folder's .json files."""
+    layers = []
+    with _Sources(folder) as sources:
+        for spec in specs:
+            layers.append(_write_tensor_blob(tx, sources, spec))
+            advance(spec)
+    return layers + _json_layers(tx, folder, config_prefix)
 
 
 def _json_layers(tx: Transaction, folder: Path, prefix: str) -> list[Layer]:
@@ -333,7 +352,7 @@ def _draft_import(folder: Path) -> tuple[list[BlobSpec], dict]:
     """A DRAFT beside a safetensors model (CreateDraftLayers, with no --draft-quantize): its folder planned as
     a model is, under `draft_policy`, its names prefixed `draft.` (its .json files `draft/`), and the config's
     `draft` (draftMetadata: its first architecture, else its model_type)."""
-    if not (folder / "config.json").is_file() or not any(folder.glob("*.safetensors")):
+    if not _safetensors_model_dir(folder):
         raise UnsupportedError(f"draft {folder} is not a supported safetensors model directory")
     inv = read_inventory(folder)
     specs = plan(inv, classify(inv, None), draft_policy(architecture_policy(inv)))
@@ -344,6 +363,10 @@ def _draft_import(folder: Path) -> tuple[list[BlobSpec], dict]:
     draft = {"model_format": "safetensors", "architecture": arch, "tensor_prefix": DRAFT_TENSOR_PREFIX,
              "config": DRAFT_CONFIG_PREFIX + "config.json"}  # fmt: skip
     return prefix_specs(specs, DRAFT_TENSOR_PREFIX), draft
+
+
+def _spec_bytes(spec: BlobSpec) -> int:
+    return sum(_source_bytes(s) for t in spec.tensors for s in t.sources)
 
 
 def _source_bytes(t: SourceTensor) -> int:
@@ -485,17 +508,20 @@ def create_from_modelfile(
 def create_from_request(
     store: Store, name: ModelName | str, request: CreateRequest, *, progress: Progress | None = None
 ) -> Manifest:
-    """A model made as `ollama create` makes it from a Modelfile's request: FROM a safetensors folder goes
-    through x/create; FROM a GGUF file (or a folder of them) or a stored model through the server's
-    createModel, whose TEMPLATE is checked as Go's text/template parses it. Everything is checked before
-    anything is stored; a rejected request leaves the store as it was."""
+    """A model made as `ollama create` makes it from a Modelfile's request: FROM a safetensors folder (or a
+    stored safetensors model with a safetensors DRAFT) goes through x/create; FROM a GGUF file (or a folder of
+    them) or a stored model through the server's createModel, whose TEMPLATE is checked as Go's text/template
+    parses it. Everything is checked before anything is stored; a rejected request leaves the store as it was."""
     name = parse_name(name) if isinstance(name, str) else name
     source = request.from_path
     where = str(source or request.from_name)
-    if source is not None and source.is_dir() and _checkpoint_files(source):
+    stored_with_draft = source is None and request.draft_path is not None and _safetensors_model_dir(request.draft_path)
+    if stored_with_draft or (source is not None and source.is_dir() and _checkpoint_files(source)):
         if request.requires and _version(request.requires) < _version(MIN_OLLAMA_VERSION):
             raise WeightkitError(f"requires {request.requires} is below the minimum supported version "
                                  f"{MIN_OLLAMA_VERSION} for safetensors models")  # fmt: skip
+        if stored_with_draft:
+            return _create_from_stored_with_draft(store, name, parse_name(request.from_name), request)
         return create_from_checkpoint(store, name, source, progress=progress, request=request)
     if request.template:
         try:
@@ -550,6 +576,11 @@ def _adapter_file(path: Path) -> Path:
     return path
 
 
+def _refuse_safetensors_draft(path: Path) -> None:
+    raise UnsupportedError(f"{path}: a safetensors DRAFT beside a GGUF model is converted by Ollama's own converter "
+                           "(Qwen 3.5's MTP head), which weightkit does not reproduce")  # fmt: skip
+
+
 def _draft_file(path: Path) -> Path:
     """The GGUF a DRAFT beside a GGUF or stored model names: a file, or a folder holding one GGUF or the shards of
     one split GGUF (one shard alone is refused, as for FROM). A safetensors draft there is refused: Ollama's
@@ -557,8 +588,7 @@ def _draft_file(path: Path) -> Path:
     model's tensors), which weightkit does not reproduce."""
     if path.is_dir():
         if _checkpoint_files(path):
-            raise UnsupportedError(f"{path}: a safetensors DRAFT beside a GGUF model is converted by Ollama's own "
-                                   "converter (Qwen 3.5's MTP head), which weightkit does not reproduce")  # fmt: skip
+            _refuse_safetensors_draft(path)
         ggufs = sorted(path.glob("*.gguf"))
         if not ggufs:
             raise FormatError(path, None, "no Modelfile or safetensors files found")
@@ -592,6 +622,44 @@ def _checkpoint_files(folder: Path) -> bool:
 
 def _version(text: str) -> tuple[int, ...]:
     return tuple(int(p) for p in text.split("-")[0].split("+")[0].split("."))
+
+
+def _safetensors_model_dir(folder: Path) -> bool:
+    """IsSafetensorsModelDir: a folder with config.json and a .safetensors file."""
+    return folder.is_dir() and (folder / "config.json").is_file() and any(folder.glob("*.safetensors"))
+
+
+def _create_from_stored_with_draft(
+    store: Store, name: ModelName, source: ModelName, request: CreateRequest
+) -> Manifest:
+    """FROM a stored safetensors model with a safetensors DRAFT, as `ollama create --experimental` does it
+    (createModelFromBaseWithDraft): the base's layers as they are, the draft's after them (`_draft_import`), then
+    the Modelfile's; the base's config with x/create's requires (or REQUIRES), the Modelfile's PARSER and
+    RENDERER over the base's, and the draft. Ollama's server takes no safetensors draft beside a stored model."""
+    try:
+        base = store.manifest(source)
+    except (FileNotFoundError, ModelNotFound):
+        raise ModelNotFound(f"pull model manifest: {source.short}: not found in the store") from None
+    stored = json.loads(store.blob_path(base.config.digest).read_bytes()) if base.config.digest else {}
+    if stored.get("model_format") != "safetensors" or "completion" not in (stored.get("capabilities") or []):
+        _refuse_safetensors_draft(request.draft_path)
+    if not any(layer.name == "config.json" for layer in base.layers):
+        raise FormatError(source.short, None, "base model does not contain config.json")
+    specs, draft = _draft_import(request.draft_path)
+    config = {k: stored.get(k, None if k == "model_families" else "") for k in _CONFIG_FIELDS}  # as Go decoded it
+    config.update(model_format="safetensors", draft=draft, requires=request.requires or MIN_OLLAMA_VERSION)
+    for key in ("parser", "renderer"):
+        config[key] = getattr(request, key) or stored.get(key)
+    with store.transaction() as tx:
+        layers = [Layer(layer.media_type, layer.digest, layer.size, layer.name) for layer in base.layers]
+        for layer in layers:
+            if not tx.pin(layer):
+                raise WeightkitError(f"{source.short}: blob {layer.digest} is missing (see weightkit verify)")
+        layers += _write_import(tx, request.draft_path, specs, DRAFT_CONFIG_PREFIX, _progress_over([specs], None))
+        layers += _x_create_layers(tx, request)
+        manifest = Manifest(tx.add_bytes(config_json(config), CONFIG_MEDIA_TYPE), layers)
+        tx.write_manifest(name, manifest)
+    return manifest
 
 
 def _create_from_stored(store: Store, name: ModelName, source: ModelName, request: CreateRequest) -> Manifest:
