@@ -266,7 +266,9 @@ def test_bad_input_is_one_error_and_the_store_unchanged(tmp_path, case):
 
 ARCHS = json.loads((Path(__file__).parents[1] / "data" / "ollama_import_archs.json").read_text())
 ARCH_KEYS = [k for k in ARCHS if k != "transformers"]
-OTHER_MODALITIES = ("vision", "visual", "audio_tower", "embed_audio")
+OTHER_MODALITIES = ("vision", "visual", "audio_tower", "embed_audio", "mlp1.", "sound_")
+ROUTING_GATES = (".mlp.gate.weight", ".mixer.gate.weight")
+DTYPES = {"bfloat16": "BF16", "float32": "F32", "float16": "F16", "int64": "I64"}
 
 
 @pytest.mark.parametrize("quantize", ["int4", "nvfp4", "mxfp8"])
@@ -278,8 +280,7 @@ def test_registered_architectures_plan_as_ollama(arch, quantize):
     from weightkit.ollama.import_plan import Inventory
 
     rec = ARCHS[arch]
-    dtypes = {"bfloat16": "BF16", "float32": "F32", "float16": "F16"}
-    tensors = {n: SourceTensor(n, dtypes[d], tuple(s), "model.safetensors") for n, (d, s) in rec["tensors"].items()}
+    tensors = {n: SourceTensor(n, DTYPES[d], tuple(s), "model.safetensors") for n, (d, s) in rec["tensors"].items()}
     inv = Inventory(Path("ckpt"), rec["config"], tensors)
     assert inv.architecture == arch and arch in IMPORT_POLICIES
     specs = plan(inv, classify(inv, quantize))
@@ -291,9 +292,111 @@ def test_registered_architectures_plan_as_ollama(arch, quantize):
             assert t.quantize == policy(t.name, t.out_shape or t.sources[0].shape, Q(quantize))
             if len(t.sources) > 1:
                 assert t.transform == "stack_experts" and t.out_shape[0] == len(t.sources)
-            if any(m in t.name for m in OTHER_MODALITIES) or t.name.endswith(".mlp.gate.weight"):
+            if any(m in t.name for m in OTHER_MODALITIES) or t.name.endswith(ROUTING_GATES):
                 assert t.quantize is None, t.name
     assert any(t.quantize is not None for spec in specs for t in spec.tensors)
+
+
+# nemotron_h_test.go's TestNemotronHImportTransformQuantizationPolicy rows, for the tiny checkpoints' 4 layers
+# (useMoreBits promotes layers 2 and 3): what nvfp4 makes of each kind of tensor, VL V2 being "M*E-", omni "ME*M"
+_LM = "language_model.backbone.layers."
+_NEMOTRON_SHARED = {
+    _LM + "0.mixer.in_proj.weight": Q.NVFP4,  # mamba in_proj nvfp4
+    _LM + "0.mixer.out_proj.weight": Q.NVFP4,  # middle dense down_proj stays nvfp4 (layer 0 of 4 not promoted)
+    _LM + "0.mixer.conv1d.weight": None,  # conv kept bf16
+    "language_model.backbone.embeddings.weight": Q.MXFP8,  # embedding promoted to mxfp8 from nvfp4
+    "language_model.lm_head.weight": Q.MXFP8,  # lm head promoted to mxfp8
+    "vision_model.radio_model.model.blocks.0.attn.qkv.weight": None,  # vision kept bf16
+    "mlp1.1.weight": None,  # vision projector kept bf16
+    "sound_encoder.encoder.layers.0.self_attn.q_proj.weight": None,  # sound encoder kept bf16
+    "sound_projection.linear1.weight": None,  # sound projector kept bf16
+}  # fmt: skip
+NEMOTRON_NVFP4 = {
+    "NemotronH_Nano_VL_V2": {
+        **_NEMOTRON_SHARED,
+        _LM + "1.mixer.q_proj.weight": Q.MXFP8,  # attention ... promoted (on every layer)
+        _LM + "1.mixer.o_proj.weight": Q.MXFP8,  # attention o_proj promoted
+        _LM + "2.mixer.experts.up_proj.weight": Q.NVFP4,  # expert up_proj nvfp4
+        _LM + "2.mixer.experts.down_proj.weight": Q.MXFP8,  # expert down_proj promoted
+        _LM + "2.mixer.shared_experts.down_proj.weight": Q.MXFP8,  # shared expert down_proj promoted
+        _LM + "2.mixer.gate.weight": None,  # router gate kept bf16
+        _LM + "3.mixer.down_proj.weight": Q.MXFP8,  # late dense down_proj promoted
+    },
+    "NemotronH_Nano_Omni_Reasoning_V3": {
+        **_NEMOTRON_SHARED,
+        _LM + "1.mixer.experts.up_proj.weight": Q.NVFP4,  # expert up_proj nvfp4
+        _LM + "1.mixer.experts.down_proj.weight": Q.NVFP4,  # (layer 1 not promoted: as the middle dense down_proj)
+        _LM + "1.mixer.shared_experts.down_proj.weight": Q.NVFP4,
+        _LM + "1.mixer.gate.weight": None,  # router gate kept bf16
+        _LM + "2.mixer.v_proj.weight": Q.MXFP8,  # attention v_proj promoted
+        _LM + "2.mixer.o_proj.weight": Q.MXFP8,  # attention o_proj promoted
+        _LM + "3.mixer.out_proj.weight": Q.MXFP8,  # mamba out_proj promoted (a late layer)
+    },
+}  # fmt: skip
+
+
+def test_nemotron_h_registration_and_plan_as_ollama():
+    """nemotron_h_test.go: the layer count read from llm_config (52 layers: layer 16 stays nvfp4, 51 is
+    promoted), and TestNemotronHPlanKeepsUnsupportedModalitiesAtSourcePrecision's plan."""
+    config = {"architectures": ["NemotronH_Nano_Omni_Reasoning_V3"], "llm_config": {"num_hidden_layers": 52}}
+    policy = import_policy("NemotronH_Nano_Omni_Reasoning_V3", config)
+    down = "language_model.backbone.layers.{}.mixer.down_proj.weight"
+    assert policy(down.format(16), (32, 32), Q.NVFP4) is Q.NVFP4
+    assert policy(down.format(51), (32, 32), Q.NVFP4) is Q.MXFP8
+    names = ["language_model.backbone.embeddings.weight", "language_model.backbone.layers.0.mixer.in_proj.weight",
+             "vision_model.radio_model.model.patch_generator.proj.weight", "mlp1.0.weight",
+             "sound_encoder.encoder.layers.0.self_attn.q_proj.weight", "sound_projection.adapter.weight"]  # fmt: skip
+    specs = plan(_header_inventory(dict.fromkeys(names, "BF16"), config), Classification(SourceKind.FLOAT, Q.NVFP4))
+    assert [s.name for s in specs] == sorted(names)
+    assert all(s.tensors[0].quantize is None for s in specs if not s.name.startswith("language_model."))
+
+
+@pytest.mark.needs_mlx
+@pytest.mark.parametrize("arch", NEMOTRON_NVFP4)
+def test_nemotron_h_remote_code_checkpoints_written_as_ollama(tmp_path, arch):
+    """The remote-code Nemotron-H VL and omni classes (tests/data/make_ollama_import_archs.py), written from
+    numpy at nvfp4: upstream's decisions for each kind of tensor, every blob as Ollama writes it (MLX's bytes for
+    the quantized ones, experts stacked per projection; the rest copied with Go's header), towers unchanged, and
+    the config blob's parser, renderer and capabilities."""
+    import mlx.core as mx
+
+    rng = np.random.default_rng(31)
+    rec = ARCHS[arch]
+    tensors = {n: (rng.standard_normal(s) if d != "int64" else np.array(7)).astype(ml_dtypes.bfloat16 if d ==
+               "bfloat16" else d) for n, (d, s) in rec["tensors"].items()}  # fmt: skip
+    write_checkpoint(tmp_path / "ckpt", tensors)
+    (tmp_path / "ckpt" / "config.json").write_text(json.dumps(rec["config"]))
+    store = Store(tmp_path / "store")
+    manifest = create_from_checkpoint(store, "nemotron", tmp_path / "ckpt", quantize="nvfp4")
+    inv = read_inventory(tmp_path / "ckpt")
+    specs = plan(inv, classify(inv, "nvfp4"))
+    blobs = {layer.name: store.blob_path(layer.digest).read_bytes() for layer in manifest.layers_of("tensor")}
+    assert list(blobs) == [s.name for s in specs]
+    planned = {t.name: t for s in specs for t in s.tensors}
+    assert {n: planned[n].quantize for n in NEMOTRON_NVFP4[arch]} == NEMOTRON_NVFP4[arch]
+    for spec in specs:
+        arrays, md = {}, None
+        for t in spec.tensors:
+            w = np.stack([tensors[s.name] for s in t.sources]) if len(t.sources) > 1 else tensors[t.sources[0].name]
+            if t.quantize is None:
+                arrays[t.name] = w
+                continue
+            out = mx.quantize(mx.array(w.astype(np.float32)).astype(mx.bfloat16), group_size=t.quantize.group_size,
+                              bits=t.quantize.bits, mode=t.quantize.mode)  # fmt: skip
+            arrays[t.name], arrays[f"{t.name}.scale"] = out[0], out[1]
+            md = {"group_size": str(t.quantize.group_size), "quant_type": t.quantize.value}
+        if md is None:
+            (name, a), dtype = next(iter(arrays.items())), inv.tensors[spec.tensors[0].sources[0].name].dtype
+            assert blobs[spec.name] == _go_blob([(name, dtype, a.shape, a)], None), spec.name
+            continue
+        mx.save_safetensors(str(tmp_path / "want.safetensors"), dict(sorted(arrays.items())), metadata=md)
+        assert blobs[spec.name] == (tmp_path / "want.safetensors").read_bytes(), spec.name
+    (stacked,) = [t for n, t in planned.items() if n.endswith(".mixer.experts.up_proj.weight")]
+    assert stacked.transform == "stack_experts" and stacked.out_shape == (4, 256, 512)
+    # client/create_test.go's TestNemotronNanoOmniMetadataInference (no chat template)
+    config = json.loads(store.blob_path(manifest.config.digest).read_bytes())
+    assert (config["parser"], config["renderer"]) == ("nemotron-3-nano", "nemotron-3-nano")
+    assert config["capabilities"] == ["completion", "vision", "audio", "tools", "thinking"]
 
 
 @pytest.mark.needs_mlx
