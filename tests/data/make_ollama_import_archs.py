@@ -43,11 +43,13 @@ ARCHS = {
         {"vision_config": {}, "audio_config": {}},
     ),
     "Gemma4UnifiedForConditionalGeneration": ("gemma4_unified", "Gemma4UnifiedForConditionalGeneration"),
+    "Gemma4UnifiedForCausalLM": ("gemma4_unified_text", "Gemma4UnifiedForCausalLM"),
     "Gemma4AssistantForCausalLM": (
         "gemma4_assistant",
         "Gemma4AssistantForCausalLM",
         {"text_config": {"hidden_size_per_layer_input": 0, "vocab_size_per_layer_input": 0}},
     ),
+    "Gemma4UnifiedAssistantForCausalLM": ("gemma4_unified_assistant", "Gemma4UnifiedAssistantForCausalLM"),
     "LagunaForCausalLM": ("laguna", "LagunaForCausalLM"),
     "MuseGlimmerForConditionalGeneration": ("muse_glimmer", "MuseGlimmerForConditionalGeneration"),
     "Cohere2MoeForCausalLM": ("cohere2_moe", "Cohere2MoeForCausalLM"),
