@@ -52,6 +52,7 @@ from .modelfile import (
 from .names import ModelName, parse_name
 from .safetensors_config import MIN_OLLAMA_VERSION, safetensors_config
 from .store import CONFIG_MEDIA_TYPE, MEDIA_TYPES, Layer, Manifest, Store, Transaction
+from .template_library import detect_template
 from .tensor_blobs import blob_metadata
 
 Progress = Callable[[int, int], None]  # (bytes done, bytes in all)
@@ -121,8 +122,9 @@ def _server_config(config: dict, request: CreateRequest | None, parameters: dict
     return config
 
 
-def _server_layers(store: Store, tx: Transaction, layers: list[Layer], request: CreateRequest | None,
-                   parameters: dict) -> list[Layer]:  # fmt: skip
+def _server_layers(
+    tx: Transaction, layers: list[Layer], request: CreateRequest | None, parameters: dict
+) -> list[Layer]:
     """createModel's Modelfile layers after the model's: TEMPLATE and SYSTEM replace theirs, each LICENSE
     is added, PARAMETERs are merged over the stored ones (the request's win), MESSAGEs replace theirs."""
 
@@ -138,7 +140,7 @@ def _server_layers(store: Store, tx: Transaction, layers: list[Layer], request: 
         layers.append(tx.add_bytes(text.encode(), MEDIA_TYPES["license"]))
     merged = dict(parameters)
     for layer in [layer for layer in layers if layer.media_type == MEDIA_TYPES["params"]]:
-        stored = store.blob_path(layer.digest)
+        stored = tx.blob_path(layer.digest)
         try:
             existing = json.loads(stored.read_bytes())
         except (OSError, ValueError) as e:
@@ -152,24 +154,36 @@ def _server_layers(store: Store, tx: Transaction, layers: list[Layer], request: 
     return layers
 
 
-def _write_gguf_model(store: Store, tx: Transaction, name: ModelName, config: dict, layers: list[Layer],
+def _write_gguf_model(tx: Transaction, name: ModelName, config: dict, layers: list[Layer],
                       request: CreateRequest | None) -> Manifest:  # fmt: skip
     """createModel's end for a GGUF model: the Modelfile's layers and settings, the config, the manifest."""
     parameters = dict(request.parameters) if request is not None else {}
     config = _server_config(config, request, parameters)
     layers = list(layers)
     if request is not None and request.adapter_path is not None:
-        layers.append(_adapter_layer(tx, request.adapter_path))
+        layers += _adapter_layers(tx, request.adapter_path)
     if request is not None and request.draft_path is not None:
         with open_gguf(request.draft_path) as draft:
             arch = draft.metadata.get(KEY_ARCHITECTURE, "")
         config["draft"] = {"model_format": "gguf", **({"architecture": arch} if arch else {})}
         layer = tx.add_file(request.draft_path, MEDIA_TYPES["draft"])
         layers.append(Layer(layer.media_type, layer.digest, layer.size, layer.name, request.draft_path.name))
-    layers = _server_layers(store, tx, layers, request, parameters)
+    layers = _server_layers(tx, layers, request, parameters)
     manifest = Manifest(tx.add_bytes(config_bytes(config), CONFIG_MEDIA_TYPE), layers)
     tx.write_manifest(name, manifest)
     return manifest
+
+
+def _library_layers(tx: Transaction, model: GGUFFile) -> list[Layer]:
+    """detectChatTemplate's layers for a GGUF Ollama imports from a file (a model or an adapter, not a draft):
+    the library template nearest to its chat template, and that template's stop parameters."""
+    entry = detect_template(model.metadata)
+    if entry is None:
+        return []
+    layers = [tx.add_bytes(entry.template, MEDIA_TYPES["template"])]
+    if entry.params is not None:
+        layers.append(tx.add_bytes(entry.params, MEDIA_TYPES["params"]))
+    return layers
 
 
 # Tensor name prefixes of the projector, audio and MTP tensors some GGUFs carry beside the text model (Ollama's
@@ -219,7 +233,7 @@ def create_from_gguf(
             with open_gguf(tmp) as stored:
                 config = gguf_config(stored)
             layer = tx.adopt(tmp, MEDIA_TYPES["model"])
-        return _write_gguf_model(store, tx, name, config, [layer], request)
+        return _write_gguf_model(tx, name, config, [layer, *_library_layers(tx, model)], request)
 
 
 def create_from_hf_gguf(
@@ -242,8 +256,9 @@ def create_from_hf_gguf(
                    progress=None if progress is None else lambda _, done, total: progress(done, total))  # fmt: skip
         with open_gguf(tmp) as model:
             config = gguf_config(model)
+            detected = _library_layers(tx, model)
         layer = tx.adopt(tmp, MEDIA_TYPES["model"])
-        return _write_gguf_model(store, tx, name, config, [layer], None)
+        return _write_gguf_model(tx, name, config, [layer, *detected], None)
 
 
 def create_from_checkpoint(
@@ -506,14 +521,15 @@ def _draft_file(path: Path) -> Path:
     return path
 
 
-def _adapter_layer(tx: Transaction, path: Path) -> Layer:
+def _adapter_layers(tx: Transaction, path: Path) -> list[Layer]:
     """An ADAPTER's GGUF as ggufLayers stores it: an adapter layer when its general.type says so (else a
-    projector or model layer, as Ollama files any GGUF), marked as from its file name."""
+    projector or model layer, as Ollama files any GGUF), marked as from its file name; then the library
+    template its chat template, if it has one, is nearest to."""
     with open_gguf(path) as model:
         kind = str(model.metadata.get("general.type", "unknown"))
-    media = "adapter" if kind == "adapter" else "projector" if kind in ("projector", "mmproj") else "model"
-    layer = tx.add_file(path, MEDIA_TYPES[media])
-    return Layer(layer.media_type, layer.digest, layer.size, layer.name, path.name)
+        media = "adapter" if kind == "adapter" else "projector" if kind in ("projector", "mmproj") else "model"
+        layer = tx.add_file(path, MEDIA_TYPES[media])
+        return [Layer(layer.media_type, layer.digest, layer.size, layer.name, path.name), *_library_layers(tx, model)]
 
 
 def _checkpoint_files(folder: Path) -> bool:
@@ -549,4 +565,4 @@ def _create_from_stored(store: Store, name: ModelName, source: ModelName, reques
         for layer in layers:
             if not tx.pin(layer):
                 raise WeightkitError(f"{source.short}: blob {layer.digest} is missing (see weightkit verify)")
-        return _write_gguf_model(store, tx, name, config, layers, request)
+        return _write_gguf_model(tx, name, config, layers, request)
