@@ -552,11 +552,21 @@ def _is_gguf(path: Path) -> bool:
         return f.read(4) == b"GGUF"
 
 
+# Ollama converts a safetensors ADAPTER with its own converter (convert.ConvertAdapter: llama and gemma2 bases),
+# which weightkit does not reproduce: it has no oracle here (Ollama's convert package needs Go 1.24 or later and
+# modules Debian does not package). llama.cpp's converter, which weightkit does reproduce, is the way round.
+SAFETENSORS_ADAPTER = (
+    "{path}: a safetensors ADAPTER is converted by Ollama's own converter, which weightkit does not reproduce; "
+    "convert it with `weightkit convert ADAPTER_DIR adapter.gguf --lora --base BASE` (llama.cpp's "
+    "convert_lora_to_gguf.py) and name adapter.gguf in ADAPTER"
+)
+
+
 def _adapter_file(path: Path) -> Path:
     """The GGUF an ADAPTER names (a file, or a folder's only one), refused as Ollama refuses the rest."""
+    if path.suffix == ".safetensors" or (path.is_dir() and any(path.glob("*.safetensors"))):
+        raise UnsupportedError(SAFETENSORS_ADAPTER.format(path=path))
     if path.is_dir():
-        if _checkpoint_files(path) or any(path.glob("adapter*.safetensors")):
-            raise UnsupportedError(f"{path}: safetensors adapters are not converted by weightkit yet")
         ggufs = sorted(path.glob("*.gguf"))
         if not ggufs:
             raise FormatError(path, None, "no Modelfile or safetensors files found")
