@@ -92,8 +92,8 @@ def _codes(s: str) -> np.ndarray:
 
 def _go_wrapped_distance(a: str, b: str) -> int:
     """ComputeDistance in its uint16 arithmetic (each +1 wraps at 65,536), for strings long enough to wrap: the
-    table by anti-diagonals (a cell needs the two before), each one vectorized. Slow (about a second for
-    each library template), and only for chat templates of 65,535 code points or more."""
+    table by anti-diagonals (a cell needs the two before), each one vectorized. Slow (seconds for each
+    library template), and only for chat templates of 65,535 code points or more."""
     short, long = (_codes(a), _codes(b)) if len(a) <= len(b) else (_codes(b), _codes(a))
     n, rows = len(short), len(long)
     one = np.uint16(1)
