@@ -34,6 +34,8 @@ def test_layers_as_go():
     (gemma3-instruct.json's temperature is not in it)."""
     got = {e.name: (hashlib.sha256(e.template).hexdigest(), (e.params or b"").decode()) for e in library()}
     assert got == {name: (layer["template_sha256"], layer["params"]) for name, layer in GO["layers"].items()}
+    for entry in library():
+        check_template(entry.template.decode())  # each parses, as TestNamed checks
 
 
 def test_matches_as_go():
