@@ -84,12 +84,25 @@ ADAPTERS: dict[str, Adapter] = {
     "lora-qwen3moe-expert-params": Adapter(
         "tiny-qwen3moe", 2, 4, (), target_parameters=("mlp.experts.gate_up_proj", "mlp.experts.down_proj")
     ),
+    # Mixtral's experts (w1, w2, w3 of each, as transformers 4 loads the checkpoint), stacked the same way
+    "lora-mixtral-experts": Adapter("tiny-mixtral", 2, 4, ("w1", "w2", "w3")),
+    # refused: its fused gate_up_proj (transformers 5), a pair under a name the converter cannot map
+    "lora-mixtral-expert-params": Adapter("tiny-mixtral", 2, 4, (), target_parameters=("mlp.experts.gate_up_proj",)),
 }
 #: the fused expert weights transformers 5 holds ([experts, out, in]) by parameter, from the base's config.json
+#: (Qwen3-MoE's expert count and size, else Mixtral's)
 FUSED_EXPERTS = {
-    "mlp.experts.gate_up_proj": lambda c: (c["num_experts"], 2 * c["moe_intermediate_size"], c["hidden_size"]),
-    "mlp.experts.down_proj": lambda c: (c["num_experts"], c["hidden_size"], c["moe_intermediate_size"]),
+    "mlp.experts.gate_up_proj": lambda c: (_experts(c), 2 * _expert_size(c), c["hidden_size"]),
+    "mlp.experts.down_proj": lambda c: (_experts(c), c["hidden_size"], _expert_size(c)),
 }
+
+
+def _experts(config: dict[str, Any]) -> int:
+    return config.get("num_experts") or config["num_local_experts"]
+
+
+def _expert_size(config: dict[str, Any]) -> int:
+    return config.get("moe_intermediate_size") or config["intermediate_size"]
 
 
 def base_shapes(base: str) -> dict[str, tuple[int, ...]]:
