@@ -19,6 +19,9 @@ from weightkit.ollama.create import create_from_gguf, create_from_modelfile
 from weightkit.ollama.go_template import check_template
 from weightkit.ollama.template_library import edit_distance, library, match_template
 
+from ._cli import cli_env
+from ._cli import run as run_cli
+
 DATA = Path(__file__).parents[1] / "data"
 GO = json.loads((DATA / "ollama_template_library.json").read_text())
 
@@ -106,3 +109,9 @@ def test_wrapped_distance_as_go():
     for case in GO["wrapped"]:
         long, short = case["long"] * case["long_count"], case["short"] * case["short_count"]
         assert edit_distance(long, short, 1 << 20) == case["distance"]
+
+
+def test_command_line_says_which(chatml_gguf):
+    env = cli_env(OLLAMA_MODELS=str(chatml_gguf / "store"))
+    r = run_cli("create", "m", "--from", chatml_gguf / "chat.gguf", env=env)
+    assert r.returncode == 0 and r.stdout.startswith("using autodetected template chatml\ncreated m:latest"), r.stderr

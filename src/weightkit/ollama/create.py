@@ -638,6 +638,9 @@ def _create_from_stored(
                 options = _server_quantize(model, quantize)
                 if options.type == COPY:
                     found = gguf_config(model)
+                elif _has_compatibility_tensors(model):  # Ollama restores them after llama-quantize
+                    raise UnsupportedError(f"{source.short}: a model with projector, audio or MTP tensors is not "
+                                           "quantized by weightkit yet")  # fmt: skip
                 else:
                     layers[i], found = _quantized_layer(tx, model, options, None)
             config["model_format"] = config["model_format"] or found["model_format"]

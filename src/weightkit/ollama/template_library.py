@@ -5,6 +5,7 @@ which finds the Jinja template in index.json nearest to the GGUF's `tokenizer.ch
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import re
 from collections import Counter
@@ -51,6 +52,12 @@ def library() -> tuple[LibraryTemplate, ...]:
             params = (go_json({"stop": stop}) + "\n").encode()
         entries.append(LibraryTemplate(name, entry["template"], template, params))
     return tuple(entries)
+
+
+def library_name(digest: str) -> str | None:
+    """The library template whose bytes have this layer digest ("sha256:..."), if one has: what Ollama's
+    create reports as "using autodetected template NAME"."""
+    return next((e.name for e in library() if "sha256:" + hashlib.sha256(e.template).hexdigest() == digest), None)
 
 
 def edit_distance(a: str, b: str, limit: int) -> int:
