@@ -154,6 +154,20 @@ def test_create_stores_the_quantized_gguf_as_a_model_layer(hf_checkpoints, tmp_p
     )
 
 
+def test_create_from_a_modelfile_with_a_llama_type(hf_checkpoints, tmp_path):
+    """`create -f Modelfile --quantize Q4_K_M` FROM a checkpoint: the same model layer as `create --from`, then
+    the Modelfile's layers."""
+    from weightkit.ollama import Store
+    from weightkit.ollama.create import create_from_request, read_modelfile
+
+    (tmp_path / "Modelfile").write_text(f"FROM {hf_checkpoints['tiny-llama-256']}\nSYSTEM terse\n")
+    manifest = create_from_request(Store(tmp_path), "m", read_modelfile(tmp_path / "Modelfile"), quantize="Q4_K_M")
+    expected = GOLDEN["checkpoints"]["tiny-llama-256"]["runs"]["Q4_K_M"]["sha256"]
+    assert [(layer.media_type.rsplit(".", 1)[1], layer.digest) for layer in manifest.layers] == [
+        ("model", "sha256:" + expected), ("system", "sha256:" + hashlib.sha256(b"terse").hexdigest())
+    ]  # fmt: skip
+
+
 @pytest.mark.slow
 def test_create_command_line(hf_checkpoints, tmp_path):
     """The CLI: a llama.cpp type converts to a GGUF layer; an unknown one is an argument error, leaving nothing."""

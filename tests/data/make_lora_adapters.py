@@ -38,6 +38,9 @@ class Adapter:
     target_modules: tuple[str, ...]
     use_dora: bool = False
     alora_invocation_tokens: tuple[int, ...] = ()  # an activated LoRA's
+    # parameters (not modules) adapted: experts' fused 3-D weights as transformers 5 holds them (peft's
+    # ParamWrapper); such an adapter is made with transformers 5 (make_lora_golden.py's --python-tf5)
+    target_parameters: tuple[str, ...] = ()
 
     def lora_config(self) -> dict[str, Any]:
         """The LoraConfig arguments peft is given for it (besides task_type)."""
@@ -45,6 +48,8 @@ class Adapter:
                   "use_dora": self.use_dora}  # fmt: skip
         if self.alora_invocation_tokens:
             config["alora_invocation_tokens"] = list(self.alora_invocation_tokens)
+        if self.target_parameters:
+            config["target_parameters"] = list(self.target_parameters)
         return config
 
 
@@ -71,7 +76,33 @@ ADAPTERS: dict[str, Adapter] = {
     "lora-qwen2-alora": Adapter("tiny-qwen2", 4, 8, ("q_proj", "v_proj"), alora_invocation_tokens=(151644, 77091)),
     # refused: DoRA's magnitude vectors are neither lora_A nor lora_B
     "lora-qwen2-dora": Adapter("tiny-qwen2", 4, 8, ("q_proj", "v_proj"), use_dora=True),
+    # a mixture of experts' experts, each expert's projections adapted (transformers 4's per-expert modules): the
+    # converter stacks the layer's lora_A and lora_B as it stacks the experts
+    "lora-qwen3moe-experts": Adapter("tiny-qwen3moe", 2, 4, ("gate_proj", "up_proj", "down_proj")),
+    # refused: the experts' fused 3-D weights adapted (transformers 5's, peft's target_parameters): the pairs
+    # are named after the experts module, which the converter's expert stacking never completes
+    "lora-qwen3moe-expert-params": Adapter(
+        "tiny-qwen3moe", 2, 4, (), target_parameters=("mlp.experts.gate_up_proj", "mlp.experts.down_proj")
+    ),
+    # Mixtral's experts (w1, w2, w3 of each, as transformers 4 loads the checkpoint), stacked the same way
+    "lora-mixtral-experts": Adapter("tiny-mixtral", 2, 4, ("w1", "w2", "w3")),
+    # refused: its fused gate_up_proj (transformers 5), a pair under a name the converter cannot map
+    "lora-mixtral-expert-params": Adapter("tiny-mixtral", 2, 4, (), target_parameters=("mlp.experts.gate_up_proj",)),
 }
+#: the fused expert weights transformers 5 holds ([experts, out, in]) by parameter, from the base's config.json
+#: (Qwen3-MoE's expert count and size, else Mixtral's)
+FUSED_EXPERTS = {
+    "mlp.experts.gate_up_proj": lambda c: (_experts(c), 2 * _expert_size(c), c["hidden_size"]),
+    "mlp.experts.down_proj": lambda c: (_experts(c), c["hidden_size"], _expert_size(c)),
+}
+
+
+def _experts(config: dict[str, Any]) -> int:
+    return config.get("num_experts") or config["num_local_experts"]
+
+
+def _expert_size(config: dict[str, Any]) -> int:
+    return config.get("moe_intermediate_size") or config["intermediate_size"]
 
 
 def base_shapes(base: str) -> dict[str, tuple[int, ...]]:
@@ -80,9 +111,25 @@ def base_shapes(base: str) -> dict[str, tuple[int, ...]]:
     return {name: tuple(shape) for name, shape in shapes(config).items()}
 
 
+def parameter_shapes(adapter: Adapter) -> dict[str, tuple[int, ...]]:
+    """The pairs peft saves for `adapter`'s target_parameters: each parameter wraps the experts module again, so
+    the first one's pair sits deepest (`experts.base_layer.lora_A.weight`); lora_A is (r * experts, in) and lora_B
+    (out, r * experts)."""
+    config = make_hf_checkpoints.CHECKPOINTS[adapter.base][0]
+    out: dict[str, tuple[int, ...]] = {}
+    for bid in range(config["num_hidden_layers"]):
+        for i, param in enumerate(adapter.target_parameters):
+            module, _, _ = param.rpartition(".")
+            wrapped = f"{PREFIX}model.layers.{bid}.{module}" + ".base_layer" * (len(adapter.target_parameters) - 1 - i)
+            experts, rows, cols = FUSED_EXPERTS[param](config)
+            out |= {f"{wrapped}.lora_A.weight": (adapter.r * experts, cols),
+                    f"{wrapped}.lora_B.weight": (rows, adapter.r * experts)}  # fmt: skip
+    return out
+
+
 def adapter_shapes(adapter: Adapter) -> dict[str, tuple[int, ...]]:
     """Every tensor peft saves for `adapter`, with its shape."""
-    out: dict[str, tuple[int, ...]] = {}
+    out: dict[str, tuple[int, ...]] = parameter_shapes(adapter) if adapter.target_parameters else {}
     for name, shape in base_shapes(adapter.base).items():
         module, _, kind = name.rpartition(".")
         if kind != "weight" or module.rpartition(".")[2] not in adapter.target_modules:

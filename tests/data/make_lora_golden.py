@@ -6,11 +6,12 @@ from numpy and records the text files peft wrote (adapter_config.json, README.md
 of llama-cpp-python 0.3.36's vendored llama.cpp converts the numpy-built adapter with `--base` for every
 --outtype (an adapter it refuses, once), and the script stores each output's SHA-256, size, keys and tensors
 (name, type, shape), or the converter's last line where it refuses. peft and transformers 4.57.6 in the reference's
-environment:
+environment; an adapter of experts' fused 3-D weights (`target_parameters`) is made by peft under transformers 5
+(`--python-tf5`: transformers 5.25.0 and peft 0.21.2), which holds experts so:
 
     /tmp/convenv/bin/pip install peft==0.21.2
     PYTHONPATH=src python tests/data/make_lora_golden.py --python /tmp/convenv/bin/python \\
-        --llama-cpp path/to/vendor/llama.cpp
+        --python-tf5 /tmp/convenv5/bin/python --llama-cpp path/to/vendor/llama.cpp
 
 `--only NAME ...` records those adapters again and keeps the others' records.
 """
@@ -106,14 +107,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--python", required=True, help="the reference's Python (transformers 4.57.6, peft, torch)")
     parser.add_argument("--llama-cpp", required=True, type=Path, help="the sdist's vendor/llama.cpp")
+    parser.add_argument("--python-tf5", help="a Python with transformers 5 and peft, for target_parameters adapters")
     parser.add_argument("--only", nargs="+", choices=list(make_lora_adapters.ADAPTERS))
     args = parser.parse_args()
     converter = args.llama_cpp / "convert_lora_to_gguf.py"
     if not args.only and OUT.exists():
         OUT.unlink()
-    probe = "import peft, transformers; print(peft.__version__, transformers.__version__)"
-    found = subprocess.run([args.python, "-c", probe], check=True, capture_output=True, text=True).stdout.split()
-    versions = {"peft": found[0], "transformers": found[1]}
+    versions = _versions(args.python)
+    if args.python_tf5:
+        versions["tf5"] = _versions(args.python_tf5)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         bases: dict[str, Path] = {}
@@ -121,7 +123,10 @@ def main() -> None:
             adapter = make_lora_adapters.ADAPTERS[name]
             if adapter.base not in bases:
                 bases[adapter.base] = make_hf_checkpoints.build(adapter.base, root / "bases")
-            files = make_with_peft(args.python, bases[adapter.base], name, root / "peft" / name)
+            peft_python = args.python_tf5 if adapter.target_parameters else args.python
+            if peft_python is None:
+                parser.error(f"{name} adapts parameters: give --python-tf5")
+            files = make_with_peft(peft_python, bases[adapter.base], name, root / "peft" / name)
             folder = make_lora_adapters.build(name, root / "adapters", files)
             outputs: dict[str, dict] = {}
             for outtype in OUTTYPES:  # an adapter refused as f32 is refused whatever the outtype: recorded once
@@ -134,7 +139,13 @@ def main() -> None:
             save(name, {"files": files, "outputs": outputs}, versions)
 
 
-def save(name: str, record: dict, versions: dict[str, str]) -> None:
+def _versions(python: str) -> dict:
+    probe = "import peft, transformers; print(peft.__version__, transformers.__version__)"
+    found = subprocess.run([python, "-c", probe], check=True, capture_output=True, text=True).stdout.split()
+    return {"peft": found[0], "transformers": found[1]}
+
+
+def save(name: str, record: dict, versions: dict) -> None:
     """Put adapter `name`'s record into the JSON now (under a lock: two recorders may run at once)."""
     with open(Path(tempfile.gettempdir()) / "lora_golden.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

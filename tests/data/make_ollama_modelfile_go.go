@@ -8,7 +8,8 @@
 //     GGUF model with RENDERER, PARSER and REQUIRES, each as json.Encoder writes it;
 //   - templates: text/template's verdict (nil or the error text) on a corpus (written ones, then random
 //     strings of template tokens from a fixed seed), parsed as Ollama's
-//     template.Parse does (missingkey=zero, its function names), and Ollama's "template error: " prefix.
+//     template.Parse does (missingkey=zero, its function names, then its Vars walk, restated here), and Ollama's
+//     "template error: " prefix.
 // Output: ollama_modelfile_go.json, which tests/ollama/test_modelfile.py reads.
 //
 // Run from tests/data: GO111MODULE=off go run make_ollama_modelfile_go.go > ollama_modelfile_go.json
@@ -16,6 +17,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"math/rand"
@@ -23,6 +25,7 @@ import (
 	"strings"
 	"strconv"
 	"text/template"
+	"text/template/parse"
 )
 
 type paramCase struct {
@@ -137,7 +140,9 @@ func main() {
 	}
 	for _, t := range corpus {
 		c := templateCase{Template: t}
-		if _, err := template.New("").Option("missingkey=zero").Funcs(funcs).Parse(t); err != nil {
+		if tmpl, err := template.New("").Option("missingkey=zero").Funcs(funcs).Parse(t); err != nil {
+			c.Error = "template error: " + err.Error()
+		} else if err := vars(tmpl); err != nil {
 			c.Error = "template error: " + err.Error()
 		}
 		templates = append(templates, c)
@@ -242,6 +247,79 @@ var corpus = []string{
 	"{{ 1e }}",
 	"{{ 0x }}",
 	"{{ $ := 1 }}",
+	// template_test.go's TestParse and TestParseError
+	"{{ .System }} {{ .Prompt }} {{ .Response }}",
+	"{{ with .Tools }}{{ . }}{{ end }} {{ .System }} {{ .Prompt }}",
+	"{{ range .Messages }}{{ if eq .Role \"tool\" }}Tool Result: {{ .ToolName }} {{ .Content }}{{ end }}{{ end }}",
+	"{{- range .Messages }}\n{{- if eq .Role \"system\" }}SYSTEM:\n{{- else if eq .Role \"user\" }}USER:\n{{- end }} {{ .Content }}\n{{- end }}",
+	"{{ .Prompt ",
+	"{{define \"x\"}}{{template \"x\"}}{{end}}{{template \"x\"}}",
+	"{{ if .A }}{{ template \"t\" }}{{ end }}",
+	"{{ define \"t\" }}{{ template \"u\" . }}{{ end }}{{ block \"b\" . }}{{ template \"t\" }}{{ end }}",
+}
+
+// vars is the error of Ollama's Template.Vars (template/template.go), which its Parse runs after text/template's:
+// the walk of every template's nodes (Identifiers), of which only a {{template}} without a pipeline can fail.
+func vars(tmpl *template.Template) error {
+	for _, tt := range tmpl.Templates() {
+		for _, n := range tt.Root.Nodes {
+			if err := identifiers(n); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// identifiers is Ollama's Identifiers, its errors only.
+func identifiers(n parse.Node) error {
+	switch n := n.(type) {
+	case *parse.ListNode:
+		for _, c := range n.Nodes {
+			if err := identifiers(c); err != nil {
+				return err
+			}
+		}
+	case *parse.TemplateNode:
+		if n.Pipe == nil {
+			return errors.New("undefined template specified")
+		}
+		return identifiers(n.Pipe)
+	case *parse.ActionNode:
+		if n.Pipe == nil {
+			return errors.New("undefined action in template")
+		}
+		return identifiers(n.Pipe)
+	case *parse.IfNode:
+		return identifiers(&n.BranchNode)
+	case *parse.RangeNode:
+		return identifiers(&n.BranchNode)
+	case *parse.WithNode:
+		return identifiers(&n.BranchNode)
+	case *parse.BranchNode:
+		if n.Pipe == nil {
+			return errors.New("undefined branch")
+		}
+		if err := identifiers(n.Pipe); err != nil {
+			return err
+		}
+		for _, l := range []*parse.ListNode{n.List, n.ElseList} {
+			if l != nil {
+				if err := identifiers(l); err != nil {
+					return err
+				}
+			}
+		}
+	case *parse.PipeNode:
+		for _, c := range n.Cmds {
+			for _, a := range c.Args {
+				if err := identifiers(a); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // The pieces the random templates are made of.

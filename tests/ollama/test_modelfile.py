@@ -303,7 +303,10 @@ REFUSED = {
     "bad value": ("FROM ./tiny.gguf\nPARAMETER num_ctx lots\n", ModelfileError, r"invalid int value \[lots\]"),
     "missing adapter": ("FROM ./tiny.gguf\nADAPTER ./nope.gguf\n", ModelfileError, "no such file or directory"),
     "adapter not a GGUF": ("FROM ./tiny.gguf\nADAPTER ./Modelfile\n", FormatError, "supplied file was not in GGUF"),
-    "safetensors adapter": ("FROM ./tiny.gguf\nADAPTER ./peft\n", UnsupportedError, "safetensors adapters"),
+    "safetensors adapter": ("FROM ./tiny.gguf\nADAPTER ./peft\n", UnsupportedError,
+                            r"peft: a safetensors ADAPTER .*weightkit convert ADAPTER_DIR adapter.gguf --lora"),
+    "safetensors adapter file": ("FROM ./tiny.gguf\nADAPTER ./peft/adapter_model.safetensors\n", UnsupportedError,
+                                 "a safetensors ADAPTER is converted by Ollama's own converter"),
     # the server converts it with Ollama's own converter (convertMTPDraftFromSafetensors)
     "safetensors draft beside a GGUF": ("FROM ./tiny.gguf\nDRAFT ./peft\n", UnsupportedError, "Ollama's own converter"),
 }  # fmt: skip

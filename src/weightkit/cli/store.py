@@ -16,7 +16,9 @@ from ..llama_quantize import QuantizeOptions
 from ..ollama import PruneReport, Store, create_from_checkpoint, create_from_gguf, create_from_hf_gguf, parse_name
 from ..ollama.create import create_from_request, read_modelfile
 from ..ollama.modelfile import stored_modelfile
-from ..ollama.store import MEDIA, parse_manifest
+from ..ollama.names import ModelName
+from ..ollama.store import MEDIA, Manifest, parse_manifest
+from ..ollama.template_library import library_name
 from ..quant.mlx import is_mlx_mode
 from ..safetensors import SafetensorsFile
 from .options import StoreOption, command_app
@@ -29,7 +31,8 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 QUANTIZE_HELP = (
     "For checkpoints: int4, int8, nvfp4, mxfp4 or mxfp8 (MLX modes: tensor blobs, as Ollama's safetensors models), "
     "or a llama.cpp type such as Q4_K_M, Q8_0 or F16 (converted to a GGUF model layer, as llama.cpp's converter and "
-    "llama-quantize would make it)."
+    "llama-quantize would make it). With -f, a Modelfile's GGUF or stored model too, as ollama create -q: "
+    "F32, F16, BF16, Q8_0, Q4_K_S or Q4_K_M, from an F16, BF16 or F32 model."
 )
 
 
@@ -53,9 +56,7 @@ def create(
     if (source is None) == (modelfile is None):
         raise ArgumentError("create takes one of --from SOURCE or -f Modelfile")
     if modelfile is not None:
-        if quantize:
-            raise ArgumentError("--quantize applies to --from; a Modelfile's model is stored as it is")
-        run_create_modelfile(Store(store), name, modelfile, as_json, console)
+        run_create_modelfile(Store(store), name, modelfile, quantize, as_json, console)
         return
     run_create(Store(store), name, source, quantize, as_json, console)
 
@@ -135,25 +136,33 @@ def run_create(store: Store, name: str, source: Path, quantize: str | None, as_j
             manifest = create_from_checkpoint(store, model_name, source, quantize=quantize, progress=update)
         else:
             manifest = create_from_gguf(store, model_name, source, progress=update)
+    _print_created(model_name, manifest, as_json, console)
+
+
+def _print_created(model_name: ModelName, manifest: Manifest, as_json: bool, console: Console,
+                   template_given: bool = False) -> None:  # fmt: skip
+    """The new model's layers (--json), or one line, after Ollama's status for a library template it chose."""
     if as_json:
         layers = [layer.to_json() for layer in manifest.layers]
         print_json({"model": model_name.short, "size": manifest.size, "layers": layers})
         return
+    template = next((layer for layer in manifest.layers if layer.media_type == MEDIA + "template"), None)
+    detected = template is not None and not template_given and not template.from_
+    if detected and (found := library_name(template.digest)) is not None:
+        console.print(f"using autodetected template {found}", highlight=False)
     console.print(f"created {model_name.short} ({human_bytes(manifest.size)}, {len(manifest.layers)} layers)")
 
 
-def run_create_modelfile(store: Store, name: str, modelfile: Path, as_json: bool, console: Console) -> None:
+def run_create_modelfile(
+    store: Store, name: str, modelfile: Path, quantize: str | None, as_json: bool, console: Console
+) -> None:
     model_name = parse_name(name)
     request = read_modelfile(modelfile)
     for warning in request.warnings:  # Ollama prints them on stdout; with --json that holds the answer alone
         (Console(stderr=True) if as_json else console).print(warning, highlight=False)
     with byte_progress("importing", console, as_json) as update:
-        manifest = create_from_request(store, model_name, request, progress=update)
-    if as_json:
-        layers = [layer.to_json() for layer in manifest.layers]
-        print_json({"model": model_name.short, "size": manifest.size, "layers": layers})
-        return
-    console.print(f"created {model_name.short} ({human_bytes(manifest.size)}, {len(manifest.layers)} layers)")
+        manifest = create_from_request(store, model_name, request, progress=update, quantize=quantize)
+    _print_created(model_name, manifest, as_json, console, bool(request.template))
 
 
 def _llama_type(quantize: str) -> QuantizeOptions:

@@ -15,12 +15,12 @@ import ml_dtypes
 import numpy as np
 
 from ..dtypes import SafetensorsDType, as_bytes, safetensors_dtype_of_numpy
-from ..errors import FormatError, ModelNotFound, UnsupportedError, WeightkitError
+from ..errors import ArgumentError, FormatError, ModelNotFound, UnsupportedError, WeightkitError
 from ..gguf import GGUFFile, open_gguf
 from ..gguf.constants import FILE_TYPES, KEY_ARCHITECTURE, KEY_FILE_TYPE, KEY_SPLIT_COUNT
 from ..llama_quantize.options import COPY, QuantizeOptions
 from ..llama_quantize.quantize import quantize_model
-from ..quant.mlx import mlx_quantize
+from ..quant.mlx import is_mlx_mode, mlx_quantize
 from ..safetensors import SafetensorsFile
 from .blob_bytes import BlobTensor, go_packed_header, mlx_blob
 from .go_template import TemplateError, check_template
@@ -57,6 +57,7 @@ from .modelfile import (
 from .names import ModelName, parse_name
 from .safetensors_config import MIN_OLLAMA_VERSION, safetensors_config
 from .store import CONFIG_MEDIA_TYPE, MEDIA_TYPES, Layer, Manifest, Store, Transaction
+from .template_library import detect_template
 from .tensor_blobs import blob_metadata
 
 Progress = Callable[[int, int], None]  # (bytes done, bytes in all)
@@ -130,8 +131,9 @@ def _server_config(config: dict, request: CreateRequest | None, parameters: dict
     return config
 
 
-def _server_layers(store: Store, tx: Transaction, layers: list[Layer], request: CreateRequest | None,
-                   parameters: dict) -> list[Layer]:  # fmt: skip
+def _server_layers(
+    tx: Transaction, layers: list[Layer], request: CreateRequest | None, parameters: dict
+) -> list[Layer]:
     """createModel's Modelfile layers after the model's: TEMPLATE and SYSTEM replace theirs, each LICENSE
     is added, PARAMETERs are merged over the stored ones (the request's win), MESSAGEs replace theirs."""
 
@@ -147,7 +149,7 @@ def _server_layers(store: Store, tx: Transaction, layers: list[Layer], request: 
         layers.append(tx.add_bytes(text.encode(), MEDIA_TYPES["license"]))
     merged = dict(parameters)
     for layer in [layer for layer in layers if layer.media_type == MEDIA_TYPES["params"]]:
-        stored = store.blob_path(layer.digest)
+        stored = tx.blob_path(layer.digest)
         try:
             existing = json.loads(stored.read_bytes())
         except (OSError, ValueError) as e:
@@ -161,19 +163,19 @@ def _server_layers(store: Store, tx: Transaction, layers: list[Layer], request: 
     return layers
 
 
-def _write_gguf_model(store: Store, tx: Transaction, name: ModelName, config: dict, layers: list[Layer],
+def _write_gguf_model(tx: Transaction, name: ModelName, config: dict, layers: list[Layer],
                       request: CreateRequest | None) -> Manifest:  # fmt: skip
     """createModel's end for a GGUF model: the Modelfile's layers and settings, the config, the manifest."""
     parameters = dict(request.parameters) if request is not None else {}
     config = _server_config(config, request, parameters)
     layers = list(layers)
     if request is not None and request.adapter_path is not None:
-        layers.append(_adapter_layer(tx, request.adapter_path))
+        layers += _adapter_layers(tx, request.adapter_path)
     if request is not None and request.draft_path is not None:
         layer, arch = _gguf_draft_layer(tx, request.draft_path)
         config["draft"] = {"model_format": "gguf", **({"architecture": arch} if arch else {})}
         layers.append(layer)
-    layers = _server_layers(store, tx, layers, request, parameters)
+    layers = _server_layers(tx, layers, request, parameters)
     manifest = Manifest(tx.add_bytes(config_bytes(config), CONFIG_MEDIA_TYPE), layers)
     tx.write_manifest(name, manifest)
     return manifest
@@ -192,6 +194,18 @@ def _gguf_draft_layer(tx: Transaction, path: Path) -> tuple[Layer, str]:
         tmp = tx.temp_path()
         quantize_model(draft, tmp, QuantizeOptions(COPY))
     return tx.adopt(tmp, MEDIA_TYPES["draft"]), arch
+
+
+def _library_layers(tx: Transaction, model: GGUFFile) -> list[Layer]:
+    """detectChatTemplate's layers for a GGUF Ollama imports from a file (a model or an adapter, not a draft):
+    the library template nearest to its chat template, and that template's stop parameters."""
+    entry = detect_template(model.metadata)
+    if entry is None:
+        return []
+    layers = [tx.add_bytes(entry.template, MEDIA_TYPES["template"])]
+    if entry.params is not None:
+        layers.append(tx.add_bytes(entry.params, MEDIA_TYPES["params"]))
+    return layers
 
 
 # Tensor name prefixes of the projector, audio and MTP tensors some GGUFs carry beside the text model (Ollama's
@@ -214,16 +228,50 @@ def _check_no_compatibility_rewrite(path: Path, model: GGUFFile, rewrite: str) -
         raise UnsupportedError(f"{path}: Ollama merges a split GGUF with projector, audio or MTP tensors with its own "
                                "Go GGUF writer, which weightkit does not reproduce")  # fmt: skip
     if rewrite != COPY:
-        raise UnsupportedError(f"{path}: Ollama quantizes an FP8-sourced GGUF with projector, audio or MTP tensors "
-                               "with its own llama-quantize build, which weightkit does not reproduce")  # fmt: skip
+        raise UnsupportedError(f"{path}: Ollama quantizes a GGUF with projector, audio or MTP tensors (FP8-sourced, "
+                               "or with --quantize) with its own llama-quantize build, which weightkit does not "
+                               "reproduce")  # fmt: skip
 
 
-def _rewrite(model: GGUFFile) -> str:
-    """What createModel has llama-quantize make of a GGUF model (no --quantize): Q8_0 for an F16, BF16 or F32
-    file that Ollama's converter made from an FP8 checkpoint (hasSourceFP8Tensors), else COPY."""
-    fp8 = model.metadata.get("source_quantization") == "hf_fp8" and bool(model.metadata.get("source_fp8_tensors"))
+# ggml.ParseFileType: the types `ollama create --quantize` takes (upper-cased), and the files it quantizes.
+_OLLAMA_QUANTIZE_TYPES = {"F32": "F32", "F16": "F16", "Q8_0": "Q8_0", "Q4_K_S": "Q4_K_S", "Q4_K_M": "Q4_K_M",
+                          "Q4_K": "Q4_K_M", "BF16": "BF16"}  # fmt: skip
+_QUANTIZED_FROM = ("F16", "BF16", "F32")
+# llamaQuantizeArgs' --tensor-type additions by architecture, for Q4_K_S and Q4_K_M only.
+_MLA_TENSORS = ("attn_k_b", "attn_q_a", "attn_q_b", "attn_v_b", "attn_kv_a_mqa")
+_GLM_EMBEDDINGS = ((r"^token_embd\.weight$", "f16"), (r"^output\.weight$", "f16"))
+_ARCH_TENSOR_TYPES = {
+    "qwen35": ((r"^blk\.[0-9]+\.nextn\.eh_proj\.weight$", "q8_0"),),
+    "qwen35moe": ((r"^blk\.[0-9]+\.nextn\.eh_proj\.weight$", "q8_0"),),
+    "gemma3n": ((r"^per_layer_token_embd\.weight$", "f16"),),
+    "deepseek2": tuple((rf"{t}\.weight$", "q8_0") for t in _MLA_TENSORS),
+    "glmocr": _GLM_EMBEDDINGS,
+    "glm4": _GLM_EMBEDDINGS,
+}
+
+
+def _server_quantize(model: GGUFFile, quantize: str | None) -> QuantizeOptions:
+    """What createModel has llama-quantize make of a GGUF model layer. With `quantize` (`create --quantize`):
+    that type (ggml.ParseFileType's), from an F16, BF16 or F32 file only, COPY where the file has it already,
+    with llamaQuantizeArgs' per-architecture tensor types. Without: Q8_0 for an F16, BF16 or F32 file that
+    Ollama's converter made from an FP8 checkpoint (hasSourceFP8Tensors), else COPY."""
     ft = model.metadata.get(KEY_FILE_TYPE)
-    return "Q8_0" if fp8 and isinstance(ft, int) and FILE_TYPES.get(ft) in ("F16", "BF16", "F32") else COPY
+    file_type = FILE_TYPES.get(ft, "unknown") if isinstance(ft, int) else "unknown"
+    if not quantize:
+        fp8 = model.metadata.get("source_quantization") == "hf_fp8" and bool(model.metadata.get("source_fp8_tensors"))
+        return QuantizeOptions("Q8_0" if fp8 and file_type in _QUANTIZED_FROM else COPY)
+    want = _OLLAMA_QUANTIZE_TYPES.get(quantize.upper())
+    if want is None:
+        raise ArgumentError(f"--quantize: unsupported quantization type {quantize.upper()} - supported types are "
+                            "F32, F16, Q4_K_S, Q4_K_M, Q8_0")  # fmt: skip
+    if file_type not in _QUANTIZED_FROM:
+        raise UnsupportedError(f"{model.path}: quantization is only supported for F16, BF16 and F32 models "
+                               f"(this one is {file_type})")  # fmt: skip
+    if file_type == want:
+        return QuantizeOptions(COPY)
+    arch = model.metadata.get(KEY_ARCHITECTURE, "")
+    overrides = _ARCH_TENSOR_TYPES.get(arch, ()) if want in ("Q4_K_S", "Q4_K_M") else ()
+    return QuantizeOptions(want, tensor_type=overrides)
 
 
 def create_from_gguf(
@@ -233,27 +281,36 @@ def create_from_gguf(
     *,
     progress: Progress | None = None,
     request: CreateRequest | None = None,
+    quantize: str | None = None,
 ) -> Manifest:
     """Store a GGUF model as `ollama create` does (createModel): rewritten by llama-quantize COPY (every tensor
     as it is, in llama-quantize's layout and metadata; a split model, opened from any shard, merged into one
-    layer), or Q8_0 for one converted from FP8 (`_rewrite`), the config read from what was stored; with a
-    Modelfile's layers and settings when `request` is given. A GGUF with projector, audio or MTP tensors beside
-    the text model is stored as given."""
+    layer), quantized to `quantize` (`ollama create --quantize`; see `_server_quantize`), or Q8_0 for one
+    converted from FP8, the config read from what was stored; the library template its chat template is
+    nearest to; with a Modelfile's layers and settings when `request` is given. A GGUF with projector, audio
+    or MTP tensors beside the text model is stored as given."""
     name = parse_name(name) if isinstance(name, str) else name
     with open_gguf(path) as model, store.transaction() as tx:
-        rewrite = _rewrite(model)
+        options = _server_quantize(model, quantize)
         if _has_compatibility_tensors(model):
-            _check_no_compatibility_rewrite(path, model, rewrite)
+            _check_no_compatibility_rewrite(path, model, options.type)
             layer = tx.add_file(model.path, MEDIA_TYPES["model"])
             config = gguf_config(model)
         else:
-            tmp = tx.temp_path()
-            counted = None if progress is None else lambda _, done, total: progress(done, total)
-            quantize_model(model, tmp, QuantizeOptions(rewrite), progress=counted)
-            with open_gguf(tmp) as stored:
-                config = gguf_config(stored)
-            layer = tx.adopt(tmp, MEDIA_TYPES["model"])
-        return _write_gguf_model(store, tx, name, config, [layer], request)
+            layer, config = _quantized_layer(tx, model, options, progress)
+        return _write_gguf_model(tx, name, config, [layer, *_library_layers(tx, model)], request)
+
+
+def _quantized_layer(
+    tx: Transaction, model: GGUFFile, options: QuantizeOptions, progress: Progress | None
+) -> tuple[Layer, dict]:
+    """A model layer made by llama-quantize from `model`, and the config read from it."""
+    tmp = tx.temp_path()
+    counted = None if progress is None else lambda _, done, total: progress(done, total)
+    quantize_model(model, tmp, options, progress=counted)
+    with open_gguf(tmp) as stored:
+        config = gguf_config(stored)
+    return tx.adopt(tmp, MEDIA_TYPES["model"]), config
 
 
 def create_from_hf_gguf(
@@ -263,10 +320,13 @@ def create_from_hf_gguf(
     quantize: QuantizeOptions | str,
     *,
     progress: Progress | None = None,
+    request: CreateRequest | None = None,
 ) -> Manifest:
     """Convert a Hugging Face checkpoint to GGUF and store it as a `.model` layer, as `ollama create --quantize
     Q4_K_M` does with safetensors: `quantize` is a llama.cpp file type or GGML type (or `QuantizeOptions`),
-    and the GGUF is `convert_hf(folder, ..., quantize=quantize)`'s, streamed into the blob being written."""
+    and the GGUF is `convert_hf(folder, ..., quantize=quantize)`'s, streamed into the blob being written;
+    then the library template its chat template is nearest to, and a Modelfile's layers and settings when
+    `request` is given."""
     from ..convert.hf import convert_hf
 
     name = parse_name(name) if isinstance(name, str) else name
@@ -276,8 +336,9 @@ def create_from_hf_gguf(
                    progress=None if progress is None else lambda _, done, total: progress(done, total))  # fmt: skip
         with open_gguf(tmp) as model:
             config = gguf_config(model)
+            detected = _library_layers(tx, model)
         layer = tx.adopt(tmp, MEDIA_TYPES["model"])
-        return _write_gguf_model(store, tx, name, config, [layer], None)
+        return _write_gguf_model(tx, name, config, [layer, *detected], request)
 
 
 def create_from_checkpoint(
@@ -506,34 +567,38 @@ def create_from_modelfile(
 
 
 def create_from_request(
-    store: Store, name: ModelName | str, request: CreateRequest, *, progress: Progress | None = None
+    store: Store,
+    name: ModelName | str,
+    request: CreateRequest,
+    *,
+    progress: Progress | None = None,
+    quantize: str | None = None,
 ) -> Manifest:
-    """A model made as `ollama create` makes it from a Modelfile's request: FROM a safetensors folder (or a
-    stored safetensors model with a safetensors DRAFT) goes through x/create; FROM a GGUF file (or a folder of
-    them) or a stored model through the server's createModel, whose TEMPLATE is checked as Go's text/template
-    parses it. Everything is checked before anything is stored; a rejected request leaves the store as it was."""
+    """A model made as `ollama create [--quantize Q]` makes it from a Modelfile's request: FROM a safetensors
+    folder (or a stored safetensors model with a safetensors DRAFT) goes through x/create (quantized with an MLX
+    mode), or with a llama.cpp `quantize` type is converted to a GGUF model layer; FROM a GGUF file (or a folder
+    of them) or a stored model through the server's createModel, which quantizes its model layer to `quantize`,
+    and whose TEMPLATE is checked as Go's text/template parses it. Everything is checked before anything is
+    stored; a rejected request leaves the store as it was."""
     name = parse_name(name) if isinstance(name, str) else name
     source = request.from_path
     where = str(source or request.from_name)
+    checkpoint = source is not None and source.is_dir() and _checkpoint_files(source)
     stored_with_draft = source is None and request.draft_path is not None and _safetensors_model_dir(request.draft_path)
-    if stored_with_draft or (source is not None and source.is_dir() and _checkpoint_files(source)):
+    if stored_with_draft or (checkpoint and (not quantize or is_mlx_mode(quantize))):
         if request.requires and _version(request.requires) < _version(MIN_OLLAMA_VERSION):
             raise WeightkitError(f"requires {request.requires} is below the minimum supported version "
                                  f"{MIN_OLLAMA_VERSION} for safetensors models")  # fmt: skip
         if stored_with_draft:
+            if quantize:
+                raise ArgumentError("--quantize: a stored model with a safetensors DRAFT keeps its layers as they are")
             return _create_from_stored_with_draft(store, name, parse_name(request.from_name), request)
-        return create_from_checkpoint(store, name, source, progress=progress, request=request)
-    if request.template:
-        try:
-            check_template(request.template)
-        except TemplateError as e:
-            raise ModelfileError(request.modelfile, None, str(e)) from None
-    if request.draft_path is not None:
-        request.draft_path = _draft_file(request.draft_path)
-    if request.adapter_path is not None:
-        request.adapter_path = _adapter_file(request.adapter_path)
+        return create_from_checkpoint(store, name, source, quantize=quantize, progress=progress, request=request)
+    _check_server_request(request)
+    if checkpoint:
+        return create_from_hf_gguf(store, name, source, quantize, progress=progress, request=request)
     if source is None:
-        return _create_from_stored(store, name, parse_name(request.from_name), request)
+        return _create_from_stored(store, name, parse_name(request.from_name), request, quantize)
     if source.is_dir():
         ggufs = sorted(source.glob("*.gguf"))
         if not ggufs:
@@ -543,7 +608,21 @@ def create_from_request(
         _check_not_one_shard(source)
     if not _is_gguf(source):
         raise FormatError(where, 0, "unknown type")
-    return create_from_gguf(store, name, source, progress=progress, request=request)
+    return create_from_gguf(store, name, source, progress=progress, request=request, quantize=quantize)
+
+
+def _check_server_request(request: CreateRequest) -> None:
+    """What the server checks of a request before storing anything: its TEMPLATE parses as Go's text/template,
+    its DRAFT and ADAPTER are GGUFs (their paths resolved to the files)."""
+    if request.template:
+        try:
+            check_template(request.template)
+        except TemplateError as e:
+            raise ModelfileError(request.modelfile, None, str(e)) from None
+    if request.draft_path is not None:
+        request.draft_path = _draft_file(request.draft_path)
+    if request.adapter_path is not None:
+        request.adapter_path = _adapter_file(request.adapter_path)
 
 
 def _check_not_one_shard(path: Path) -> None:
@@ -560,11 +639,21 @@ def _is_gguf(path: Path) -> bool:
         return f.read(4) == b"GGUF"
 
 
+# Ollama converts a safetensors ADAPTER with its own converter (convert.ConvertAdapter: llama and gemma2 bases),
+# which weightkit does not reproduce: it has no oracle here (Ollama's convert package needs Go 1.24 or later and
+# modules Debian does not package). llama.cpp's converter, which weightkit does reproduce, is the way round.
+SAFETENSORS_ADAPTER = (
+    "{path}: a safetensors ADAPTER is converted by Ollama's own converter, which weightkit does not reproduce; "
+    "convert it with `weightkit convert ADAPTER_DIR adapter.gguf --lora --base BASE` (llama.cpp's "
+    "convert_lora_to_gguf.py) and name adapter.gguf in ADAPTER"
+)
+
+
 def _adapter_file(path: Path) -> Path:
     """The GGUF an ADAPTER names (a file, or a folder's only one), refused as Ollama refuses the rest."""
+    if path.suffix == ".safetensors" or (path.is_dir() and any(path.glob("*.safetensors"))):
+        raise UnsupportedError(SAFETENSORS_ADAPTER.format(path=path))
     if path.is_dir():
-        if _checkpoint_files(path) or any(path.glob("adapter*.safetensors")):
-            raise UnsupportedError(f"{path}: safetensors adapters are not converted by weightkit yet")
         ggufs = sorted(path.glob("*.gguf"))
         if not ggufs:
             raise FormatError(path, None, "no Modelfile or safetensors files found")
@@ -605,14 +694,15 @@ def _draft_file(path: Path) -> Path:
     return path
 
 
-def _adapter_layer(tx: Transaction, path: Path) -> Layer:
+def _adapter_layers(tx: Transaction, path: Path) -> list[Layer]:
     """An ADAPTER's GGUF as ggufLayers stores it: an adapter layer when its general.type says so (else a
-    projector or model layer, as Ollama files any GGUF), marked as from its file name."""
+    projector or model layer, as Ollama files any GGUF), marked as from its file name; then the library
+    template its chat template, if it has one, is nearest to."""
     with open_gguf(path) as model:
         kind = str(model.metadata.get("general.type", "unknown"))
-    media = "adapter" if kind == "adapter" else "projector" if kind in ("projector", "mmproj") else "model"
-    layer = tx.add_file(path, MEDIA_TYPES[media])
-    return Layer(layer.media_type, layer.digest, layer.size, layer.name, path.name)
+        media = "adapter" if kind == "adapter" else "projector" if kind in ("projector", "mmproj") else "model"
+        layer = tx.add_file(path, MEDIA_TYPES[media])
+        return [Layer(layer.media_type, layer.digest, layer.size, layer.name, path.name), *_library_layers(tx, model)]
 
 
 def _checkpoint_files(folder: Path) -> bool:
@@ -662,9 +752,12 @@ def _create_from_stored_with_draft(
     return manifest
 
 
-def _create_from_stored(store: Store, name: ModelName, source: ModelName, request: CreateRequest) -> Manifest:
+def _create_from_stored(
+    store: Store, name: ModelName, source: ModelName, request: CreateRequest, quantize: str | None = None
+) -> Manifest:
     """FROM a stored model (parseFromModel): its layers, each marked as from it, its config's renderer,
-    parser, requires, format and capabilities, the rest read again from its GGUF model layer."""
+    parser, requires, format and capabilities, the rest read again from its GGUF model layer; that layer
+    quantized as createModel quantizes it (`_server_quantize`: a new layer, from no model; a COPY keeps it)."""
     try:
         base = store.manifest(source)
     except (FileNotFoundError, ModelNotFound):
@@ -674,16 +767,24 @@ def _create_from_stored(store: Store, name: ModelName, source: ModelName, reques
     config["capabilities"] = stored.get("capabilities")
     config.update(model_family="", model_families=None, model_type="", file_type="", architecture="amd64", os="linux")
     layers = [Layer(layer.media_type, layer.digest, layer.size, layer.name, source.short) for layer in base.layers]
-    for layer in layers:
-        if layer.media_type == MEDIA_TYPES["model"]:
-            with open_gguf(store.blob_path(layer.digest)) as model:
-                found = gguf_config(model)
-            config["model_format"] = config["model_format"] or found["model_format"]
-            for key in ("model_family", "model_type", "file_type"):
-                config[key] = config[key] or found[key]
-            config["model_families"] = [*(config["model_families"] or []), found["model_family"]]
     with store.transaction() as tx:
         for layer in layers:
             if not tx.pin(layer):
                 raise WeightkitError(f"{source.short}: blob {layer.digest} is missing (see weightkit verify)")
-        return _write_gguf_model(store, tx, name, config, layers, request)
+        for i, layer in enumerate(layers):
+            if layer.media_type != MEDIA_TYPES["model"]:
+                continue
+            with open_gguf(tx.blob_path(layer.digest)) as model:
+                options = _server_quantize(model, quantize)
+                if options.type == COPY:
+                    found = gguf_config(model)
+                elif _has_compatibility_tensors(model):  # Ollama restores them after llama-quantize
+                    raise UnsupportedError(f"{source.short}: a model with projector, audio or MTP tensors is not "
+                                           "quantized by weightkit yet")  # fmt: skip
+                else:
+                    layers[i], found = _quantized_layer(tx, model, options, None)
+            config["model_format"] = config["model_format"] or found["model_format"]
+            for key in ("model_family", "model_type", "file_type"):
+                config[key] = config[key] or found[key]
+            config["model_families"] = [*(config["model_families"] or []), found["model_family"]]
+        return _write_gguf_model(tx, name, config, layers, request)

@@ -1,6 +1,6 @@
 """A parse check of Go's text/template syntax, as Ollama runs it on a Modelfile's TEMPLATE (template.Parse:
-missingkey=zero, its functions): the lexer and parser of text/template/parse, ported for their verdicts
-and error messages only (no tree is kept). `check_template` raises `TemplateError` with Go's message."""
+missingkey=zero, its functions, then its Vars walk): the lexer and parser of text/template/parse, ported for
+their verdicts and error messages only (no tree is kept). `check_template` raises `TemplateError` with Go's message."""
 
 from __future__ import annotations
 
@@ -330,6 +330,7 @@ class _Parser:
         self.range_depth = 0
         self.action_line = 0
         self.defined: dict[str, bool] = {}  # tree name -> its root is non-empty
+        self.bare_template = False  # a {{template "name"}} without a pipeline: Ollama's Vars refuses it
 
     # tokens: next / backup / peek over the item list; `last` is Go's token[0], the line of errorf
     def next(self) -> _Item:
@@ -469,6 +470,8 @@ class _Parser:
             if self.next_non_space().typ != RIGHT:
                 self.backup()
                 self.pipeline("template clause", RIGHT)
+            else:
+                self.bare_template = True
             return "template"
         self.backup()
         self.pipeline("command", RIGHT)
@@ -627,5 +630,9 @@ class _Parser:
 
 def check_template(text: str) -> None:
     """Raise `TemplateError` (Go's message, after Ollama's "template error: ") if Go's text/template, as
-    Ollama configures it, does not parse `text`."""
-    _Parser(_lex(text)).parse()
+    Ollama configures it, does not parse `text`, or if Ollama's template.Parse then refuses it: its `Vars`
+    walk finds a {{template "name"}} without a pipeline (a TemplateNode whose Pipe is nil)."""
+    parser = _Parser(_lex(text))
+    parser.parse()
+    if parser.bare_template:
+        raise TemplateError("template error: undefined template specified")

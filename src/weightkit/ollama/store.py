@@ -521,6 +521,10 @@ class Transaction:
             digest, size = check_digest(digest), tmp.stat().st_size
         return self._keep(tmp, Layer(media_type, digest, size, name))
 
+    def blob_path(self, digest: str) -> Path:
+        """Where blob `digest` can be read now: the file holding it for the commit, else the store's."""
+        return self._pending.get(digest) or self.store.blob_path(digest)
+
     def pin(self, layer: Layer) -> bool:
         """Whether the blob `layer` names is stored (with its size; another size raises); if so it is held
         for the commit as a hard link, so a `prune` or `rm` meanwhile cannot take it from the manifest."""

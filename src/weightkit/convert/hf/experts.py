@@ -148,12 +148,12 @@ def expert_stacker(layout: ExpertLayout) -> Callable[[Tensors, HFConfig], Tensor
             layer[name] = t
             if len(layer) >= n_experts * len(layout.kinds):
                 out.extend(_stacks(layout, layer, bid, n_experts))
-        leftover = [t for layer in waiting.values() for t in layer.values()]
+        leftover = [(name, t) for layer in waiting.values() for name, t in layer.items()]  # by layer, as they came
         if leftover:
-            names = sorted(t.name for t in leftover)[:4]
-            raise FormatError(leftover[0].file, None, f"expert tensors {names} do not make up whole layers of "
-                                                      f"{n_experts} experts (config.json) with "
-                                                      f"{', '.join(layout.kinds)} projections")  # fmt: skip
+            names = [name for name, _ in leftover]
+            why = (f"Unprocessed experts: {names} (as the converter says): they do not make up whole layers of "
+                   f"{n_experts} experts (config.json) with {', '.join(layout.kinds)} projections")  # fmt: skip
+            raise FormatError(leftover[0][1].file, None, why)
         return out
 
     return stack

@@ -47,10 +47,15 @@ LORA_OUTTYPES = ("f32", "f16", "bf16", "q8_0")
 
 @dataclass
 class _Pair:
-    """One adapted module: lora_A (rank, in) and lora_B (out, rank), under the base tensor's name."""
+    """One adapted module: lora_A (rank, in) and lora_B (out, rank), under the base tensor's name; a layer's
+    experts stacked: ([experts,] rank, in) and ([experts,] out, rank)."""
 
     a: SourceTensor | None = None
     b: SourceTensor | None = None
+
+
+#: the adapter's tensors under their base tensors' names: pairs, and the norms mergekit-extract-lora adds
+Items = list[tuple[str, _Pair | SourceTensor]]
 
 
 def base_tensor_name(name: str) -> str:
@@ -111,7 +116,7 @@ def convert_lora(
     sources, opened = _read_adapter(adapter)
     try:
         file_type, matrix_type = OUTTYPES[outtype]
-        plan = _plan(arch, hparams, _pairs(sources, arch), matrix_type, adapter)
+        plan = _plan(arch, hparams, _rewritten(arch, hparams, _pairs(sources, arch)), matrix_type, adapter)
         kv = KV(arch.gguf)
         kv.string("general.type", "adapter")
         kv.string("adapter.type", "lora")
@@ -159,7 +164,7 @@ def _invocation_tokens(kv: KV, lora_config: dict[str, Any], adapter: Path) -> No
                                                          GGUFValueType.UINT32)  # fmt: skip
 
 
-def _pairs(sources: dict[str, SourceTensor], arch: Conversion) -> list[tuple[str, _Pair | SourceTensor]]:
+def _pairs(sources: dict[str, SourceTensor], arch: Conversion) -> Items:
     """The adapter's tensors by base tensor name, in the reference's order: lora_A/lora_B pairs, and the norms
     mergekit-extract-lora adds (as they are); the base layers' own weights skipped; anything else refused."""
     out: dict[str, _Pair | SourceTensor] = {}
@@ -197,8 +202,26 @@ def _pairs(sources: dict[str, SourceTensor], arch: Conversion) -> list[tuple[str
     return list(out.items())
 
 
-def _plan(arch: Conversion, h: HFConfig, pairs: list[tuple[str, _Pair | SourceTensor]], matrix_type: str,
-          adapter: Path) -> list[PlannedTensor]:  # fmt: skip
+def _rewritten(arch: Conversion, h: HFConfig, pairs: Items) -> Items:
+    """The base class's rewrites of its tensor list (a layer's experts stacked) over the pairs: run over the
+    lora_A tensors and over the lora_B tensors apart, since a stack of pairs is the pair of the stacks (the
+    reference's LoraTorchTensor stacks its A and B); a norm goes through both sides as itself."""
+    if not arch.rewrites:
+        return pairs
+    sides = []
+    for side in ("a", "b"):
+        tensors = [(name, getattr(item, side) if isinstance(item, _Pair) else item) for name, item in pairs]
+        for rewrite in arch.rewrites:
+            tensors = rewrite(tensors, h)
+        sides.append(tensors)
+    out: Items = []
+    for (name, a), (name_b, b) in zip(*sides, strict=True):
+        assert name == name_b, (name, name_b)  # the rewrites go by names alone
+        out.append((name, a if a is b else _Pair(a, b)))
+    return out
+
+
+def _plan(arch: Conversion, h: HFConfig, pairs: Items, matrix_type: str, adapter: Path) -> list[PlannedTensor]:
     """The GGUF's tensors: each pair's `<name>.lora_a` and `<name>.lora_b`, each norm under its name."""
     names = tensor_name_map(arch, block_count(h))
     plan: list[PlannedTensor] = []
@@ -207,7 +230,8 @@ def _plan(arch: Conversion, h: HFConfig, pairs: list[tuple[str, _Pair | SourceTe
         if gguf_name is None:
             if hf_name == "lm_head.weight":
                 raise UnsupportedError(f"{adapter}: lm_head is present in adapter, but is ignored in base model")
-            raise UnsupportedError(f"{adapter}: the adapter adapts {hf_name!r}, which has no GGUF name for {arch.gguf}")
+            raise UnsupportedError(f"{adapter}: Can not map tensor {hf_name!r}: the adapter adapts it, which has no "
+                                   f"GGUF name for {arch.gguf}")  # fmt: skip
         transforms = [tr for tr in arch.transforms if tr.applies_to(hf_name)]
         if isinstance(item, SourceTensor):
             if len(item.shape) != 1:
@@ -216,10 +240,10 @@ def _plan(arch: Conversion, h: HFConfig, pairs: list[tuple[str, _Pair | SourceTe
             continue
         a, b = item.a, item.b
         assert a is not None and b is not None
-        if len(a.shape) != 2 or len(b.shape) != 2 or a.shape[0] != b.shape[1]:
+        if len(a.shape) not in (2, 3) or a.shape[:-2] != b.shape[:-2] or a.shape[-2] != b.shape[-1]:
             raise FormatError(a.file, None, f"{hf_name!r}: lora_A {list(a.shape)} and lora_B {list(b.shape)} are not "
-                                            "(rank, in) and (out, rank) matrices")  # fmt: skip
-        product = (b.shape[0], a.shape[1])
+                                            "(rank, in) and (out, rank) matrices (or stacks of them)")  # fmt: skip
+        product = (*b.shape[:-1], a.shape[-1])
         if any(not tr.rows for tr in transforms):
             raise UnsupportedError(
                 f"{adapter}: {arch.gguf}'s conversion changes {hf_name!r} in a way weightkit "
