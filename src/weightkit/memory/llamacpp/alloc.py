@@ -54,10 +54,12 @@ class _Blocks:
             if size <= block[1] <= best_size:  # (and smaller than that), only where no block below it fits
                 best, best_size = block, block[1]
         offset = best[0]
-        best[0] = end = offset + size
-        best[1] = best_size - size
+        end = offset + size
         if best_size == size:
-            del blocks[next(i for i, block in enumerate(blocks) if block is best)]
+            blocks.remove(best)  # (a block equal to it before it would leave the same list)
+        else:
+            best[0] = end
+            best[1] = best_size - size
         if end > self.top:
             self.top = end
         return offset
@@ -65,22 +67,25 @@ class _Blocks:
     def release(self, offset: int, size: int) -> None:
         end = offset + size
         blocks = self.free
-        for i, block in enumerate(blocks):
-            at, length = block
-            if at + length == offset:  # grow this block forward, maybe into the next one
-                length += size
-                if i + 1 < len(blocks) and at + length == blocks[i + 1][0]:
-                    length += blocks[i + 1][1]
-                    del blocks[i + 1]
+        i = 0
+        for block in blocks:
+            at = block[0]
+            if at + block[1] == offset:  # grow this block forward, maybe into the next one
+                length = block[1] + size
+                i += 1
+                if i < len(blocks) and at + length == blocks[i][0]:
+                    length += blocks[i][1]
+                    del blocks[i]
                 block[1] = length
                 return
             if end == at:  # grow it backward, maybe into the previous one
                 block[0] = offset
-                block[1] = length + size
+                block[1] += size
                 if i and blocks[i - 1][0] + blocks[i - 1][1] == offset:
                     blocks[i - 1][1] += block[1]
                     del blocks[i]
                 return
+            i += 1
         # a new block goes before the first one not below it, as `ggml_dyn_tallocr_insert_block` scans: the list
         # is not always sorted (a zero-size block can be left inside a range another allocation took)
         at = 0
@@ -141,8 +146,9 @@ def allocator_moves(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: S
     add = moves.append
     owned: set[Tensor] = set()  # tensors placed and still owning their memory
     own, disown = owned.add, owned.discard
-    children = Counter(chain.from_iterable(map(_sources, nodes)))
-    views = Counter(node.view_src for node in nodes if node.view_src is not None and node.op != "NONE")
+    # (plain dicts: Python's fast paths for subscripts take no subclass)
+    children = dict(Counter(chain.from_iterable(map(_sources, nodes))))
+    views = dict(Counter(node.view_src for node in nodes if node.view_src is not None and node.op != "NONE"))
     viewed = views.get
     one = len(buffers) == 1 and sizes[0] is None  # every tensor in buffer 0, `ggml_nbytes` long: nothing to ask
 
@@ -171,8 +177,9 @@ def allocator_moves(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: S
             if node.op in INPLACE_OPS:
                 for parent in node.src:
                     if (parent is not None and children[parent] == 1 and parent in owned and not viewed(parent)
-                            and not parent.flags & OUTPUT and node.same_layout(parent)):  # fmt: skip
-                        add((TAKE, node, parent, index))  # the node takes the parent's memory over
+                            and not parent.flags & OUTPUT and node.type == parent.type and node.ne == parent.ne
+                            and node.nb == parent.nb):  # fmt: skip
+                        add((TAKE, node, parent, index))  # the node (alike: type, shape, strides) takes it over
                         disown(parent)
                         own(node)
                         break

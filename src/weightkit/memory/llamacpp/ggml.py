@@ -75,9 +75,6 @@ class Tensor:
         ne = self.ne
         return ne[0] * ne[1] * ne[2] * ne[3]
 
-    def same_layout(self, other: Tensor) -> bool:
-        return self.type == other.type and self.ne == other.ne and self.nb == other.nb
-
     def __repr__(self) -> str:
         return f"{self.op}({self.name or '?'} {ggml_type(self.type).name} {list(self.ne)})"
 
