@@ -146,10 +146,10 @@ def allocator_moves(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: S
     add = moves.append
     owned: set[Tensor] = set()  # tensors placed and still owning their memory
     own, disown = owned.add, owned.discard
-    # (plain dicts: Python's fast paths for subscripts take no subclass)
+    # each tensor's consumers and live views left, a tensor dropped when none are (plain dicts: Python's fast
+    # paths for subscripts take no subclass)
     children = dict(Counter(chain.from_iterable(map(_sources, nodes))))
     views = dict(Counter(node.view_src for node in nodes if node.view_src is not None and node.op != "NONE"))
-    viewed = views.get
     one = len(buffers) == 1 and sizes[0] is None  # every tensor in buffer 0, `ggml_nbytes` long: nothing to ask
 
     def place(t: Tensor, position: int) -> None:
@@ -176,7 +176,7 @@ def allocator_moves(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: S
         if node.view_src is None and not node.external and node not in owned:
             if node.op in INPLACE_OPS:
                 for parent in node.src:
-                    if (parent is not None and children[parent] == 1 and parent in owned and not viewed(parent)
+                    if (parent is not None and children[parent] == 1 and parent in owned and parent not in views
                             and not parent.flags & OUTPUT and node.type == parent.type and node.ne == parent.ne
                             and node.nb == parent.nb):  # fmt: skip
                         add((TAKE, node, parent, index))  # the node (alike: type, shape, strides) takes it over
@@ -194,8 +194,11 @@ def allocator_moves(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: S
             if parent is None or parent.external:  # a weight or a cache: never the allocator's to free
                 continue
             left = children[parent] - 1
-            children[parent] = left
-            if left or viewed(parent):
+            if left:
+                children[parent] = left
+                continue
+            del children[parent]
+            if parent in views:
                 continue
             root = parent.view_src
             if root is None:
@@ -204,8 +207,11 @@ def allocator_moves(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: S
                     add((FREE, parent))
                 continue
             left = views[root] - 1
-            views[root] = left
-            if not left and not children.get(root) and root in owned and not root.flags & OUTPUT:
+            if left:
+                views[root] = left
+                continue
+            del views[root]
+            if root not in children and root in owned and not root.flags & OUTPUT:
                 disown(root)
                 add((FREE, root))
     starts.append(len(moves))
