@@ -111,6 +111,9 @@ def placed_bytes(tensors: Iterable[Tensor], buffers: Sequence[tuple[int, AllocSi
                  buffer_of: Callable[[Tensor], int]) -> list[int]:  # fmt: skip
     """The bytes of each buffer that the tensors the allocator places among `tensors` take side by side, each
     rounded up to its buffer's alignment."""
+    if len(buffers) == 1 and buffers[0][1] is None:  # one buffer, `ggml_nbytes` long: nothing to ask
+        align = buffers[0][0]
+        return [sum(-(-t.nbytes // align) * align for t in tensors if t.view_src is None and not t.external)]
     total = [0] * len(buffers)
     for t in tensors:
         if not t.external and t.view_src is None:
