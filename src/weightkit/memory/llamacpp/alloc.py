@@ -221,7 +221,7 @@ def allocator_moves(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: S
     return moves, starts
 
 
-def make_moves(moves: Iterable[Move], n_buffers: int, snapshots: Mapping[int, list[list[State]]] | None = None,
+def make_moves(moves: Sequence[Move], n_buffers: int, snapshots: Mapping[int, list[list[State]]] | None = None,
                previous: int = 0) -> list[int]:  # fmt: skip
     """The allocator's moves made over `n_buffers` buffers: each buffer's size, the highest end
     ever reached. `snapshots` maps a move's index to lists that receive the state just before it (as
@@ -244,26 +244,28 @@ def make_moves(moves: Iterable[Move], n_buffers: int, snapshots: Mapping[int, li
                 offset[move[1]] = pop(move[2])
         return [blocks.top for blocks in allocators]
     made: dict = {}  # the node that gave each tensor its memory
-    for at, move in enumerate(moves):
-        if at in snapshots:
-            for index, got in snapshots[at]:
-                live = tuple(sorted((*where, index - made[t] if made.get(t, -1) >= previous else id(t))
-                                    for t, where in offset.items()))  # fmt: skip
-                previous = index
-                free_lists = tuple(tuple(map(tuple, blocks.free)) for blocks in allocators)
-                got.append((free_lists, tuple(blocks.top for blocks in allocators), live))
-        kind = move[0]
-        if kind == PLACE:
-            _, t, buffer, size, index = move
-            offset[t] = (buffer, allocs[buffer](size), size)
-            made[t] = index
-        elif kind == FREE:
-            buffer, at_, size = pop(move[1])
-            releases[buffer](at_, size)
-        else:
-            _, node, parent, index = move
-            offset[node] = pop(parent)
-            made[node] = index
+    done = 0
+    for stop in (*sorted(at for at in snapshots if at < len(moves)), len(moves)):  # the moves up to a snapshot
+        for move in moves[done:stop]:
+            kind = move[0]
+            if kind == PLACE:
+                _, t, buffer, size, index = move
+                offset[t] = (buffer, allocs[buffer](size), size)
+                made[t] = index
+            elif kind == FREE:
+                buffer, at, size = pop(move[1])
+                releases[buffer](at, size)
+            else:
+                _, node, parent, index = move
+                offset[node] = pop(parent)
+                made[node] = index
+        done = stop
+        for index, got in snapshots[stop] if stop < len(moves) else ():
+            live = tuple(sorted((*where, index - made[t] if made[t] >= previous else id(t))
+                                for t, where in offset.items()))  # fmt: skip
+            previous = index
+            free_lists = tuple(tuple(map(tuple, blocks.free)) for blocks in allocators)
+            got.append((free_lists, tuple(blocks.top for blocks in allocators), live))
     return [blocks.top for blocks in allocators]
 
 
