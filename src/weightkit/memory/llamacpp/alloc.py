@@ -54,10 +54,12 @@ class _Blocks:
             if size <= block[1] <= best_size:  # (and smaller than that), only where no block below it fits
                 best, best_size = block, block[1]
         offset = best[0]
-        best[0] = end = offset + size
-        best[1] = best_size - size
+        end = offset + size
         if best_size == size:
-            del blocks[next(i for i, block in enumerate(blocks) if block is best)]
+            blocks.remove(best)  # (a block equal to it before it would leave the same list)
+        else:
+            best[0] = end
+            best[1] = best_size - size
         if end > self.top:
             self.top = end
         return offset
@@ -65,22 +67,25 @@ class _Blocks:
     def release(self, offset: int, size: int) -> None:
         end = offset + size
         blocks = self.free
-        for i, block in enumerate(blocks):
-            at, length = block
-            if at + length == offset:  # grow this block forward, maybe into the next one
-                length += size
-                if i + 1 < len(blocks) and at + length == blocks[i + 1][0]:
-                    length += blocks[i + 1][1]
-                    del blocks[i + 1]
+        i = 0
+        for block in blocks:
+            at = block[0]
+            if at + block[1] == offset:  # grow this block forward, maybe into the next one
+                length = block[1] + size
+                i += 1
+                if i < len(blocks) and at + length == blocks[i][0]:
+                    length += blocks[i][1]
+                    del blocks[i]
                 block[1] = length
                 return
             if end == at:  # grow it backward, maybe into the previous one
                 block[0] = offset
-                block[1] = length + size
+                block[1] += size
                 if i and blocks[i - 1][0] + blocks[i - 1][1] == offset:
                     blocks[i - 1][1] += block[1]
                     del blocks[i]
                 return
+            i += 1
         # a new block goes before the first one not below it, as `ggml_dyn_tallocr_insert_block` scans: the list
         # is not always sorted (a zero-size block can be left inside a range another allocation took)
         at = 0
@@ -106,6 +111,9 @@ def placed_bytes(tensors: Iterable[Tensor], buffers: Sequence[tuple[int, AllocSi
                  buffer_of: Callable[[Tensor], int]) -> list[int]:  # fmt: skip
     """The bytes of each buffer that the tensors the allocator places among `tensors` take side by side, each
     rounded up to its buffer's alignment."""
+    if len(buffers) == 1 and buffers[0][1] is None:  # one buffer, `ggml_nbytes` long: nothing to ask
+        align = buffers[0][0]
+        return [sum(-(-t.nbytes // align) * align for t in tensors if t.view_src is None and not t.external)]
     total = [0] * len(buffers)
     for t in tensors:
         if not t.external and t.view_src is None:
@@ -141,9 +149,10 @@ def allocator_moves(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: S
     add = moves.append
     owned: set[Tensor] = set()  # tensors placed and still owning their memory
     own, disown = owned.add, owned.discard
-    children = Counter(chain.from_iterable(map(_sources, nodes)))
-    views = Counter(node.view_src for node in nodes if node.view_src is not None and node.op != "NONE")
-    viewed = views.get
+    # each tensor's consumers and live views left, a tensor dropped when none are (plain dicts: Python's fast
+    # paths for subscripts take no subclass)
+    children = dict(Counter(chain.from_iterable(map(_sources, nodes))))
+    views = dict(Counter(node.view_src for node in nodes if node.view_src is not None and node.op != "NONE"))
     one = len(buffers) == 1 and sizes[0] is None  # every tensor in buffer 0, `ggml_nbytes` long: nothing to ask
 
     def place(t: Tensor, position: int) -> None:
@@ -170,9 +179,10 @@ def allocator_moves(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: S
         if node.view_src is None and not node.external and node not in owned:
             if node.op in INPLACE_OPS:
                 for parent in node.src:
-                    if (parent is not None and children[parent] == 1 and parent in owned and not viewed(parent)
-                            and not parent.flags & OUTPUT and node.same_layout(parent)):  # fmt: skip
-                        add((TAKE, node, parent, index))  # the node takes the parent's memory over
+                    if (parent is not None and children[parent] == 1 and parent in owned and parent not in views
+                            and not parent.flags & OUTPUT and node.type == parent.type and node.ne == parent.ne
+                            and node.nb == parent.nb):  # fmt: skip
+                        add((TAKE, node, parent, index))  # the node (alike: type, shape, strides) takes it over
                         disown(parent)
                         own(node)
                         break
@@ -187,8 +197,11 @@ def allocator_moves(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: S
             if parent is None or parent.external:  # a weight or a cache: never the allocator's to free
                 continue
             left = children[parent] - 1
-            children[parent] = left
-            if left or viewed(parent):
+            if left:
+                children[parent] = left
+                continue
+            del children[parent]
+            if parent in views:
                 continue
             root = parent.view_src
             if root is None:
@@ -197,15 +210,18 @@ def allocator_moves(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: S
                     add((FREE, parent))
                 continue
             left = views[root] - 1
-            views[root] = left
-            if not left and not children.get(root) and root in owned and not root.flags & OUTPUT:
+            if left:
+                views[root] = left
+                continue
+            del views[root]
+            if root not in children and root in owned and not root.flags & OUTPUT:
                 disown(root)
                 add((FREE, root))
     starts.append(len(moves))
     return moves, starts
 
 
-def make_moves(moves: Iterable[Move], n_buffers: int, snapshots: Mapping[int, list[list[State]]] | None = None,
+def make_moves(moves: Sequence[Move], n_buffers: int, snapshots: Mapping[int, list[list[State]]] | None = None,
                previous: int = 0) -> list[int]:  # fmt: skip
     """The allocator's moves made over `n_buffers` buffers: each buffer's size, the highest end
     ever reached. `snapshots` maps a move's index to lists that receive the state just before it (as
@@ -228,26 +244,28 @@ def make_moves(moves: Iterable[Move], n_buffers: int, snapshots: Mapping[int, li
                 offset[move[1]] = pop(move[2])
         return [blocks.top for blocks in allocators]
     made: dict = {}  # the node that gave each tensor its memory
-    for at, move in enumerate(moves):
-        if at in snapshots:
-            for index, got in snapshots[at]:
-                live = tuple(sorted((*where, index - made[t] if made.get(t, -1) >= previous else id(t))
-                                    for t, where in offset.items()))  # fmt: skip
-                previous = index
-                free_lists = tuple(tuple(map(tuple, blocks.free)) for blocks in allocators)
-                got.append((free_lists, tuple(blocks.top for blocks in allocators), live))
-        kind = move[0]
-        if kind == PLACE:
-            _, t, buffer, size, index = move
-            offset[t] = (buffer, allocs[buffer](size), size)
-            made[t] = index
-        elif kind == FREE:
-            buffer, at_, size = pop(move[1])
-            releases[buffer](at_, size)
-        else:
-            _, node, parent, index = move
-            offset[node] = pop(parent)
-            made[node] = index
+    done = 0
+    for stop in (*sorted(at for at in snapshots if at < len(moves)), len(moves)):  # the moves up to a snapshot
+        for move in moves[done:stop]:
+            kind = move[0]
+            if kind == PLACE:
+                _, t, buffer, size, index = move
+                offset[t] = (buffer, allocs[buffer](size), size)
+                made[t] = index
+            elif kind == FREE:
+                buffer, at, size = pop(move[1])
+                releases[buffer](at, size)
+            else:
+                _, node, parent, index = move
+                offset[node] = pop(parent)
+                made[node] = index
+        done = stop
+        for index, got in snapshots[stop] if stop < len(moves) else ():
+            live = tuple(sorted((*where, index - made[t] if made[t] >= previous else id(t))
+                                for t, where in offset.items()))  # fmt: skip
+            previous = index
+            free_lists = tuple(tuple(map(tuple, blocks.free)) for blocks in allocators)
+            got.append((free_lists, tuple(blocks.top for blocks in allocators), live))
     return [blocks.top for blocks in allocators]
 
 

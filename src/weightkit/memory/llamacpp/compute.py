@@ -26,7 +26,7 @@ from .architectures import architecture
 from .cache import Memory
 from .context import Context
 from .ggml import INPUT, Tensor
-from .graph_builder import GraphBuilder
+from .graph_builder import GraphBuilder, Weights
 from .hparams import LlamaCppHParams
 from .placement import Placement, buffer_of
 from .sched import assigned_devices, backend_buffers
@@ -44,7 +44,7 @@ class ComputeBuffer:
 def build_graph(hp: LlamaCppHParams, ctx: Context, memory: Memory, tensors: Mapping[str, TensorInfo], n_tokens: int,
                 n_seqs: int, n_outputs: int, placement: Placement | None = None,
                 layers: Sequence[int] | None = None, *, pin_norms: bool = True,
-                weights: dict[str, Tensor] | None = None) -> GraphBuilder:  # fmt: skip
+                weights: Weights | None = None) -> GraphBuilder:  # fmt: skip
     """The graph `llama_context::graph_reserve` builds for a batch (of `layers` only, when given; `pin_norms`:
     with the layers' norms pinned to their devices where llama.cpp pins them; `weights`: the weights' tensors
     made so far, shared by the graphs of one placement)."""
@@ -195,7 +195,7 @@ class _Reserve:
     pipeline: bool = False
     pin_norms: bool = True
     shorten: bool = True  # through a shortened graph where it suffices
-    weights: dict[str, Tensor] = field(default_factory=dict)  # the weights' tensors, made once for every graph
+    weights: Weights = field(default_factory=dict)  # the weights' tensors, made once for every graph
     whole: list[GraphBuilder] = field(default_factory=list)  # the whole graphs built so far
 
     @cached_property
@@ -410,17 +410,14 @@ def replayed_sizes(builder: GraphBuilder, plan: Repetition, reps: int, reserved:
                 add((TAKE, name(m[1], shift), name(m[2], shift), m[3]))
         return out
 
-    def leafy(m: Move) -> bool:
-        """Whether `m` names a leaf of a repetition up to the repeated one (renamed anew every repetition)."""
-        return any((place := where.get(t)) is not None and place[0] <= middle and place[1] == 1 and t not in shared
-                   for t in _named(m))  # fmt: skip
-
+    leafs = {t for t, (k, kind, _) in where.items() if k <= middle and kind == 1 and t not in shared}  # (renamed
+    # anew every repetition: the leaves of the repetitions up to the repeated one)
     try:  # the nodes' moves, a repetition in two (a place the second or the third lacks: not known to repeat)
         by_parity = {shift: renamed(template[1], shift) for shift in (1, 2)}
         tail = renamed(later, left_out)
     except KeyError:
         return None
-    patched = [i for i, m in enumerate(template[1]) if leafy(m)]
+    patched = [i for i, m in enumerate(template[1]) if not leafs.isdisjoint(_named(m))]
 
     def repeated_nodes(shift: int) -> list[Move]:
         ms = by_parity[2 - shift % 2]

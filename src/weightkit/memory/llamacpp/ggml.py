@@ -75,9 +75,6 @@ class Tensor:
         ne = self.ne
         return ne[0] * ne[1] * ne[2] * ne[3]
 
-    def same_layout(self, other: Tensor) -> bool:
-        return self.type == other.type and self.ne == other.ne and self.nb == other.nb
-
     def __repr__(self) -> str:
         return f"{self.op}({self.name or '?'} {ggml_type(self.type).name} {list(self.ne)})"
 
@@ -102,17 +99,8 @@ def new_tensor(type: int, ne: Sequence[int]) -> Tensor:
     return Tensor(type, ne)
 
 
-def _new(type: int, ne: Sequence[int], op: str, *src: Tensor | None) -> Tensor:
-    return Tensor(type, ne, op, src)
-
-
-def _dup(a: Tensor, op: str, *src: Tensor | None) -> Tensor:
-    """`ggml_dup_tensor`: a's type and shape, contiguous."""
-    return Tensor(a.type, a.ne, op, src)
-
-
 def _view(a: Tensor, op: str, ne: Sequence[int], nb: Sequence[int], *src: Tensor | None) -> Tensor:
-    return Tensor(a.type, ne, op, src or (a,), view_src=a, nb=nb)
+    return Tensor(a.type, ne, op, src or (a,), a, nb)
 
 
 # ---------------------------------------------------------------------------------------------- views
@@ -124,24 +112,25 @@ def view_tensor(a: Tensor, op: str, *src: Tensor | None) -> Tensor:
 
 
 def reshape(a: Tensor, *ne: int) -> Tensor:
-    return Tensor(a.type, ne, "RESHAPE", (a,), view_src=a)
+    return Tensor(a.type, ne, "RESHAPE", (a,), a)
 
 
 def view(a: Tensor, ne: Sequence[int], nb: Sequence[int] = ()) -> Tensor:
     """`ggml_view_1d/2d/3d/4d`: `nb` holds nb1 (and nb2, nb3) as those functions take them."""
     size, block = _SIZES[a.type]
     n = len(ne)
-    full = [size, *nb]
     if n == 1:
         nb1 = size * (ne[0] // block)
         strides = (size, nb1, nb1, nb1)
     elif n == 2:
-        strides = (size, full[1], full[1] * ne[1], full[1] * ne[1])
+        nb1 = nb[0]
+        nb2 = nb1 * ne[1]
+        strides = (size, nb1, nb2, nb2)
     elif n == 3:
-        strides = (size, full[1], full[2], full[2] * ne[2])
+        strides = (size, nb[0], nb[1], nb[1] * ne[2])
     else:
-        strides = (size, full[1], full[2], full[3])
-    return _view(a, "VIEW", ne, strides)
+        strides = (size, nb[0], nb[1], nb[2])
+    return Tensor(a.type, ne, "VIEW", (a,), a, strides)
 
 
 def permute(a: Tensor, *axes: int) -> Tensor:
@@ -160,7 +149,7 @@ def transpose(a: Tensor) -> Tensor:
 
 
 def get_rows(a: Tensor, b: Tensor) -> Tensor:
-    return _new(I32 if a.type == I32 else F32, (a.ne[0], b.ne[0], b.ne[1], b.ne[2]), "GET_ROWS", a, b)
+    return Tensor(I32 if a.type == I32 else F32, (a.ne[0], b.ne[0], b.ne[1], b.ne[2]), "GET_ROWS", (a, b))
 
 
 def set_rows(a: Tensor, b: Tensor, c: Tensor) -> Tensor:
@@ -169,52 +158,52 @@ def set_rows(a: Tensor, b: Tensor, c: Tensor) -> Tensor:
 
 
 def mul_mat(a: Tensor, b: Tensor) -> Tensor:
-    return _new(F32, (a.ne[1], b.ne[1], b.ne[2], b.ne[3]), "MUL_MAT", a, b)
+    return Tensor(F32, (a.ne[1], b.ne[1], b.ne[2], b.ne[3]), "MUL_MAT", (a, b))
 
 
 def mul_mat_id(a: Tensor, b: Tensor, ids: Tensor) -> Tensor:
-    return _new(F32, (a.ne[1], ids.ne[0], b.ne[2], 1), "MUL_MAT_ID", a, b, ids)
+    return Tensor(F32, (a.ne[1], ids.ne[0], b.ne[2], 1), "MUL_MAT_ID", (a, b, ids))
 
 
 def unary(a: Tensor, op: str) -> Tensor:
     """`ggml_unary` family (silu, gelu, tanh, sigmoid, relu, exp, ...): same shape, in-place-able."""
-    return _dup(a, "UNARY", a)
+    return Tensor(a.type, a.ne, "UNARY", (a,))
 
 
 def rms_norm(a: Tensor) -> Tensor:
-    return _dup(a, "RMS_NORM", a)
+    return Tensor(a.type, a.ne, "RMS_NORM", (a,))
 
 
 def norm(a: Tensor) -> Tensor:
-    return _dup(a, "NORM", a)
+    return Tensor(a.type, a.ne, "NORM", (a,))
 
 
 def l2_norm(a: Tensor) -> Tensor:
-    return _dup(a, "L2_NORM", a)
+    return Tensor(a.type, a.ne, "L2_NORM", (a,))
 
 
 def add(a: Tensor, b: Tensor) -> Tensor:
-    return _dup(a, "ADD", a, b)
+    return Tensor(a.type, a.ne, "ADD", (a, b))
 
 
 def sub(a: Tensor, b: Tensor) -> Tensor:
-    return _dup(a, "SUB", a, b)
+    return Tensor(a.type, a.ne, "SUB", (a, b))
 
 
 def mul(a: Tensor, b: Tensor) -> Tensor:
-    return _dup(a, "MUL", a, b)
+    return Tensor(a.type, a.ne, "MUL", (a, b))
 
 
 def div(a: Tensor, b: Tensor) -> Tensor:
-    return _dup(a, "DIV", a, b)
+    return Tensor(a.type, a.ne, "DIV", (a, b))
 
 
 def add_id(a: Tensor, b: Tensor, ids: Tensor) -> Tensor:
-    return _dup(a, "ADD_ID", a, b, ids)
+    return Tensor(a.type, a.ne, "ADD_ID", (a, b, ids))
 
 
 def scale(a: Tensor) -> Tensor:
-    return _dup(a, "SCALE", a)
+    return Tensor(a.type, a.ne, "SCALE", (a,))
 
 
 def scale_inplace(a: Tensor) -> Tensor:
@@ -223,44 +212,44 @@ def scale_inplace(a: Tensor) -> Tensor:
 
 def fill(a: Tensor) -> Tensor:
     """`ggml_fill`: a's type and shape, every element one constant."""
-    return _dup(a, "FILL", a)
+    return Tensor(a.type, a.ne, "FILL", (a,))
 
 
 def clamp(a: Tensor) -> Tensor:
-    return _dup(a, "CLAMP", a)
+    return Tensor(a.type, a.ne, "CLAMP", (a,))
 
 
 def sqr(a: Tensor) -> Tensor:
-    return _dup(a, "SQR", a)
+    return Tensor(a.type, a.ne, "SQR", (a,))
 
 
 def sqrt(a: Tensor) -> Tensor:
-    return _dup(a, "SQRT", a)
+    return Tensor(a.type, a.ne, "SQRT", (a,))
 
 
 def sum_rows(a: Tensor) -> Tensor:
-    return _new(a.type, (1, a.ne[1], a.ne[2], a.ne[3]), "SUM_ROWS", a)
+    return Tensor(a.type, (1, a.ne[1], a.ne[2], a.ne[3]), "SUM_ROWS", (a,))
 
 
 def mean(a: Tensor) -> Tensor:
-    return _new(F32, (1, a.ne[1], a.ne[2], a.ne[3]), "MEAN", a)
+    return Tensor(F32, (1, a.ne[1], a.ne[2], a.ne[3]), "MEAN", (a,))
 
 
 def rope(a: Tensor, pos: Tensor) -> Tensor:
     """`ggml_rope_ext` (and `ggml_rope_multi`): a copy of `a`, rotated. Its frequency factors, a weight, never
     reach the allocator and are left out."""
-    return _dup(a, "ROPE", a, pos)
+    return Tensor(a.type, a.ne, "ROPE", (a, pos))
 
 
 def soft_max(a: Tensor, mask: Tensor | None = None, sinks: Tensor | None = None) -> Tensor:
-    t = _dup(a, "SOFT_MAX", a, mask)
+    t = Tensor(a.type, a.ne, "SOFT_MAX", (a, mask))
     if sinks is not None:  # ggml_soft_max_add_sinks
         t.src = (a, mask, sinks)
     return t
 
 
 def flash_attn_ext(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, sinks: Tensor | None = None) -> Tensor:
-    t = _new(F32, (v.ne[0], q.ne[2], q.ne[1], q.ne[3]), "FLASH_ATTN_EXT", q, k, v, mask)
+    t = Tensor(F32, (v.ne[0], q.ne[2], q.ne[1], q.ne[3]), "FLASH_ATTN_EXT", (q, k, v, mask))
     if sinks is not None:  # ggml_flash_attn_ext_add_sinks
         t.src = (q, k, v, mask, sinks)
     return t
@@ -285,16 +274,16 @@ def cast(a: Tensor, type: int) -> Tensor:
 
 def glu_split(a: Tensor, b: Tensor) -> Tensor:
     """`ggml_swiglu_split` / `ggml_geglu_split` / ...: a's type and shape, contiguous, not in place."""
-    return _new(a.type, a.ne, "GLU", a, b)
+    return Tensor(a.type, a.ne, "GLU", (a, b))
 
 
 def glu(a: Tensor) -> Tensor:
     """`ggml_swiglu` / `ggml_geglu` on one tensor holding both halves."""
-    return _new(a.type, (a.ne[0] // 2, a.ne[1], a.ne[2], a.ne[3]), "GLU", a, None)
+    return Tensor(a.type, (a.ne[0] // 2, a.ne[1], a.ne[2], a.ne[3]), "GLU", (a, None))
 
 
 def argsort(a: Tensor) -> Tensor:
-    return _new(I32, a.ne, "ARGSORT", a)
+    return Tensor(I32, a.ne, "ARGSORT", (a,))
 
 
 def argsort_top_k(a: Tensor, k: int) -> Tensor:
@@ -303,42 +292,42 @@ def argsort_top_k(a: Tensor, k: int) -> Tensor:
 
 
 def top_k(a: Tensor, k: int) -> Tensor:
-    return _new(I32, (k, a.ne[1], a.ne[2], a.ne[3]), "TOP_K", a)
+    return Tensor(I32, (k, a.ne[1], a.ne[2], a.ne[3]), "TOP_K", (a,))
 
 
 def lightning_indexer(q: Tensor, k: Tensor, weights: Tensor, mask: Tensor) -> Tensor:
     """`ggml_lightning_indexer`: DSA's score of every cached key for every token, F32 [n_kv, n_tokens, 1, ne3]."""
-    return _new(F32, (k.ne[2], q.ne[2], 1, q.ne[3]), "LIGHTNING_INDEXER", q, k, weights, mask)
+    return Tensor(F32, (k.ne[2], q.ne[2], 1, q.ne[3]), "LIGHTNING_INDEXER", (q, k, weights, mask))
 
 
 def dsv4_hc_pre(x: Tensor, gate: Tensor) -> Tensor:
     """`ggml_dsv4_hc_pre_gated`: the hyper-connections' streams [n_embd, hc, tokens] gated and averaged, F32
     [n_embd, tokens]."""
-    return _new(F32, (x.ne[0], x.ne[2]), "DSV4_HC_PRE", x, gate)
+    return Tensor(F32, (x.ne[0], x.ne[2]), "DSV4_HC_PRE", (x, gate))
 
 
 def dsv4_hc_post(x: Tensor, residual: Tensor, post: Tensor) -> Tensor:
     """`ggml_dsv4_hc_post` without a combination matrix: a block's output [n_embd, tokens] added to every stream of
     `residual`, each scaled by its weight in `post`, F32 [n_embd, hc, tokens]."""
-    return _new(F32, (x.ne[0], residual.ne[1], x.ne[1]), "DSV4_HC_POST", x, residual, post, None)
+    return Tensor(F32, (x.ne[0], residual.ne[1], x.ne[1]), "DSV4_HC_POST", (x, residual, post, None))
 
 
 def concat(a: Tensor, b: Tensor, dim: int) -> Tensor:
     ne = list(a.ne)
     ne[dim] += b.ne[dim]
-    return _new(a.type, ne, "CONCAT", a, b)
+    return Tensor(a.type, ne, "CONCAT", (a, b))
 
 
 def pad(a: Tensor, *p: int) -> Tensor:
     ne = [a.ne[i] + (p[i] if i < len(p) else 0) for i in range(4)]
-    return _new(a.type, ne, "PAD", a)
+    return Tensor(a.type, ne, "PAD", (a,))
 
 
 def im2col(a: Tensor, b: Tensor, s0: int, s1: int, p0: int, p1: int, type: int) -> Tensor:
     """`ggml_im2col` (2-D, without dilation): the patches of image `b` padded by `p0`, `p1` on each side, under
     kernel `a`, one row each, of `type`."""
     ow, oh = (b.ne[0] + 2 * p0 - a.ne[0]) // s0 + 1, (b.ne[1] + 2 * p1 - a.ne[1]) // s1 + 1
-    return _new(type, (a.ne[0] * a.ne[1] * a.ne[2], ow, oh, b.ne[3]), "IM2COL", a, b)
+    return Tensor(type, (a.ne[0] * a.ne[1] * a.ne[2], ow, oh, b.ne[3]), "IM2COL", (a, b))
 
 
 def conv_2d(a: Tensor, b: Tensor, s0: int, s1: int, p0: int = 0, p1: int = 0) -> Tensor:
@@ -355,56 +344,56 @@ def conv_1d_ph(a: Tensor, b: Tensor, s: int) -> Tensor:
     """`ggml_conv_1d_ph` (half padding, no dilation): the 1-D im2col of signal `b` [L, IC] under kernel `a`
     [K, IC, OC] (F16; F32 for a BF16 kernel), a matrix multiplication, [OL, OC]."""
     ol = (b.ne[0] + 2 * (a.ne[0] // 2) - (a.ne[0] - 1) - 1) // s + 1
-    cols = _new(F32 if a.type == GGMLType.BF16 else F16, (a.ne[0] * a.ne[1], ol, b.ne[2], 1), "IM2COL", a, b)
+    cols = Tensor(F32 if a.type == GGMLType.BF16 else F16, (a.ne[0] * a.ne[1], ol, b.ne[2], 1), "IM2COL", (a, b))
     result = mul_mat(reshape(cols, cols.ne[0], cols.ne[2] * cols.ne[1]), reshape(a, a.ne[0] * a.ne[1], a.ne[2]))
     return reshape(result, ol, a.ne[2], cols.ne[2])
 
 
 def pool_1d(a: Tensor, k: int, s: int) -> Tensor:
     """`ggml_pool_1d` without padding: F32."""
-    return _new(F32, ((a.ne[0] - k) // s + 1, a.ne[1], a.ne[2], a.ne[3]), "POOL_1D", a)
+    return Tensor(F32, ((a.ne[0] - k) // s + 1, a.ne[1], a.ne[2], a.ne[3]), "POOL_1D", (a,))
 
 
 def pool_2d(a: Tensor, k: int, s: int) -> Tensor:
     """`ggml_pool_2d` without padding: F32."""
-    return _new(F32, ((a.ne[0] - k) // s + 1, (a.ne[1] - k) // s + 1, a.ne[2], a.ne[3]), "POOL_2D", a)
+    return Tensor(F32, ((a.ne[0] - k) // s + 1, (a.ne[1] - k) // s + 1, a.ne[2], a.ne[3]), "POOL_2D", (a,))
 
 
 def interpolate(a: Tensor, *ne: int) -> Tensor:
     """`ggml_interpolate` (`ggml_upscale_ext`): `a` resampled to the shape `ne`, a new tensor of a's type."""
-    return _new(a.type, ne, "UPSCALE", a)
+    return Tensor(a.type, ne, "UPSCALE", (a,))
 
 
 def repeat(a: Tensor, *ne: int) -> Tensor:
     """`ggml_repeat_4d`: `a` tiled to the shape `ne`."""
-    return _new(a.type, ne, "REPEAT", a)
+    return Tensor(a.type, ne, "REPEAT", (a,))
 
 
 def ssm_conv(sx: Tensor, c: Tensor) -> Tensor:
-    return _new(F32, (c.ne[1], sx.ne[0] - c.ne[0] + 1, sx.ne[2], 1), "SSM_CONV", sx, c)
+    return Tensor(F32, (c.ne[1], sx.ne[0] - c.ne[0] + 1, sx.ne[2], 1), "SSM_CONV", (sx, c))
 
 
 def ssm_scan(s: Tensor, x: Tensor, dt: Tensor, a: Tensor, b: Tensor, c: Tensor, ids: Tensor) -> Tensor:
     """`ggml_ssm_scan`: the outputs and the last states, side by side in one F32 vector."""
     n = x.n_elements + s.ne[0] * s.ne[1] * s.ne[2] * ids.ne[0]
-    return _new(F32, (n,), "SSM_SCAN", s, x, dt, a, b, c, ids)
+    return Tensor(F32, (n,), "SSM_SCAN", (s, x, dt, a, b, c, ids))
 
 
 def gated_delta_net(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, state: Tensor) -> Tensor:
     """`ggml_gated_delta_net` with one state snapshot: the outputs (a row per token) and the last states (S_v rows
     per sequence) in one matrix."""
     s_v, heads, n_tokens, n_seqs = v.ne
-    return _new(F32, (s_v * heads, n_tokens * n_seqs + s_v * n_seqs), "GATED_DELTA_NET", q, k, v, g, beta, state)
+    return Tensor(F32, (s_v * heads, n_tokens * n_seqs + s_v * n_seqs), "GATED_DELTA_NET", (q, k, v, g, beta, state))
 
 
 def rwkv_wkv6(k: Tensor, v: Tensor, r: Tensor, tf: Tensor, td: Tensor, state: Tensor) -> Tensor:
     """`ggml_rwkv_wkv6`: the outputs (a row per token) and the new states (S rows per sequence) in one matrix."""
-    return _new(F32, (k.ne[0] * k.ne[1], k.ne[2] + k.ne[0] * state.ne[1]), "RWKV_WKV6", k, v, r, tf, td, state)
+    return Tensor(F32, (k.ne[0] * k.ne[1], k.ne[2] + k.ne[0] * state.ne[1]), "RWKV_WKV6", (k, v, r, tf, td, state))
 
 
 def rwkv_wkv7(r: Tensor, w: Tensor, k: Tensor, v: Tensor, a: Tensor, b: Tensor, state: Tensor) -> Tensor:
     """`ggml_rwkv_wkv7`: laid out as `rwkv_wkv6`'s."""
-    return _new(F32, (k.ne[0] * k.ne[1], k.ne[2] + k.ne[0] * state.ne[1]), "RWKV_WKV7", r, w, k, v, a, b, state)
+    return Tensor(F32, (k.ne[0] * k.ne[1], k.ne[2] + k.ne[0] * state.ne[1]), "RWKV_WKV7", (r, w, k, v, a, b, state))
 
 
 # ---------------------------------------------------------------------------------------------- the graph
@@ -421,7 +410,7 @@ class Graph:
     def __init__(self) -> None:
         self.nodes: list[Tensor] = []
         self.leafs: list[Tensor] = []
-        self._seen: set[Tensor] = set()
+        self._seen: set[Tensor | None] = {None}  # (an absent source is never followed)
 
     def expand(self, t: Tensor) -> None:
         if t not in self._seen:
@@ -431,7 +420,7 @@ class Graph:
     def _visit(self, t: Tensor, depth: int) -> None:
         seen = self._seen
         for src in t.src:
-            if src is not None and src not in seen:
+            if src not in seen:
                 seen.add(src)
                 if not src.src:  # nothing to follow (a weight, an input)
                     (self.leafs if src.op == "NONE" else self.nodes).append(src)
@@ -448,7 +437,7 @@ class Graph:
         while stack:
             cur, sources = stack[-1]
             for src in sources:  # the next source not in the graph yet
-                if src is not None and src not in seen:
+                if src not in seen:
                     seen.add(src)
                     stack.append((src, iter(src.src)))
                     break

@@ -17,6 +17,8 @@ from .ggml import F16, F32, I32, I64, Tensor
 from .hparams import SWA_NONE, LlamaCppHParams
 from .placement import Placement, tensor_device
 
+Weights = dict[tuple[str, int | None], Tensor]  # the weights' tensors made so far, by name and layer
+
 
 class GraphBuilder:
     """One graph being built: `n_tokens` tokens in `n_seqs` sequences, `n_outputs` of them output."""
@@ -24,7 +26,7 @@ class GraphBuilder:
     def __init__(self, hp: LlamaCppHParams, ctx: Context, memory: Memory, tensors: Mapping[str, TensorInfo],
                  n_tokens: int, n_seqs: int, n_outputs: int, placement: Placement | None = None,
                  layers: Sequence[int] | None = None, pin_norms: bool = True,
-                 weights: dict[str, Tensor] | None = None) -> None:  # fmt: skip
+                 weights: Weights | None = None) -> None:  # fmt: skip
         self.hp, self.ctx, self.memory, self.tensors = hp, ctx, memory, tensors
         self.placement = placement  # None: everything on the CPU
         self.layers = range(hp.n_layer) if layers is None else layers  # a subset stands for the whole (compute.py)
@@ -49,16 +51,16 @@ class GraphBuilder:
 
     def w(self, name: str, il: int | None = None) -> Tensor | None:
         """The model's tensor `name` (`blk.{il}.name` for a layer), or None where the file has none."""
-        full = f"blk.{il}.{name}" if il is not None else name
-        t = self._weights.get(full)
+        t = self._weights.get((name, il))  # (by the pair: spelling the name out costs more than the look-up)
         if t is None:
+            full = f"blk.{il}.{name}" if il is not None else name
             info = self.tensors.get(full)
             if info is None:
                 self.absent.append(full)
                 return None
             device = -1 if self.placement is None else tensor_device(full, self.placement)
             t = g.external(int(info.dtype), tuple(reversed(info.shape)), full, device=device, weight=True)
-            self._weights[full] = t
+            self._weights[name, il] = t
         return t
 
     def output_weight(self) -> Tensor:

@@ -180,13 +180,14 @@ def weights_per_device(hp: LlamaCppHParams, tensors: Mapping[str, TensorInfo], p
     out: dict[int, int] = {}
     buffers = {device: buffer_of(gpu) for device, gpu in [(-1, None), *enumerate(placement.gpus)]}
     n_layer = hp.n_layer
-    cpu_only = not placement.gpus  # every tensor once, in the CPU's buffer: no device to work out
+    cpu_only = not placement.gpus  # every tensor once, in the CPU's buffer (which pads no row): nothing to work out
+    align = CPU_BUFFER.alignment
     for name, info in tensors.items():
         m = _LAYER.match(name)
         if m and int(m[1]) >= n_layer and name[m.end() :] not in hp.nextn_loaded:
             continue
         if cpu_only:
-            _add(out, -1, buffers[-1], info)
+            out[-1] = out.get(-1, 0) + -(-info.nbytes // align) * align
             continue
         shared = name in PER_LAYER_SHARED
         for device in _shared_devices(hp, placement) if shared else (tensor_device(name, placement),):
