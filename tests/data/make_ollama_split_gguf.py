@@ -1,7 +1,7 @@
 """Records what Ollama's Go GGUF writer (fs/ggml.WriteGGUF, as server/create.go's copySplitLayerPreservingTensors
 calls it) makes of tiny split GGUFs that carry compatibility tensors (`v.`, `mm.`, `s.`, `a.`, `mtp.`): a model
-and a draft with metadata of every type Ollama's decoder gives a Go type its writer takes, and cases with the
-types it refuses ("improper type") or no architecture ("architecture not set").
+and a draft with metadata of every type Ollama's decoder gives a Go type its writer takes, an FP8-sourced
+model, and cases with the types it refuses ("improper type") or no architecture ("architecture not set").
 
 `write_case(case, folder)` writes a case's shards deterministically (weightkit's split writer, numpy data from a
 fixed rule); tests/ollama/test_store.py rebuilds them with it and checks the shards' sha256 before comparing.
@@ -30,7 +30,7 @@ T = GGUFValueType
 OLLAMA_COMMIT = "fb30760996871fa9460115c753afd2c60d4ab0f7"
 
 # Metadata of every type Ollama's writer takes, and keys outside ARCH./general./adapter./tokenizer. that it
-# renames under the architecture (including the FP8-source keys hasSourceFP8Tensors reads).
+# renames under the architecture.
 _WRITABLE = {
     "general.architecture": "llama",
     "general.name": "tiny",
@@ -50,8 +50,7 @@ _WRITABLE = {
     "tokenizer.ggml.model": "gpt2",
     "tokenizer.ggml.tokens": typed_array(["a", "b", "<s>"], T.STRING),
     "adapter.type": "none",
-    "source_quantization": "hf_fp8",
-    "source_fp8_tensors": typed_array(["blk.0.attn_q.weight"], T.STRING),
+    "free_key": "x",
     "zz.extra": Value(3, T.UINT32),
 }
 
@@ -91,6 +90,9 @@ CASES = [
                         "qwen2.block_count": Value(2, T.UINT32), "free_key": "x"},
      [("blk.1.ffn.weight", "F32", (3, 5)), ("v.patch_embd.weight", "F16", (2, 32)),
       ("blk.0.ffn.weight", "F16", (1, 32))], 2),
+    # FP8-sourced: the writer moves the bare keys under the architecture, where hasSourceFP8Tensors finds them.
+    ("fp8", "fp8", {**_WRITABLE, "source_quantization": "hf_fp8",
+                    "source_fp8_tensors": typed_array(["blk.0.attn_q.weight"], T.STRING)}, _TENSORS[:4], 2),
     ("uint8", "u8", {**_WRITABLE, "llama.small": Value(1, T.UINT8)}, _TENSORS[:4], 2),
     ("int8", "i8", {**_WRITABLE, "llama.small": Value(-1, T.INT8)}, _TENSORS[:4], 2),
     ("uint16", "u16", {**_WRITABLE, "llama.small": Value(1, T.UINT16)}, _TENSORS[:4], 2),
@@ -130,8 +132,8 @@ def main(go: str, module: Path) -> None:
         shutil.rmtree(work)
     for case in recorded:
         case["shards"] = shards[case["name"]]
-    doc = {"ollama_commit": OLLAMA_COMMIT, "go": subprocess.run([go, "version"], capture_output=True,
-                                                                text=True).stdout.strip(), "cases": recorded}  # fmt: skip
+    version = subprocess.run([go, "version"], capture_output=True, text=True).stdout.strip()
+    doc = {"ollama_commit": OLLAMA_COMMIT, "go": version, "cases": recorded}
     (Path(__file__).parent / "ollama_split_gguf.json").write_text(json.dumps(doc, indent=1) + "\n")
 
 
