@@ -167,12 +167,13 @@ SPLIT_SOURCES = {"tiny-llama-split": 16}  # tensors per shard: that source is a 
 # matches, and with a general.file_type the others lack).
 SOURCE_TYPES = {"tiny-llama-bf16": "BF16", "tiny-llama-q8_0": "Q8_0"}
 # Sources with more metadata: an F16 GGUF that Ollama's converter made from an FP8 checkpoint (its create
-# stores such a file as Q8_0).
+# stores such a file as Q8_0; its converter's writer puts the keys under the architecture, where
+# hasSourceFP8Tensors looks).
 SOURCE_METADATA = {
     "tiny-llama-hf-fp8": {
         "general.file_type": Value(1, GGUFValueType.UINT32),
-        "source_quantization": "hf_fp8",
-        "source_fp8_tensors": ["blk.0.attn_q.weight", "blk.0.attn_k.weight"],
+        "llama.source_quantization": "hf_fp8",
+        "llama.source_fp8_tensors": ["blk.0.attn_q.weight", "blk.0.attn_k.weight"],
     },
 }
 FILE_RUNS = {

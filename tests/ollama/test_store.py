@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import weightkit
-from weightkit.errors import FormatError, WeightkitError
-from weightkit.gguf import write_gguf
+from weightkit.errors import FormatError, UnsupportedError, WeightkitError
+from weightkit.gguf import GGUFValueType, Value, write_gguf
 from weightkit.llama_quantize import quantize_gguf
 from weightkit.ollama import InvalidName, ModelNotFound, Store, create_from_gguf, parse_name
 from weightkit.ollama.create import create_from_modelfile, human_number
@@ -278,23 +279,75 @@ def test_a_split_draft_is_merged_into_one_layer(tmp_path):
         create_from_modelfile(store, "spec2", tmp_path / "Shard")
 
 
-def test_compatibility_tensors_ollama_rewrites_with_its_own_tools_are_refused(tmp_path):
-    """A split GGUF with projector tensors (Ollama merges it with fs/ggml's Go GGUF writer) and an FP8-sourced one
-    (Ollama's own llama-quantize build, then that writer): refused, naming the tool, with the store unchanged
-    (docs/formats.md says why)."""
-    from weightkit.gguf import GGUFValueType, Value, plan_tensor, write_split
+# What Ollama's Go GGUF writer makes of split GGUFs with compatibility tensors, recorded by
+# tests/data/make_ollama_split_gguf.go (the shards rebuilt by its .py).
+SPLIT_GGUF = json.loads((Path(__file__).parents[1] / "data" / "ollama_split_gguf.json").read_text())["cases"]
 
+
+def _split_gguf_case(folder: Path, name: str) -> Path:
+    """A recorded case's shards rebuilt in `folder` (checked against the recorded ones); the first shard."""
+    script = load_script(Path(__file__).parents[1] / "data" / "make_ollama_split_gguf.py")
+    [recorded] = [case for case in SPLIT_GGUF if case["name"] == name]
+    [case] = [case for case in script.CASES if case[0] == name]
+    paths = script.write_case(case, folder)
+    assert [hashlib.sha256(p.read_bytes()).hexdigest() for p in paths] == recorded["shards"]
+    return paths[0]
+
+
+def _stored_files(store: Store) -> list[Path]:
+    return [p for p in store.root.rglob("*") if p.is_file() and p.parent.name != ".weightkit"]
+
+
+@pytest.mark.parametrize("case", [c["name"] for c in SPLIT_GGUF if c["name"] not in ("draft", "fp8")])
+def test_a_split_gguf_with_compatibility_tensors_is_merged_as_ollamas_go_writer_merges_it(tmp_path, case):
+    """A split GGUF with projector, audio or MTP tensors: its shards merged by fs/ggml.WriteGGUF
+    (copySplitLayerPreservingTensors) into one model layer of Ollama's bytes and no source name, not rewritten
+    further; or refused as that writer refuses it (a value type it lacks, no architecture), the store unchanged."""
+    [recorded] = [c for c in SPLIT_GGUF if c["name"] == case]
+    first = _split_gguf_case(tmp_path / "src", case)
+    store = Store(tmp_path / "models")
+    if "error" in recorded:
+        with pytest.raises(FormatError, match=re.escape(recorded["error"])):
+            create_from_gguf(store, "vl", first)
+        assert not _stored_files(store)
+        return
+    [layer] = create_from_gguf(store, "vl", first).layers
+    assert (layer.digest, layer.size, layer.from_) == ("sha256:" + recorded["sha256"], recorded["size"], "")
+    with weightkit.open(store.blob_path(layer.digest)) as merged:
+        config = json.loads(store.blob_path(store.manifest("vl").config.digest).read_bytes())
+        assert config["model_type"] == human_number(sum(t.n_elements for t in merged.tensors.values()))
+        assert config["file_type"] == "F16"
+
+
+def test_a_split_draft_with_compatibility_tensors_is_merged_by_ollamas_go_writer(tmp_path):
+    """A DRAFT naming the folder of a split GGUF with compatibility tensors: one draft layer, Ollama's Go
+    writer's bytes, no source name; the config's draft names its architecture."""
+    (tmp_path / "base").mkdir()
+    base = _mixes_generator().write_source(tmp_path / "base", "tiny-llama")
+    _split_gguf_case(tmp_path / "draft", "draft")
+    (tmp_path / "Modelfile").write_text(f"FROM {base}\nDRAFT ./draft\n")
+    store = Store(tmp_path / "models")
+    _, draft = create_from_modelfile(store, "spec", tmp_path / "Modelfile").layers
+    [recorded] = [c for c in SPLIT_GGUF if c["name"] == "draft"]
+    assert (draft.media_type, draft.digest, draft.from_) == (
+        "application/vnd.ollama.image.draft", "sha256:" + recorded["sha256"], "")  # fmt: skip
+    config = json.loads(store.blob_path(store.manifest("spec").config.digest).read_bytes())
+    assert config["draft"] == {"model_format": "gguf", "architecture": "qwen2"}
+
+
+def test_fp8_sourced_compatibility_tensors_are_refused(tmp_path):
+    """An FP8-sourced GGUF with projector tensors (Ollama's own llama-quantize build quantizes it to Q8_0 and
+    restores the tensors; a split one after its Go writer merged it, moving bare source keys under the
+    architecture): refused, naming the tool, the store unchanged (docs/formats.md says why)."""
     tensors = {"a": np.ones((4, 32), np.float32), "v.patch_embd.weight": np.ones((4, 32), np.float32)}
-    planned = [plan_tensor(n, a.shape, "F32", data=a) for n, a in tensors.items()]
-    first = write_split(tmp_path / "split", {"general.architecture": "llama"}, planned, max_tensors=1)[0]
     fp8 = tmp_path / "fp8.gguf"
     write_gguf(fp8, {"general.architecture": "llama", "general.file_type": Value(1, GGUFValueType.UINT32),
-                     "source_quantization": "hf_fp8", "source_fp8_tensors": ["a"]}, tensors)  # fmt: skip
+                     "llama.source_quantization": "hf_fp8", "llama.source_fp8_tensors": ["a"]}, tensors)  # fmt: skip
     store = Store(tmp_path / "models")
-    for path, message in ((first, "merges a split GGUF .* Go GGUF writer"), (fp8, "its own llama-quantize build")):
-        with pytest.raises(WeightkitError, match=message):
+    for path in (fp8, _split_gguf_case(tmp_path / "split", "fp8")):
+        with pytest.raises(UnsupportedError, match="its own llama-quantize build"):
             create_from_gguf(store, "vl", path)
-        assert not [p for p in store.root.rglob("*") if p.is_file() and p.parent.name != ".weightkit"]
+        assert not _stored_files(store)
 
 
 def test_create_keeps_a_gguf_with_projector_tensors_as_given(tmp_path):

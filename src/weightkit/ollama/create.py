@@ -16,13 +16,14 @@ import numpy as np
 
 from ..dtypes import SafetensorsDType, as_bytes, safetensors_dtype_of_numpy
 from ..errors import ArgumentError, FormatError, ModelNotFound, UnsupportedError, WeightkitError
-from ..gguf import GGUFFile, open_gguf
+from ..gguf import GGUFFile, GGUFValueType, open_gguf
 from ..gguf.constants import FILE_TYPES, KEY_ARCHITECTURE, KEY_FILE_TYPE, KEY_SPLIT_COUNT
 from ..llama_quantize.options import COPY, QuantizeOptions
 from ..llama_quantize.quantize import quantize_model
 from ..quant.mlx import is_mlx_mode, mlx_quantize
 from ..safetensors import SafetensorsFile
 from .blob_bytes import BlobTensor, go_packed_header, mlx_blob
+from .go_gguf import write_go_gguf
 from .go_template import TemplateError, check_template
 from .import_plan import (
     DECODE_FP8,
@@ -183,14 +184,15 @@ def _write_gguf_model(tx: Transaction, name: ModelName, config: dict, layers: li
 
 def _gguf_draft_layer(tx: Transaction, path: Path) -> tuple[Layer, str]:
     """A DRAFT GGUF's layer and architecture, as createModel stores it: a file as given (marked as from its
-    name); a split one merged by llama-quantize COPY into one layer (copyLayerWithLlamaQuantize), as a split
-    model is."""
+    name); a split one merged into one layer with no source name, as a split model is: by Ollama's Go GGUF
+    writer when it has compatibility tensors, else by llama-quantize COPY (copyLayerWithLlamaQuantize)."""
     with open_gguf(path) as draft:
         arch = draft.metadata.get(KEY_ARCHITECTURE, "")
-        if len(getattr(draft, "shards", [draft])) == 1:
+        if not _is_split(draft):
             layer = tx.add_file(path, MEDIA_TYPES["draft"])
             return Layer(layer.media_type, layer.digest, layer.size, layer.name, path.name), arch
-        _check_no_compatibility_rewrite(path, draft, COPY)
+        if _has_compatibility_tensors(draft):
+            return _go_merged_layer(tx, path, draft, MEDIA_TYPES["draft"])[0], arch
         tmp = tx.temp_path()
         quantize_model(draft, tmp, QuantizeOptions(COPY))
     return tx.adopt(tmp, MEDIA_TYPES["draft"]), arch
@@ -217,20 +219,40 @@ def _has_compatibility_tensors(model: GGUFFile) -> bool:
     return any(name.startswith(_COMPATIBILITY_PREFIXES) for name in model.tensors)
 
 
-def _check_no_compatibility_rewrite(path: Path, model: GGUFFile, rewrite: str) -> None:
-    """Refuse what Ollama rewrites with tools weightkit has no reference for (docs/formats.md says why): a split
-    GGUF with compatibility tensors (merged by fs/ggml's Go GGUF writer, copySplitLayerPreservingTensors), or an
-    FP8-sourced one (Ollama's own llama-quantize build with its compatibility patches, the tensors restored by
-    that writer)."""
-    if not _has_compatibility_tensors(model):
-        return
-    if len(getattr(model, "shards", [model])) > 1:
-        raise UnsupportedError(f"{path}: Ollama merges a split GGUF with projector, audio or MTP tensors with its own "
-                               "Go GGUF writer, which weightkit does not reproduce")  # fmt: skip
-    if rewrite != COPY:
-        raise UnsupportedError(f"{path}: Ollama quantizes a GGUF with projector, audio or MTP tensors (FP8-sourced, "
-                               "or with --quantize) with its own llama-quantize build, which weightkit does not "
-                               "reproduce")  # fmt: skip
+def _is_split(model: GGUFFile) -> bool:
+    return len(getattr(model, "shards", [model])) > 1
+
+
+def _refuse_compatibility_quantize(path: Path) -> None:
+    """What weightkit has no reference for (docs/formats.md says why): Ollama quantizes a GGUF with
+    compatibility tensors (FP8-sourced, or with --quantize) with its own llama-quantize build (its compatibility
+    patches), then restores the tensors that build dropped."""
+    raise UnsupportedError(f"{path}: Ollama quantizes a GGUF with projector, audio or MTP tensors (FP8-sourced, "
+                           "or with --quantize) with its own llama-quantize build, which weightkit does not "
+                           "reproduce")  # fmt: skip
+
+
+def _go_merged_layer(tx: Transaction, path: Path, model: GGUFFile, media_type: str) -> tuple[Layer, dict]:
+    """A split GGUF with compatibility tensors as createModel stores it (copySplitLayerPreservingTensors): its
+    shards merged by Ollama's Go GGUF writer into one layer with no source name, not rewritten further unless
+    the merged model is FP8-sourced (refused); the layer and the config read from it."""
+    tmp = tx.temp_path()
+    write_go_gguf(model, tmp)
+    with open_gguf(tmp) as merged:
+        if media_type == MEDIA_TYPES["model"] and _server_quantize(merged, None).type != COPY:
+            _refuse_compatibility_quantize(path)
+        config = gguf_config(merged)
+    return tx.adopt(tmp, media_type), config
+
+
+def _fp8_sourced(model: GGUFFile) -> bool:
+    """hasSourceFP8Tensors: the file Ollama's converter made from an FP8 checkpoint (its keys under the
+    architecture, where that converter's writer puts them)."""
+    md = model.metadata
+    arch = md.get(KEY_ARCHITECTURE)
+    quant, tensors = (f"{arch if isinstance(arch, str) else 'unknown'}.{key}"  # kv.Architecture()'s keys
+                      for key in ("source_quantization", "source_fp8_tensors"))  # fmt: skip
+    return md.get(quant) == "hf_fp8" and bool(md.get(tensors)) and md.element_type(tensors) == GGUFValueType.STRING
 
 
 # ggml.ParseFileType: the types `ollama create --quantize` takes (upper-cased), and the files it quantizes.
@@ -258,8 +280,7 @@ def _server_quantize(model: GGUFFile, quantize: str | None) -> QuantizeOptions:
     ft = model.metadata.get(KEY_FILE_TYPE)
     file_type = FILE_TYPES.get(ft, "unknown") if isinstance(ft, int) else "unknown"
     if not quantize:
-        fp8 = model.metadata.get("source_quantization") == "hf_fp8" and bool(model.metadata.get("source_fp8_tensors"))
-        return QuantizeOptions("Q8_0" if fp8 and file_type in _QUANTIZED_FROM else COPY)
+        return QuantizeOptions("Q8_0" if _fp8_sourced(model) and file_type in _QUANTIZED_FROM else COPY)
     want = _OLLAMA_QUANTIZE_TYPES.get(quantize.upper())
     if want is None:
         raise ArgumentError(f"--quantize: unsupported quantization type {quantize.upper()} - supported types are "
@@ -288,12 +309,16 @@ def create_from_gguf(
     layer), quantized to `quantize` (`ollama create --quantize`; see `_server_quantize`), or Q8_0 for one
     converted from FP8, the config read from what was stored; the library template its chat template is
     nearest to; with a Modelfile's layers and settings when `request` is given. A GGUF with projector, audio
-    or MTP tensors beside the text model is stored as given."""
+    or MTP tensors beside the text model is stored as given, a split one merged by Ollama's Go GGUF writer
+    (`write_go_gguf`)."""
     name = parse_name(name) if isinstance(name, str) else name
     with open_gguf(path) as model, store.transaction() as tx:
         options = _server_quantize(model, quantize)
-        if _has_compatibility_tensors(model):
-            _check_no_compatibility_rewrite(path, model, options.type)
+        if _has_compatibility_tensors(model) and options.type != COPY:
+            _refuse_compatibility_quantize(path)
+        if _has_compatibility_tensors(model) and _is_split(model):
+            layer, config = _go_merged_layer(tx, Path(path), model, MEDIA_TYPES["model"])
+        elif _has_compatibility_tensors(model):
             layer = tx.add_file(model.path, MEDIA_TYPES["model"])
             config = gguf_config(model)
         else:
