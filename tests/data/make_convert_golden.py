@@ -33,6 +33,9 @@ from weightkit.convert.hf.config import read_raw_config, saved_by_transformers_5
 
 OUT = Path(__file__).parent / "convert_golden.json"
 OUTTYPES = ("f32", "f16", "bf16", "q8_0", "auto")
+#: the Qwen-VL checkpoints as published and as transformers 4.57.6 saves them: what their 4.x configs change is in
+#: the metadata; their tensors take the steps of their 5.x checkpoints' (recorded for every outtype)
+QWEN_VL_TF4 = ("tiny-qwen2.5-vl-published", "tiny-qwen2.5-vl-tf4", "tiny-qwen3-vl-tf4", "tiny-qwen3-vl-moe-tf4")
 #: checkpoints recorded for --outtype auto only: their tokenizer costs seconds per conversion, the same each time;
 #: and the -tf5 saves, whose tensors are their 4.x checkpoint's (recorded for every outtype): what 5.x changes is
 #: in the metadata, and the dtype that auto reads; and the tekken versions besides v7, whose tensors are
@@ -41,6 +44,7 @@ AUTO_ONLY = (
     "tiny-gemma-3-fast",
     *make_hf_checkpoints.TF5,
     *(f"tiny-mistral-tekken-{v}" for v in ("v3", "v11", "v13", "v15")),
+    *QWEN_VL_TF4,
 )
 MINILM = "all-MiniLM-L6-v2"
 #: checkpoints whose projector (`--mmproj`) is recorded, for every outtype
@@ -52,6 +56,7 @@ PROJECTORS = (
     "tiny-llama4",
     "tiny-mistral3",
     "tiny-gemma-4",
+    *QWEN_VL_TF4,
 )
 #: ... of which only the projector is (their text model is another checkpoint's, recorded there)
 PROJECTOR_ONLY = ("tiny-gemma-3-mmproj",)
