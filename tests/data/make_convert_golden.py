@@ -63,11 +63,14 @@ PROJECTOR_ONLY = ("tiny-gemma-3-mmproj",)
 
 
 def run_converter(python: str, converter: Path, folder: Path, outtype: str, out: Path, *, mmproj: bool = False) -> None:
-    """The reference converter on `folder`, writing `out` (`mmproj`: its projector)."""
+    """The reference converter on `folder`, writing `out` (`mmproj`: its projector; a checkpoint in Mistral's own
+    format, make_hf_checkpoints.MISTRAL_FORMAT, with `--mistral-format`)."""
     env = {k: v for k, v in os.environ.items() if k != "NO_LOCAL_GGUF"}  # the vendored gguf-py, not pip's
     env |= {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    subprocess.run([python, str(converter), str(folder), "--outfile", str(out), "--outtype", outtype,
-                    *(["--mmproj"] if mmproj else [])], check=True, env=env, capture_output=True)  # fmt: skip
+    flags = [*(["--mmproj"] if mmproj else []),
+             *(["--mistral-format"] if folder.name in make_hf_checkpoints.MISTRAL_FORMAT else [])]  # fmt: skip
+    subprocess.run([python, str(converter), str(folder), "--outfile", str(out), "--outtype", outtype, *flags],
+                   check=True, env=env, capture_output=True)  # fmt: skip
 
 
 def run_reference(python: str, converter: Path, folder: Path, outtype: str, out: Path, *, mmproj: bool = False) -> dict:
@@ -81,6 +84,14 @@ def run_reference(python: str, converter: Path, folder: Path, outtype: str, out:
     record = {"sha256": hashlib.sha256(out.read_bytes()).hexdigest(), "bytes": out.stat().st_size, **counts}
     out.unlink()
     return record
+
+
+def _saved_by_transformers_5(folder: Path) -> bool:
+    """Whether the checkpoint is converted under transformers 5.x: its config.json says 5.x wrote it, or it is in
+    Mistral's own format (whose reading needs `mistral_common`, which that environment has)."""
+    if folder.name in make_hf_checkpoints.MISTRAL_FORMAT:
+        return True
+    return saved_by_transformers_5(read_raw_config(folder))
 
 
 def versions(python: str) -> dict[str, str]:
@@ -110,7 +121,7 @@ def main() -> None:
         if MINILM in names or not args.only:
             folders[MINILM] = make_hf_checkpoints.minilm_folder()
         for name, folder in folders.items():
-            python = args.python_tf5 if saved_by_transformers_5(read_raw_config(folder)) else args.python
+            python = args.python_tf5 if _saved_by_transformers_5(folder) else args.python
             for section, mmproj in (("checkpoints", False), ("projectors", True)):
                 if (name in PROJECTOR_ONLY and not mmproj) or (name not in PROJECTORS and mmproj):
                     continue

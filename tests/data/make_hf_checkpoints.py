@@ -711,6 +711,31 @@ def decoder_shapes(c: dict[str, Any], *, qk_norm: bool = False, qkv_bias: bool =
     return shapes
 
 
+#: Mistral's own names (consolidated.safetensors) for a Llama-style decoder's (`decoder_shapes`)
+_MISTRAL_NAMES = {"model.embed_tokens": "tok_embeddings", "model.norm": "norm", "lm_head": "output",
+                  "model.layers.": "layers.", "input_layernorm": "attention_norm",
+                  "post_attention_layernorm": "ffn_norm", "self_attn.q_proj": "attention.wq",
+                  "self_attn.k_proj": "attention.wk", "self_attn.v_proj": "attention.wv",
+                  "self_attn.o_proj": "attention.wo", "mlp.gate_proj": "feed_forward.w1",
+                  "mlp.down_proj": "feed_forward.w2", "mlp.up_proj": "feed_forward.w3"}  # fmt: skip
+#: params.json's names of the config keys `decoder_shapes` reads
+_MISTRAL_PARAMS = {"dim": "hidden_size", "hidden_dim": "intermediate_size", "n_heads": "num_attention_heads",
+                   "n_kv_heads": "num_key_value_heads", "n_layers": "num_hidden_layers", "head_dim": "head_dim",
+                   "vocab_size": "vocab_size", "tied_embeddings": "tie_word_embeddings"}  # fmt: skip
+
+
+def mistral_format_shapes(params: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+    """A Mistral-format checkpoint's tensors (params.json, consolidated.safetensors): a Llama-style decoder under
+    Mistral's names, its Q and K rows in their rope layout (not permuted as transformers has them)."""
+    shapes = decoder_shapes({hf: params.get(key) for key, hf in _MISTRAL_PARAMS.items()})
+    renamed = {}
+    for name, shape in shapes.items():
+        for hf, mistral in _MISTRAL_NAMES.items():
+            name = name.replace(hf, mistral)
+        renamed[name] = shape
+    return renamed
+
+
 def olmo2_shapes(c: dict[str, Any]) -> dict[str, tuple[int, ...]]:
     """OLMo 2 and 3: norms after attention and feed-forward (none before), Q/K norms over all heads."""
     shapes = {k: v for k, v in decoder_shapes(c).items() if "input_layernorm" not in k}
@@ -2362,6 +2387,13 @@ CHECKPOINTS: dict[str, tuple[dict[str, Any], str, Callable, Callable, dict[str, 
     ),
     "tiny-mistral-tekken-v13": (_tekken_config(), "bf16", decoder_shapes, write_tekken_tokenizer("v13", 40), {}, None),
     "tiny-mistral-tekken-v15": (_tekken_config(), "bf16", decoder_shapes, write_tekken_tokenizer("v15", 40), {}, None),
+    # tiny-mistral-tekken in Mistral's own format (params.json, consolidated.safetensors, tekken.json), as
+    # Devstral and Magistral publish it beside their transformers files
+    "tiny-mistral-format": (
+        {"dim": 64, "n_layers": 2, "head_dim": 16, "hidden_dim": 128, "n_heads": 4, "n_kv_heads": 2,
+         "rope_theta": 1000000000.0, "norm_eps": 1e-05, "vocab_size": 1000 + TEKKEN_KEPT, "max_seq_len": 131072},
+        "bf16", mistral_format_shapes, write_tekken_tokenizer("v7", 30), {}, None,
+    ),
     # bf16 SmolLM3 as transformers 5.25 writes it (rope_parameters, dtype; every 4th layer without rope), tied
     # embeddings, Llama 3's tokenizer (SmolLM3's is Llama 3.2's)
     "tiny-smollm3": (
@@ -2528,6 +2560,9 @@ CHECKPOINTS: dict[str, tuple[dict[str, Any], str, Callable, Callable, dict[str, 
 # --- the checkpoints as transformers 5.x saves them ------------------------------------------------------------------
 
 #: What transformers 5.x writes for each checkpoint above (recorded by make_tf5_checkpoints.py).
+#: the checkpoints in Mistral's own format (params.json, consolidated.safetensors), which the reference converts
+#: with `--mistral-format`
+MISTRAL_FORMAT = ("tiny-mistral-format",)
 TF5_RECORD = Path(__file__).with_name("tf5_checkpoints.json")
 
 
@@ -2601,7 +2636,9 @@ def _write_checkpoint(base: str, folder: Path, vocabs: dict[str, Path]) -> None:
     seed = sum(base.encode())  # one fixed seed per checkpoint (and its -tf5 save)
     write_checkpoint(folder, _weights(shapes(config), dtype, seed), {"format": "pt"},
                      max_shard_bytes=shard_bytes or 1 << 40)  # fmt: skip
-    _write_json(folder / "config.json", config)
+    if base in MISTRAL_FORMAT:  # Mistral's own file names
+        (folder / "model.safetensors").rename(folder / "consolidated.safetensors")
+    _write_json(folder / ("params.json" if base in MISTRAL_FORMAT else "config.json"), config)
     tokenizer(folder, vocabs)
     for rel, text in extra.items():
         (folder / rel).parent.mkdir(parents=True, exist_ok=True)

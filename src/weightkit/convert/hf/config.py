@@ -29,6 +29,8 @@ from typing import Any
 from ...errors import FormatError, UnsupportedError
 
 CONFIG_NAME = "config.json"
+#: Mistral's own config file (its format, the converter's `--mistral-format`), which the converter reads as written
+PARAMS_JSON = "params.json"
 _MISSING = object()
 
 
