@@ -2388,10 +2388,12 @@ CHECKPOINTS: dict[str, tuple[dict[str, Any], str, Callable, Callable, dict[str, 
     "tiny-mistral-tekken-v13": (_tekken_config(), "bf16", decoder_shapes, write_tekken_tokenizer("v13", 40), {}, None),
     "tiny-mistral-tekken-v15": (_tekken_config(), "bf16", decoder_shapes, write_tekken_tokenizer("v15", 40), {}, None),
     # tiny-mistral-tekken in Mistral's own format (params.json, consolidated.safetensors, tekken.json), as
-    # Devstral and Magistral publish it beside their transformers files
+    # Devstral and Magistral publish it beside their transformers files (with the context length the converter reads:
+    # without one llama.cpp cannot load the file)
     "tiny-mistral-format": (
         {"dim": 64, "n_layers": 2, "head_dim": 16, "hidden_dim": 128, "n_heads": 4, "n_kv_heads": 2,
-         "rope_theta": 1000000000.0, "norm_eps": 1e-05, "vocab_size": 1000 + TEKKEN_KEPT, "max_seq_len": 131072},
+         "rope_theta": 1000000000.0, "norm_eps": 1e-05, "vocab_size": 1000 + TEKKEN_KEPT,
+         "max_position_embeddings": 131072},
         "bf16", mistral_format_shapes, write_tekken_tokenizer("v7", 30), {}, None,
     ),
     # bf16 SmolLM3 as transformers 5.25 writes it (rope_parameters, dtype; every 4th layer without rope), tied
