@@ -277,9 +277,9 @@ def test_an_unknown_byte_level_pre_tokenizer_is_refused(tmp_path):
     """A byte-level vocabulary whose `tokenizer.ggml.pre` has no known split is refused, not given GPT-2's."""
     from weightkit.convert.tohf.tokenizer import tokenizer_files
 
-    meta = {"tokenizer.ggml.model": "gpt2", "tokenizer.ggml.pre": "tekken", "tokenizer.ggml.tokens": ["a", "b", "ab"],
+    meta = {"tokenizer.ggml.model": "gpt2", "tokenizer.ggml.pre": "bloom", "tokenizer.ggml.tokens": ["a", "b", "ab"],
             "tokenizer.ggml.merges": ["a b"]}  # fmt: skip
-    with pytest.raises(UnsupportedError, match=r"x\.gguf: tokenizer\.ggml\.pre 'tekken' is not supported"):
+    with pytest.raises(UnsupportedError, match=r"x\.gguf: tokenizer\.ggml\.pre 'bloom' is not supported"):
         tokenizer_files(meta, "llama", tmp_path / "x.gguf")
 
 
