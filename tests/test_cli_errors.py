@@ -177,6 +177,9 @@ CASES = [
     (["convert", "{folder}", "{out}", "--mmproj", "-t", "Q4_K_M"], USAGE, "--type does not apply to it"),
     (["convert", "{good}", "{out}", "--mmproj", "--to", "hf"], USAGE, "--to hf does not apply to it"),
     (["convert", "{hf_unknown}", "{out}", "--mmproj"], BAD_FILE, "a projector (--mmproj) for 'RwkvForCausalLM'"),
+    (["convert", "{folder}", "{out}", "--mistral-format", "--to", "hf"], USAGE, "not with --lora or --to hf"),
+    (["convert", "{folder}", "{out}", "--mistral-format", "--mmproj"], USAGE, "a Mistral-format projector is not"),
+    (["convert", "{folder}", "{out}", "--mistral-format"], BAD_FILE, "no params.json (--mistral-format"),
     (["create", "ok", "--from", "{folder}", "--quantize", "Q9_X", "--store", "{folder}"], USAGE, "--quantize 'Q9_X'"),
     (
         ["create", "ok", "--from", "{hf_unknown}", "--quantize", "Q4_K_M", "--store", "{folder}"],

@@ -50,7 +50,8 @@ def test_same_bytes_as_converter_then_llama_quantize(hf_checkpoints, tmp_path, v
         weighted = GENERATOR.parse_key(quantize)[1]["imatrix"]
         shapes = {n: tuple(s) for n, s in record.get("imatrix_tensors", [])}
         options = _options(quantize, GENERATOR.imatrix_values(shapes) if weighted else None)
-        report = convert_hf(hf_checkpoints[name], out, outtype or "auto", quantize=options)
+        report = convert_hf(hf_checkpoints[name], out, outtype or "auto", quantize=options,
+                            mistral_format=name in RECORDER.make_hf_checkpoints.MISTRAL_FORMAT)  # fmt: skip
         assert report.outtype == expected["outtype"] and report.quantized == options.target.name
         assert report.file_type == options.target.file_type_id
     else:

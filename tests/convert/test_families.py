@@ -28,7 +28,9 @@ def _recorded_classes(section: str = "checkpoints") -> set[str]:
     `section` "projectors": whose projectors are."""
     classes = {"BertModel"} if section == "checkpoints" else set()
     for name in GOLDEN.get(section, {}):
-        if name in make_hf_checkpoints.CHECKPOINTS:
+        if name in make_hf_checkpoints.MISTRAL_FORMAT:  # params.json names no class: the converter's own
+            classes.add("MistralModel")
+        elif name in make_hf_checkpoints.CHECKPOINTS:
             config = make_hf_checkpoints.CHECKPOINTS[name][0]
             text = config.get("text_config") or {}
             classes.add((text.get("architectures") or config["architectures"])[0])

@@ -238,3 +238,36 @@ def test_failure_while_writing_leaves_the_old_file(hf_checkpoints, tmp_path, mon
         convert_hf(hf_checkpoints["tiny-bert"], out, "f16")
     assert out.read_bytes() == b"old"
     assert [p.name for p in tmp_path.iterdir()] == ["model.gguf"]
+
+
+def _set_params(**changes) -> Callable[[Path], None]:
+    def change(folder: Path) -> None:
+        params = json.loads((folder / "params.json").read_text()) | changes
+        (folder / "params.json").write_text(json.dumps({k: v for k, v in params.items() if v is not ...}))
+
+    return change
+
+
+@pytest.mark.parametrize(
+    ("breaks", "error", "fragments"),
+    [
+        (_set_params(moe={"num_experts": 4}), UnsupportedError, ["params.json", "'moe'"]),
+        (_set_params(yarn={"factor": 4.0}), UnsupportedError, ["params.json", "'yarn'"]),
+        (_set_params(head_dim=...), FormatError, ["params.json", "head_dim is None"]),
+        (_set_params(dim=48), FormatError, ["token_embd.weight", "dim=48"]),
+        (lambda folder: (folder / "tekken.json").unlink(), UnsupportedError, ["without tekken.json"]),
+        (lambda folder: (folder / "consolidated.safetensors").unlink(), FormatError, ["no consolidated*.safetensors"]),
+    ],
+    ids=["moe", "yarn", "no-head-dim", "wrong-dim", "no-tekken", "no-weights"],
+)
+def test_bad_mistral_format_checkpoint(hf_checkpoints, tmp_path, breaks, error, fragments):
+    """A Mistral-format folder (`--mistral-format`) the reference converts otherwise, or broken, is refused."""
+    folder = tmp_path / "tiny-mistral-format"
+    shutil.copytree(hf_checkpoints["tiny-mistral-format"], folder)
+    breaks(folder)
+    out = tmp_path / "out" / "model.gguf"
+    out.parent.mkdir()
+    with pytest.raises(error) as caught:
+        convert_hf(folder, out, "q8_0", mistral_format=True)
+    assert all(fragment in str(caught.value) for fragment in fragments), str(caught.value)
+    assert not list(out.parent.iterdir())

@@ -14,9 +14,11 @@ from weightkit.convert.hf import convert as convert_module
 from weightkit.convert.hf import convert_hf
 from weightkit.errors import WeightkitError
 
-from .conftest import checkpoint_group
+from .conftest import checkpoint_group, make_hf_checkpoints
 
 GOLDEN = json.loads((Path(__file__).resolve().parents[1] / "data" / "convert_golden.json").read_text())
+#: the checkpoints in Mistral's own format, converted as `--mistral-format`
+MISTRAL_FORMAT = make_hf_checkpoints.MISTRAL_FORMAT
 #: The checkpoints whose conversions take 3 s or more (GPT-OSS's o200k vocabulary; Gemma 3's and Gemma 4's 262k
 #: ones, from tokenizer.json alone), and their saves by transformers 5.x: marked `slow`.
 SLOW = {n + s for n in ("tiny-gpt-oss", "tiny-gpt-oss-dense", "tiny-gemma-3-fast") for s in ("", "-tf5")} | {
@@ -57,9 +59,9 @@ def test_same_bytes_as_convert_hf_to_gguf(hf_checkpoints, tmp_path, vocabulary_o
     out = tmp_path / "out.gguf"
     if "refused" in expected:
         with pytest.raises(WeightkitError):
-            convert_hf(hf_checkpoints[name], out, outtype)
+            convert_hf(hf_checkpoints[name], out, outtype, mistral_format=name in MISTRAL_FORMAT)
         return
-    report = convert_hf(hf_checkpoints[name], out, outtype)
+    report = convert_hf(hf_checkpoints[name], out, outtype, mistral_format=name in MISTRAL_FORMAT)
     assert out.stat().st_size == expected["bytes"]
     assert hashlib.sha256(out.read_bytes()).hexdigest() == expected["sha256"]
     assert len(report.tensors) == expected["tensors"] and report.metadata_keys == expected["keys"]

@@ -33,6 +33,9 @@ from weightkit.convert.hf.config import read_raw_config, saved_by_transformers_5
 
 OUT = Path(__file__).parent / "convert_golden.json"
 OUTTYPES = ("f32", "f16", "bf16", "q8_0", "auto")
+#: the Qwen-VL checkpoints as published and as transformers 4.57.6 saves them: what their 4.x configs change is in
+#: the metadata; their tensors take the steps of their 5.x checkpoints' (recorded for every outtype)
+QWEN_VL_TF4 = ("tiny-qwen2.5-vl-published", "tiny-qwen2.5-vl-tf4", "tiny-qwen3-vl-tf4", "tiny-qwen3-vl-moe-tf4")
 #: checkpoints recorded for --outtype auto only: their tokenizer costs seconds per conversion, the same each time;
 #: and the -tf5 saves, whose tensors are their 4.x checkpoint's (recorded for every outtype): what 5.x changes is
 #: in the metadata, and the dtype that auto reads; and the tekken versions besides v7, whose tensors are
@@ -41,6 +44,7 @@ AUTO_ONLY = (
     "tiny-gemma-3-fast",
     *make_hf_checkpoints.TF5,
     *(f"tiny-mistral-tekken-{v}" for v in ("v3", "v11", "v13", "v15")),
+    *QWEN_VL_TF4,
 )
 MINILM = "all-MiniLM-L6-v2"
 #: checkpoints whose projector (`--mmproj`) is recorded, for every outtype
@@ -52,17 +56,21 @@ PROJECTORS = (
     "tiny-llama4",
     "tiny-mistral3",
     "tiny-gemma-4",
+    *QWEN_VL_TF4,
 )
 #: ... of which only the projector is (their text model is another checkpoint's, recorded there)
 PROJECTOR_ONLY = ("tiny-gemma-3-mmproj",)
 
 
 def run_converter(python: str, converter: Path, folder: Path, outtype: str, out: Path, *, mmproj: bool = False) -> None:
-    """The reference converter on `folder`, writing `out` (`mmproj`: its projector)."""
+    """The reference converter on `folder`, writing `out` (`mmproj`: its projector; a checkpoint in Mistral's own
+    format, make_hf_checkpoints.MISTRAL_FORMAT, with `--mistral-format`)."""
     env = {k: v for k, v in os.environ.items() if k != "NO_LOCAL_GGUF"}  # the vendored gguf-py, not pip's
     env |= {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    subprocess.run([python, str(converter), str(folder), "--outfile", str(out), "--outtype", outtype,
-                    *(["--mmproj"] if mmproj else [])], check=True, env=env, capture_output=True)  # fmt: skip
+    flags = [*(["--mmproj"] if mmproj else []),
+             *(["--mistral-format"] if folder.name in make_hf_checkpoints.MISTRAL_FORMAT else [])]  # fmt: skip
+    subprocess.run([python, str(converter), str(folder), "--outfile", str(out), "--outtype", outtype, *flags],
+                   check=True, env=env, capture_output=True)  # fmt: skip
 
 
 def run_reference(python: str, converter: Path, folder: Path, outtype: str, out: Path, *, mmproj: bool = False) -> dict:
@@ -76,6 +84,14 @@ def run_reference(python: str, converter: Path, folder: Path, outtype: str, out:
     record = {"sha256": hashlib.sha256(out.read_bytes()).hexdigest(), "bytes": out.stat().st_size, **counts}
     out.unlink()
     return record
+
+
+def _saved_by_transformers_5(folder: Path) -> bool:
+    """Whether the checkpoint is converted under transformers 5.x: its config.json says 5.x wrote it, or it is in
+    Mistral's own format (whose reading needs `mistral_common`, which that environment has)."""
+    if folder.name in make_hf_checkpoints.MISTRAL_FORMAT:
+        return True
+    return saved_by_transformers_5(read_raw_config(folder))
 
 
 def versions(python: str) -> dict[str, str]:
@@ -105,7 +121,7 @@ def main() -> None:
         if MINILM in names or not args.only:
             folders[MINILM] = make_hf_checkpoints.minilm_folder()
         for name, folder in folders.items():
-            python = args.python_tf5 if saved_by_transformers_5(read_raw_config(folder)) else args.python
+            python = args.python_tf5 if _saved_by_transformers_5(folder) else args.python
             for section, mmproj in (("checkpoints", False), ("projectors", True)):
                 if (name in PROJECTOR_ONLY and not mmproj) or (name not in PROJECTORS and mmproj):
                     continue

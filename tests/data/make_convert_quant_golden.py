@@ -67,6 +67,7 @@ RUNS = {
     "tiny-qwen3-vl-moe": ("Q4_K_M",),
     "tiny-gemma-3n": ("Q4_K_M",),
     "tiny-mistral-tekken": ("Q4_K_M",),
+    "tiny-mistral-format": ("Q4_K_M",),  # --mistral-format, under a --python with mistral_common
     "tiny-lfm2-moe": ("Q4_K_M",),
     "tiny-ernie4.5": ("Q4_K_M",),
     # saved as transformers 4.57.6 writes it, as the released Granite 4.0-H were: recorded with a --python of 4.57.6
@@ -87,13 +88,14 @@ def split_run(key: str) -> tuple[str | None, str]:
 
 def lossless_outtype(folder: Path) -> str:
     """weightkit's converter type before quantizing: the type of the checkpoint's first matrix."""
-    from weightkit.convert.families import CONVERSIONS
+    from weightkit.convert.families import CONVERSIONS, MISTRAL_FORMAT
     from weightkit.convert.hf.config import read_raw_config
     from weightkit.convert.hf.convert import _filtered, _resolve_outtype, common_filter, hf_architecture
     from weightkit.convert.hf.tensors import close_all, read_checkpoint
 
-    arch = CONVERSIONS[hf_architecture(read_raw_config(folder), folder)]
-    sources, opened = read_checkpoint(folder)
+    mistral_format = folder.name in make_hf_checkpoints.MISTRAL_FORMAT
+    arch = MISTRAL_FORMAT if mistral_format else CONVERSIONS[hf_architecture(read_raw_config(folder), folder)]
+    sources, opened = read_checkpoint(folder, mistral_format=mistral_format)
     try:
         return _resolve_outtype("auto", _filtered(sources, arch, common_filter), lossless=True)
     finally:

@@ -711,6 +711,31 @@ def decoder_shapes(c: dict[str, Any], *, qk_norm: bool = False, qkv_bias: bool =
     return shapes
 
 
+#: Mistral's own names (consolidated.safetensors) for a Llama-style decoder's (`decoder_shapes`)
+_MISTRAL_NAMES = {"model.embed_tokens": "tok_embeddings", "model.norm": "norm", "lm_head": "output",
+                  "model.layers.": "layers.", "input_layernorm": "attention_norm",
+                  "post_attention_layernorm": "ffn_norm", "self_attn.q_proj": "attention.wq",
+                  "self_attn.k_proj": "attention.wk", "self_attn.v_proj": "attention.wv",
+                  "self_attn.o_proj": "attention.wo", "mlp.gate_proj": "feed_forward.w1",
+                  "mlp.down_proj": "feed_forward.w2", "mlp.up_proj": "feed_forward.w3"}  # fmt: skip
+#: params.json's names of the config keys `decoder_shapes` reads
+_MISTRAL_PARAMS = {"dim": "hidden_size", "hidden_dim": "intermediate_size", "n_heads": "num_attention_heads",
+                   "n_kv_heads": "num_key_value_heads", "n_layers": "num_hidden_layers", "head_dim": "head_dim",
+                   "vocab_size": "vocab_size", "tied_embeddings": "tie_word_embeddings"}  # fmt: skip
+
+
+def mistral_format_shapes(params: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+    """A Mistral-format checkpoint's tensors (params.json, consolidated.safetensors): a Llama-style decoder under
+    Mistral's names, its Q and K rows in their rope layout (not permuted as transformers has them)."""
+    shapes = decoder_shapes({hf: params.get(key) for key, hf in _MISTRAL_PARAMS.items()})
+    renamed = {}
+    for name, shape in shapes.items():
+        for hf, mistral in _MISTRAL_NAMES.items():
+            name = name.replace(hf, mistral)
+        renamed[name] = shape
+    return renamed
+
+
 def olmo2_shapes(c: dict[str, Any]) -> dict[str, tuple[int, ...]]:
     """OLMo 2 and 3: norms after attention and feed-forward (none before), Q/K norms over all heads."""
     shapes = {k: v for k, v in decoder_shapes(c).items() if "input_layernorm" not in k}
@@ -976,7 +1001,7 @@ def qwen_vl_vision_shapes(v: dict[str, Any], prefix: str) -> dict[str, tuple[int
     merged = h * v["spatial_merge_size"] ** 2
     qwen3 = "num_position_embeddings" in v
     shapes: dict[str, tuple[int, ...]] = {
-        prefix + "patch_embed.proj.weight": (h, v["in_channels"], v["temporal_patch_size"], p, p)
+        prefix + "patch_embed.proj.weight": (h, v.get("in_channels", v.get("in_chans")), v["temporal_patch_size"], p, p)
     }
     if qwen3:
         shapes |= {prefix + "patch_embed.proj.bias": (h,),
@@ -1006,17 +1031,21 @@ def qwen_vl_vision_shapes(v: dict[str, Any], prefix: str) -> dict[str, tuple[int
 
 
 def qwen_vl_shapes(c: dict[str, Any]) -> dict[str, tuple[int, ...]]:
-    """Qwen2.5-VL as transformers 5.25 saves it (the published layout: `model.`, `visual.`), or Qwen3-VL and
-    Qwen3-VL-MoE (`model.language_model.`, `model.visual.`): a one-layer text model and the vision tower."""
-    text, vision = c["text_config"] | {"tie_word_embeddings": c["tie_word_embeddings"]}, c["vision_config"]
+    """Qwen2.5-VL as transformers 5.25 saves it (the published layout: `model.`, `visual.`; its config's text keys
+    at the top level as published), or Qwen3-VL and Qwen3-VL-MoE (`model.language_model.`, `model.visual.`; the
+    experts as 4.57.6 or 5.x holds them): a one-layer text model and the vision tower."""
+    text = {"tie_word_embeddings": c.get("tie_word_embeddings")} | c.get("text_config", c)
+    vision = c["vision_config"]
     qwen3 = "num_position_embeddings" in vision
-    if "num_local_experts" in text:  # Qwen3-VL-MoE: the experts stacked, gate and up in one
-        n, ff, h = text["num_local_experts"], text["moe_intermediate_size"], text["hidden_size"]
+    if "moe_intermediate_size" in text:  # Qwen3-VL-MoE: the experts stacked, gate and up in one
+        n = text.get("num_local_experts", text.get("num_experts"))  # 5.x's name, 4.x's
+        ff, h = text["moe_intermediate_size"], text["hidden_size"]
+        gate_up, down = ((n, 2 * ff, h), (n, h, ff)) if "num_local_experts" in text else ((n, h, 2 * ff), (n, ff, h))
         layers = {k: v for k, v in decoder_shapes(text, qk_norm=True).items() if ".mlp." not in k}
         for i in range(text["num_hidden_layers"]):
             layers |= {f"model.layers.{i}.mlp.gate.weight": (n, h),
-                       f"model.layers.{i}.mlp.experts.gate_up_proj": (n, 2 * ff, h),
-                       f"model.layers.{i}.mlp.experts.down_proj": (n, h, ff)}  # fmt: skip
+                       f"model.layers.{i}.mlp.experts.gate_up_proj": gate_up,
+                       f"model.layers.{i}.mlp.experts.down_proj": down}  # fmt: skip
     else:
         layers = decoder_shapes(text, qk_norm=qwen3, qkv_bias=not qwen3)
     if qwen3:
@@ -1740,6 +1769,115 @@ _GRANITE_4H = {
 }  # fmt: skip
 
 
+#: Qwen2.5-VL's config.json in small as Qwen published it (written by transformers 4.41): the text keys at the
+#: top level, no text_config, rope type "mrope", the vision config without a model_type
+_QWEN25_VL_PUBLISHED = {
+    "architectures": ["Qwen2_5_VLForConditionalGeneration"], "attention_dropout": 0.0, "bos_token_id": 151643,
+    "eos_token_id": 151645, "vision_start_token_id": 151652, "vision_end_token_id": 151653,
+    "vision_token_id": 151654, "image_token_id": 151655, "video_token_id": 151656, "hidden_act": "silu",
+    "hidden_size": 64, "initializer_range": 0.02, "intermediate_size": 128, "max_position_embeddings": 128000,
+    "max_window_layers": 70, "model_type": "qwen2_5_vl", "num_attention_heads": 4, "num_hidden_layers": 1,
+    "num_key_value_heads": 2, "rms_norm_eps": 1e-05, "rope_theta": 1000000.0, "sliding_window": 32768,
+    "tie_word_embeddings": True, "torch_dtype": "bfloat16", "transformers_version": "4.41.2", "use_cache": True,
+    "use_sliding_window": False,
+    "vision_config": {
+        "depth": 4, "hidden_act": "silu", "hidden_size": 32, "intermediate_size": 64, "num_heads": 2, "in_chans": 3,
+        "out_hidden_size": 64, "patch_size": 14, "spatial_merge_size": 2, "spatial_patch_size": 14,
+        "window_size": 112, "fullatt_block_indexes": [1, 3], "tokens_per_second": 2, "temporal_patch_size": 2,
+    },
+    "rope_scaling": {"type": "mrope", "mrope_section": [2, 3, 3]}, "vocab_size": 151936,
+}  # fmt: skip
+
+
+#: ... as transformers 4.57.6's `save_pretrained` writes it after reading that: the text keys in text_config
+#: too, rope type "default", the vision config under its parent's model_type
+_QWEN25_VL_TF4 = {
+    "architectures": ["Qwen2_5_VLForConditionalGeneration"], "attention_dropout": 0.0, "bos_token_id": 151643,
+    "dtype": "bfloat16", "eos_token_id": 151645, "hidden_act": "silu", "hidden_size": 64, "image_token_id": 151655,
+    "initializer_range": 0.02, "intermediate_size": 128, "max_position_embeddings": 128000, "max_window_layers": 70,
+    "model_type": "qwen2_5_vl", "num_attention_heads": 4, "num_hidden_layers": 1, "num_key_value_heads": 2,
+    "rms_norm_eps": 1e-05,
+    "rope_scaling": {
+        "mrope_section": [2, 3, 3], "rope_type": "default", "type": "default",
+    },
+    "rope_theta": 1000000.0, "sliding_window": 32768,
+    "text_config": {
+        "architectures": ["Qwen2_5_VLForConditionalGeneration"], "attention_dropout": 0.0, "bos_token_id": 151643,
+        "dtype": "bfloat16", "eos_token_id": 151645, "hidden_act": "silu", "hidden_size": 64,
+        "initializer_range": 0.02, "intermediate_size": 128, "layer_types": ["full_attention"],
+        "max_position_embeddings": 128000, "max_window_layers": 70, "model_type": "qwen2_5_vl_text",
+        "num_attention_heads": 4, "num_hidden_layers": 1, "num_key_value_heads": 2, "rms_norm_eps": 1e-05,
+        "rope_scaling": {
+            "mrope_section": [2, 3, 3], "rope_type": "default", "type": "default",
+        },
+        "rope_theta": 1000000.0, "sliding_window": None, "tie_word_embeddings": True, "use_cache": True,
+        "use_sliding_window": False, "vision_token_id": 151654, "vocab_size": 151936,
+    },
+    "transformers_version": "4.57.6", "use_cache": True, "use_sliding_window": False, "video_token_id": 151656,
+    "vision_config": {
+        "depth": 4, "fullatt_block_indexes": [1, 3], "hidden_act": "silu", "hidden_size": 32, "in_channels": 3,
+        "in_chans": 3, "initializer_range": 0.02, "intermediate_size": 64, "model_type": "qwen2_5_vl",
+        "num_heads": 2, "out_hidden_size": 64, "patch_size": 14, "spatial_merge_size": 2, "spatial_patch_size": 14,
+        "temporal_patch_size": 2, "tokens_per_second": 2, "window_size": 112,
+    },
+    "vision_end_token_id": 151653, "vision_start_token_id": 151652, "vision_token_id": 151654, "vocab_size": 151936,
+}  # fmt: skip
+
+
+#: tiny-qwen3-vl's config as transformers 4.57.6 writes it: `rope_scaling` and `rope_theta`, the vision
+#: config under its parent's model_type
+_QWEN3_VL_TF4 = {
+    "architectures": ["Qwen3VLForConditionalGeneration"], "dtype": "bfloat16", "image_token_id": 151655,
+    "model_type": "qwen3_vl",
+    "text_config": {
+        "attention_bias": False, "attention_dropout": 0.0, "bos_token_id": 151643, "eos_token_id": 151645,
+        "head_dim": 16, "hidden_act": "silu", "hidden_size": 64, "initializer_range": 0.02, "intermediate_size": 128,
+        "max_position_embeddings": 262144, "model_type": "qwen3_vl_text", "num_attention_heads": 4,
+        "num_hidden_layers": 1, "num_key_value_heads": 2, "rms_norm_eps": 1e-06,
+        "rope_scaling": {
+            "mrope_interleaved": True, "mrope_section": [2, 3, 3], "rope_type": "default",
+        },
+        "rope_theta": 5000000.0, "tie_word_embeddings": True, "use_cache": True, "vocab_size": 151936,
+    },
+    "tie_word_embeddings": True, "transformers_version": "4.57.6", "video_token_id": 151656,
+    "vision_config": {
+        "deepstack_visual_indexes": [0, 2], "depth": 3, "hidden_act": "gelu_pytorch_tanh", "hidden_size": 32,
+        "in_channels": 3, "initializer_range": 0.02, "intermediate_size": 64, "model_type": "qwen3_vl",
+        "num_heads": 2, "num_position_embeddings": 16, "out_hidden_size": 64, "patch_size": 16,
+        "spatial_merge_size": 2, "temporal_patch_size": 2,
+    },
+    "vision_end_token_id": 151653, "vision_start_token_id": 151652,
+}  # fmt: skip
+
+
+#: tiny-qwen3-vl-moe's config as transformers 4.57.6 writes it: the same, and `num_experts`
+_QWEN3_VL_MOE_TF4 = {
+    "architectures": ["Qwen3VLMoeForConditionalGeneration"], "dtype": "bfloat16", "image_token_id": 151655,
+    "model_type": "qwen3_vl_moe",
+    "text_config": {
+        "attention_bias": False, "attention_dropout": 0.0, "bos_token_id": 151643, "decoder_sparse_step": 1,
+        "eos_token_id": 151645, "head_dim": 16, "hidden_act": "silu", "hidden_size": 64, "initializer_range": 0.02,
+        "intermediate_size": 128, "max_position_embeddings": 262144, "mlp_only_layers": [],
+        "model_type": "qwen3_vl_moe_text", "moe_intermediate_size": 32, "norm_topk_prob": True,
+        "num_attention_heads": 4, "num_experts": 4, "num_experts_per_tok": 2, "num_hidden_layers": 1,
+        "num_key_value_heads": 2, "rms_norm_eps": 1e-06,
+        "rope_scaling": {
+            "mrope_interleaved": True, "mrope_section": [2, 3, 3], "rope_type": "default",
+        },
+        "rope_theta": 5000000.0, "router_aux_loss_coef": 0.001, "tie_word_embeddings": True, "use_cache": True,
+        "vocab_size": 151936,
+    },
+    "tie_word_embeddings": True, "transformers_version": "4.57.6", "video_token_id": 151656,
+    "vision_config": {
+        "deepstack_visual_indexes": [0, 2], "depth": 3, "hidden_act": "gelu_pytorch_tanh", "hidden_size": 32,
+        "in_channels": 3, "initializer_range": 0.02, "intermediate_size": 64, "model_type": "qwen3_vl_moe",
+        "num_heads": 2, "num_position_embeddings": 16, "out_hidden_size": 64, "patch_size": 16,
+        "spatial_merge_size": 2, "temporal_patch_size": 2,
+    },
+    "vision_end_token_id": 151653, "vision_start_token_id": 151652,
+}  # fmt: skip
+
+
 # name -> (config.json, dtype, tensors from config, tokenizer writer, extra files, shard bytes)
 CHECKPOINTS: dict[str, tuple[dict[str, Any], str, Callable, Callable, dict[str, str], int | None]] = {
     # sharded bf16 with an index, Llama 3 rope scaling (rope_freqs), model card, sampling defaults
@@ -1964,6 +2102,11 @@ CHECKPOINTS: dict[str, tuple[dict[str, Any], str, Callable, Callable, dict[str, 
         "bf16", qwen_vl_shapes, write_qwen2_tokenizer,
         {"preprocessor_config.json": json.dumps(_QWEN25_VL_IMAGE_PROCESSOR, indent=2)}, None,
     ),
+    # Qwen2.5-VL as published and as transformers 4.57.6 saves it: tiny-qwen2.5-vl's files with a 4.x config
+    **{name: (config, "bf16", qwen_vl_shapes, write_qwen2_tokenizer,
+              {"preprocessor_config.json": json.dumps(_QWEN25_VL_IMAGE_PROCESSOR, indent=2)}, None)
+       for name, config in (("tiny-qwen2.5-vl-published", _QWEN25_VL_PUBLISHED),
+                            ("tiny-qwen2.5-vl-tf4", _QWEN25_VL_TF4))},
     # bf16 Qwen3-VL as transformers 5.25 writes it (model.visual., model.language_model.): 3 vision blocks, the
     # first and last feeding deepstack mergers, 4x4 learned positions (image_size 64 derived from them)
     "tiny-qwen3-vl": (
@@ -1983,6 +2126,11 @@ CHECKPOINTS: dict[str, tuple[dict[str, Any], str, Callable, Callable, dict[str, 
         "bf16", qwen_vl_shapes, write_qwen2_tokenizer,
         {"preprocessor_config.json": json.dumps(_QWEN3_VL_IMAGE_PROCESSOR, indent=2)}, None,
     ),
+    # Qwen3-VL and Qwen3-VL-MoE as transformers 4.57.6 saves them (its fused experts [experts, hidden, 2 * ff])
+    **{name: (config, "bf16", qwen_vl_shapes, write_qwen2_tokenizer,
+              {"preprocessor_config.json": json.dumps(_QWEN3_VL_IMAGE_PROCESSOR, indent=2)}, None)
+       for name, config in (("tiny-qwen3-vl-tf4", _QWEN3_VL_TF4),
+                            ("tiny-qwen3-vl-moe-tf4", _QWEN3_VL_MOE_TF4))},
     # bf16 Phi-3 mini: fused QKV and gate/up, its added tokens, sliding window
     "tiny-phi-3-mini": (
         _config("Phi3ForCausalLM", "phi3", "bf16", vocab_size=32064, hidden_size=64, intermediate_size=128,
@@ -2239,6 +2387,15 @@ CHECKPOINTS: dict[str, tuple[dict[str, Any], str, Callable, Callable, dict[str, 
     ),
     "tiny-mistral-tekken-v13": (_tekken_config(), "bf16", decoder_shapes, write_tekken_tokenizer("v13", 40), {}, None),
     "tiny-mistral-tekken-v15": (_tekken_config(), "bf16", decoder_shapes, write_tekken_tokenizer("v15", 40), {}, None),
+    # tiny-mistral-tekken in Mistral's own format (params.json, consolidated.safetensors, tekken.json), as
+    # Devstral and Magistral publish it beside their transformers files (with the context length the converter reads:
+    # without one llama.cpp cannot load the file)
+    "tiny-mistral-format": (
+        {"dim": 64, "n_layers": 2, "head_dim": 16, "hidden_dim": 128, "n_heads": 4, "n_kv_heads": 2,
+         "rope_theta": 1000000000.0, "norm_eps": 1e-05, "vocab_size": 1000 + TEKKEN_KEPT,
+         "max_position_embeddings": 131072},
+        "bf16", mistral_format_shapes, write_tekken_tokenizer("v7", 30), {}, None,
+    ),
     # bf16 SmolLM3 as transformers 5.25 writes it (rope_parameters, dtype; every 4th layer without rope), tied
     # embeddings, Llama 3's tokenizer (SmolLM3's is Llama 3.2's)
     "tiny-smollm3": (
@@ -2405,6 +2562,9 @@ CHECKPOINTS: dict[str, tuple[dict[str, Any], str, Callable, Callable, dict[str, 
 # --- the checkpoints as transformers 5.x saves them ------------------------------------------------------------------
 
 #: What transformers 5.x writes for each checkpoint above (recorded by make_tf5_checkpoints.py).
+#: the checkpoints in Mistral's own format (params.json, consolidated.safetensors), which the reference converts
+#: with `--mistral-format`
+MISTRAL_FORMAT = ("tiny-mistral-format",)
 TF5_RECORD = Path(__file__).with_name("tf5_checkpoints.json")
 
 
@@ -2478,7 +2638,9 @@ def _write_checkpoint(base: str, folder: Path, vocabs: dict[str, Path]) -> None:
     seed = sum(base.encode())  # one fixed seed per checkpoint (and its -tf5 save)
     write_checkpoint(folder, _weights(shapes(config), dtype, seed), {"format": "pt"},
                      max_shard_bytes=shard_bytes or 1 << 40)  # fmt: skip
-    _write_json(folder / "config.json", config)
+    if base in MISTRAL_FORMAT:  # Mistral's own file names
+        (folder / "model.safetensors").rename(folder / "consolidated.safetensors")
+    _write_json(folder / ("params.json" if base in MISTRAL_FORMAT else "config.json"), config)
     tokenizer(folder, vocabs)
     for rel, text in extra.items():
         (folder / rel).parent.mkdir(parents=True, exist_ok=True)

@@ -61,11 +61,13 @@ TINY: dict[str, tuple[str, dict, str]] = {
     "tiny-lfm2": ("tiny-lfm2", {}, "f16"),
     "tiny-qwen35": ("tiny-qwen35", {}, "q8_0"),
     "tiny-qwen35-moe": ("tiny-qwen35-moe", {}, "bf16"),
+    "tiny-mistral-tekken": ("tiny-mistral-tekken", {}, "bf16"),
 }
-#: the entries whose GGUF only transformers 5.x loads (Qwen 3.5, as Qwen3_5ForCausalLM and Qwen3_5MoeForCausalLM;
-#: its GGUF loader builds the layer kinds from `full_attention_interval`, so these have every fourth layer full
-#: attention, as released)
-TF5 = ("tiny-qwen35", "tiny-qwen35-moe")
+#: the entries recorded under transformers 5.x: those whose GGUF only it loads (Qwen 3.5, as Qwen3_5ForCausalLM
+#: and Qwen3_5MoeForCausalLM; its GGUF loader builds the layer kinds from `full_attention_interval`, so these have
+#: every fourth layer full attention, as released), and Mistral's tekken checkpoint (saved by 5.x, its tekken.json
+#: read by the reference through mistral_common, which that environment has)
+TF5 = ("tiny-qwen35", "tiny-qwen35-moe", "tiny-mistral-tekken")
 #: the reference's --outtype for converting weightkit's folder back (the round trip)
 ROUND_TRIP = "auto"
 #: weightkit's --dtype for the real Gemma's folder in its round trip (bf16: half the size of f32, and the
@@ -135,10 +137,20 @@ def record(gguf: Path, tmp: Path, converter: Path | None) -> dict:
         if not_loaded := sorted(set(ckpt.tensors) - hashes.keys()):
             entry["not_loaded"] = not_loaded
     if converter is not None:
-        back = reference_convert(converter, folder, ROUND_TRIP, tmp / "back.gguf")
-        entry["round_trip"] = {ROUND_TRIP: hashlib.sha256(back.read_bytes()).hexdigest()}
-        back.unlink()
+        entry["round_trip"] = round_trip(converter, folder, tmp / "back.gguf")
     return entry
+
+
+def round_trip(converter: Path, folder: Path, out: Path) -> dict:
+    """The reference's file from weightkit's folder, or {"refused": its last line} where it refuses the folder
+    (the tiny tekken vocabulary's check hash, which llama.cpp does not know)."""
+    try:
+        reference_convert(converter, folder, ROUND_TRIP, out)
+    except subprocess.CalledProcessError as e:
+        return {"refused": e.stderr.decode(errors="replace").strip().splitlines()[-1]}
+    digest = hashlib.sha256(out.read_bytes()).hexdigest()
+    out.unlink()
+    return {ROUND_TRIP: digest}
 
 
 def gemma_round_trip(gguf: Path, tmp: Path, converter: Path) -> dict:

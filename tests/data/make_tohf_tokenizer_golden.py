@@ -47,7 +47,8 @@ GEMMA = "gemma-3-270m"
 #: transformers converts it (the folder without tokenizer.json); Gemma 3's source is its tokenizer as
 #: transformers converts and saves it (tiny-gemma-3-fast: the same vocabulary as the real 270M's). One case
 #: per family `--to hf` exports (llama with either vocabulary, mistral, qwen2, qwen3, qwen3moe, gemma3, phi3,
-#: lfm2, qwen35, qwen35moe).
+#: lfm2, qwen35, qwen35moe, and mistral with Mistral's tekken vocabulary, whose source is mistral_common's tekken
+#: tokenizer: it reads special tokens in the text as text).
 CASES: dict[str, tuple[str, str]] = {
     "Tiny-Llama-3-8B-Instruct": ("Tiny-Llama-3-8B-Instruct", "Tiny-Llama-3-8B-Instruct"),
     "tiny-llama-2-chat": ("tiny-llama-2-chat", "tiny-llama-2-chat"),
@@ -61,6 +62,7 @@ CASES: dict[str, tuple[str, str]] = {
     "tiny-lfm2": ("tiny-lfm2", "tiny-lfm2"),
     "tiny-qwen35": ("tiny-qwen35", "tiny-qwen35"),
     "tiny-qwen35-moe": ("tiny-qwen35-moe", "tiny-qwen35-moe"),
+    "tiny-mistral-tekken": ("tiny-mistral-tekken", "tiny-mistral-tekken"),
     GEMMA: (GEMMA, "tiny-gemma-3-fast"),
 }
 #: what llama.cpp's inputs lack: scripts, combining marks, code, whitespace runs, and chat markup with each
@@ -128,7 +130,8 @@ def source_ids(name: str, gguf: Path, root: Path, texts: list[str]) -> list[list
     llama.cpp does). A SentencePiece source is llama.cpp's tokenizer of the GGUF (the test checkpoints'
     tokenizer.json has no merges, and transformers 5's conversion of a tokenizer.model loses a run of leading
     spaces), checked against the sentencepiece library on every text without the vocabulary's added tokens;
-    else the source checkpoint's own tokenizer in this transformers."""
+    a tekken.json, mistral_common's tokenizer of it; else the source checkpoint's own tokenizer in this
+    transformers."""
     from transformers import AutoTokenizer
 
     with weightkit.open(gguf) as m:
@@ -137,6 +140,11 @@ def source_ids(name: str, gguf: Path, root: Path, texts: list[str]) -> list[list
         bos = [int(meta["tokenizer.ggml.bos_token_id"])] if meta.get("tokenizer.ggml.add_bos_token") else []
         eos = [int(meta["tokenizer.ggml.eos_token_id"])] if meta.get("tokenizer.ggml.add_eos_token") else []
     folder = build_checkpoint(CASES[name][1], root / "source", make_hf_checkpoints.vocab_files())
+    if (folder / "tekken.json").exists():
+        from mistral_common.tokens.tokenizers.tekken import Tekkenizer
+
+        tekken = Tekkenizer.from_file(folder / "tekken.json")
+        return [bos + tekken.encode(text, bos=False, eos=False) + eos for text in texts]
     if not (folder / "tokenizer.model").exists():
         tokenizer = AutoTokenizer.from_pretrained(folder)
         return [bos + tokenizer(text, add_special_tokens=False)["input_ids"] + eos for text in texts]

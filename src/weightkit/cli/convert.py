@@ -54,6 +54,14 @@ MmprojOption = Annotated[
         "--mmproj) instead of its language model: convert_hf_to_gguf.py --mmproj's file.",
     ),
 ]
+MistralFormatOption = Annotated[
+    bool,
+    typer.Option(
+        "--mistral-format",
+        help="SRC is in Mistral's own format (params.json, consolidated.safetensors, tekken.json): "
+        "convert_hf_to_gguf.py --mistral-format's file.",
+    ),
+]
 LoraOption = Annotated[
     bool,
     typer.Option(
@@ -98,6 +106,7 @@ def convert(
     ] = "gguf",
     dtype: DtypeOption = None,
     mmproj: MmprojOption = False,
+    mistral_format: MistralFormatOption = False,
     split_flags: dict[str, Any] | None = None,
     lora: LoraOption = False,
     base: BaseOption = None,
@@ -110,6 +119,8 @@ def convert(
     that transformers loads."""
     check_convert_flags(to, outtype=outtype, type=type, dtype=dtype, flags=flags, mmproj=mmproj, split=split_flags)
     check_lora_flags(lora, base=base, to=to, type=type, mmproj=mmproj, split=split_flags)
+    if mistral_format and (lora or to == "hf"):
+        raise ArgumentError("--mistral-format reads a Mistral-format folder into a GGUF; not with --lora or --to hf")
     if lora:
         run_convert_lora(src, dst, base, outtype or "f32", as_json=as_json, console=console)
     elif to == "hf":
@@ -117,7 +128,8 @@ def convert(
     else:
         options = None if type is None else quantize_options(type, flags or {})
         split = converter_split(split_flags)
-        run_convert(src, dst, outtype or "auto", options, as_json=as_json, console=console, mmproj=mmproj, split=split)
+        run_convert(src, dst, outtype or "auto", options, as_json=as_json, console=console, mmproj=mmproj, split=split,
+                    mistral_format=mistral_format)  # fmt: skip
 
 
 def converter_split(given: dict[str, Any] | None) -> ConverterSplit | None:
@@ -208,10 +220,11 @@ def run_convert(
     console: Console,
     mmproj: bool = False,
     split: ConverterSplit | None = None,
+    mistral_format: bool = False,
 ) -> None:
     with byte_progress("converting", console, as_json) as update:
         report = convert_hf(src, dst, outtype, progress=lambda name, done, total: update(done, total, name),
-                            quantize=options, mmproj=mmproj, split=split)  # fmt: skip
+                            quantize=options, mmproj=mmproj, split=split, mistral_format=mistral_format)  # fmt: skip
     types = Counter(kind for kind, _ in report.tensors.values())
     if as_json:
         print_json(

@@ -46,12 +46,15 @@ PROJECTORS: dict[str, Conversion] = {name: c for f in FAMILIES for name, c in f.
 CONFIG_CLASSES: dict[str, ConfigClass] = {name: c for f in FAMILIES for name, c in f.configs.items()}
 #: GGUF architecture -> the HF folder `--to hf` writes
 EXPORTS: dict[str, Export] = {name: e for f in FAMILIES for name, e in f.exports.items()}
+#: how the converter writes a checkpoint in Mistral's own format (`--mistral-format`: its `MistralModel`)
+MISTRAL_FORMAT: Conversion = llama.MISTRAL_FORMAT
 
 __all__ = [
     "CONFIG_CLASSES",
     "CONVERSIONS",
     "EXPORTS",
     "FAMILIES",
+    "MISTRAL_FORMAT",
     "PROJECTORS",
     "Conversion",
     "Export",

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import FormatError, UnsupportedError
-from ..hf.config import CONFIG_NAME, ConfigClass, HFConfig, read_json_object
+from ..hf.config import CONFIG_NAME, PARAMS_JSON, ConfigClass, HFConfig, read_json_object
 from ..hf.experts import ExpertLayout, expert_stacker
 from ..hf.kv import KV
 from ..hf.projector import projector_config, write_vision_parameters
@@ -171,6 +171,61 @@ _MIXTRAL = replace(
 _MISTRAL3 = replace(_LLAMA, gguf="mistral3")
 #: SmolLM3: Llama's conversion as `smollm3` (llama.cpp itself leaves rope out of every 4th layer; nothing is written)
 _SMOLLM3 = replace(_LLAMA, gguf="smollm3")
+# --- Mistral's own format (`--mistral-format`: params.json, consolidated.safetensors, `MistralModel`) -------------
+
+#: Mistral's tensor names -> GGUF names (gguf-py's table for the original Llama layout)
+_MISTRAL_FORMAT_NAMES = {
+    "tok_embeddings": "token_embd",
+    "norm": "output_norm",
+    "output": "output",
+    "layers.{bid}.attention_norm": "blk.{bid}.attn_norm",
+    "layers.{bid}.attention.wq": "blk.{bid}.attn_q",
+    "layers.{bid}.attention.wk": "blk.{bid}.attn_k",
+    "layers.{bid}.attention.wv": "blk.{bid}.attn_v",
+    "layers.{bid}.attention.wo": "blk.{bid}.attn_output",
+    "layers.{bid}.ffn_norm": "blk.{bid}.ffn_norm",
+    "layers.{bid}.feed_forward.w1": "blk.{bid}.ffn_gate",
+    "layers.{bid}.feed_forward.w2": "blk.{bid}.ffn_down",
+    "layers.{bid}.feed_forward.w3": "blk.{bid}.ffn_up",
+}
+#: params.json's names of the sizes the decoder's tensors are checked by
+_MISTRAL_FORMAT_SIZES = {"hidden_size": "dim", FF: "hidden_dim"}
+#: params.json sections of models the reference converts otherwise (MoE as DeepSeek-V2, Mistral 3's llama 4
+#: scaling as `mistral3`) or with more keys (yarn), or quantized: not converted here
+_MISTRAL_FORMAT_REFUSED = ("moe", "llama_4_scaling", "yarn", "quantization")
+
+
+def _mistral_format_vocab(kv: KV, folder: Path, h: HFConfig) -> None:
+    """`TextModel._set_vocab_mistral`, for the tekken.json of a Mistral-format folder (its SentencePiece
+    tokenizer.model.v* files are not read)."""
+    if not has_tekken_only(folder):
+        raise UnsupportedError(f"{folder}: a Mistral-format checkpoint without tekken.json (or with a tokenizer.json "
+                               "beside it) is not supported")  # fmt: skip
+    write_tekken_vocab(kv, folder)
+
+
+def _mistral_format_parameters(kv: KV, arch: str, folder: Path, h: HFConfig) -> None:
+    """`MistralModel.set_gguf_parameters` after the common keys: rope's dimensions (no vocabulary size: the
+    tokenizer writes it)."""
+    for section in _MISTRAL_FORMAT_REFUSED:
+        if section in h:
+            raise UnsupportedError(f"{folder / PARAMS_JSON}: '{section}' is not supported in a Mistral-format "
+                                   "checkpoint")  # fmt: skip
+    head_dim = h.get("head_dim")
+    if not isinstance(head_dim, int) or isinstance(head_dim, bool) or head_dim < 1:
+        raise FormatError(folder / PARAMS_JSON, None, f"head_dim is {head_dim!r}, not a positive integer")
+    kv.u32(f"{arch}.rope.dimension_count", head_dim)
+
+
+#: `MistralModel`: Llama's decoder under Mistral's names, its Q and K stored in llama.cpp's rope layout already
+MISTRAL_FORMAT = Conversion(
+    gguf="llama",
+    tensor_names=_MISTRAL_FORMAT_NAMES,
+    required={k: tuple(_MISTRAL_FORMAT_SIZES.get(d, d) if isinstance(d, str) else d for d in dims)
+              for k, dims in DECODER_REQUIRED.items()},
+    vocab=_mistral_format_vocab,
+    parameters=(_mistral_format_parameters,),
+)  # fmt: skip
 # --- Mistral Small 3's Pixtral projector (`LlavaVisionModel`) ----------------------------------------------------
 
 _T = "vision_tower.transformer.layers.{bid}."

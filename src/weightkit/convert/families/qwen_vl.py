@@ -4,6 +4,7 @@ with multimodal rope sections) and their projectors (`--mmproj`, `Qwen2VLVisionM
 
 from __future__ import annotations
 
+import copy
 import itertools
 from dataclasses import replace
 from pathlib import Path
@@ -26,9 +27,12 @@ from .decoder import (
     MOE_NAMES,
     QK_NORM_NAMES,
     gpt2_vocab,
+    head_dim_from_hidden_size,
     moe_required,
     number,
     pooling_type,
+    rope_type_from_type,
+    sliding_window_only_if_used,
 )
 from .family import Conversion, Family
 from .qwen import moe_parameters, qwen_vocab, refuse_qwen3_reranker
@@ -239,11 +243,58 @@ _QWEN3_TEXT = {"vocab_size": 151936, "head_dim": 128, "hidden_act": "silu", "max
                "rms_norm_eps": 1e-6, "rope_parameters": {"rope_theta": 500000.0, "rope_type": "default"}}  # fmt: skip
 _COMPOSITE = {"image_token_id": 151655, "video_token_id": 151656, "tie_word_embeddings": False}
 
+# --- the config classes of transformers 4.57.6, which read the configs 4.x saved ----------------------------------
+
+_COMPOSITE_4 = {"image_token_id": 151655, "video_token_id": 151656, "vision_start_token_id": 151652,
+                "vision_end_token_id": 151653}  # fmt: skip
+
+
+def _text_config_from_top_level(h: dict[str, Any]) -> None:
+    """`Qwen2_5_VLConfig.__init__` of 4.57.6 for a config without `text_config` (as Qwen2.5-VL was published):
+    the text config made from the top-level keys."""
+    if h.get("text_config") is None:
+        h["text_config"] = {k: copy.deepcopy(v) for k, v in h.items() if k not in {"vision_config", *_COMPOSITE_4}}
+
+
+def _mrope_as_default(h: dict[str, Any]) -> None:
+    """4.57.6's Qwen2.5-VL text config: rope type "mrope" read as "default", mirrored into `rope_type`."""
+    rope = h.get("rope_scaling")
+    if isinstance(rope, dict) and rope.get("type") == "mrope":
+        rope["type"] = "default"
+    rope_type_from_type(h)
+
+
+#: the 4.57.6 text configs' defaults the converter reads
+_QWEN3_TEXT_4 = {"vocab_size": 151936, "hidden_act": "silu", "max_position_embeddings": 128000, "rms_norm_eps": 1e-6,
+                 "rope_theta": 5000000.0, "rope_scaling": None, "tie_word_embeddings": False}  # fmt: skip
+_QWEN25_VL_4 = ConfigClass("Qwen2_5_VLConfig", _COMPOSITE_4, (_text_config_from_top_level,),
+                           text_config="qwen2_5_vl_text", vision_config="qwen2_5_vl_vision")  # fmt: skip
+_QWEN25_VL_TEXT_4 = ConfigClass(
+    "Qwen2_5_VLTextConfig",
+    {"vocab_size": 152064, "hidden_act": "silu", "hidden_size": 8192, "intermediate_size": 29568,
+     "num_hidden_layers": 80, "num_attention_heads": 64, "num_key_value_heads": 8, "max_position_embeddings": 32768,
+     "rms_norm_eps": 1e-5, "tie_word_embeddings": False, "rope_theta": 1000000.0, "use_sliding_window": False,
+     "sliding_window": 4096, "max_window_layers": 80, "rope_scaling": None},
+    (sliding_window_only_if_used, _mrope_as_default),
+)  # fmt: skip
+_QWEN3_VL_TEXT_4 = ConfigClass(
+    "Qwen3VLTextConfig",
+    _QWEN3_TEXT_4 | {"hidden_size": 4096, "intermediate_size": 22016, "num_hidden_layers": 32,
+                     "num_attention_heads": 32, "num_key_value_heads": 32, "head_dim": 128},
+)  # fmt: skip
+_QWEN3_VL_MOE_TEXT_4 = ConfigClass(
+    "Qwen3VLMoeTextConfig",
+    _QWEN3_TEXT_4 | {"hidden_size": 2048, "intermediate_size": 5632, "num_hidden_layers": 24,
+                     "num_attention_heads": 16, "num_key_value_heads": 16, "decoder_sparse_step": 1,
+                     "moe_intermediate_size": 1408, "num_experts_per_tok": 4, "num_experts": 60, "mlp_only_layers": []},
+    (head_dim_from_hidden_size,),
+)  # fmt: skip
+
 FAMILY = Family(
     name="qwen_vl",
     configs={
         "qwen2_5_vl": ConfigClass("Qwen2_5_VLConfig", _COMPOSITE, text_config="qwen2_5_vl_text",
-                                  vision_config="qwen2_5_vl_vision", transformers=5),
+                                  vision_config="qwen2_5_vl_vision", transformers=5, before_5=_QWEN25_VL_4),
         "qwen2_5_vl_text": ConfigClass(
             "Qwen2_5_VLTextConfig",
             {"vocab_size": 152064, "hidden_act": "silu", "hidden_size": 8192, "intermediate_size": 29568,
@@ -252,6 +303,7 @@ FAMILY = Family(
              "sliding_window": None, "max_window_layers": 80,
              "rope_parameters": {"rope_theta": 1000000.0, "rope_type": "default"}},
             transformers=5,
+            before_5=_QWEN25_VL_TEXT_4,
         ),
         "qwen2_5_vl_vision": ConfigClass(
             "Qwen2_5_VLVisionConfig",
@@ -266,6 +318,7 @@ FAMILY = Family(
             _QWEN3_TEXT | {"hidden_size": 4096, "intermediate_size": 22016, "num_hidden_layers": 32,
                            "num_attention_heads": 32, "num_key_value_heads": 32},
             transformers=5,
+            before_5=_QWEN3_VL_TEXT_4,
         ),
         "qwen3_vl_vision": _QWEN3_VISION,
         "qwen3_vl_moe": ConfigClass("Qwen3VLMoeConfig", _COMPOSITE, text_config="qwen3_vl_moe_text",
@@ -277,6 +330,7 @@ FAMILY = Family(
                            "decoder_sparse_step": 1, "moe_intermediate_size": 1408, "num_experts_per_tok": 4,
                            "num_local_experts": 60, "mlp_only_layers": [], "sliding_window": None},
             transformers=5,
+            before_5=_QWEN3_VL_MOE_TEXT_4,
         ),
         "qwen3_vl_moe_vision": _QWEN3_VISION,
     },

@@ -11,7 +11,8 @@ A config saved by transformers 5.x (its `transformers_version`) is read as 5.x r
 writes every value of its config class (`rope_parameters`, `dtype`, Qwen3-MoE's `num_local_experts`,
 `layer_types`, ...) and its `AutoConfig` gives them back unchanged, so a class mirroring 4.57.6 is not applied to
 it (only the bookkeeping every 5.x config carries is added); a class mirroring 5.x (`ConfigClass.transformers`,
-the families new in 5.x) is applied to every config of its type.
+the families new in 5.x) is applied to every config of its type, save a config saved by 4.x where 4.57.6 had its
+own class for the type (`ConfigClass.before_5`: Qwen2.5-VL's and Qwen3-VL's, as published).
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from typing import Any
 from ...errors import FormatError, UnsupportedError
 
 CONFIG_NAME = "config.json"
+#: Mistral's own config file (its format, the converter's `--mistral-format`), which the converter reads as written
+PARAMS_JSON = "params.json"
 _MISSING = object()
 
 
@@ -60,6 +63,9 @@ class ConfigClass:
     text_config: str | None = None
     vision_config: str | None = None
     transformers: int = 4  # the major version whose class this mirrors (4: 4.57.6; 5: 5.25, for 5.x's families)
+    #: where this class mirrors 5.x and 4.57.6 had its own for the model_type: that class, which reads a config
+    #: saved by 4.x (as published: Qwen2.5-VL's text keys at the top level, its "mrope" rope type)
+    before_5: ConfigClass | None = None
 
 
 #: Sizes the converter computes with: when given, each must be a positive integer.
@@ -164,20 +170,22 @@ def _with_class_defaults(raw: dict[str, Any], folder: Path, classes: Mapping[str
             f"{folder / CONFIG_NAME}: no 'model_type'; transformers would guess the config class from the folder's "
             "path, which weightkit does not"
         )
-    cls = _config_class(model_type, folder, classes)
     tf5 = saved_by_transformers_5(raw)
+    cls = _config_class(model_type, folder, classes, tf5)
     h = _apply_class(cls, json.loads(json.dumps(raw)), folder, tf5)  # a deep copy: derivations must not touch raw
     if cls.text_config is not None:  # the sub-config is made by its own class (and saved with its defaults)
         text = h.get("text_config") or {}
         if not isinstance(text, dict):
             raise FormatError(folder / CONFIG_NAME, None, "text_config is not an object")
-        h["text_config"] = _apply_class(_config_class(cls.text_config, folder, classes), text, folder, tf5)
+        h["text_config"] = _apply_class(_config_class(cls.text_config, folder, classes, tf5), text, folder, tf5)
     if cls.vision_config is not None:  # made by the class of its own model_type (`AutoConfig`)
         vision = h.get("vision_config") or {}
         if not isinstance(vision, dict):
             raise FormatError(folder / CONFIG_NAME, None, "vision_config is not an object")
         kind = vision.get("model_type", cls.vision_config)
-        h["vision_config"] = _apply_class(_config_class(kind, folder, classes), vision, folder, tf5)
+        if kind == model_type:  # 4.x saved Qwen-VL's vision config under its parent's model_type
+            kind = cls.vision_config
+        h["vision_config"] = _apply_class(_config_class(kind, folder, classes, tf5), vision, folder, tf5)
     if tf5 and isinstance(h.get("text_config"), dict):
         h["text_config"] = {**h["text_config"], **_TF5_SUB_CONFIG}
     h["id2label"] = _labels(raw, folder)
@@ -185,12 +193,13 @@ def _with_class_defaults(raw: dict[str, Any], folder: Path, classes: Mapping[str
     return h
 
 
-def _config_class(model_type: Any, folder: Path, classes: Mapping[str, ConfigClass]) -> ConfigClass:
+def _config_class(model_type: Any, folder: Path, classes: Mapping[str, ConfigClass], tf5: bool) -> ConfigClass:
+    """The class of `model_type` in the transformers that saved the config (`tf5`: 5.x)."""
     cls = classes.get(model_type)
     if cls is None:
         known = ", ".join(sorted(classes))
         raise UnsupportedError(f"{folder / CONFIG_NAME}: model_type {model_type!r} is not supported (known: {known})")
-    return cls
+    return cls if tf5 or cls.before_5 is None else cls.before_5
 
 
 def positive_integer(h: HFConfig, key: str, folder: Path) -> int:

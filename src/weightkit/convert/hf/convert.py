@@ -27,7 +27,15 @@ from ...llama_quantize import QuantizeOptions, quantize_model
 from ...model import ModelFile, TensorInfo
 from .. import families
 from ..families.family import Conversion, Transform
-from .config import CONFIG_NAME, HFConfig, load_hparams, parse_once, read_raw_config
+from .config import (
+    CONFIG_NAME,
+    PARAMS_JSON,
+    HFConfig,
+    load_hparams,
+    parse_once,
+    read_json_object,
+    read_raw_config,
+)
 from .kv import KV
 from .metadata import derive_metadata, size_label, write_metadata
 from .parameters import block_count, rope_parameters
@@ -94,6 +102,26 @@ def hf_architecture(raw: dict, folder: Path) -> str:
     raise FormatError(folder / CONFIG_NAME, None, "no 'architectures' list naming the model class")
 
 
+def _conversion(folder: Path, mmproj: bool, mistral_format: bool) -> tuple[str, Conversion, dict, HFConfig]:
+    """The converter's class for the folder, its conversion, the config file as written and the hparams: from
+    config.json, or (`mistral_format`) Mistral's params.json, read as written."""
+    if mistral_format:
+        if mmproj:
+            raise ArgumentError("--mistral-format with --mmproj: a Mistral-format projector is not supported")
+        raw = read_json_object(folder / PARAMS_JSON, "params.json (--mistral-format: Mistral's own format)")
+        return "MistralModel", families.MISTRAL_FORMAT, raw, HFConfig(raw)
+    raw = read_raw_config(folder)
+    name = (projector_architecture if mmproj else hf_architecture)(raw, folder)
+    table = families.PROJECTORS if mmproj else families.CONVERSIONS
+    arch = table.get(name)
+    if arch is None:
+        what = "a projector (--mmproj) for" if mmproj else "architecture"
+        raise UnsupportedError(f"{folder / CONFIG_NAME}: {what} {name!r} is not supported "
+                               f"(supported: {', '.join(table)})")  # fmt: skip
+    loader = load_projector_hparams if mmproj else load_hparams
+    return name, arch, raw, loader(folder, families.CONFIG_CLASSES)
+
+
 @parse_once()  # the steps reading tokenizer.json share one parse of it
 def convert_hf(
     folder: str | os.PathLike[str],
@@ -104,6 +132,7 @@ def convert_hf(
     quantize: QuantizeOptions | str | None = None,
     mmproj: bool = False,
     split: ConverterSplit | None = None,
+    mistral_format: bool = False,
 ) -> ConvertReport:
     """Convert the checkpoint in `folder` to a GGUF at `output`, byte for byte as llama.cpp's converter would
     with `--outtype` (f32, f16, bf16, q8_0, tq1_0, tq2_0, or auto: bf16 or f16 after the first 16-bit matrix,
@@ -119,7 +148,10 @@ def convert_hf(
     and projection, the `clip` architecture, as its family declares it (`Family.projectors`).
 
     With `split` (the converter's `--split-max-tensors`, `--split-max-size`, `--no-tensor-first-split`), the
-    output is the shards the converter writes (`ConverterSplit`), all moved into place once all are written."""
+    output is the shards the converter writes (`ConverterSplit`), all moved into place once all are written.
+
+    With `mistral_format` (the converter's `--mistral-format`), the folder is in Mistral's own format: params.json,
+    consolidated.safetensors and tekken.json."""
     folder, output = Path(folder), Path(output)
     options = None if quantize is None else _quantize_options(quantize, outtype)
     if outtype not in OUTTYPE_CHOICES:
@@ -133,23 +165,12 @@ def convert_hf(
                             "run split on it")  # fmt: skip
     if mmproj and options is not None:
         raise ArgumentError("a projector (mmproj) is converted to --outtype's types, not quantized in the same pass")
-    raw = read_raw_config(folder)
-    name = (projector_architecture if mmproj else hf_architecture)(raw, folder)
-    table = families.PROJECTORS if mmproj else families.CONVERSIONS
-    arch = table.get(name)
-    if arch is None:
-        what = "a projector (--mmproj) for" if mmproj else "architecture"
-        raise UnsupportedError(f"{folder / CONFIG_NAME}: {what} {name!r} is not supported "
-                               f"(supported: {', '.join(table)})")  # fmt: skip
-    if mmproj:
-        hparams: HFConfig = load_projector_hparams(folder, families.CONFIG_CLASSES)
-    else:
-        hparams = load_hparams(folder, families.CONFIG_CLASSES)
+    name, arch, raw, hparams = _conversion(folder, mmproj, mistral_format)
     quantized = _quant_method(hparams, arch, folder)
     for check in arch.checks:
         check(folder, hparams)
     rope = {} if mmproj else rope_parameters(hparams)
-    sources, opened = read_checkpoint(folder)
+    sources, opened = read_checkpoint(folder, mistral_format=mistral_format)
     try:
         tensors = _filtered(sources, arch, projector_filter if mmproj else common_filter)
         if arch.blocks is not None:

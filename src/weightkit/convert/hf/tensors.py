@@ -59,19 +59,21 @@ def _part_names(folder: Path, prefix: str, suffix: str) -> list[str]:
     return sorted(f for f in os.listdir(folder) if f.startswith(prefix) and f.endswith(suffix))
 
 
-def read_checkpoint(folder: Path) -> tuple[dict[str, SourceTensor], list[Any]]:
-    """Every tensor by name, in the converter's order, and the opened files (to close when done)."""
-    parts = _part_names(folder, "model", ".safetensors")
-    safetensors = bool(parts) or (folder / SAFETENSORS_INDEX).is_file()
+def read_checkpoint(folder: Path, *, mistral_format: bool = False) -> tuple[dict[str, SourceTensor], list[Any]]:
+    """Every tensor by name, in the converter's order, and the opened files (to close when done).
+    `mistral_format`: Mistral's own `consolidated*.safetensors`, with no index read."""
+    parts = _part_names(folder, "consolidated" if mistral_format else "model", ".safetensors")
+    safetensors = bool(parts) or (not mistral_format and (folder / SAFETENSORS_INDEX).is_file())
     if not safetensors:
         parts = _part_names(folder, "pytorch_model", ".bin")
     index = folder / (SAFETENSORS_INDEX if safetensors else BIN_INDEX)
     weight_map: dict[str, str] = {}
-    if index.is_file():
+    if index.is_file() and not mistral_format:
         weight_map, _ = read_index(index)
         parts = sorted(set(weight_map.values()))
     if not parts:
-        raise FormatError(folder, None, "no model*.safetensors and no pytorch_model*.bin: no weights to convert")
+        first = "consolidated" if mistral_format else "model"
+        raise FormatError(folder, None, f"no {first}*.safetensors and no pytorch_model*.bin: no weights to convert")
     tensors: dict[str, SourceTensor] = {}
     opened: list[Any] = []
     try:

@@ -35,6 +35,9 @@ class ByteLevelPre:
     split: str | None  # the regex split before the byte-level mapping; None: GPT-2's, the ByteLevel step's own
     ignore_merges: bool = False  # a word that is a token is taken whole (Llama 3's BPE), as llama.cpp does
     nfc: bool = False  # NFC-normalized first (Qwen2's)
+    #: control tokens in the text read as text (`split_special_tokens`), as the model's own tokenizer does
+    #: (mistral_common's tekken: special tokens only come from its chat requests)
+    specials_as_text: bool = False
 
 
 #: `tokenizer.ggml.pre` -> its model's pre-tokenization (the regexes are llama.cpp's "original regex from
@@ -50,6 +53,15 @@ BYTE_LEVEL_PRE: dict[str, ByteLevelPre] = {
         r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+"
         r"|\s+(?!\S)|\s+",
         nfc=True,
+    ),
+    # Mistral's tekken.json (its `config.pattern`): a word split before an upper-case run; a vocabulary of
+    # tiktoken ranks, so a word that is a token is taken whole
+    "tekken": ByteLevelPre(
+        r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
+        r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}"
+        r"| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+        ignore_merges=True,
+        specials_as_text=True,
     ),
     # Qwen2's, with combining marks kept in their word
     "qwen35": ByteLevelPre(
@@ -246,6 +258,8 @@ def tokenizer_files(meta: Mapping[str, Any], family: str, path: Path,
     special = {f"{role}_token": vocab.token(role) for role in _SPECIAL if role in vocab.ids}
     named = byte_level_class if vocab.model == "gpt2" and byte_level_class else TOKENIZER_CLASS_BY_FAMILY[family]
     config: dict[str, Any] = {"tokenizer_class": named, **special, **settings}
+    if vocab.model == "gpt2" and BYTE_LEVEL_PRE[vocab.pre].specials_as_text:  # type: ignore[index]
+        config["split_special_tokens"] = True
     if vocab.chat_template is not None:
         config["chat_template"] = vocab.chat_template
     spelled = {k: {"content": v, "lstrip": False, "normalized": False, "rstrip": False, "single_word": False}
