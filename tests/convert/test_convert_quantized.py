@@ -19,6 +19,7 @@ import pytest
 import weightkit
 from weightkit.convert.hf import convert_hf
 from weightkit.errors import ArgumentError, WeightkitError
+from weightkit.gguf import writer as gguf_writer
 from weightkit.llama_quantize import QuantizeOptions, quantize_gguf
 
 from ..llama_quantize.test_imatrix import _legacy
@@ -42,24 +43,48 @@ def _sha256(path: Path) -> str:
     [pytest.param(n, k, id=f"{n}-{k}", marks=checkpoint_group(n)) for n, k in CASES],
 )
 def test_same_bytes_as_converter_then_llama_quantize(hf_checkpoints, tmp_path, vocabulary_once, name, key):
-    record = GOLDEN["checkpoints"][name]
-    expected = record["runs"][key]
-    outtype, quantize = RECORDER.split_run(key)
+    expected = GOLDEN["checkpoints"][name]["runs"][key]
     out = tmp_path / "out.gguf"
-    if quantize:
-        weighted = GENERATOR.parse_key(quantize)[1]["imatrix"]
-        shapes = {n: tuple(s) for n, s in record.get("imatrix_tensors", [])}
-        options = _options(quantize, GENERATOR.imatrix_values(shapes) if weighted else None)
-        report = convert_hf(hf_checkpoints[name], out, outtype or "auto", quantize=options,
-                            mistral_format=name in RECORDER.make_hf_checkpoints.MISTRAL_FORMAT)  # fmt: skip
-        assert report.outtype == expected["outtype"] and report.quantized == options.target.name
-        assert report.file_type == options.target.file_type_id
-    else:
-        report = convert_hf(hf_checkpoints[name], out, outtype)
+    report = _convert_run(hf_checkpoints[name], out, name, key)
     assert out.stat().st_size == expected["bytes"] == report.bytes_written
     assert _sha256(out) == expected["sha256"]
     with weightkit.open(out) as m:
         assert report.tensors == {n: (i.dtype.name, i.shape) for n, i in m.tensors.items()}
+
+
+def _convert_run(folder: Path, out: Path, name: str, key: str):
+    """The golden's run `key` of checkpoint `name`: converted (and quantized in the same pass) to `out`."""
+    record = GOLDEN["checkpoints"][name]
+    expected = record["runs"][key]
+    outtype, quantize = RECORDER.split_run(key)
+    mistral_format = name in RECORDER.make_hf_checkpoints.MISTRAL_FORMAT
+    if not quantize:
+        return convert_hf(folder, out, outtype, mistral_format=mistral_format)
+    weighted = GENERATOR.parse_key(quantize)[1]["imatrix"]
+    shapes = {n: tuple(s) for n, s in record.get("imatrix_tensors", [])}
+    options = _options(quantize, GENERATOR.imatrix_values(shapes) if weighted else None)
+    report = convert_hf(folder, out, outtype or "auto", quantize=options, mistral_format=mistral_format)
+    assert report.outtype == expected["outtype"] and report.quantized == options.target.name
+    assert report.file_type == options.target.file_type_id
+    return report
+
+
+#: checkpoint, run: Gemma 3n's padded per-layer embeddings, Llama 4's transposed stacked experts, an
+#: importance-weighted run, and f16 to Q8_0, each tensor quantized and written 3,000 values' rows at a time
+PIECES = [("tiny-gemma-3n", "Q4_K_M"), ("tiny-llama4", "Q4_K_M"), ("tiny-llama-256", "Q4_K_M imatrix"),
+          ("tiny-llama-256", "Q8_0 --outtype f16")]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "key"), [pytest.param(n, k, id=f"{n}-{k}", marks=checkpoint_group(n)) for n, k in PIECES]
+)
+def test_quantized_a_group_of_rows_at_a_time(hf_checkpoints, tmp_path, monkeypatch, vocabulary_once, name, key):
+    """With `--type`, every tensor is quantized and written a group of rows at a time, never held whole in its new
+    type (ggml quantizes each row by itself): the same bytes."""
+    monkeypatch.setattr(gguf_writer, "PIECE_VALUES", 3000)
+    out = tmp_path / "out.gguf"
+    _convert_run(hf_checkpoints[name], out, name, key)
+    assert _sha256(out) == GOLDEN["checkpoints"][name]["runs"][key]["sha256"]
 
 
 @pytest.mark.slow

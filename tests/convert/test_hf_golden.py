@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from weightkit.convert.hf import convert as convert_module
 from weightkit.convert.hf import convert_hf
 from weightkit.errors import WeightkitError
+from weightkit.gguf import writer as gguf_writer
 
 from .conftest import checkpoint_group, make_hf_checkpoints
 
@@ -85,7 +85,7 @@ GROUPS = [
 def test_written_a_group_of_rows_at_a_time(hf_checkpoints, tmp_path, monkeypatch, name, outtype, group):
     """A tensor made by rows (a stored one, or one joined or transposed from others) reaches the writer a group of
     rows at a time: the same bytes."""
-    monkeypatch.setattr(convert_module, "_WRITE_GROUP", group)
+    monkeypatch.setattr(gguf_writer, "PIECE_VALUES", group)
     out = tmp_path / "out.gguf"
     convert_hf(hf_checkpoints[name], out, outtype)
     assert hashlib.sha256(out.read_bytes()).hexdigest() == GOLDEN["checkpoints"][name][outtype]["sha256"]

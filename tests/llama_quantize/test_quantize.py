@@ -15,6 +15,7 @@ import weightkit
 from weightkit.dtypes import GGMLType as T
 from weightkit.errors import WeightkitError
 from weightkit.gguf import GGUFValueType, GGUFWriter, Value, write_gguf
+from weightkit.gguf import writer as gguf_writer
 from weightkit.llama_quantize import QuantizeOptions, plan_types, quantize_gguf, read_imatrix
 from weightkit.llama_quantize.quantize import compatible_type, is_quantizable
 from weightkit.quant import quantize
@@ -117,7 +118,10 @@ def _imatrix_file(path, tensors, rng):
     return values
 
 
-def test_imatrix_is_applied_per_matrix(tmp_path, model):
+@pytest.mark.parametrize("piece", [1 << 24, 1000], ids=["whole", "by-rows"])
+def test_imatrix_is_applied_per_matrix(tmp_path, model, monkeypatch, piece):
+    """Each expert's rows get its own imatrix row, also when a tensor is quantized a few rows at a time."""
+    monkeypatch.setattr(gguf_writer, "PIECE_VALUES", piece)
     path, tensors = model
     imatrix_path = tmp_path / "imatrix.gguf"
     expected = _imatrix_file(imatrix_path, tensors, np.random.default_rng(1))

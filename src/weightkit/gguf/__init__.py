@@ -5,7 +5,7 @@ from .edit import edit_gguf
 from .file import GGUFFile, GGUFSplit
 from .split import open_gguf, split_path, write_split
 from .values import Metadata, Value
-from .writer import GGUFWriter, plan_tensor, write_gguf, write_gguf_skeleton
+from .writer import GGUFWriter, plan_tensor, row_groups, write_gguf, write_gguf_skeleton
 
 __all__ = [
     "DEFAULT_ALIGNMENT",
@@ -18,6 +18,7 @@ __all__ = [
     "edit_gguf",
     "open_gguf",
     "plan_tensor",
+    "row_groups",
     "split_path",
     "write_gguf",
     "write_gguf_skeleton",

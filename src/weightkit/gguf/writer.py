@@ -131,6 +131,18 @@ def tensor_bytes(t: PlannedTensor, data: TensorData, order: str = "<") -> memory
     return exact_bytes(data, t.nbytes, f"tensor {t.name!r}: {info.name} {t.shape}")
 
 
+#: Values in each piece of a large tensor made and written a group of rows at a time (an F32 piece: 64 MiB), by the
+#: converter and by llama-quantize's streaming: what bounds the memory its bytes take on the way to the file.
+PIECE_VALUES = 1 << 24
+
+
+def row_groups(n_rows: int, row_length: int) -> Iterator[tuple[int, int]]:
+    """The (start, stop) row ranges a tensor of `n_rows` rows of `row_length` values is written in, a piece each."""
+    step = max(1, PIECE_VALUES // max(1, row_length))
+    for start in range(0, n_rows, step):
+        yield start, min(start + step, n_rows)
+
+
 def _write_pieces(f: IO[bytes], t: PlannedTensor, pieces: Iterator[TensorData]) -> None:
     """Write tensor `t` given as consecutive pieces of its bytes (buffers or uint8 arrays), each as it is made,
     checking that they add up to the tensor."""

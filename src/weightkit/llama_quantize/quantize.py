@@ -10,9 +10,10 @@ overrides, the imatrix file and `general.file_type` follow llama.cpp's `src/llam
 
 from __future__ import annotations
 
+import math
 import os
 from collections import ChainMap
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,7 +22,7 @@ import numpy as np
 from .. import quant
 from ..dtypes import GGMLType, ggml_type, view_as
 from ..errors import ArgumentError, WeightkitError
-from ..gguf import GGUFValueType, GGUFWriter, Value, open_gguf, plan_tensor
+from ..gguf import GGUFValueType, GGUFWriter, Value, open_gguf, plan_tensor, row_groups
 from ..gguf.constants import KEY_ARCHITECTURE, KEY_FILE_TYPE
 from ..gguf.split import SPLIT_KEYS, split_keys, split_path
 from ..model import ModelFile
@@ -272,7 +273,7 @@ def quantize_model(
             for p in tensors:
                 old = source[p.name]
                 weights = None if imatrix is None else imatrix.get(old)
-                w.write_tensor(p.name, _convert(model, old, plan[p.name], weights))
+                w.write_tensor(p.name, _converted(model, old, plan[p.name], weights))
                 done += model.tensors[old].nbytes
                 if progress is not None:
                     progress(p.name, done, report.bytes_before)
@@ -344,16 +345,18 @@ def _outputs(
     return outputs
 
 
-def _convert(model: ModelFile, name: str, new: GGMLType, weights: np.ndarray | None) -> np.ndarray:
-    """The tensor's bytes as type `new`: each of the pool's tasks reads (decoding, or making, them) and
-    encodes rows of its own, so the tensor is held only in the new type."""
+def _converted(model: ModelFile, name: str, new: GGMLType, weights: np.ndarray | None) -> Iterator[np.ndarray]:
+    """The tensor's bytes as type `new`, a group of rows at a time (`row_groups`), each written before the next is
+    made: the pool's tasks read (decode, or make) and encode rows of their own of a group, so the tensor is held
+    whole neither in its own type nor in the new one (ggml quantizes every row by itself: the same bytes)."""
     info = model.tensors[name]
-    if new == info.dtype:
-        return model.raw(name)
-    old_t = ggml_type(info.dtype)
-    row, per_matrix = info.shape[-1], info.shape[-2]
-    n_matrices = info.n_elements // (row * per_matrix)
+    row, n_rows = info.shape[-1], math.prod(info.shape[:-1])
     source = model.row_source(name)
+    if new == info.dtype:
+        for start, stop in row_groups(n_rows, row):
+            yield source(start, stop)
+        return
+    old_t = ggml_type(info.dtype)
 
     def values(start: int, stop: int) -> np.ndarray:
         block = source(start, stop)
@@ -361,21 +364,30 @@ def _convert(model: ModelFile, name: str, new: GGMLType, weights: np.ndarray | N
             return quant.dequantize(block, old_t.type, (stop - start, row))
         return view_as(block.reshape(-1), old_t.numpy, model.byte_order).reshape(stop - start, row)
 
-    if weights is not None:
-        weights = np.asarray(weights, np.float32).reshape(-1, row)
-        if weights.shape[0] not in (1, n_matrices):
-            raise WeightkitError(
-                f"the imatrix for {name!r} has {weights.shape[0]} rows; the tensor holds {n_matrices} matrices"
-            )
-    n_rows = n_matrices * per_matrix
-    if weights is None or len(weights) == 1:  # every row in one go
-        return quant.quantize_rows(values, (n_rows, row), new, None if weights is None else weights[0])
-    out = np.empty((n_rows, ggml_type(new).nbytes(row)), dtype=np.uint8)
-    for m, w in enumerate(weights):  # experts: an imatrix row each
-        first = m * per_matrix
+    for first, end, w in _imatrix_spans(name, info.shape, weights):
+        for start, stop in row_groups(end - first, row):
 
-        def rows(a: int, b: int, first: int = first) -> np.ndarray:
-            return values(first + a, first + b)
+            def rows(a: int, b: int, offset: int = first + start) -> np.ndarray:
+                return values(offset + a, offset + b)
 
-        quant.quantize_rows(rows, (per_matrix, row), new, w, out=out[first : first + per_matrix])
-    return out
+            yield quant.quantize_rows(rows, (stop - start, row), new, w)
+
+
+def _imatrix_spans(
+    name: str, shape: tuple[int, ...], weights: np.ndarray | None
+) -> list[tuple[int, int, np.ndarray | None]]:
+    """(first row, end row, importance weights) of the runs of rows quantized with one row of the imatrix: the
+    whole tensor, or each of its matrices (experts) when the imatrix has a row for each."""
+    row, per_matrix = shape[-1], shape[-2]
+    n_rows = math.prod(shape[:-1])
+    if weights is None:
+        return [(0, n_rows, None)]
+    weights = np.asarray(weights, np.float32).reshape(-1, row)
+    n_matrices = n_rows // per_matrix
+    if weights.shape[0] == 1:
+        return [(0, n_rows, weights[0])]
+    if weights.shape[0] != n_matrices:
+        raise WeightkitError(
+            f"the imatrix for {name!r} has {weights.shape[0]} rows; the tensor holds {n_matrices} matrices"
+        )
+    return [(m * per_matrix, (m + 1) * per_matrix, w) for m, w in enumerate(weights)]

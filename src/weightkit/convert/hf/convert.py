@@ -21,7 +21,7 @@ import numpy as np
 from ... import quant
 from ...dtypes import ggml_type
 from ...errors import ArgumentError, FormatError, UnsupportedError
-from ...gguf import Metadata, Value, plan_tensor, write_gguf
+from ...gguf import Metadata, Value, plan_tensor, row_groups, write_gguf
 from ...gguf.split import ConverterSplit, write_files
 from ...llama_quantize import QuantizeOptions, quantize_model
 from ...model import ModelFile, TensorInfo
@@ -389,18 +389,13 @@ def _row_count(shape: tuple[int, ...]) -> int:
     return int(np.prod(shape[:-1], dtype=np.int64))
 
 
-#: Values in each group of rows the writer is given of a tensor made by rows (an F32 group: 64 MiB).
-_WRITE_GROUP = 1 << 24
-
-
 def _pieces(p: PlannedTensor) -> Iterator[np.ndarray]:
     """The tensor's bytes for the writer: a group of rows at a time when it is made by rows, else whole."""
     if p.rows is None or len(p.shape) < 2:
         yield p.make()
         return
-    n_rows, step = _row_count(p.shape), max(1, _WRITE_GROUP // max(1, p.shape[-1]))
-    for start in range(0, n_rows, step):
-        yield p.rows(start, min(start + step, n_rows)).reshape(-1)
+    for start, stop in row_groups(_row_count(p.shape), p.shape[-1]):
+        yield p.rows(start, stop).reshape(-1)
 
 
 def _check_complete(arch: Conversion, h: HFConfig, plan: list[PlannedTensor], n_blocks: int, folder: Path) -> None:
