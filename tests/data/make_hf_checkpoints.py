@@ -147,12 +147,21 @@ def minilm_folder() -> Path:
 
 
 def _read_vocab(path: Path) -> tuple[list[str], list[int], list[str]]:
+    """The tokens, token types and merges of llama.cpp's vocabulary file `path`, as lists of the caller's own."""
+    tokens, types, merges = _vocab_arrays(path)
+    return list(tokens), list(types), list(merges)
+
+
+@functools.cache
+def _vocab_arrays(path: Path) -> tuple[tuple[str, ...], tuple[int, ...], tuple[str, ...]]:
+    """`_read_vocab`'s lists, read once per process: most checkpoints share one of a few vocabularies, up to a
+    second each to read."""
     with weightkit.open(path) as m:
         md = m.metadata
         return (
-            list(md["tokenizer.ggml.tokens"]),
-            md["tokenizer.ggml.token_type"].tolist(),
-            list(md["tokenizer.ggml.merges"]),
+            tuple(md["tokenizer.ggml.tokens"]),
+            tuple(md["tokenizer.ggml.token_type"].tolist()),
+            tuple(md["tokenizer.ggml.merges"]),
         )
 
 
