@@ -14,7 +14,7 @@ from weightkit.convert.hf import convert as convert_module
 from weightkit.convert.hf import convert_hf
 from weightkit.errors import WeightkitError
 
-from .conftest import checkpoint_group
+from .conftest import checkpoint_group, output_sha256
 
 GOLDEN = json.loads((Path(__file__).resolve().parents[1] / "data" / "convert_golden.json").read_text())
 #: The checkpoints whose conversions take 3 s or more (GPT-OSS's o200k vocabulary; Gemma 3's and Gemma 4's 262k
@@ -61,7 +61,7 @@ def test_same_bytes_as_convert_hf_to_gguf(hf_checkpoints, tmp_path, vocabulary_o
         return
     report = convert_hf(hf_checkpoints[name], out, outtype)
     assert out.stat().st_size == expected["bytes"]
-    assert hashlib.sha256(out.read_bytes()).hexdigest() == expected["sha256"]
+    assert output_sha256(out) == expected["sha256"]
     assert len(report.tensors) == expected["tensors"] and report.metadata_keys == expected["keys"]
     assert report.bytes_written == expected["bytes"]
 
@@ -86,7 +86,7 @@ def test_written_a_group_of_rows_at_a_time(hf_checkpoints, tmp_path, monkeypatch
     monkeypatch.setattr(convert_module, "_WRITE_GROUP", group)
     out = tmp_path / "out.gguf"
     convert_hf(hf_checkpoints[name], out, outtype)
-    assert hashlib.sha256(out.read_bytes()).hexdigest() == GOLDEN["checkpoints"][name][outtype]["sha256"]
+    assert output_sha256(out) == GOLDEN["checkpoints"][name][outtype]["sha256"]
 
 
 @pytest.mark.parametrize(
@@ -99,7 +99,7 @@ def test_same_projector_as_convert_hf_to_gguf_mmproj(hf_checkpoints, tmp_path, n
     out = tmp_path / "mmproj.gguf"
     report = convert_hf(hf_checkpoints[name], out, outtype, mmproj=True)
     assert report.architecture == "clip" and report.bytes_written == expected["bytes"]
-    assert hashlib.sha256(out.read_bytes()).hexdigest() == expected["sha256"]
+    assert output_sha256(out) == expected["sha256"]
     assert len(report.tensors) == expected["tensors"] and report.metadata_keys == expected["keys"]
 
 
