@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import fcntl
 import functools
+import hashlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,17 @@ def hf_checkpoints(tmp_path_factory) -> Mapping[str, Path]:
         lambda name, root: make_hf_checkpoints.minilm_folder() if name == MINILM else root / name,
     )  # fmt: skip
     return checkpoints
+
+
+def output_sha256(path: Path) -> str:
+    """The sha256 of a conversion's output, read a MiB at a time, and the file then removed: the golden tests check
+    an output by its size and hash, and their outputs, kept, would fill gigabytes of the temporary folder a run."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    path.unlink()
+    return digest.hexdigest()
 
 
 class _Recorded:

