@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import weightkit
-from weightkit.errors import FormatError
+from weightkit.errors import FormatError, UnsupportedError
 from weightkit.gguf import GGUFValueType, Value, open_gguf, write_gguf
 from weightkit.ollama import Store, create_from_gguf
 from weightkit.ollama.create import create_from_modelfile, gguf_layer_kind
@@ -71,8 +71,7 @@ def test_from_a_projector_or_adapter_stores_ollamas_layer(tmp_path, name):
 
 def test_adapter_naming_a_llava_projector_is_rewritten(tmp_path):
     """ADAPTER naming a llava projector: filed as a projector after the model's layer, rewritten as for FROM."""
-    write_gguf(tmp_path / "tiny.gguf", {"general.architecture": "llama", "general.file_type": np.uint32(1)},
-               {"a": np.ones((4, 32), np.float16)})  # fmt: skip
+    _tiny_model(tmp_path / "tiny.gguf")
     _case(tmp_path, "llava")
     (tmp_path / "Modelfile").write_text("FROM ./tiny.gguf\nADAPTER ./llava.gguf\n")
     _, projector = create_from_modelfile(Store(tmp_path / "models"), "vl", tmp_path / "Modelfile").layers
@@ -106,3 +105,36 @@ def test_gguf_layers_classifies_mmproj_as_projector(tmp_path):
     write_gguf(tmp_path / "mmproj.gguf", md, {"mm.input_projection.weight": np.zeros((1, 1), np.float32)})
     with open_gguf(tmp_path / "mmproj.gguf") as model:
         assert gguf_layer_kind(go_kv(model)) == "projector"
+
+
+def _tiny_model(path: Path) -> Path:
+    write_gguf(path, {"general.architecture": "llama", "general.file_type": np.uint32(1)},
+               {"a": np.ones((4, 32), np.float16)})  # fmt: skip
+    return path
+
+
+def test_from_a_folder_of_a_model_and_its_projector(tmp_path):
+    """FROM a folder holding a model and its llava projector: a layer for each file in order of name (the
+    projector rewritten as Ollama rewrites it, the model as FROM it alone), the config the model's."""
+    _case(tmp_path / "vl", "llava")
+    model = _tiny_model(tmp_path / "vl" / "tiny.gguf")
+    (tmp_path / "Modelfile").write_text("FROM ./vl\n")
+    store = Store(tmp_path / "models")
+    projector, layer = create_from_modelfile(store, "vl", tmp_path / "Modelfile").layers
+    alone = create_from_gguf(store, "alone", model)
+    assert (projector.digest, projector.media_type) == ("sha256:" + RECORDED["llava"]["rewritten_sha256"],
+                                                         RECORDED["llava"]["media_type"])  # fmt: skip
+    assert layer == alone.layers[0]
+    assert store.manifest("vl").config.digest == alone.config.digest
+
+
+def test_from_a_folder_of_two_models_is_refused(tmp_path):
+    """Several model GGUFs in one FROM folder (not one split model) are not followed: refused, nothing stored."""
+    (tmp_path / "two").mkdir()
+    for name in ("a.gguf", "b.gguf"):
+        _tiny_model(tmp_path / "two" / name)
+    (tmp_path / "Modelfile").write_text("FROM ./two\n")
+    store = Store(tmp_path / "models")
+    with pytest.raises(UnsupportedError, match="more than one model"):
+        create_from_modelfile(store, "two", tmp_path / "Modelfile")
+    assert not _stored_files(store)

@@ -9,6 +9,7 @@ import json
 import math
 import os
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 
 import ml_dtypes
@@ -355,21 +356,42 @@ def create_from_gguf(
     nearest to; with a Modelfile's layers and settings when `request` is given. A GGUF with projector, audio
     or MTP tensors beside the text model is stored as given, a split one merged by Ollama's Go GGUF writer
     (`write_go_gguf`). A GGUF that is an adapter or projector (`gguf_layer_kind`) is stored as that layer."""
+    return create_from_gguf_files(store, name, [path], progress=progress, request=request, quantize=quantize)
+
+
+def create_from_gguf_files(
+    store: Store,
+    name: ModelName | str,
+    paths: list[str | os.PathLike[str]],
+    *,
+    progress: Progress | None = None,
+    request: CreateRequest | None = None,
+    quantize: str | None = None,
+) -> Manifest:
+    """`create_from_gguf` for FROM a folder of several GGUFs (a model and its projector, say), as
+    convertModelFromFiles takes them: a layer for each file in order of name (`gguf_layer_kind`: a model as
+    `create_from_gguf` stores it, an adapter or projector by `_file_layer`), then each one's library template.
+    The config is the model's (with no model fields when none is). Not followed, so refused: several files
+    with more than one model, or one of them split (one file may be a split GGUF opened from any shard)."""
     name = parse_name(name) if isinstance(name, str) else name
-    with open_gguf(path) as model, store.transaction() as tx:
-        if gguf_layer_kind(go_kv(model)) != "model":
-            return _write_not_a_model(tx, name, Path(path), model, request)
-        options = _server_quantize(model, quantize)
-        if _has_compatibility_tensors(model) and options.type != COPY:
-            _refuse_compatibility_quantize(path)
-        if _has_compatibility_tensors(model) and _is_split(model):
-            layer, config = _go_merged_layer(tx, Path(path), model, MEDIA_TYPES["model"])
-        elif _has_compatibility_tensors(model):
-            layer = tx.add_file(model.path, MEDIA_TYPES["model"])
-            config = gguf_config(model)
-        else:
-            layer, config = _quantized_layer(tx, model, options, progress)
-        return _write_gguf_model(tx, name, config, [layer, *_library_layers(tx, model)], request)
+    paths = sorted((Path(p) for p in paths), key=lambda p: p.name)
+    with ExitStack() as stack, store.transaction() as tx:
+        models = [stack.enter_context(open_gguf(p)) for p in paths]
+        kinds = [gguf_layer_kind(go_kv(model)) for model in models]
+        if len(paths) > 1 and (kinds.count("model") > 1 or any(_is_split(model) for model in models)):
+            raise UnsupportedError(f"{paths[0].parent}: a folder of GGUFs holding more than one model, or a split "
+                                   "one beside other files, is not supported")  # fmt: skip
+        layers, config = [], _NO_MODEL_CONFIG
+        for path, model, kind in zip(paths, models, kinds, strict=True):
+            if kind == "model":
+                layer, config = _model_layer(tx, path, model, quantize, progress)
+            elif _is_split(model):
+                raise UnsupportedError(f"{path}: a split GGUF that is not a model (an {kind}) is not supported")
+            else:
+                layer = _file_layer(tx, path, model)
+            layers.append(layer)
+        layers += [layer for model in models for layer in _library_layers(tx, model)]
+        return _write_gguf_model(tx, name, config, layers, request)
 
 
 # ConfigV2 when no layer is a model: createModel fills its model fields from model layers only.
@@ -377,15 +399,20 @@ _NO_MODEL_CONFIG = {"model_format": "", "model_family": "", "model_families": No
                     "file_type": "", "architecture": "amd64", "os": "linux"}  # fmt: skip
 
 
-def _write_not_a_model(tx: Transaction, name: ModelName, path: Path, model: GGUFFile,
-                       request: CreateRequest | None) -> Manifest:  # fmt: skip
-    """FROM a GGUF that is an adapter or a projector: its layer (`_file_layer`; never quantized, as createModel
-    quantizes model layers only) and the library template, the config with no model fields. A split one is
-    refused: weightkit does not follow how Ollama merges a split adapter or projector."""
-    if _is_split(model):
-        raise UnsupportedError(f"{path}: a split GGUF that is not a model (an adapter or projector) is not supported")
-    layers = [_file_layer(tx, path, model), *_library_layers(tx, model)]
-    return _write_gguf_model(tx, name, _NO_MODEL_CONFIG, layers, request)
+def _model_layer(
+    tx: Transaction, path: Path, model: GGUFFile, quantize: str | None, progress: Progress | None
+) -> tuple[Layer, dict]:
+    """createModel's model layer for a GGUF model and the config read from it: llama-quantize's COPY or
+    quantization (`_server_quantize`); one with compatibility tensors as given (named from its file), a split
+    one merged by Ollama's Go GGUF writer, refused where it would be quantized."""
+    options = _server_quantize(model, quantize)
+    if _has_compatibility_tensors(model) and options.type != COPY:
+        _refuse_compatibility_quantize(path)
+    if _has_compatibility_tensors(model) and _is_split(model):
+        return _go_merged_layer(tx, path, model, MEDIA_TYPES["model"])
+    if _has_compatibility_tensors(model):
+        return _file_layer(tx, path, model), gguf_config(model)
+    return _quantized_layer(tx, model, options, progress)
 
 
 def _quantized_layer(
@@ -690,6 +717,8 @@ def create_from_request(
         ggufs = sorted(source.glob("*.gguf"))
         if not ggufs:
             raise FormatError(source, None, "no Modelfile or safetensors files found")
+        if not _one_split_model(ggufs):
+            return create_from_gguf_files(store, name, ggufs, progress=progress, request=request, quantize=quantize)
         source = ggufs[0]
     elif _is_gguf(source):
         _check_not_one_shard(source)
@@ -719,6 +748,12 @@ def _check_not_one_shard(path: Path) -> None:
         count = model.metadata.get(KEY_SPLIT_COUNT, 1)
     if isinstance(count, int) and count > 1:
         raise FormatError(path, None, f"split GGUF has 1 shards, expected {count} (FROM their folder merges them)")
+
+
+def _one_split_model(ggufs: list[Path]) -> bool:
+    """Whether a folder's GGUFs are the shards of one split model (its first file's split.count of them)."""
+    with GGUFFile(ggufs[0], header_only=True) as first:
+        return first.metadata.get(KEY_SPLIT_COUNT, 1) == len(ggufs)
 
 
 def _is_gguf(path: Path) -> bool:
