@@ -351,10 +351,11 @@ def test_fp8_sourced_compatibility_tensors_are_refused(tmp_path):
 
 
 def test_create_keeps_a_gguf_with_projector_tensors_as_given(tmp_path):
-    """A GGUF with projector (v.*, mm.*), audio or MTP tensors is stored as it is: llama.cpp's text loader
-    would drop them, so Ollama does not pass it through llama-quantize."""
+    """A GGUF with projector (v.*, mm.*), audio or MTP tensors is stored as it is, named from its file:
+    llama.cpp's text loader would drop them, so Ollama does not pass it through llama-quantize."""
     path = tmp_path / "vl.gguf"
     tensors = {"a": np.ones((4, 32), np.float32), "v.patch_embd.weight": np.ones((4, 32), np.float32)}
     write_gguf(path, {"general.architecture": "llama"}, tensors)
     [layer] = create_from_gguf(Store(tmp_path / "models"), "vl", path).layers
     assert layer.digest == "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+    assert layer.from_ == "vl.gguf"  # ggufLayers' layer, named from its file, kept as it is

@@ -9,6 +9,7 @@ import json
 import math
 import os
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 
 import ml_dtypes
@@ -16,14 +17,14 @@ import numpy as np
 
 from ..dtypes import SafetensorsDType, as_bytes, safetensors_dtype_of_numpy
 from ..errors import ArgumentError, FormatError, ModelNotFound, UnsupportedError, WeightkitError
-from ..gguf import GGUFFile, GGUFValueType, open_gguf
+from ..gguf import GGUFFile, GGUFValueType, Value, open_gguf
 from ..gguf.constants import FILE_TYPES, KEY_ARCHITECTURE, KEY_FILE_TYPE, KEY_SPLIT_COUNT
 from ..llama_quantize.options import COPY, QuantizeOptions
 from ..llama_quantize.quantize import quantize_model
 from ..quant.mlx import is_mlx_mode, mlx_quantize
 from ..safetensors import SafetensorsFile
 from .blob_bytes import BlobTensor, go_packed_header, mlx_blob
-from .go_gguf import write_go_gguf
+from .go_gguf import go_architecture, go_kv, go_value, split_merged_kv, write_go_gguf
 from .go_template import TemplateError, check_template
 from .import_plan import (
     DECODE_FP8,
@@ -62,6 +63,7 @@ from .template_library import detect_template
 from .tensor_blobs import blob_metadata
 
 Progress = Callable[[int, int], None]  # (bytes done, bytes in all)
+_T = GGUFValueType
 
 
 def human_number(n: int) -> str:
@@ -237,12 +239,55 @@ def _go_merged_layer(tx: Transaction, path: Path, model: GGUFFile, media_type: s
     shards merged by Ollama's Go GGUF writer into one layer with no source name, not rewritten further unless
     the merged model is FP8-sourced (refused); the layer and the config read from it."""
     tmp = tx.temp_path()
-    write_go_gguf(model, tmp)
+    write_go_gguf(model, split_merged_kv(model), tmp)
     with open_gguf(tmp) as merged:
         if media_type == MEDIA_TYPES["model"] and _server_quantize(merged, None).type != COPY:
             _refuse_compatibility_quantize(path)
         config = gguf_config(merged)
     return tx.adopt(tmp, media_type), config
+
+
+def gguf_layer_kind(kv: dict[str, Value]) -> str:
+    """ggufLayers' choice of layer for a GGUF from a file (FROM or ADAPTER), given the KV ggml.Decode holds
+    (`go_kv`): "adapter" when general.type says so, "projector" when isProjectorGGUF, else "model"."""
+    if go_value(kv, "general.type", _T.STRING) == "adapter":
+        return "adapter"
+    return "projector" if _is_projector(kv) else "model"
+
+
+def _is_projector(kv: dict[str, Value]) -> bool:
+    """isProjectorGGUF: general.type projector or mmproj; or no ARCH.block_count (as a uint32, 0 counting as
+    none) but a vision.block_count (a standalone vision model); or a clip file with no block_count and a
+    vision or audio encoder."""
+    if go_value(kv, "general.type", _T.STRING) in ("projector", "mmproj"):
+        return True
+    if go_value(kv, "block_count", _T.UINT32):
+        return False
+    if go_value(kv, "vision.block_count", _T.UINT32):
+        return True
+    encoder = go_value(kv, "has_vision_encoder", _T.BOOL) or go_value(kv, "has_audio_encoder", _T.BOOL)
+    return go_architecture(kv) == "clip" and bool(encoder)
+
+
+def _needs_default_projector_type(kv: dict[str, Value]) -> bool:
+    """needsDefaultLlavaProjectorType: a clip projector with a vision encoder and neither clip.projector_type
+    nor clip.vision.projector_type (of any type) is a llava one, whose type Ollama then writes as "mlp"."""
+    return (go_architecture(kv) == "clip" and bool(go_value(kv, "has_vision_encoder", _T.BOOL))
+            and "clip.projector_type" not in kv and "clip.vision.projector_type" not in kv)  # fmt: skip
+
+
+def _file_layer(tx: Transaction, path: Path, model: GGUFFile) -> Layer:
+    """A GGUF from a file, of the layer `gguf_layer_kind` says, as createModel stores an adapter or projector:
+    as given, marked as from its file name; a llava projector (`_needs_default_projector_type`) rewritten
+    by Ollama's Go GGUF writer with clip.projector_type "mlp" added (addDefaultLlavaProjectorType), no name."""
+    kv = go_kv(model)
+    kind = gguf_layer_kind(kv)
+    if kind == "projector" and _needs_default_projector_type(kv):
+        tmp = tx.temp_path()
+        write_go_gguf(model, {**kv, "clip.projector_type": Value("mlp", _T.STRING)}, tmp)
+        return tx.adopt(tmp, MEDIA_TYPES[kind])
+    layer = tx.add_file(path, MEDIA_TYPES[kind])
+    return Layer(layer.media_type, layer.digest, layer.size, layer.name, path.name)
 
 
 def _fp8_sourced(model: GGUFFile) -> bool:
@@ -310,20 +355,64 @@ def create_from_gguf(
     converted from FP8, the config read from what was stored; the library template its chat template is
     nearest to; with a Modelfile's layers and settings when `request` is given. A GGUF with projector, audio
     or MTP tensors beside the text model is stored as given, a split one merged by Ollama's Go GGUF writer
-    (`write_go_gguf`)."""
+    (`write_go_gguf`). A GGUF that is an adapter or projector (`gguf_layer_kind`) is stored as that layer."""
+    return create_from_gguf_files(store, name, [path], progress=progress, request=request, quantize=quantize)
+
+
+def create_from_gguf_files(
+    store: Store,
+    name: ModelName | str,
+    paths: list[str | os.PathLike[str]],
+    *,
+    progress: Progress | None = None,
+    request: CreateRequest | None = None,
+    quantize: str | None = None,
+) -> Manifest:
+    """`create_from_gguf` for FROM a folder of several GGUFs (a model and its projector, say), as
+    convertModelFromFiles takes them: a layer for each file in order of name (`gguf_layer_kind`: a model as
+    `create_from_gguf` stores it, an adapter or projector by `_file_layer`), then each one's library template.
+    The config is the model's (with no model fields when none is). Not followed, so refused: several files
+    with more than one model, or one of them split (one file may be a split GGUF opened from any shard)."""
     name = parse_name(name) if isinstance(name, str) else name
-    with open_gguf(path) as model, store.transaction() as tx:
-        options = _server_quantize(model, quantize)
-        if _has_compatibility_tensors(model) and options.type != COPY:
-            _refuse_compatibility_quantize(path)
-        if _has_compatibility_tensors(model) and _is_split(model):
-            layer, config = _go_merged_layer(tx, Path(path), model, MEDIA_TYPES["model"])
-        elif _has_compatibility_tensors(model):
-            layer = tx.add_file(model.path, MEDIA_TYPES["model"])
-            config = gguf_config(model)
-        else:
-            layer, config = _quantized_layer(tx, model, options, progress)
-        return _write_gguf_model(tx, name, config, [layer, *_library_layers(tx, model)], request)
+    paths = sorted((Path(p) for p in paths), key=lambda p: p.name)
+    with ExitStack() as stack, store.transaction() as tx:
+        models = [stack.enter_context(open_gguf(p)) for p in paths]
+        kinds = [gguf_layer_kind(go_kv(model)) for model in models]
+        if len(paths) > 1 and (kinds.count("model") > 1 or any(_is_split(model) for model in models)):
+            raise UnsupportedError(f"{paths[0].parent}: a folder of GGUFs holding more than one model, or a split "
+                                   "one beside other files, is not supported")  # fmt: skip
+        layers, config = [], _NO_MODEL_CONFIG
+        for path, model, kind in zip(paths, models, kinds, strict=True):
+            if kind == "model":
+                layer, config = _model_layer(tx, path, model, quantize, progress)
+            elif _is_split(model):
+                raise UnsupportedError(f"{path}: a split GGUF that is not a model (an {kind}) is not supported")
+            else:
+                layer = _file_layer(tx, path, model)
+            layers.append(layer)
+        layers += [layer for model in models for layer in _library_layers(tx, model)]
+        return _write_gguf_model(tx, name, config, layers, request)
+
+
+# ConfigV2 when no layer is a model: createModel fills its model fields from model layers only.
+_NO_MODEL_CONFIG = {"model_format": "", "model_family": "", "model_families": None, "model_type": "",
+                    "file_type": "", "architecture": "amd64", "os": "linux"}  # fmt: skip
+
+
+def _model_layer(
+    tx: Transaction, path: Path, model: GGUFFile, quantize: str | None, progress: Progress | None
+) -> tuple[Layer, dict]:
+    """createModel's model layer for a GGUF model and the config read from it: llama-quantize's COPY or
+    quantization (`_server_quantize`); one with compatibility tensors as given (named from its file), a split
+    one merged by Ollama's Go GGUF writer, refused where it would be quantized."""
+    options = _server_quantize(model, quantize)
+    if _has_compatibility_tensors(model) and options.type != COPY:
+        _refuse_compatibility_quantize(path)
+    if _has_compatibility_tensors(model) and _is_split(model):
+        return _go_merged_layer(tx, path, model, MEDIA_TYPES["model"])
+    if _has_compatibility_tensors(model):
+        return _file_layer(tx, path, model), gguf_config(model)
+    return _quantized_layer(tx, model, options, progress)
 
 
 def _quantized_layer(
@@ -628,6 +717,8 @@ def create_from_request(
         ggufs = sorted(source.glob("*.gguf"))
         if not ggufs:
             raise FormatError(source, None, "no Modelfile or safetensors files found")
+        if not _one_split_model(ggufs):
+            return create_from_gguf_files(store, name, ggufs, progress=progress, request=request, quantize=quantize)
         source = ggufs[0]
     elif _is_gguf(source):
         _check_not_one_shard(source)
@@ -657,6 +748,12 @@ def _check_not_one_shard(path: Path) -> None:
         count = model.metadata.get(KEY_SPLIT_COUNT, 1)
     if isinstance(count, int) and count > 1:
         raise FormatError(path, None, f"split GGUF has 1 shards, expected {count} (FROM their folder merges them)")
+
+
+def _one_split_model(ggufs: list[Path]) -> bool:
+    """Whether a folder's GGUFs are the shards of one split model (its first file's split.count of them)."""
+    with GGUFFile(ggufs[0], header_only=True) as first:
+        return first.metadata.get(KEY_SPLIT_COUNT, 1) == len(ggufs)
 
 
 def _is_gguf(path: Path) -> bool:
@@ -720,14 +817,11 @@ def _draft_file(path: Path) -> Path:
 
 
 def _adapter_layers(tx: Transaction, path: Path) -> list[Layer]:
-    """An ADAPTER's GGUF as ggufLayers stores it: an adapter layer when its general.type says so (else a
-    projector or model layer, as Ollama files any GGUF), marked as from its file name; then the library
-    template its chat template, if it has one, is nearest to."""
+    """An ADAPTER's GGUF as ggufLayers and createModel store it (`_file_layer`; one that is a model, not an
+    adapter or projector, is stored as given with a model layer, where Ollama would also have llama-quantize
+    COPY it); then the library template its chat template, if it has one, is nearest to."""
     with open_gguf(path) as model:
-        kind = str(model.metadata.get("general.type", "unknown"))
-        media = "adapter" if kind == "adapter" else "projector" if kind in ("projector", "mmproj") else "model"
-        layer = tx.add_file(path, MEDIA_TYPES[media])
-        return [Layer(layer.media_type, layer.digest, layer.size, layer.name, path.name), *_library_layers(tx, model)]
+        return [_file_layer(tx, path, model), *_library_layers(tx, model)]
 
 
 def _checkpoint_files(folder: Path) -> bool:

@@ -1,15 +1,18 @@
-"""Ollama's own Go GGUF writer (fs/ggml.WriteGGUF) as createModel uses it on a split GGUF that carries
-compatibility tensors (copySplitLayerPreservingTensors): the shards merged into one file, byte for byte as
-Ollama writes it (recorded by tests/data/make_ollama_split_gguf.go), or its refusal."""
+"""Ollama's fs/ggml as createModel uses it: the KV its decoder holds and that KV's typed readers (which decide
+what a GGUF layer is), and its Go GGUF writer (WriteGGUF), which merges a split GGUF that carries compatibility
+tensors (copySplitLayerPreservingTensors) and adds a llava projector's default type
+(addDefaultLlavaProjectorType), byte for byte as Ollama writes it (recorded by tests/data/make_ollama_split_gguf.go
+and make_ollama_projector_gguf.go), or its refusal."""
 
 from __future__ import annotations
 
 import os
 import struct
 from pathlib import Path
+from typing import Any
 
 from ..errors import FormatError
-from ..gguf import GGUFSplit, GGUFValueType, Value
+from ..gguf import GGUFFile, GGUFSplit, GGUFValueType, Value
 from ..gguf.constants import KEY_ALIGNMENT, KEY_ARCHITECTURE
 from ..gguf.split import SPLIT_KEYS
 from ..gguf.writer import encode_value
@@ -42,14 +45,39 @@ def _block(name: str) -> int:
     return n if -(2**63) <= n <= _GO_MAX_INT else _GO_MAX_INT
 
 
-def _go_kv(model: GGUFSplit) -> dict[str, Value]:
-    """The first shard's KV as Ollama's decoder holds it (general.parameter_count set to its tensors' element
-    count), less the split keys, bare and under the architecture (removeSplitMetadata)."""
-    first = model.shards[0]
+def _shards(model: GGUFFile | GGUFSplit) -> list[GGUFFile]:
+    return list(getattr(model, "shards", [model]))
+
+
+def go_kv(model: GGUFFile | GGUFSplit) -> dict[str, Value]:
+    """The KV ggml.Decode holds for `model` (its first shard's): the file's, general.parameter_count set to
+    its tensors' element count."""
+    first = _shards(model)[0]
     kv = dict(first.metadata.typed_items())
     kv["general.parameter_count"] = Value(sum(t.n_elements for t in first.tensors.values()), _T.UINT64)
-    arch = kv.get(KEY_ARCHITECTURE)
-    arch = arch.value if arch is not None and arch.type == _T.STRING else "unknown"
+    return kv
+
+
+def go_value(kv: dict[str, Value], key: str, kind: GGUFValueType) -> Any:
+    """keyValue: KEY's value (under kv.Architecture() unless a general. or tokenizer. key) when the decoder
+    gave it the Go type of `kind`, else None (Go's readers then return their default)."""
+    if not key.startswith(("tokenizer.", "general.")):
+        key = f"{go_architecture(kv)}.{key}"
+    value = kv.get(key)
+    return value.value if value is not None and value.type == kind else None
+
+
+def go_architecture(kv: dict[str, Value]) -> str:
+    """kv.Architecture(): general.architecture when a string, else "unknown"."""
+    value = kv.get(KEY_ARCHITECTURE)
+    return value.value if value is not None and value.type == _T.STRING else "unknown"
+
+
+def split_merged_kv(model: GGUFSplit) -> dict[str, Value]:
+    """The KV copySplitLayerPreservingTensors writes: `go_kv` less the split keys, bare and under the
+    architecture (removeSplitMetadata)."""
+    kv = go_kv(model)
+    arch = go_architecture(kv)
     for key in SPLIT_KEYS:
         kv.pop(key, None)
         kv.pop(f"{arch}.{key}", None)
@@ -72,16 +100,15 @@ def _encode_kv(path: Path, arch: str, kv: dict[str, Value]) -> list[bytes]:
     return parts
 
 
-def write_go_gguf(model: GGUFSplit, out: Path) -> None:
-    """Write `model`'s shards merged as copySplitLayerPreservingTensors has WriteGGUF write them: GGUF v3, the
-    KV of `_go_kv`, every shard's tensors sorted stably by block number then name, each at the alignment
+def write_go_gguf(model: GGUFFile | GGUFSplit, kv: dict[str, Value], out: Path) -> None:
+    """Write `kv` and every shard's tensors of `model` as WriteGGUF writes them: GGUF v3, the keys in Go's
+    sorted order, the tensors sorted stably by block number then name, each at the alignment
     (general.alignment when a uint32, else 32) with the gaps left as zeros and none after the last."""
     path = Path(model.path)
-    kv = _go_kv(model)
     arch = kv.get(KEY_ARCHITECTURE)
     if arch is None or arch.type != _T.STRING or not arch.value:
         raise FormatError(path, None, "Ollama's GGUF writer refuses it: architecture not set")
-    tensors = [(shard, t) for shard in model.shards for t in shard.tensors.values()]
+    tensors = [(shard, t) for shard in _shards(model) for t in shard.tensors.values()]
     tensors.sort(key=lambda st: (_block(st[1].name), st[1].name.encode("utf-8", "surrogateescape")))
     parts = [b"GGUF", struct.pack("<IQQ", 3, len(tensors), len(kv)), *_encode_kv(path, arch.value, kv)]
     alignment = kv[KEY_ALIGNMENT].value if kv.get(KEY_ALIGNMENT, Value(0, _T.STRING)).type == _T.UINT32 else 32
