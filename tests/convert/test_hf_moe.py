@@ -144,8 +144,8 @@ def test_experts_are_read_only_while_their_stack_is_written(hf_checkpoints, tmp_
     events: list[str] = []
     real = module.read_checkpoint
 
-    def logged(folder):
-        tensors, opened = real(folder)
+    def logged(folder, **options):
+        tensors, opened = real(folder, **options)
         for name, t in tensors.items():
 
             def read(t=t, name=name):
