@@ -127,7 +127,7 @@ def test_bad_adapters(lora_root, tmp_path):
     assert not (tmp_path / "out.gguf").exists()
 
 
-MEMORY = json.loads((DATA / "lora_memory.json").read_text())
+MEMORY = json.loads((DATA / "lora_memory.json").read_text())["placement"]
 
 
 @pytest.mark.slow

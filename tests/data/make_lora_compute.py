@@ -1,0 +1,126 @@
+"""Record libllama's compute buffer once LoRA adapters are applied: the "compute" key of tests/data/lora_memory.json.
+
+    PYTHONPATH=src python tests/data/make_lora_compute.py [ADAPTER ...]
+
+As llama-server does (`common_init_from_params`): a tiny checkpoint's GGUF (weightkit's conversion, the
+reference's bytes, f16) is loaded for real on the CPU, a context made, an adapter GGUF of
+tests/data/lora_golden.json (weightkit's conversion) loaded with `llama_adapter_lora_init` and applied with
+`llama_set_adapters_lora` at scale 1, which marks the scheduler for a new reserve; decoding one token makes it
+(`sched_reserve`: a new scheduler, the prompt graph, the token-generation graph, the prompt graph again, now with
+the adapter's matrix products). Recorded: the CPU's compute buffer in bytes (`ggml_backend_sched_get_buffer_size`)
+before and after, and the MiB of the last `compute buffer size` log line. The default python's libllama
+(llama_cpp 0.3.36) is enough: no GPU, no RPC.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import re
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parents[1] / "tools"))
+
+import llama_oracle as O  # noqa: E402
+import make_hf_checkpoints  # noqa: E402
+import make_lora_adapters  # noqa: E402
+
+from weightkit.convert.hf import convert_hf, convert_lora  # noqa: E402
+
+OUT = HERE / "lora_memory.json"
+#: the adapters (attention only, all linear, token embeddings, output, experts, aLoRA) and their --outtype
+ADAPTERS = [
+    ("lora-qwen2", "f32"),
+    ("lora-qwen3", "q8_0"),
+    ("lora-llama-2-embed", "f16"),
+    ("lora-llama-2-lm-head", "bf16"),
+    ("lora-qwen3moe-experts", "f16"),
+    ("lora-qwen2-alora", "f16"),
+    ("lora-llama-2", "f16"),
+    ("lora-phi-3", "f16"),
+    ("lora-gemma-3", "f16"),
+    ("lora-mixtral-experts", "f16"),
+]
+#: context settings (llama-server's: 4 sequences in one unified cache, an output each; n_batch 2048)
+SETTINGS = [
+    {"n_ctx": 256, "n_ubatch": 512, "flash_attn": "on"},
+    {"n_ctx": 1024, "n_ubatch": 64, "flash_attn": "off"},
+    {"n_ctx": 512, "n_ubatch": 512, "flash_attn": "off"},
+    {"n_ctx": 2048, "n_ubatch": 2048, "flash_attn": "on"},
+    {"n_ctx": 128, "n_ubatch": 128, "flash_attn": "on"},
+]
+_FLASH = {"auto": -1, "off": 0, "on": 1}
+_COMPUTE = re.compile(r"compute buffer size =\s+([\d.]+) MiB")
+
+
+def _context(model, setting: dict):
+    cp = O.L.llama_context_default_params()
+    cp.n_ctx, cp.n_batch, cp.n_ubatch = setting["n_ctx"], 2048, setting["n_ubatch"]
+    cp.n_seq_max, cp.kv_unified, cp.n_outputs_max = 4, True, 4
+    cp.flash_attn_type = _FLASH[setting["flash_attn"]]
+    ctx = O.L.llama_init_from_model(model, cp)
+    assert ctx, "".join(O._LOG)[-2000:]
+    return ctx
+
+
+def _cpu_compute(ctx) -> int:
+    sched = O._get_sched(ctx)
+    return sum(O._buffer_size(sched, O._backend(sched, i)) for i in range(O._n_backends(sched)))
+
+
+def measure(model_path: Path, adapter_path: Path, setting: dict) -> dict:
+    """The compute buffer of a context before and after the adapter is applied and one token decoded."""
+    mp = O.L.llama_model_default_params()
+    mp.n_gpu_layers = 0
+    model = O.L.llama_model_load_from_file(str(model_path).encode(), mp)
+    assert model, "".join(O._LOG)[-2000:]
+    ctx = _context(model, setting)
+    before = _cpu_compute(ctx)
+    lora = O.L.llama_adapter_lora_init(model, str(adapter_path).encode())
+    assert lora, "".join(O._LOG)[-2000:]
+    O._LOG.clear()
+    adapters, scales = (O.L.llama_adapter_lora_p_ctypes * 1)(lora), (ctypes.c_float * 1)(1.0)
+    assert O.L.llama_set_adapters_lora(ctx, adapters, 1, scales) == 0
+    token = (O.L.llama_token * 1)(1)
+    assert O.L.llama_decode(ctx, O.L.llama_batch_get_one(token, 1)) == 0, "".join(O._LOG)[-2000:]
+    log = "".join(O._LOG)
+    assert "reserving" in log, "the decode made no new reserve"
+    after = _cpu_compute(ctx)
+    O.L.llama_free(ctx)
+    O.L.llama_adapter_lora_free(lora)
+    O.L.llama_model_free(model)
+    return {"before": before, "after": after, "log_mib": float(_COMPUTE.findall(log)[-1])}
+
+
+def main() -> None:
+    golden = json.loads((HERE / "lora_golden.json").read_text())
+    chosen = sys.argv[1:] or [name for name, _ in ADAPTERS]
+    record = json.loads(OUT.read_text())
+    kept = [case for case in record.get("compute", []) if case["adapter"] not in chosen]
+    O.LlamaOracle()  # the log collector, the backends
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        for name, outtype in [a for a in ADAPTERS if a[0] in chosen]:
+            base = make_lora_adapters.ADAPTERS[name].base
+            folder = make_hf_checkpoints.build(base, root / "bases")
+            model = root / f"{base}.gguf"
+            if not model.exists():
+                convert_hf(folder, model, "f16")
+            adapter = make_lora_adapters.build(name, root / "adapters", make_lora_adapters.recorded_files(golden, name))
+            path = root / f"{name}.gguf"
+            convert_lora(adapter, path, folder, outtype)
+            for setting in SETTINGS:
+                case = {"adapter": name, "outtype": outtype, "base": base, **setting, **measure(model, path, setting)}
+                print(case, flush=True)
+                kept.append(case)
+    order = [name for name, _ in ADAPTERS]
+    record["compute"] = sorted(kept, key=lambda c: order.index(c["adapter"]))
+    OUT.write_text(json.dumps(record, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
