@@ -154,6 +154,30 @@ def test_estimate_puts_the_adapter_where_libllama_does(hf_checkpoints, lora_root
     assert {d: f"{n / 2**20:.2f}" for d, n in devices.items()} == {d: f"{m:.2f}" for d, m in case["mib"].items()}
 
 
+COMPUTE = json.loads((DATA / "lora_memory.json").read_text())["compute"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("adapter", sorted({c["adapter"] for c in COMPUTE}))
+def test_estimate_gives_the_compute_buffer_libllama_reserves_with_the_adapter(hf_checkpoints, lora_root, adapter):
+    """The CPU's compute buffer before and after the adapter is applied (llama.cpp reserves its graph again, with
+    the adapter's products), to the byte, against libllama's own (tests/data/make_lora_compute.py): each adapter
+    (attention, all linear, token embeddings, output, experts) at a few contexts, ubatches and flash attention."""
+    cases = [c for c in COMPUTE if c["adapter"] == adapter]
+    base = hf_checkpoints[cases[0]["base"]]
+    model_path = lora_root / f"{cases[0]['base']}.gguf"
+    if not model_path.exists():
+        convert_hf(base, model_path, "f16")
+    adapter_path = lora_root / f"{adapter}-{cases[0]['outtype']}.gguf"
+    convert_lora(adapter_folder(lora_root, adapter), adapter_path, base, cases[0]["outtype"])
+    with weightkit.open(model_path) as model, weightkit.open(adapter_path) as lora:
+        for case in cases:
+            settings = LlamaCppSettings(ctx_size=case["n_ctx"], ubatch_size=case["n_ubatch"],
+                                        flash_attn=case["flash_attn"])  # fmt: skip
+            found = [estimate(model, settings, adapters=adapters).devices[-1].compute for adapters in ([], [lora])]
+            assert found == [case["before"], case["after"]], case
+
+
 def _adapter_gguf(path: Path, arch: str, tensors: dict[str, tuple[int, ...]], kind: str = "adapter") -> Path:
     text = GGUFValueType.STRING
     meta = {"general.architecture": Value(arch, text), "general.type": Value(kind, text),

@@ -119,6 +119,8 @@ def estimate(model: ModelFile, settings: LlamaCppSettings | None = None, gpus: S
     for adapter in adapters:
         for device, nbytes in lora_weights_per_device(hp.arch, model.tensors, adapter, placement).items():
             lora[device] = lora.get(device, 0) + nbytes
+    if adapters:  # applied at scale 1 (llama-server's `--lora`), so the compute graph has their products
+        ctx = replace(ctx, loras=tuple(adapter.tensors for adapter in adapters))
     kv, recurrent = [0] * n_devices, [0] * n_devices
     for cache in memory.caches:
         for i, il in enumerate(cache.layers):
