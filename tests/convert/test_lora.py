@@ -21,6 +21,7 @@ from weightkit.errors import ArgumentError, FormatError, UnsupportedError
 from weightkit.gguf import GGUFValueType, Value, plan_tensor, write_gguf
 from weightkit.memory import GPU, LlamaCppSettings
 from weightkit.memory.llamacpp import estimate
+from weightkit.memory.llamacpp.compute import build_graph
 from weightkit.memory.llamacpp.placement import Placement, lora_weights_per_device, tensor_device
 
 from ..scripts import load_script
@@ -176,6 +177,30 @@ def test_estimate_gives_the_compute_buffer_libllama_reserves_with_the_adapter(hf
                                         flash_attn=case["flash_attn"])  # fmt: skip
             found = [estimate(model, settings, adapters=adapters).devices[-1].compute for adapters in ([], [lora])]
             assert found == [case["before"], case["after"]], case
+
+
+lora_skeletons = load_script(DATA / "lora_skeletons.py")
+memory_models = load_script(DATA / "memory_models.py")
+GRAPHS = json.loads((DATA / "lora_memory.json").read_text())["graphs"]
+
+
+@pytest.mark.parametrize("case", GRAPHS, ids=[c["adapter"] for c in GRAPHS])
+def test_the_graph_with_an_adapter_is_libllamas(tmp_path, case):
+    """A real-size skeleton model's prompt graph with a skeleton adapter applied, node by node (op and shape),
+    against the one libllama reserves (tests/data/make_lora_compute.py): the adapters' products where
+    `build_lora_mm`, `build_lora_mm_id` and `build_inp_embd` put them; and its compute buffer."""
+    model_path = memory_models.write_model(case["model"], tmp_path)
+    adapter_path = lora_skeletons.write_adapter(model_path, tuple(case["targets"]), case["rank"], tmp_path / "a.gguf")
+    settings = LlamaCppSettings(ctx_size=case["n_ctx"], flash_attn=case["flash_attn"])
+    with weightkit.open(model_path) as model, weightkit.open(adapter_path) as adapter:
+        est = estimate(model, settings, adapters=[adapter])  # (its context has the adapter applied)
+        graph = build_graph(est.hparams, est.context, est.memory, model.tensors, *case["batch"]).graph
+        plain = estimate(model, settings).devices[-1].compute
+    assert len(graph.nodes) == case["nodes"]
+    assert lora_skeletons.graph_digest([(t.op, t.ne) for t in graph.nodes]) == case["graph"]
+    assert plain == case["before"]
+    # libllama's buffer only grows over the one reserved without the adapter: larger, it is the adapter's graph's
+    assert est.devices[-1].compute == case["after"] if case["after"] > plain else est.devices[-1].compute <= plain
 
 
 def _adapter_gguf(path: Path, arch: str, tensors: dict[str, tuple[int, ...]], kind: str = "adapter") -> Path:

@@ -8,8 +8,14 @@ tests/data/lora_golden.json (weightkit's conversion) loaded with `llama_adapter_
 `llama_set_adapters_lora` at scale 1, which marks the scheduler for a new reserve; decoding one token makes it
 (`sched_reserve`: a new scheduler, the prompt graph, the token-generation graph, the prompt graph again, now with
 the adapter's matrix products). Recorded: the CPU's compute buffer in bytes (`ggml_backend_sched_get_buffer_size`)
-before and after, and the MiB of the last `compute buffer size` log line. The default python's libllama
-(llama_cpp 0.3.36) is enough: no GPU, no RPC.
+before and after, and the MiB of the last `compute buffer size` log line.
+
+A tiny model's compute buffer is mostly its logits and attention, so the "graphs" key records the graph itself on
+real-size skeleton models (tests/data/memory_models.py) with skeleton adapters (tests/data/lora_skeletons.py),
+loaded with `no_alloc` (tools/llama_oracle.py): the prompt graph `llama_graph_reserve` builds once the adapter is
+applied (its nodes' ops and shapes, as a digest, and their count), and the compute buffer reserved before and
+after (the scheduler's buffers only grow there: `after` is the adapter's graph's where it is larger).
+The default python's libllama (llama_cpp 0.3.36) is enough: no GPU, no RPC.
 """
 
 from __future__ import annotations
@@ -26,8 +32,10 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parents[1] / "tools"))
 
 import llama_oracle as O  # noqa: E402
+import lora_skeletons  # noqa: E402
 import make_hf_checkpoints  # noqa: E402
 import make_lora_adapters  # noqa: E402
+import memory_models  # noqa: E402
 
 from weightkit.convert.hf import convert_hf, convert_lora  # noqa: E402
 
@@ -96,29 +104,62 @@ def measure(model_path: Path, adapter_path: Path, setting: dict) -> dict:
     return {"before": before, "after": after, "log_mib": float(_COMPUTE.findall(log)[-1])}
 
 
-def main() -> None:
+def measure_graph(oracle: O.LlamaOracle, root: Path, case: tuple) -> dict:
+    """The prompt graph and compute buffer of a skeleton model's no_alloc context with a skeleton adapter."""
+    model_name, targets, rank, n_ctx, flash_attn = case
+    model = memory_models.write_model(model_name, root)
+    adapter = lora_skeletons.write_adapter(model, targets, rank, root / f"{lora_skeletons.adapter_name(case)}.gguf")
+    with oracle.load(model, n_ctx=n_ctx, n_batch=2048, n_ubatch=512, n_seq_max=4, kv_unified=True, n_outputs_max=4,
+                     flash_attn_type=_FLASH[flash_attn]) as ctx:  # fmt: skip
+        batch = ctx.reserve_batch()
+        before = sum(ctx.compute_bytes(*batch))
+        lora = O.L.llama_adapter_lora_init(ctx.model, str(adapter).encode())
+        assert lora, "".join(O._LOG)[-2000:]
+        adapters, scales = (O.L.llama_adapter_lora_p_ctypes * 1)(lora), (ctypes.c_float * 1)(1.0)
+        assert O.L.llama_set_adapters_lora(ctx.ctx, adapters, 1, scales) == 0
+        nodes = [(n.op.split(":")[0], n.ne) for n in ctx.graph(*batch).nodes]
+        after = sum(ctx.compute_bytes(*batch))
+        O.L.llama_adapter_lora_free(lora)
+    return {"adapter": lora_skeletons.adapter_name(case), "model": model_name, "targets": list(targets), "rank": rank,
+            "n_ctx": n_ctx, "flash_attn": flash_attn, "batch": list(batch), "nodes": len(nodes),
+            "graph": lora_skeletons.graph_digest(nodes), "before": before, "after": after}  # fmt: skip
+
+
+def record_tiny(root: Path, chosen: list[str], kept: list[dict]) -> list[dict]:
+    """The "compute" records: each chosen tiny adapter at each setting, after those kept."""
     golden = json.loads((HERE / "lora_golden.json").read_text())
-    chosen = sys.argv[1:] or [name for name, _ in ADAPTERS]
+    for name, outtype in [a for a in ADAPTERS if a[0] in chosen]:
+        base = make_lora_adapters.ADAPTERS[name].base
+        folder = make_hf_checkpoints.build(base, root / "bases")
+        model = root / f"{base}.gguf"
+        if not model.exists():
+            convert_hf(folder, model, "f16")
+        adapter = make_lora_adapters.build(name, root / "adapters", make_lora_adapters.recorded_files(golden, name))
+        path = root / f"{name}.gguf"
+        convert_lora(adapter, path, folder, outtype)
+        for setting in SETTINGS:
+            case = {"adapter": name, "outtype": outtype, "base": base, **setting, **measure(model, path, setting)}
+            print(case, flush=True)
+            kept.append(case)
+    order = [name for name, _ in ADAPTERS]
+    return sorted(kept, key=lambda c: order.index(c["adapter"]))
+
+
+def main() -> None:
+    skeletons = {lora_skeletons.adapter_name(case): case for case in lora_skeletons.GRAPHS}
+    chosen = sys.argv[1:] or [name for name, _ in ADAPTERS] + list(skeletons)
     record = json.loads(OUT.read_text())
-    kept = [case for case in record.get("compute", []) if case["adapter"] not in chosen]
-    O.LlamaOracle()  # the log collector, the backends
+    oracle = O.LlamaOracle()  # (the log collector, the backends)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        for name, outtype in [a for a in ADAPTERS if a[0] in chosen]:
-            base = make_lora_adapters.ADAPTERS[name].base
-            folder = make_hf_checkpoints.build(base, root / "bases")
-            model = root / f"{base}.gguf"
-            if not model.exists():
-                convert_hf(folder, model, "f16")
-            adapter = make_lora_adapters.build(name, root / "adapters", make_lora_adapters.recorded_files(golden, name))
-            path = root / f"{name}.gguf"
-            convert_lora(adapter, path, folder, outtype)
-            for setting in SETTINGS:
-                case = {"adapter": name, "outtype": outtype, "base": base, **setting, **measure(model, path, setting)}
-                print(case, flush=True)
-                kept.append(case)
-    order = [name for name, _ in ADAPTERS]
-    record["compute"] = sorted(kept, key=lambda c: order.index(c["adapter"]))
+        graphs = [c for c in record.get("graphs", []) if c["adapter"] not in chosen]
+        for name in [name for name in skeletons if name in chosen]:
+            graphs.append(measure_graph(oracle, root, skeletons[name]))
+            print(graphs[-1], flush=True)
+        record["graphs"] = sorted(graphs, key=lambda c: list(skeletons).index(c["adapter"]))
+        record["compute"] = record_tiny(
+            root, chosen, [c for c in record.get("compute", []) if c["adapter"] not in chosen]
+        )
     OUT.write_text(json.dumps(record, indent=1) + "\n")
 
 

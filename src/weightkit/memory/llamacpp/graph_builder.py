@@ -291,8 +291,9 @@ class GraphBuilder:
     def mm(self, weight: Tensor, cur: Tensor) -> Tensor:
         """`build_lora_mm`: the weight's product, plus B (A cur), scaled, for each applied adapter that adapts it."""
         res = g.mul_mat(weight, cur)
-        for a, b in self.lora_pairs(weight):
-            res = g.add(res, g.scale(g.mul_mat(b, g.mul_mat(a, cur))))
+        if self.ctx.loras:  # (the estimates without adapters, most, skip the look-up)
+            for a, b in self.lora_pairs(weight):
+                res = g.add(res, g.scale(g.mul_mat(b, g.mul_mat(a, cur))))
         return res
 
     def lora_pairs(self, weight: Tensor) -> list[tuple[Tensor, Tensor]]:
