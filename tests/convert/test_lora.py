@@ -21,7 +21,8 @@ from weightkit.errors import ArgumentError, FormatError, UnsupportedError
 from weightkit.gguf import GGUFValueType, Value, plan_tensor, write_gguf
 from weightkit.memory import GPU, LlamaCppSettings
 from weightkit.memory.llamacpp import estimate
-from weightkit.memory.llamacpp.compute import build_graph
+from weightkit.memory.llamacpp.architectures import read_hparams
+from weightkit.memory.llamacpp.compute import build_graph, layer_kinds
 from weightkit.memory.llamacpp.placement import Placement, lora_weights_per_device, tensor_device
 
 from ..scripts import load_script
@@ -201,6 +202,18 @@ def test_the_graph_with_an_adapter_is_libllamas(tmp_path, case):
     assert plain == case["before"]
     # libllama's buffer only grows over the one reserved without the adapter: larger, it is the adapter's graph's
     assert est.devices[-1].compute == case["after"] if case["after"] > plain else est.devices[-1].compute <= plain
+
+
+def test_layers_adapted_otherwise_are_of_another_kind(tmp_path):
+    """A shortened graph stands for layers alike: an adapter of some layers only makes them another kind."""
+    model_path = memory_models.write_model("llama-3.1-8b", tmp_path)
+    adapter_path = lora_skeletons.write_adapter(model_path, ("attn_q",), 8, tmp_path / "a.gguf")
+    with weightkit.open(model_path) as model, weightkit.open(adapter_path) as adapter:
+        hp = read_hparams(model)
+        first = {name: info for name, info in adapter.tensors.items() if name.startswith("blk.0.")}
+        kinds = layer_kinds(hp, model.tensors, None, [first])
+        assert layer_kinds(hp, model.tensors, None, [adapter.tensors]) == layer_kinds(hp, model.tensors, None)
+    assert kinds[0] != kinds[1] == kinds[-1]
 
 
 def _adapter_gguf(path: Path, arch: str, tensors: dict[str, tuple[int, ...]], kind: str = "adapter") -> Path:

@@ -102,7 +102,8 @@ def estimate(model: ModelFile, settings: LlamaCppSettings | None = None, gpus: S
     none), from metadata and tensor infos only. `planned`: the compute buffers a context made without
     allocating plans (what llama.cpp's fit measures) instead of those a real context allocates. `projector`
     (`projector.estimate_projector`): a `--mmproj` file loaded beside it, added to its device. `adapters`: LoRA
-    adapter GGUFs loaded with it (llama-server's `--lora`), their weights beside their base weights."""
+    adapter GGUFs loaded with it (llama-server's `--lora`), their weights beside their base weights, applied (the
+    compute graph with their products)."""
     settings = settings or LlamaCppSettings()
     hp = read_hparams(model)
     guessed = {} if hp.arch in ARCHITECTURES else guesses(hp, model)
