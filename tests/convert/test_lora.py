@@ -180,6 +180,31 @@ def test_estimate_gives_the_compute_buffer_libllama_reserves_with_the_adapter(hf
             assert found == [case["before"], case["after"]], case
 
 
+DEVICES = json.loads((DATA / "lora_memory.json").read_text())["devices"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", DEVICES, ids=[f"{c['adapter']}-{c['n_gpu_layers']}-{c['n_ctx']}" for c in DEVICES])
+def test_estimate_gives_each_devices_compute_buffer_with_the_adapter(hf_checkpoints, lora_root, case):
+    """Each device's compute buffer (the GPUs', then the CPU's) before and after the adapter is applied, to the
+    byte, against libllama on two RPC devices (tests/data/make_lora_compute.py --devices): the adapter's products
+    scheduled as llama.cpp schedules them (its tensors are no weights to the scheduler: the token embeddings'
+    pair is copied to the first GPU)."""
+    base = hf_checkpoints[make_lora_adapters.ADAPTERS[case["adapter"]].base]
+    model_path = lora_root / f"{base.name}.gguf"
+    if not model_path.exists():
+        convert_hf(base, model_path, "f16")
+    adapter_path = lora_root / f"{case['adapter']}-{case['outtype']}.gguf"
+    if not adapter_path.exists():
+        convert_lora(adapter_folder(lora_root, case["adapter"]), adapter_path, base, case["outtype"])
+    gpus = [GPU(str(i), "RPC", free) for i, free in enumerate(case["free"])]
+    settings = LlamaCppSettings(ctx_size=case["n_ctx"], n_gpu_layers=case["n_gpu_layers"],
+                                tensor_split=tuple(case["tensor_split"]), flash_attn=case["flash_attn"])  # fmt: skip
+    with weightkit.open(model_path) as model, weightkit.open(adapter_path) as adapter:
+        found = [[d.compute for d in estimate(model, settings, gpus, adapters=a).devices] for a in ([], [adapter])]
+    assert found == [case["before"], case["after"]]
+
+
 lora_skeletons = load_script(DATA / "lora_skeletons.py")
 memory_models = load_script(DATA / "memory_models.py")
 GRAPHS = json.loads((DATA / "lora_memory.json").read_text())["graphs"]

@@ -1,6 +1,8 @@
 """Record libllama's compute buffer once LoRA adapters are applied: the "compute" key of tests/data/lora_memory.json.
 
     PYTHONPATH=src python tests/data/make_lora_compute.py [ADAPTER ...]
+    tools/build_llama_rpc.sh && LLAMA_CPP_LIB_PATH=~/.cache/weightkit/llama-rpc/bin \\
+        PYTHONPATH=src python tests/data/make_lora_compute.py --devices
 
 As llama-server does (`common_init_from_params`): a tiny checkpoint's GGUF (weightkit's conversion, the
 reference's bytes, f16) is loaded for real on the CPU, a context made, an adapter GGUF of
@@ -15,7 +17,11 @@ real-size skeleton models (tests/data/memory_models.py) with skeleton adapters (
 loaded with `no_alloc` (tools/llama_oracle.py): the prompt graph `llama_graph_reserve` builds once the adapter is
 applied (its nodes' ops and shapes, as a digest, and their count), and the compute buffer reserved before and
 after (the scheduler's buffers only grow there: `after` is the adapter's graph's where it is larger).
-The default python's libllama (llama_cpp 0.3.36) is enough: no GPU, no RPC.
+The default python's libllama (llama_cpp 0.3.36) is enough for these: no GPU, no RPC.
+
+`--devices` records the "devices" key: the same as the first, the model on two RPC devices
+(tools/llama_devices_oracle.py) with its layers split or partly offloaded, each backend's compute buffer (the
+devices', then the CPU's) before and after.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parents[1] / "tools"))
 
+import llama_devices_oracle as D  # noqa: E402
 import llama_oracle as O  # noqa: E402
 import lora_skeletons  # noqa: E402
 import make_hf_checkpoints  # noqa: E402
@@ -61,6 +68,18 @@ SETTINGS = [
     {"n_ctx": 2048, "n_ubatch": 2048, "flash_attn": "on"},
     {"n_ctx": 128, "n_ubatch": 128, "flash_attn": "on"},
 ]
+#: on two RPC devices (`--devices`: tools/llama_devices_oracle.py): (adapter, n_gpu_layers, tensor_split, n_ctx,
+#: flash attention)
+DEVICE_CASES = [
+    ("lora-llama-2", -1, (1, 1), 256, "on"),
+    ("lora-llama-2", 2, (1, 1), 2048, "auto"),
+    ("lora-llama-2-embed", -1, (1, 1), 256, "off"),
+    ("lora-llama-2-lm-head", 1, (), 256, "on"),
+    ("lora-phi-3", -1, (1, 3), 2048, "on"),
+    ("lora-qwen3moe-experts", -1, (1, 1), 256, "on"),
+    ("lora-qwen2", 1, (1, 1), 512, "off"),
+]
+FREE = [24 << 30, 8 << 30]
 _FLASH = {"auto": -1, "off": 0, "on": 1}
 _COMPUTE = re.compile(r"compute buffer size =\s+([\d.]+) MiB")
 
@@ -75,19 +94,19 @@ def _context(model, setting: dict):
     return ctx
 
 
-def _cpu_compute(ctx) -> int:
+def _compute_sizes(ctx) -> list[int]:
+    """Each backend's compute buffer (the GPUs', then the CPU's), in bytes."""
     sched = O._get_sched(ctx)
-    return sum(O._buffer_size(sched, O._backend(sched, i)) for i in range(O._n_backends(sched)))
+    return [O._buffer_size(sched, O._backend(sched, i)) for i in range(O._n_backends(sched))]
 
 
-def measure(model_path: Path, adapter_path: Path, setting: dict) -> dict:
-    """The compute buffer of a context before and after the adapter is applied and one token decoded."""
-    mp = O.L.llama_model_default_params()
-    mp.n_gpu_layers = 0
+def _applied(model_path: Path, adapter_path: Path, setting: dict, mp) -> tuple[list[int], list[int], str]:
+    """Each backend's compute buffer before and after the adapter is applied and one token decoded, and the log
+    of the new reserve; the model loaded with the llama_model_params `mp`."""
     model = O.L.llama_model_load_from_file(str(model_path).encode(), mp)
     assert model, "".join(O._LOG)[-2000:]
     ctx = _context(model, setting)
-    before = _cpu_compute(ctx)
+    before = _compute_sizes(ctx)
     lora = O.L.llama_adapter_lora_init(model, str(adapter_path).encode())
     assert lora, "".join(O._LOG)[-2000:]
     O._LOG.clear()
@@ -97,11 +116,35 @@ def measure(model_path: Path, adapter_path: Path, setting: dict) -> dict:
     assert O.L.llama_decode(ctx, O.L.llama_batch_get_one(token, 1)) == 0, "".join(O._LOG)[-2000:]
     log = "".join(O._LOG)
     assert "reserving" in log, "the decode made no new reserve"
-    after = _cpu_compute(ctx)
+    after = _compute_sizes(ctx)
     O.L.llama_free(ctx)
     O.L.llama_adapter_lora_free(lora)
     O.L.llama_model_free(model)
-    return {"before": before, "after": after, "log_mib": float(_COMPUTE.findall(log)[-1])}
+    return before, after, log
+
+
+def measure(model_path: Path, adapter_path: Path, setting: dict) -> dict:
+    """The CPU's compute buffer before and after the adapter is applied, everything on the CPU."""
+    mp = O.L.llama_model_default_params()
+    mp.n_gpu_layers = 0
+    before, after, log = _applied(model_path, adapter_path, setting, mp)
+    return {"before": sum(before), "after": sum(after), "log_mib": float(_COMPUTE.findall(log)[-1])}
+
+
+def measure_devices(devices: list, model_path: Path, adapter_path: Path, case: tuple) -> dict:
+    """Each backend's compute buffer before and after, the model on RPC devices as `case` places it."""
+    name, n_gpu_layers, tensor_split, n_ctx, flash_attn = case
+    mp = O.L.llama_model_default_params()
+    mp.n_gpu_layers = n_gpu_layers
+    handles = (ctypes.c_void_p * (len(devices) + 1))(*devices, None)
+    mp.devices = ctypes.addressof(handles)
+    split = (ctypes.c_float * O.L.llama_max_devices())(*tensor_split)
+    if tensor_split:
+        mp.tensor_split = ctypes.cast(split, ctypes.POINTER(ctypes.c_float))
+    setting = {"n_ctx": n_ctx, "n_ubatch": 512, "flash_attn": flash_attn}
+    before, after, _ = _applied(model_path, adapter_path, setting, mp)
+    return {"adapter": name, "n_gpu_layers": n_gpu_layers, "tensor_split": list(tensor_split), "free": FREE,
+            **setting, "before": before, "after": after}  # fmt: skip
 
 
 def measure_graph(oracle: O.LlamaOracle, root: Path, case: tuple) -> dict:
@@ -125,19 +168,27 @@ def measure_graph(oracle: O.LlamaOracle, root: Path, case: tuple) -> dict:
             "graph": lora_skeletons.graph_digest(nodes), "before": before, "after": after}  # fmt: skip
 
 
+def _tiny(root: Path, name: str, outtype: str) -> tuple[Path, Path]:
+    """The GGUFs of tiny adapter `name` (at `outtype`) and of its base (f16), in `root`."""
+    golden = json.loads((HERE / "lora_golden.json").read_text())
+    base = make_lora_adapters.ADAPTERS[name].base
+    folder = make_hf_checkpoints.build(base, root / "bases")
+    model = root / f"{base}.gguf"
+    if not model.exists():
+        convert_hf(folder, model, "f16")
+    adapter = make_lora_adapters.build(name, root / "adapters", make_lora_adapters.recorded_files(golden, name))
+    path = root / f"{name}-{outtype}.gguf"
+    if not path.exists():
+        convert_lora(adapter, path, folder, outtype)
+    return model, path
+
+
 def record_tiny(root: Path, chosen: list[str], kept: list[dict]) -> list[dict]:
     """The "compute" records: each chosen tiny adapter at each setting, after those kept."""
-    golden = json.loads((HERE / "lora_golden.json").read_text())
     for name, outtype in [a for a in ADAPTERS if a[0] in chosen]:
-        base = make_lora_adapters.ADAPTERS[name].base
-        folder = make_hf_checkpoints.build(base, root / "bases")
-        model = root / f"{base}.gguf"
-        if not model.exists():
-            convert_hf(folder, model, "f16")
-        adapter = make_lora_adapters.build(name, root / "adapters", make_lora_adapters.recorded_files(golden, name))
-        path = root / f"{name}.gguf"
-        convert_lora(adapter, path, folder, outtype)
+        model, path = _tiny(root, name, outtype)
         for setting in SETTINGS:
+            base = make_lora_adapters.ADAPTERS[name].base
             case = {"adapter": name, "outtype": outtype, "base": base, **setting, **measure(model, path, setting)}
             print(case, flush=True)
             kept.append(case)
@@ -145,21 +196,37 @@ def record_tiny(root: Path, chosen: list[str], kept: list[dict]) -> list[dict]:
     return sorted(kept, key=lambda c: order.index(c["adapter"]))
 
 
+def record_devices(root: Path) -> list[dict]:
+    """The "devices" records: every case of DEVICE_CASES on two RPC devices."""
+    outtypes = dict(ADAPTERS)
+    out = []
+    with D.RpcDevices(FREE) as devices:
+        for case in DEVICE_CASES:
+            model, path = _tiny(root, case[0], outtypes[case[0]])
+            out.append({"outtype": outtypes[case[0]], **measure_devices(devices.devices, model, path, case)})
+            print(out[-1], flush=True)
+    return out
+
+
 def main() -> None:
-    skeletons = {lora_skeletons.adapter_name(case): case for case in lora_skeletons.GRAPHS}
-    chosen = sys.argv[1:] or [name for name, _ in ADAPTERS] + list(skeletons)
+    """`--devices`: the "devices" key alone (with the RPC build: LLAMA_CPP_LIB_PATH); else the adapters named
+    (all without), tiny and skeleton, into "compute" and "graphs"."""
     record = json.loads(OUT.read_text())
-    oracle = O.LlamaOracle()  # (the log collector, the backends)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        graphs = [c for c in record.get("graphs", []) if c["adapter"] not in chosen]
-        for name in [name for name in skeletons if name in chosen]:
-            graphs.append(measure_graph(oracle, root, skeletons[name]))
-            print(graphs[-1], flush=True)
-        record["graphs"] = sorted(graphs, key=lambda c: list(skeletons).index(c["adapter"]))
-        record["compute"] = record_tiny(
-            root, chosen, [c for c in record.get("compute", []) if c["adapter"] not in chosen]
-        )
+        if sys.argv[1:] == ["--devices"]:
+            record["devices"] = record_devices(root)
+        else:
+            skeletons = {lora_skeletons.adapter_name(case): case for case in lora_skeletons.GRAPHS}
+            chosen = sys.argv[1:] or [name for name, _ in ADAPTERS] + list(skeletons)
+            oracle = O.LlamaOracle()  # (the log collector, the backends)
+            graphs = [c for c in record.get("graphs", []) if c["adapter"] not in chosen]
+            for name in [name for name in skeletons if name in chosen]:
+                graphs.append(measure_graph(oracle, root, skeletons[name]))
+                print(graphs[-1], flush=True)
+            record["graphs"] = sorted(graphs, key=lambda c: list(skeletons).index(c["adapter"]))
+            kept = [c for c in record.get("compute", []) if c["adapter"] not in chosen]
+            record["compute"] = record_tiny(root, chosen, kept)
     OUT.write_text(json.dumps(record, indent=1) + "\n")
 
 

@@ -298,13 +298,17 @@ class GraphBuilder:
 
     def lora_pairs(self, weight: Tensor) -> list[tuple[Tensor, Tensor]]:
         """Each applied adapter's (A, B) for `weight`, in the order given, on the weight's device (the adapter's
-        buffer is of the weight's buffer type)."""
+        buffer is of the weight's buffer type) but not weights to the scheduler: llama.cpp leaves the adapter's
+        buffer's usage unset, so their products are scheduled by their neighbours, as over a cache, and a product
+        scheduled on another device copies them there (the token embeddings' pair, on the CPU, onto the first GPU)."""
         pairs = []
         for tensors in self.ctx.loras:
             if (a := tensors.get(f"{weight.name}.lora_a")) is not None:
                 b = tensors[f"{weight.name}.lora_b"]
-                pairs.append(tuple(g.external(int(t.dtype), tuple(reversed(t.shape)), t.name, device=weight.device,
-                                              weight=True) for t in (a, b)))  # fmt: skip
+                made = (
+                    g.external(int(t.dtype), tuple(reversed(t.shape)), t.name, device=weight.device) for t in (a, b)
+                )
+                pairs.append(tuple(made))
         return pairs
 
     def qkv(self, il: int, cur: Tensor, head_dim: int, n_head: int, n_head_kv: int,
