@@ -529,6 +529,11 @@ class GraphBuilder:
             scale = self.w(f"{name}.scale", il)
             scale = g.repeat(g.reshape(scale, 1, scale.ne[0], 1), 1, scale.ne[0], cur.ne[2], 1)
             res = g.mul(res, g.get_rows(scale, ids))
+        return self.lora_id(res, weight, cur, ids)
+
+    def lora_id(self, res: Tensor, weight: Tensor, cur: Tensor, ids: Tensor) -> Tensor:
+        """`build_lora_mm_id`'s adapters: `res` (the experts' product) plus B (A cur) through the same experts,
+        scaled, for each applied adapter that adapts the experts' matrix `weight`."""
         for a, b in self.lora_pairs(weight):
             res = g.add(res, g.scale(g.mul_mat_id(b, g.mul_mat_id(a, cur, ids), ids)))
         return res
@@ -574,7 +579,7 @@ class GraphBuilder:
         if weights_first:
             cur = g.mul(g.repeat(cur, n_embd, n_used, n_tokens, 1), weights)
         if (gate_up := self.w("ffn_gate_up_exps.weight", il)) is not None:
-            fused = g.mul_mat_id(gate_up, cur, selected)
+            fused = self.lora_id(g.mul_mat_id(gate_up, cur, selected), gate_up, cur, selected)
             n_ff = fused.ne[0] // 2
             gated, up = (g.view(fused, (n_ff, *fused.ne[1:3]), fused.nb[1:3]) for _ in range(2))
         else:
