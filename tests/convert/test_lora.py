@@ -21,6 +21,8 @@ from weightkit.errors import ArgumentError, FormatError, UnsupportedError
 from weightkit.gguf import GGUFValueType, Value, plan_tensor, write_gguf
 from weightkit.memory import GPU, LlamaCppSettings
 from weightkit.memory.llamacpp import estimate
+from weightkit.memory.llamacpp.architectures import read_hparams
+from weightkit.memory.llamacpp.compute import build_graph, layer_kinds
 from weightkit.memory.llamacpp.placement import Placement, lora_weights_per_device, tensor_device
 
 from ..scripts import load_script
@@ -127,7 +129,7 @@ def test_bad_adapters(lora_root, tmp_path):
     assert not (tmp_path / "out.gguf").exists()
 
 
-MEMORY = json.loads((DATA / "lora_memory.json").read_text())
+MEMORY = json.loads((DATA / "lora_memory.json").read_text())["placement"]
 
 
 @pytest.mark.slow
@@ -152,6 +154,91 @@ def test_estimate_puts_the_adapter_where_libllama_does(hf_checkpoints, lora_root
     assert placed == case["placed"]
     devices = {str(i if i < len(gpus) else -1): d.lora for i, d in enumerate(est.devices) if d.lora}
     assert {d: f"{n / 2**20:.2f}" for d, n in devices.items()} == {d: f"{m:.2f}" for d, m in case["mib"].items()}
+
+
+COMPUTE = json.loads((DATA / "lora_memory.json").read_text())["compute"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("adapter", sorted({c["adapter"] for c in COMPUTE}))
+def test_estimate_gives_the_compute_buffer_libllama_reserves_with_the_adapter(hf_checkpoints, lora_root, adapter):
+    """The CPU's compute buffer before and after the adapter is applied (llama.cpp reserves its graph again, with
+    the adapter's products), to the byte, against libllama's own (tests/data/make_lora_compute.py): each adapter
+    (attention, all linear, token embeddings, output, experts) at a few contexts, ubatches and flash attention."""
+    cases = [c for c in COMPUTE if c["adapter"] == adapter]
+    base = hf_checkpoints[cases[0]["base"]]
+    model_path = lora_root / f"{cases[0]['base']}.gguf"
+    if not model_path.exists():
+        convert_hf(base, model_path, "f16")
+    adapter_path = lora_root / f"{adapter}-{cases[0]['outtype']}.gguf"
+    convert_lora(adapter_folder(lora_root, adapter), adapter_path, base, cases[0]["outtype"])
+    with weightkit.open(model_path) as model, weightkit.open(adapter_path) as lora:
+        for case in cases:
+            settings = LlamaCppSettings(ctx_size=case["n_ctx"], ubatch_size=case["n_ubatch"],
+                                        flash_attn=case["flash_attn"])  # fmt: skip
+            found = [estimate(model, settings, adapters=adapters).devices[-1].compute for adapters in ([], [lora])]
+            assert found == [case["before"], case["after"]], case
+
+
+DEVICES = json.loads((DATA / "lora_memory.json").read_text())["devices"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", DEVICES, ids=[f"{c['adapter']}-{c['n_gpu_layers']}-{c['n_ctx']}" for c in DEVICES])
+def test_estimate_gives_each_devices_compute_buffer_with_the_adapter(hf_checkpoints, lora_root, case):
+    """Each device's compute buffer (the GPUs', then the CPU's) before and after the adapter is applied, to the
+    byte, against libllama on two RPC devices (tests/data/make_lora_compute.py --devices): the adapter's products
+    scheduled as llama.cpp schedules them (its tensors are no weights to the scheduler: the token embeddings'
+    pair is copied to the first GPU)."""
+    base = hf_checkpoints[make_lora_adapters.ADAPTERS[case["adapter"]].base]
+    model_path = lora_root / f"{base.name}.gguf"
+    if not model_path.exists():
+        convert_hf(base, model_path, "f16")
+    adapter_path = lora_root / f"{case['adapter']}-{case['outtype']}.gguf"
+    if not adapter_path.exists():
+        convert_lora(adapter_folder(lora_root, case["adapter"]), adapter_path, base, case["outtype"])
+    gpus = [GPU(str(i), "RPC", free) for i, free in enumerate(case["free"])]
+    settings = LlamaCppSettings(ctx_size=case["n_ctx"], n_gpu_layers=case["n_gpu_layers"],
+                                tensor_split=tuple(case["tensor_split"]), flash_attn=case["flash_attn"])  # fmt: skip
+    with weightkit.open(model_path) as model, weightkit.open(adapter_path) as adapter:
+        found = [[d.compute for d in estimate(model, settings, gpus, adapters=a).devices] for a in ([], [adapter])]
+    assert found == [case["before"], case["after"]]
+
+
+lora_skeletons = load_script(DATA / "lora_skeletons.py")
+memory_models = load_script(DATA / "memory_models.py")
+GRAPHS = json.loads((DATA / "lora_memory.json").read_text())["graphs"]
+
+
+@pytest.mark.parametrize("case", GRAPHS, ids=[c["adapter"] for c in GRAPHS])
+def test_the_graph_with_an_adapter_is_libllamas(tmp_path, case):
+    """A real-size skeleton model's prompt graph with a skeleton adapter applied, node by node (op and shape),
+    against the one libllama reserves (tests/data/make_lora_compute.py): the adapters' products where
+    `build_lora_mm`, `build_lora_mm_id` and `build_inp_embd` put them; and its compute buffer."""
+    model_path = memory_models.write_model(case["model"], tmp_path)
+    adapter_path = lora_skeletons.write_adapter(model_path, tuple(case["targets"]), case["rank"], tmp_path / "a.gguf")
+    settings = LlamaCppSettings(ctx_size=case["n_ctx"], flash_attn=case["flash_attn"])
+    with weightkit.open(model_path) as model, weightkit.open(adapter_path) as adapter:
+        est = estimate(model, settings, adapters=[adapter])  # (its context has the adapter applied)
+        graph = build_graph(est.hparams, est.context, est.memory, model.tensors, *case["batch"]).graph
+        plain = estimate(model, settings).devices[-1].compute
+    assert len(graph.nodes) == case["nodes"]
+    assert lora_skeletons.graph_digest([(t.op, t.ne) for t in graph.nodes]) == case["graph"]
+    assert plain == case["before"]
+    # libllama's buffer only grows over the one reserved without the adapter: larger, it is the adapter's graph's
+    assert est.devices[-1].compute == case["after"] if case["after"] > plain else est.devices[-1].compute <= plain
+
+
+def test_layers_adapted_otherwise_are_of_another_kind(tmp_path):
+    """A shortened graph stands for layers alike: an adapter of some layers only makes them another kind."""
+    model_path = memory_models.write_model("llama-3.1-8b", tmp_path)
+    adapter_path = lora_skeletons.write_adapter(model_path, ("attn_q",), 8, tmp_path / "a.gguf")
+    with weightkit.open(model_path) as model, weightkit.open(adapter_path) as adapter:
+        hp = read_hparams(model)
+        first = {name: info for name, info in adapter.tensors.items() if name.startswith("blk.0.")}
+        kinds = layer_kinds(hp, model.tensors, None, [first])
+        assert layer_kinds(hp, model.tensors, None, [adapter.tensors]) == layer_kinds(hp, model.tensors, None)
+    assert kinds[0] != kinds[1] == kinds[-1]
 
 
 def _adapter_gguf(path: Path, arch: str, tensors: dict[str, tuple[int, ...]], kind: str = "adapter") -> Path:

@@ -1,4 +1,4 @@
-"""Record where libllama puts LoRA adapters' weights: tests/data/lora_memory.json.
+"""Record where libllama puts LoRA adapters' weights: the "placement" key of tests/data/lora_memory.json.
 
     tools/build_llama_rpc.sh && LLAMA_CPP_LIB_PATH=~/.cache/weightkit/llama-rpc/bin \\
         PYTHONPATH=src python tests/data/make_lora_memory.py [ADAPTER ...]
@@ -47,7 +47,8 @@ _BUFFER = re.compile(r"(\S+) LoRA buffer size =\s+([\d.]+) MiB")
 def main() -> None:
     golden = json.loads((HERE / "lora_golden.json").read_text())
     chosen = sys.argv[1:] or [c[0] for c in CASES]
-    kept = json.loads(OUT.read_text()) if sys.argv[1:] and OUT.exists() else []
+    saved = json.loads(OUT.read_text()) if OUT.exists() else {}
+    kept = saved.get("placement", []) if sys.argv[1:] else []
     record = [case for case in kept if case["adapter"] not in chosen]
     with tempfile.TemporaryDirectory() as tmp, D.RpcDevices(FREE) as devices:
         root = Path(tmp)
@@ -79,7 +80,8 @@ def main() -> None:
             print(case, flush=True)
             record.append(case)
     order = [c[0] for c in CASES]
-    OUT.write_text(json.dumps(sorted(record, key=lambda c: order.index(c["adapter"])), indent=1) + "\n")
+    saved["placement"] = sorted(record, key=lambda c: order.index(c["adapter"]))
+    OUT.write_text(json.dumps(saved, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -152,16 +152,18 @@ def repetition(hp: LlamaCppHParams, kinds: Sequence[int], reps: int | None = Non
     return best
 
 
-def layer_kinds(hp: LlamaCppHParams, tensors: Mapping[str, TensorInfo], placement: Placement | None) -> list[int]:
-    """What the graph of each layer depends on (its hyperparameters, its tensors' names, shapes and types, and
-    its device), as a number per layer: equal for layers alike (numbers, which `repetition` compares many times
-    over, where the tuples would be compared tensor by tensor)."""
+def layer_kinds(hp: LlamaCppHParams, tensors: Mapping[str, TensorInfo], placement: Placement | None,
+                loras: Sequence[Mapping[str, TensorInfo]] = ()) -> list[int]:  # fmt: skip
+    """What the graph of each layer depends on (its hyperparameters, its tensors' names, shapes and types, those
+    of the LoRA adapters applied to it, and its device), as a number per layer: equal for layers alike (numbers,
+    which `repetition` compares many times over, where the tuples would be compared tensor by tensor)."""
     own: dict[str, list] = {str(il): [] for il in range(hp.n_layer)}  # by the number as the names spell it
-    for name, info in tensors.items():
-        if name.startswith("blk."):
-            index, _, rest = name[4:].partition(".")
-            if (layer := own.get(index)) is not None:
-                layer.append((rest, info.shape, int(info.dtype)))
+    for k, group in enumerate((tensors, *loras)):
+        for name, info in group.items():
+            if name.startswith("blk."):
+                index, _, rest = name[4:].partition(".")
+                if (layer := own.get(index)) is not None:
+                    layer.append((k, rest, info.shape, int(info.dtype)))
     numbers: dict[tuple, int] = {}
     return [
         numbers.setdefault(
@@ -200,7 +202,7 @@ class _Reserve:
 
     @cached_property
     def kinds(self) -> list[int]:
-        return layer_kinds(self.hp, self.tensors, self.placement)
+        return layer_kinds(self.hp, self.tensors, self.placement, self.ctx.loras)
 
     @cached_property
     def plan(self) -> Repetition | None:
@@ -529,7 +531,7 @@ def resolve_flash_attn(hp: LlamaCppHParams, ctx: Context, memory: Memory, tensor
     graph leaves out repeat those it keeps, on the same device, and are scheduled alike."""
     if not (ctx.auto_fa and ctx.flash_attn):
         return ctx
-    plan = repetition(hp, layer_kinds(hp, tensors, placement))
+    plan = repetition(hp, layer_kinds(hp, tensors, placement, ctx.loras))
     trials = plan.trials() if plan is not None else []
     layers = plan.layers(trials[0]) if trials else None
     builder = build_graph(hp, ctx, memory, tensors, *_batches(ctx)[1], placement, layers)

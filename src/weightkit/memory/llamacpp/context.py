@@ -5,10 +5,12 @@ and whether flash attention is on. A setting llama.cpp refuses is refused here w
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from ...dtypes import GGMLType, ggml_type
 from ...errors import ArgumentError
+from ...model import TensorInfo
 from .hparams import LlamaCppHParams
 
 FLASH_ATTN = ("auto", "on", "off")
@@ -83,6 +85,9 @@ class Context:
     embeddings: bool
     offload_kqv: bool
     pooling: int
+    #: the LoRA adapters applied (`llama_context::loras`, each at a nonzero scale): each adapter's tensors by
+    #: name (`<weight>.lora_a`, `<weight>.lora_b`), which the graph multiplies beside the weights they adapt
+    loras: tuple[Mapping[str, TensorInfo], ...] = field(default=(), compare=False)
 
 
 class ContextRefused(ArgumentError):

@@ -102,7 +102,8 @@ def estimate(model: ModelFile, settings: LlamaCppSettings | None = None, gpus: S
     none), from metadata and tensor infos only. `planned`: the compute buffers a context made without
     allocating plans (what llama.cpp's fit measures) instead of those a real context allocates. `projector`
     (`projector.estimate_projector`): a `--mmproj` file loaded beside it, added to its device. `adapters`: LoRA
-    adapter GGUFs loaded with it (llama-server's `--lora`), their weights beside their base weights."""
+    adapter GGUFs loaded with it (llama-server's `--lora`), their weights beside their base weights, applied (the
+    compute graph with their products)."""
     settings = settings or LlamaCppSettings()
     hp = read_hparams(model)
     guessed = {} if hp.arch in ARCHITECTURES else guesses(hp, model)
@@ -119,6 +120,8 @@ def estimate(model: ModelFile, settings: LlamaCppSettings | None = None, gpus: S
     for adapter in adapters:
         for device, nbytes in lora_weights_per_device(hp.arch, model.tensors, adapter, placement).items():
             lora[device] = lora.get(device, 0) + nbytes
+    if adapters:  # applied at scale 1 (llama-server's `--lora`), so the compute graph has their products
+        ctx = replace(ctx, loras=tuple(adapter.tensors for adapter in adapters))
     kv, recurrent = [0] * n_devices, [0] * n_devices
     for cache in memory.caches:
         for i, il in enumerate(cache.layers):

@@ -94,13 +94,16 @@ class GraphBuilder:
     # ------------------------------------------------------------------------------------------ inputs
 
     def inp_embd(self, tok_embd: Tensor) -> Tensor:
-        """`build_inp_embd`: token rows, with the vector-embeddings input beside them (both in the graph), scaled
-        where the model says so (`f_embedding_scale`). With deepstack layers the input is wider (`n_embd_inp`) and
-        the model's embedding its first `n_embd` rows (`t_inp_embd`)."""
+        """`build_inp_embd`: token rows (plus each adapter's delta for them), with the vector-embeddings input
+        beside them (both in the graph), scaled where the model says so (`f_embedding_scale`). With deepstack
+        layers the input is wider (`n_embd_inp`) and the model's embedding its first `n_embd` rows
+        (`t_inp_embd`)."""
         n_embd, n_embd_inp = self.hp.n_embd, self.hp.n_embd_inp
         tokens = g.graph_input(I32, (self.n_tokens,), "inp_tokens")
         embd = g.graph_input(F32, (n_embd_inp, self.n_tokens), "inp_embd")
         cur = g.get_rows(tok_embd, tokens)
+        for a, b in self.lora_pairs(tok_embd):  # A's rows of the tokens (its shape flipped), through B
+            cur = g.add(cur, g.scale(g.mul_mat(b, g.get_rows(a, tokens))))
         if n_embd_inp != n_embd:
             cur = g.pad(cur, n_embd_inp - n_embd)
         self.expand(cur)
@@ -286,8 +289,27 @@ class GraphBuilder:
         return cur
 
     def mm(self, weight: Tensor, cur: Tensor) -> Tensor:
-        """`build_lora_mm` without adapters."""
-        return g.mul_mat(weight, cur)
+        """`build_lora_mm`: the weight's product, plus B (A cur), scaled, for each applied adapter that adapts it."""
+        res = g.mul_mat(weight, cur)
+        if self.ctx.loras:  # (the estimates without adapters, most, skip the look-up)
+            for a, b in self.lora_pairs(weight):
+                res = g.add(res, g.scale(g.mul_mat(b, g.mul_mat(a, cur))))
+        return res
+
+    def lora_pairs(self, weight: Tensor) -> list[tuple[Tensor, Tensor]]:
+        """Each applied adapter's (A, B) for `weight`, in the order given, on the weight's device (the adapter's
+        buffer is of the weight's buffer type) but not weights to the scheduler: llama.cpp leaves the adapter's
+        buffer's usage unset, so their products are scheduled by their neighbours, as over a cache, and a product
+        scheduled on another device copies them there (the token embeddings' pair, on the CPU, onto the first GPU)."""
+        pairs = []
+        for tensors in self.ctx.loras:
+            if (a := tensors.get(f"{weight.name}.lora_a")) is not None:
+                b = tensors[f"{weight.name}.lora_b"]
+                made = (
+                    g.external(int(t.dtype), tuple(reversed(t.shape)), t.name, device=weight.device) for t in (a, b)
+                )
+                pairs.append(tuple(made))
+        return pairs
 
     def qkv(self, il: int, cur: Tensor, head_dim: int, n_head: int, n_head_kv: int,
             reshape: bool = True) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
@@ -501,11 +523,19 @@ class GraphBuilder:
         """`build_lora_mm_id` over the experts' matrix `name` (`ffn_down_exps`, ...): each token through its chosen
         experts, times each expert's scale where the file has one (`<name>.scale`, which llama.cpp loads for every
         architecture)."""
-        res = g.mul_mat_id(self.w(f"{name}.weight", il), cur, ids)
+        weight = self.w(f"{name}.weight", il)
+        res = g.mul_mat_id(weight, cur, ids)
         if f"blk.{il}.{name}.scale" in self.tensors:
             scale = self.w(f"{name}.scale", il)
             scale = g.repeat(g.reshape(scale, 1, scale.ne[0], 1), 1, scale.ne[0], cur.ne[2], 1)
             res = g.mul(res, g.get_rows(scale, ids))
+        return self.lora_id(res, weight, cur, ids)
+
+    def lora_id(self, res: Tensor, weight: Tensor, cur: Tensor, ids: Tensor) -> Tensor:
+        """`build_lora_mm_id`'s adapters: `res` (the experts' product) plus B (A cur) through the same experts,
+        scaled, for each applied adapter that adapts the experts' matrix `weight`."""
+        for a, b in self.lora_pairs(weight):
+            res = g.add(res, g.scale(g.mul_mat_id(b, g.mul_mat_id(a, cur, ids), ids)))
         return res
 
     def moe_ffn(self, cur: Tensor, il: int, n_expert: int, n_used: int, *, gating: str = "softmax",
@@ -549,7 +579,7 @@ class GraphBuilder:
         if weights_first:
             cur = g.mul(g.repeat(cur, n_embd, n_used, n_tokens, 1), weights)
         if (gate_up := self.w("ffn_gate_up_exps.weight", il)) is not None:
-            fused = g.mul_mat_id(gate_up, cur, selected)
+            fused = self.lora_id(g.mul_mat_id(gate_up, cur, selected), gate_up, cur, selected)
             n_ff = fused.ne[0] // 2
             gated, up = (g.view(fused, (n_ff, *fused.ne[1:3]), fused.nb[1:3]) for _ in range(2))
         else:
