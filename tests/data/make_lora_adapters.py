@@ -11,6 +11,7 @@ need no peft. make_lora_golden.py checks that peft saves exactly these tensors.
 
 from __future__ import annotations
 
+import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import Any
 import make_hf_checkpoints
 import numpy as np
 
+from weightkit.convert.hf import convert_hf, convert_lora
 from weightkit.safetensors import write_safetensors
 
 PREFIX = "base_model.model."
@@ -181,3 +183,19 @@ def build(name: str, root: Path, files: dict[str, str]) -> Path:
 def recorded_files(golden: dict[str, Any], name: str) -> dict[str, str]:
     """The text files peft wrote for adapter `name`, as make_lora_golden.py recorded them."""
     return golden["adapters"][name]["files"]
+
+
+def converted(root: Path, name: str, outtype: str) -> tuple[Path, Path]:
+    """The GGUFs of tiny adapter `name` (converted by weightkit at `outtype`, the bytes lora_golden.json records as
+    the reference's) and of its base (f16), made once in `root`."""
+    golden = json.loads((Path(__file__).parent / "lora_golden.json").read_text())
+    base = ADAPTERS[name].base
+    folder = make_hf_checkpoints.build(base, root / "bases")
+    model = root / f"{base}.gguf"
+    if not model.exists():
+        convert_hf(folder, model, "f16")
+    adapter = build(name, root / "adapters", recorded_files(golden, name))
+    path = root / f"{name}-{outtype}.gguf"
+    if not path.exists():
+        convert_lora(adapter, path, folder, outtype)
+    return model, path

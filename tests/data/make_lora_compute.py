@@ -40,11 +40,8 @@ sys.path.insert(0, str(HERE.parents[1] / "tools"))
 import llama_devices_oracle as D  # noqa: E402
 import llama_oracle as O  # noqa: E402
 import lora_skeletons  # noqa: E402
-import make_hf_checkpoints  # noqa: E402
 import make_lora_adapters  # noqa: E402
 import memory_models  # noqa: E402
-
-from weightkit.convert.hf import convert_hf, convert_lora  # noqa: E402
 
 OUT = HERE / "lora_memory.json"
 #: the adapters (attention only, all linear, token embeddings, output, experts, aLoRA) and their --outtype
@@ -168,25 +165,10 @@ def measure_graph(oracle: O.LlamaOracle, root: Path, case: tuple) -> dict:
             "graph": lora_skeletons.graph_digest(nodes), "before": before, "after": after}  # fmt: skip
 
 
-def _tiny(root: Path, name: str, outtype: str) -> tuple[Path, Path]:
-    """The GGUFs of tiny adapter `name` (at `outtype`) and of its base (f16), in `root`."""
-    golden = json.loads((HERE / "lora_golden.json").read_text())
-    base = make_lora_adapters.ADAPTERS[name].base
-    folder = make_hf_checkpoints.build(base, root / "bases")
-    model = root / f"{base}.gguf"
-    if not model.exists():
-        convert_hf(folder, model, "f16")
-    adapter = make_lora_adapters.build(name, root / "adapters", make_lora_adapters.recorded_files(golden, name))
-    path = root / f"{name}-{outtype}.gguf"
-    if not path.exists():
-        convert_lora(adapter, path, folder, outtype)
-    return model, path
-
-
 def record_tiny(root: Path, chosen: list[str], kept: list[dict]) -> list[dict]:
     """The "compute" records: each chosen tiny adapter at each setting, after those kept."""
     for name, outtype in [a for a in ADAPTERS if a[0] in chosen]:
-        model, path = _tiny(root, name, outtype)
+        model, path = make_lora_adapters.converted(root, name, outtype)
         for setting in SETTINGS:
             base = make_lora_adapters.ADAPTERS[name].base
             case = {"adapter": name, "outtype": outtype, "base": base, **setting, **measure(model, path, setting)}
@@ -202,7 +184,7 @@ def record_devices(root: Path) -> list[dict]:
     out = []
     with D.RpcDevices(FREE) as devices:
         for case in DEVICE_CASES:
-            model, path = _tiny(root, case[0], outtypes[case[0]])
+            model, path = make_lora_adapters.converted(root, case[0], outtypes[case[0]])
             out.append({"outtype": outtypes[case[0]], **measure_devices(devices.devices, model, path, case)})
             print(out[-1], flush=True)
     return out

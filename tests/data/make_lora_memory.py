@@ -25,10 +25,7 @@ sys.path.insert(0, str(HERE.parents[1] / "tools"))
 
 import llama_devices_oracle as D  # noqa: E402
 import llama_oracle as O  # noqa: E402
-import make_hf_checkpoints  # noqa: E402
 import make_lora_adapters  # noqa: E402
-
-from weightkit.convert.hf import convert_hf, convert_lora  # noqa: E402
 
 OUT = HERE / "lora_memory.json"
 FREE = [24 << 30, 8 << 30]
@@ -45,7 +42,6 @@ _BUFFER = re.compile(r"(\S+) LoRA buffer size =\s+([\d.]+) MiB")
 
 
 def main() -> None:
-    golden = json.loads((HERE / "lora_golden.json").read_text())
     chosen = sys.argv[1:] or [c[0] for c in CASES]
     saved = json.loads(OUT.read_text()) if OUT.exists() else {}
     kept = saved.get("placement", []) if sys.argv[1:] else []
@@ -54,14 +50,7 @@ def main() -> None:
         root = Path(tmp)
         endpoints = devices._servers.endpoints  # an RPC buffer type is named by its server: "RPC0[host:port]"
         for name, outtype, n_gpu_layers, tensor_split in [c for c in CASES if c[0] in chosen]:
-            base = make_lora_adapters.ADAPTERS[name].base
-            folder = make_hf_checkpoints.build(base, root / "bases")
-            model = root / f"{base}.gguf"
-            if not model.exists():
-                convert_hf(folder, model, "f16")
-            adapter = make_lora_adapters.build(name, root / "adapters", make_lora_adapters.recorded_files(golden, name))
-            path = root / f"{name}.gguf"
-            convert_lora(adapter, path, folder, outtype)
+            model, path = make_lora_adapters.converted(root, name, outtype)
             with devices.oracle.load(model, devices=devices.devices, n_gpu_layers=n_gpu_layers,
                                      tensor_split=tensor_split, n_ctx=256) as ctx:  # fmt: skip
                 O._LOG.clear()
@@ -75,8 +64,9 @@ def main() -> None:
 
             placed = {weight: device(buft) for weight, buft in _LORA_FOR.findall(log)}
             mib = {str(device(buf)): float(size) for buf, size in _BUFFER.findall(log)}
-            case = {"adapter": name, "outtype": outtype, "base": base, "n_gpu_layers": n_gpu_layers,
-                    "tensor_split": list(tensor_split), "free": FREE, "placed": placed, "mib": mib}  # fmt: skip
+            case = {"adapter": name, "outtype": outtype, "base": make_lora_adapters.ADAPTERS[name].base,
+                    "n_gpu_layers": n_gpu_layers, "tensor_split": list(tensor_split), "free": FREE, "placed": placed,
+                    "mib": mib}  # fmt: skip
             print(case, flush=True)
             record.append(case)
     order = [c[0] for c in CASES]

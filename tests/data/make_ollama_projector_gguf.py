@@ -26,6 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).parent))
+import make_ollama_split_gguf
+
 from weightkit.gguf import GGUFValueType, Value, plan_tensor, write_gguf
 
 T = GGUFValueType
@@ -113,13 +116,7 @@ def main(go: str, module: Path, git_dir: str) -> None:
         copied = 'package main\n\nimport ggml "github.com/ollama/ollama/fs/ggml"\n\ntype fsggmlGGML = ggml.GGML\n\n'
         (module / "wkprojector" / "server.go").write_text(copied + _copied_functions(git_dir).replace(
             "*fsggml.GGML", "*fsggmlGGML"))  # fmt: skip
-        out = subprocess.run([go, "run", "./wkprojector", str(work)], cwd=module, capture_output=True,
-                             env={"GOFLAGS": "-mod=mod", "GOPROXY": "off", "GOTOOLCHAIN": "local",
-                                  "HOME": str(module.parent), "GOCACHE": str(module.parent / "gocache"),
-                                  "GOPATH": str(module.parent / "gopath"), "PATH": "/usr/bin:/bin"})  # fmt: skip
-        if out.returncode:
-            sys.exit(out.stderr.decode())
-        recorded = json.loads(out.stdout)
+        recorded = make_ollama_split_gguf.run_offline(go, module, "wkprojector", work)
     finally:
         shutil.rmtree(work)
     for case in recorded:

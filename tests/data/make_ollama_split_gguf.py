@@ -113,6 +113,18 @@ def write_case(case: tuple, folder: Path) -> list[Path]:
     return write_split(folder / stem, metadata, _tensors(tensors), max_tensors=per_shard)
 
 
+def run_offline(go: str, module: Path, package: str, work: Path) -> list[dict]:
+    """The JSON cases a Go recorder package of the scratch module prints for the inputs in `work`, built
+    offline (no module proxy, the local toolchain, caches beside the module)."""
+    out = subprocess.run([go, "run", f"./{package}", str(work)], cwd=module, capture_output=True,
+                         env={"GOFLAGS": "-mod=mod", "GOPROXY": "off", "GOTOOLCHAIN": "local",
+                              "HOME": str(module.parent), "GOCACHE": str(module.parent / "gocache"),
+                              "GOPATH": str(module.parent / "gopath"), "PATH": "/usr/bin:/bin"})  # fmt: skip
+    if out.returncode:
+        sys.exit(out.stderr.decode())
+    return json.loads(out.stdout)
+
+
 def main(go: str, module: Path) -> None:
     work = Path(tempfile.mkdtemp(prefix="wk-split-gguf-"))
     try:
@@ -121,13 +133,7 @@ def main(go: str, module: Path) -> None:
             paths = write_case(case, work / case[0])
             shards[case[0]] = [hashlib.sha256(p.read_bytes()).hexdigest() for p in paths]
         shutil.copy(Path(__file__).with_suffix(".go"), module / "wkrecord" / "main.go")
-        out = subprocess.run([go, "run", "./wkrecord", str(work)], cwd=module, capture_output=True,
-                             env={"GOFLAGS": "-mod=mod", "GOPROXY": "off", "GOTOOLCHAIN": "local",
-                                  "HOME": str(module.parent), "GOCACHE": str(module.parent / "gocache"),
-                                  "GOPATH": str(module.parent / "gopath"), "PATH": "/usr/bin:/bin"})  # fmt: skip
-        if out.returncode:
-            sys.exit(out.stderr.decode())
-        recorded = json.loads(out.stdout)
+        recorded = run_offline(go, module, "wkrecord", work)
     finally:
         shutil.rmtree(work)
     for case in recorded:
