@@ -125,6 +125,7 @@ LLAMA_FLAGS = (
          "PATTERN=BUFFER[,...]: weights matching go there (CPU, CUDA0).", parse_overrides),
     Flag("cpu_moe", bool, ("--cpu-moe", "-cmoe"), "Keep every expert tensor on the CPU."),
     Flag("n_cpu_moe", int, ("--n-cpu-moe", "-ncmoe"), "Keep the first N layers' experts on the CPU."),
+    Flag("lora_init_without_apply", bool, ("--lora-init-without-apply",), "Load the LoRA adapters, apply none."),
     Flag("fit", bool, ("--fit",), "Choose context and layers as llama-server's --fit does (llama.cpp)."),
     Flag("fit_target", str, ("--fit-target", "-fitt"), "MiB --fit leaves free per device (1024), or MiB,MiB,..."),
     Flag("fit_ctx", int, ("--fit-ctx", "-fitc"), "The least context --fit may choose (4096)."),
@@ -171,6 +172,10 @@ LoraOption = Annotated[
     list[str] | None,
     typer.Option("--lora", help="A LoRA adapter GGUF loaded with the model (llama.cpp's --lora; repeat for more)."),
 ]
+LoraScaledOption = Annotated[
+    list[str] | None,
+    typer.Option("--lora-scaled", help="FNAME:SCALE,...: adapters at a scale (llama.cpp's; 0: loaded, not applied)."),
+]
 MmprojOffloadOption = Annotated[
     bool, typer.Option("--no-mmproj-offload", help="Keep the projector in system memory (llama.cpp).")
 ]
@@ -193,6 +198,7 @@ def estimate_command(
     mmproj: MmprojOption = None,
     no_mmproj_offload: MmprojOffloadOption = False,
     lora: LoraOption = None,
+    lora_scaled: LoraScaledOption = None,
     remote: RemoteOption = False,
     insecure: InsecureOption = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
@@ -207,7 +213,8 @@ def estimate_command(
         raise ArgumentError(f"{spelling} applies to --engine llama.cpp, not ollama")
     if engine == "ollama" and (mmproj or no_mmproj_offload):
         raise ArgumentError("--mmproj applies to --engine llama.cpp, not ollama")
-    if engine == "ollama" and lora:
+    adapters = [(name, 1.0) for name in comma_list(lora)] + parse_lora_scaled(lora_scaled)
+    if engine == "ollama" and adapters:
         raise ArgumentError("--lora applies to --engine llama.cpp: Ollama no longer loads LoRA adapters")
     if flash_attn not in (None, *FLASH_ATTN):
         raise ArgumentError(f"--flash-attn {flash_attn!r}: on, off or auto")
@@ -224,16 +231,30 @@ def estimate_command(
     free = None if ram is None else parse_size(ram, "--ram")
     run_estimate(model, engine=engine, contexts=parse_contexts(ctx), gpus=gpus, ram=free, llama=settings,
                  ollama=ollama, fit_options=fitting, remote=remote, insecure=insecure, as_json=as_json,
-                 console=console, mmproj=mmproj, mmproj_offload=not no_mmproj_offload, lora=lora or [])  # fmt: skip
+                 console=console, mmproj=mmproj, mmproj_offload=not no_mmproj_offload, lora=adapters)  # fmt: skip
+
+
+def parse_lora_scaled(values: list[str] | None) -> list[tuple[str, float]]:
+    """`--lora-scaled FNAME:SCALE,...` as llama.cpp's common/arg.cpp reads it: each item one colon, a float."""
+    out = []
+    for item in comma_list(values):
+        parts = item.split(":")
+        if len(parts) != 2:
+            raise ArgumentError(f"--lora-scaled {item!r}: lora-scaled format: FNAME:SCALE")
+        try:
+            out.append((parts[0], float(parts[1])))
+        except ValueError:
+            raise ArgumentError(f"--lora-scaled {item!r}: the scale {parts[1]!r} is not a number") from None
+    return out
 
 
 def run_estimate(path: str, *, engine: str, contexts: list[int | None], gpus: list[GPU], ram: int | None,
                  llama: dict, ollama: dict, fit_options: dict | None = None, remote: bool = False,
                  insecure: bool = False, as_json: bool, console: Console, mmproj: str | None = None,
-                 mmproj_offload: bool = True, lora: Sequence[str] = ()) -> None:  # fmt: skip
+                 mmproj_offload: bool = True, lora: Sequence[tuple[str, float]] = ()) -> None:  # fmt: skip
     """The estimate per context; with `fit_options` (a dict, maybe empty), llama-server's --fit first; with
     `mmproj`, that projector loaded beside the model (on the first GPU unless not `mmproj_offload`); with `lora`,
-    those adapter GGUFs loaded with it."""
+    those adapter GGUFs loaded with it, each (path, scale)."""
     if engine == "ollama":
         from .estimate_ollama import run_ollama
 
@@ -246,17 +267,18 @@ def run_estimate(path: str, *, engine: str, contexts: list[int | None], gpus: li
         model = opened.enter_context(open_model(path, remote=remote, insecure=insecure))
         if model.format != "gguf":
             raise WeightkitError(f"{path}: llama.cpp loads GGUF models; this is {model.format}")
-        adapters = [opened.enter_context(open_model(a, remote=remote, insecure=insecure)) for a in lora]
-        for name, adapter in zip(lora, adapters, strict=True):
+        adapters = [opened.enter_context(open_model(a, remote=remote, insecure=insecure)) for a, _ in lora]
+        scales = [scale for _, scale in lora]
+        for (name, _), adapter in zip(lora, adapters, strict=True):
             if adapter.format != "gguf":
                 raise WeightkitError(f"{name}: a LoRA adapter (--lora) is a GGUF file; this is {adapter.format}")
         projectors = [_projector(mmproj, settings, gpus, mmproj_offload, remote, insecure) for settings in requests]
         if fit_options is not None:
             results = [fit(model, settings, gpus, host_memory=ram, projector=projector, adapters=adapters,
-                           **fit_options)
+                           adapter_scales=scales, **fit_options)
                        for settings, projector in zip(requests, projectors, strict=True)]  # fmt: skip
         else:
-            results = [estimate(model, settings, gpus, projector=projector, adapters=adapters)
+            results = [estimate(model, settings, gpus, projector=projector, adapters=adapters, adapter_scales=scales)
                        for settings, projector in zip(requests, projectors, strict=True)]  # fmt: skip
     if as_json:
         remote_doc = remote_json(model)

@@ -44,13 +44,14 @@ def estimate(
     *,
     system: SystemMemory | None = None,
     adapters: Sequence[ModelFile] = (),
+    adapter_scales: Sequence[float] = (),
 ) -> LlamaCppEstimate | OllamaEstimate:
     """The memory `model` takes with `settings` (default: llama-server's defaults) on `gpus` (none: the CPU
     alone), from metadata and tensor infos only. With Ollama's settings and `system` given, a load that needs
     more system memory than it has raises `SystemMemoryExceeded`. `adapters`: LoRA adapter GGUFs llama.cpp loads
-    with it (`--lora`; Ollama no longer loads adapters)."""
+    with it (`--lora`; Ollama no longer loads adapters), at `adapter_scales` (`--lora-scaled`; 1 where not given)."""
     if isinstance(settings, OllamaSettings):
         if adapters:
             raise ArgumentError("LoRA adapters: Ollama no longer loads them; estimate them with llama.cpp's settings")
         return ollama.estimate(model, settings, gpus, system=system)
-    return llamacpp.estimate(model, settings, gpus, adapters=adapters)
+    return llamacpp.estimate(model, settings, gpus, adapters=adapters, adapter_scales=adapter_scales)

@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from ...model import ModelFile
+from ...errors import ArgumentError
+from ...model import ModelFile, TensorInfo
 from ..devices import GPU
 from .architectures import ARCHITECTURES, read_hparams
 from .architectures.generic import COMPUTE, KV_CACHE, STATE, guesses
@@ -95,15 +96,29 @@ def device_names(gpus: Sequence[GPU]) -> list[str]:
     return names
 
 
+def applied_adapters(settings: LlamaCppSettings, adapters: Sequence[ModelFile],
+                     scales: Sequence[float]) -> tuple[Mapping[str, TensorInfo], ...]:  # fmt: skip
+    """The tensors of the adapters whose products the graph has (`llama_context::loras`): none with
+    `--lora-init-without-apply` (`common_set_adapter_lora` not called), else those at a nonzero scale
+    (`llama_context::set_adapters_lora` skips a 0)."""
+    if len(scales) > len(adapters):
+        raise ArgumentError(f"adapter_scales: {len(scales)} scales for {len(adapters)} adapters")
+    if settings.lora_init_without_apply:
+        return ()
+    scales = [*scales, *[1.0] * (len(adapters) - len(scales))]
+    return tuple(adapter.tensors for adapter, scale in zip(adapters, scales, strict=True) if scale != 0)
+
+
 def estimate(model: ModelFile, settings: LlamaCppSettings | None = None, gpus: Sequence[GPU] = (), *,
              planned: bool = False, projector: ProjectorEstimate | None = None,
-             adapters: Sequence[ModelFile] = ()) -> LlamaCppEstimate:  # fmt: skip
+             adapters: Sequence[ModelFile] = (), adapter_scales: Sequence[float] = ()) -> LlamaCppEstimate:  # fmt: skip
     """Memory per device as llama.cpp allocates it for `model` with `settings` on `gpus` (the CPU alone if
     none), from metadata and tensor infos only. `planned`: the compute buffers a context made without
     allocating plans (what llama.cpp's fit measures) instead of those a real context allocates. `projector`
     (`projector.estimate_projector`): a `--mmproj` file loaded beside it, added to its device. `adapters`: LoRA
     adapter GGUFs loaded with it (llama-server's `--lora`), their weights beside their base weights, applied (the
-    compute graph with their products)."""
+    compute graph with their products) at `adapter_scales` (`--lora-scaled`; 1 where not given): one at 0, or
+    all with `settings.lora_init_without_apply`, loaded but left out of the graph, as llama.cpp leaves it."""
     settings = settings or LlamaCppSettings()
     hp = read_hparams(model)
     guessed = {} if hp.arch in ARCHITECTURES else guesses(hp, model)
@@ -120,8 +135,7 @@ def estimate(model: ModelFile, settings: LlamaCppSettings | None = None, gpus: S
     for adapter in adapters:
         for device, nbytes in lora_weights_per_device(hp.arch, model.tensors, adapter, placement).items():
             lora[device] = lora.get(device, 0) + nbytes
-    if adapters:  # applied at scale 1 (llama-server's `--lora`), so the compute graph has their products
-        ctx = replace(ctx, loras=tuple(adapter.tensors for adapter in adapters))
+    ctx = replace(ctx, loras=applied_adapters(settings, adapters, adapter_scales))
     kv, recurrent = [0] * n_devices, [0] * n_devices
     for cache in memory.caches:
         for i, il in enumerate(cache.layers):

@@ -101,17 +101,18 @@ def fit(
     min_context: int = MIN_CONTEXT,
     projector: ProjectorEstimate | None = None,
     adapters: Sequence[ModelFile] = (),
+    adapter_scales: Sequence[float] = (),
 ) -> LlamaCppEstimate:
     """The estimate for the settings llama-server's fit would start with; its notes say what fit changed.
     Without GPUs, `host_memory` (total system memory) is what the model must fit in. A `projector` (`--mmproj`)
     is kept free on its device as llama-server keeps it: added to that device's margin. LoRA `adapters` are
     loaded after fit has chosen (common_init_from_params), so fit leaves no room for them: only the estimate
-    it ends with counts them."""
+    it ends with counts them (at `adapter_scales`, as `estimate` takes them)."""
     if projector is not None:
         margins = fit_margins(margins, projector, len(gpus))
     fitted, notes = fit_settings(model, settings, gpus, host_memory=host_memory, margins=margins,
                                  min_context=min_context)  # fmt: skip
-    est = estimate(model, fitted, gpus, projector=projector, adapters=adapters)
+    est = estimate(model, fitted, gpus, projector=projector, adapters=adapters, adapter_scales=adapter_scales)
     return replace(est, notes=(*notes, *est.notes))
 
 

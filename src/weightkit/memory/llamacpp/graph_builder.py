@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 
 from ...dtypes import ggml_type
+from ...errors import FormatError
 from ...model import TensorInfo
 from . import ggml as g
 from .cache import KVCache, Memory
@@ -18,6 +19,13 @@ from .hparams import SWA_NONE, LlamaCppHParams
 from .placement import Placement, tensor_device
 
 Weights = dict[tuple[str, int | None], Tensor]  # the weights' tensors made so far, by name and layer
+
+
+def _unfit_pair(weight: Tensor, a: Tensor, cur: Tensor) -> str:
+    """Why an adapter's pair for `weight` cannot multiply `cur` (llama.cpp aborts on it)."""
+    tied = "; the output is the tied token embeddings" if weight.name == "token_embd.weight" else ""
+    return (f"LoRA adapter: {a.name} {list(reversed(a.ne))} does not fit the product with {weight.name} (its input"
+            f" rows are {cur.ne[0]} wide{tied}): llama.cpp aborts there (GGML_ASSERT ggml_can_mul_mat)")  # fmt: skip
 
 
 class GraphBuilder:
@@ -289,10 +297,14 @@ class GraphBuilder:
         return cur
 
     def mm(self, weight: Tensor, cur: Tensor) -> Tensor:
-        """`build_lora_mm`: the weight's product, plus B (A cur), scaled, for each applied adapter that adapts it."""
+        """`build_lora_mm`: the weight's product, plus B (A cur), scaled, for each applied adapter that adapts it.
+        A pair that does not fit the product (the token embeddings' flipped pair, found by a tied output, which
+        is named `token_embd.weight`) is refused: there ggml_mul_mat's GGML_ASSERT aborts llama.cpp."""
         res = g.mul_mat(weight, cur)
         if self.ctx.loras:  # (the estimates without adapters, most, skip the look-up)
             for a, b in self.lora_pairs(weight):
+                if a.ne[0] != cur.ne[0] or b.ne[0] != a.ne[1]:
+                    raise FormatError(_unfit_pair(weight, a, cur))
                 res = g.add(res, g.scale(g.mul_mat(b, g.mul_mat(a, cur))))
         return res
 

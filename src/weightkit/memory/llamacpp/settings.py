@@ -39,6 +39,8 @@ class LlamaCppSettings:
     - `n_outputs_max`: the outputs a batch is reserved for (`llama_context_params.n_outputs_max`); None is
       llama-server's choice (one per sequence, the batch for embeddings), 0 llama.cpp's default (the whole
       batch), which llama-cli and llama-fit-params keep.
+    - `lora_init_without_apply` (`--lora-init-without-apply`): LoRA adapters loaded but not applied (no products
+      in the compute graph).
     """
 
     ctx_size: int = 0
@@ -60,6 +62,7 @@ class LlamaCppSettings:
     cpu_moe: bool = False
     n_cpu_moe: int = 0
     n_outputs_max: int | None = None
+    lora_init_without_apply: bool = False
 
     def __post_init__(self) -> None:
         for name, low in (("ctx_size", 0), ("batch_size", 1), ("ubatch_size", 1), ("parallel", -1),
