@@ -19,6 +19,12 @@ applied (its nodes' ops and shapes, as a digest, and their count), and the compu
 after (the scheduler's buffers only grow there: `after` is the adapter's graph's where it is larger).
 The default python's libllama (llama_cpp 0.3.36) is enough for these: no GPU, no RPC.
 
+`--scales` records the "scales" key: several adapters (SCALED) loaded on a tiny model at scales given as
+llama-server's `--lora-scaled` gives them (or loaded and not applied, `--lora-init-without-apply`), the CPU's
+compute buffer before and after at every setting; and the "tied" key: what libllama does when a tied output
+meets a token-embeddings adapter (TIED), in a child process; and the "pairs" key: two skeleton adapters on some
+of the same weights of a real-size skeleton model (PAIRS), the graph and compute buffer as "graphs" records them.
+
 `--devices` records the "devices" key: the same as the first, the model on two RPC devices
 (tools/llama_devices_oracle.py) with its layers split or partly offloaded, each backend's compute buffer (the
 devices', then the CPU's) before and after.
@@ -29,6 +35,7 @@ from __future__ import annotations
 import ctypes
 import json
 import re
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -65,6 +72,25 @@ SETTINGS = [
     {"n_ctx": 2048, "n_ubatch": 2048, "flash_attn": "on"},
     {"n_ctx": 128, "n_ubatch": 128, "flash_attn": "on"},
 ]
+#: several adapters on one model at scales (None: loaded, not applied, `--lora-init-without-apply`), on the CPU at
+#: every setting: the "scales" key. lora-llama-2 and lora-llama-2-embed both adapt attn_q (ranks 2 and 4), so
+#: given in both orders (llama.cpp applies them in its unordered_map's order, by the adapters' addresses)
+SCALED = [
+    (("lora-llama-2", 0.0),),
+    (("lora-llama-2", None),),
+    (("lora-llama-2", 0.5), ("lora-llama-2-embed", 2.0)),
+    (("lora-llama-2-embed", 1.0), ("lora-llama-2", 1.0)),
+    (("lora-llama-2", 1.0), ("lora-llama-2-embed", 0.0), ("lora-llama-2-lm-head", 1.0)),
+]
+#: a tied output (Granite 4.0-H Tiny's skeleton) with a token-embeddings adapter: the "tied" key
+TIED = ("granite-4.0-h-tiny", ("token_embd",), 8, 256, "on")
+#: two skeleton adapters (weights adapted, rank) on some of the same weights of a real-size skeleton model, at
+#: (n_ctx, n_ubatch, flash attention) where their products make the compute buffer larger: the "pairs" key
+PAIRS = [
+    ("llama-3.1-8b", (("ffn_up", "ffn_gate"), 128), (("ffn_up", "attn_v"), 16), 512, 64, "off"),
+    ("gemma-3-12b", (("ffn_up", "ffn_gate"), 64), (("ffn_up", "attn_v"), 8), 512, 64, "off"),
+    ("qwen3-30b-a3b", (("ffn_down_exps", "ffn_up_exps"), 4), (("ffn_down_exps",), 2), 512, 64, "off"),
+]
 #: on two RPC devices (`--devices`: tools/llama_devices_oracle.py): (adapter, n_gpu_layers, tensor_split, n_ctx,
 #: flash attention)
 DEVICE_CASES = [
@@ -97,25 +123,30 @@ def _compute_sizes(ctx) -> list[int]:
     return [O._buffer_size(sched, O._backend(sched, i)) for i in range(O._n_backends(sched))]
 
 
-def _applied(model_path: Path, adapter_path: Path, setting: dict, mp) -> tuple[list[int], list[int], str]:
-    """Each backend's compute buffer before and after the adapter is applied and one token decoded, and the log
-    of the new reserve; the model loaded with the llama_model_params `mp`."""
+def _applied(model_path: Path, adapters: list[tuple[Path, float | None]], setting: dict,
+             mp) -> tuple[list[int], list[int], str]:  # fmt: skip
+    """Each backend's compute buffer before and after the adapters are applied at their scales (none applied if
+    no scale is given: `--lora-init-without-apply`) and one token decoded, and the log of the decode; the model
+    loaded with the llama_model_params `mp`."""
     model = O.L.llama_model_load_from_file(str(model_path).encode(), mp)
     assert model, "".join(O._LOG)[-2000:]
     ctx = _context(model, setting)
     before = _compute_sizes(ctx)
-    lora = O.L.llama_adapter_lora_init(model, str(adapter_path).encode())
-    assert lora, "".join(O._LOG)[-2000:]
+    loras = [O.L.llama_adapter_lora_init(model, str(path).encode()) for path, _ in adapters]
+    assert all(loras), "".join(O._LOG)[-2000:]
     O._LOG.clear()
-    adapters, scales = (O.L.llama_adapter_lora_p_ctypes * 1)(lora), (ctypes.c_float * 1)(1.0)
-    assert O.L.llama_set_adapters_lora(ctx, adapters, 1, scales) == 0
+    applied = [(lora, scale) for lora, (_, scale) in zip(loras, adapters, strict=True) if scale is not None]
+    if applied:  # common_set_adapter_lora: every adapter, at its scale (llama.cpp leaves a 0 out)
+        handles = (O.L.llama_adapter_lora_p_ctypes * len(applied))(*[lora for lora, _ in applied])
+        scales = (ctypes.c_float * len(applied))(*[scale for _, scale in applied])
+        assert O.L.llama_set_adapters_lora(ctx, handles, len(applied), scales) == 0
     token = (O.L.llama_token * 1)(1)
     assert O.L.llama_decode(ctx, O.L.llama_batch_get_one(token, 1)) == 0, "".join(O._LOG)[-2000:]
     log = "".join(O._LOG)
-    assert "reserving" in log, "the decode made no new reserve"
     after = _compute_sizes(ctx)
     O.L.llama_free(ctx)
-    O.L.llama_adapter_lora_free(lora)
+    for lora in loras:
+        O.L.llama_adapter_lora_free(lora)
     O.L.llama_model_free(model)
     return before, after, log
 
@@ -124,8 +155,38 @@ def measure(model_path: Path, adapter_path: Path, setting: dict) -> dict:
     """The CPU's compute buffer before and after the adapter is applied, everything on the CPU."""
     mp = O.L.llama_model_default_params()
     mp.n_gpu_layers = 0
-    before, after, log = _applied(model_path, adapter_path, setting, mp)
+    before, after, log = _applied(model_path, [(adapter_path, 1.0)], setting, mp)
+    assert "reserving" in log, "the decode made no new reserve"
     return {"before": sum(before), "after": sum(after), "log_mib": float(_COMPUTE.findall(log)[-1])}
+
+
+def measure_scaled(root: Path, case: tuple) -> list[dict]:
+    """The CPU's compute buffer before and after the adapters of `case` are loaded and applied at their scales."""
+    outtypes = dict(ADAPTERS)
+    paths = [make_lora_adapters.converted(root, name, outtypes[name]) for name, _ in case]
+    mp = O.L.llama_model_default_params()
+    mp.n_gpu_layers = 0
+    out = []
+    for setting in SETTINGS:
+        before, after, _ = _applied(paths[0][0], [(p, s) for (_, p), (_, s) in zip(paths, case, strict=True)],
+                                    setting, mp)  # fmt: skip
+        out.append({"adapters": [[name, scale] for name, scale in case], "outtypes": [outtypes[n] for n, _ in case],
+                    **setting, "before": sum(before), "after": sum(after)})  # fmt: skip
+        print(out[-1], flush=True)
+    return out
+
+
+def measure_tied(root: Path) -> dict:
+    """What libllama does when a tied output meets a token-embeddings adapter: the reserve with it applied, in a
+    child process (an abort ends it): its exit status and the last lines of its log."""
+    code = (f"import sys; sys.path[:0] = {[str(HERE), str(HERE.parents[1] / 'tools')]!r}; "
+            f"import make_lora_compute as M, pathlib; M.measure_graph(M.O.LlamaOracle(), pathlib.Path({str(root)!r}), "
+            f"M.TIED); print('reserved')")  # fmt: skip
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    lines = [line for line in (run.stdout + run.stderr).splitlines() if "GGML_ASSERT" in line or "reserved" in line]
+    return {"adapter": lora_skeletons.adapter_name(TIED), "model": TIED[0], "targets": list(TIED[1]),
+            "rank": TIED[2], "n_ctx": TIED[3], "flash_attn": TIED[4], "returncode": run.returncode,
+            "says": [re.sub(r"^.*?(GGML_ASSERT)", r"\1", line) for line in lines]}  # fmt: skip
 
 
 def measure_devices(devices: list, model_path: Path, adapter_path: Path, case: tuple) -> dict:
@@ -139,9 +200,24 @@ def measure_devices(devices: list, model_path: Path, adapter_path: Path, case: t
     if tensor_split:
         mp.tensor_split = ctypes.cast(split, ctypes.POINTER(ctypes.c_float))
     setting = {"n_ctx": n_ctx, "n_ubatch": 512, "flash_attn": flash_attn}
-    before, after, _ = _applied(model_path, adapter_path, setting, mp)
+    before, after, _ = _applied(model_path, [(adapter_path, 1.0)], setting, mp)
     return {"adapter": name, "n_gpu_layers": n_gpu_layers, "tensor_split": list(tensor_split), "free": FREE,
             **setting, "before": before, "after": after}  # fmt: skip
+
+
+def _reserved_with(ctx, paths: list[Path], batch: tuple) -> tuple[list, int]:
+    """The prompt graph's nodes (op, shape) and the compute buffer of the no_alloc context `ctx` once the adapters
+    at `paths` are applied (scale 1, in that order to `llama_set_adapters_lora`)."""
+    loras = [O.L.llama_adapter_lora_init(ctx.model, str(path).encode()) for path in paths]
+    assert all(loras), "".join(O._LOG)[-2000:]
+    adapters = (O.L.llama_adapter_lora_p_ctypes * len(loras))(*loras)
+    scales = (ctypes.c_float * len(loras))(*[1.0] * len(loras))
+    assert O.L.llama_set_adapters_lora(ctx.ctx, adapters, len(loras), scales) == 0
+    nodes = [(n.op.split(":")[0], n.ne) for n in ctx.graph(*batch).nodes]
+    after = sum(ctx.compute_bytes(*batch))
+    for lora in loras:
+        O.L.llama_adapter_lora_free(lora)
+    return nodes, after
 
 
 def measure_graph(oracle: O.LlamaOracle, root: Path, case: tuple) -> dict:
@@ -153,15 +229,26 @@ def measure_graph(oracle: O.LlamaOracle, root: Path, case: tuple) -> dict:
                      flash_attn_type=_FLASH[flash_attn]) as ctx:  # fmt: skip
         batch = ctx.reserve_batch()
         before = sum(ctx.compute_bytes(*batch))
-        lora = O.L.llama_adapter_lora_init(ctx.model, str(adapter).encode())
-        assert lora, "".join(O._LOG)[-2000:]
-        adapters, scales = (O.L.llama_adapter_lora_p_ctypes * 1)(lora), (ctypes.c_float * 1)(1.0)
-        assert O.L.llama_set_adapters_lora(ctx.ctx, adapters, 1, scales) == 0
-        nodes = [(n.op.split(":")[0], n.ne) for n in ctx.graph(*batch).nodes]
-        after = sum(ctx.compute_bytes(*batch))
-        O.L.llama_adapter_lora_free(lora)
+        nodes, after = _reserved_with(ctx, [adapter], batch)
     return {"adapter": lora_skeletons.adapter_name(case), "model": model_name, "targets": list(targets), "rank": rank,
             "n_ctx": n_ctx, "flash_attn": flash_attn, "batch": list(batch), "nodes": len(nodes),
+            "graph": lora_skeletons.graph_digest(nodes), "before": before, "after": after}  # fmt: skip
+
+
+def measure_pair(oracle: O.LlamaOracle, root: Path, case: tuple) -> dict:
+    """The prompt graph and compute buffer of a skeleton model's no_alloc context with two skeleton adapters on
+    some of the same weights, given in that order (llama.cpp's own order is its unordered_map's)."""
+    model_name, first, second, n_ctx, n_ubatch, flash_attn = case
+    model = memory_models.write_model(model_name, root)
+    paths = [lora_skeletons.write_adapter(model, targets, rank, root / f"pair{i}.gguf")
+             for i, (targets, rank) in enumerate((first, second))]  # fmt: skip
+    with oracle.load(model, n_ctx=n_ctx, n_batch=2048, n_ubatch=n_ubatch, n_seq_max=4, kv_unified=True,
+                     n_outputs_max=4, flash_attn_type=_FLASH[flash_attn]) as ctx:  # fmt: skip
+        batch = ctx.reserve_batch()
+        before = sum(ctx.compute_bytes(*batch))
+        nodes, after = _reserved_with(ctx, paths, batch)
+    return {"model": model_name, "adapters": [[list(t), r] for t, r in (first, second)], "n_ctx": n_ctx,
+            "n_ubatch": n_ubatch, "flash_attn": flash_attn, "batch": list(batch), "nodes": len(nodes),
             "graph": lora_skeletons.graph_digest(nodes), "before": before, "after": after}  # fmt: skip
 
 
@@ -191,13 +278,19 @@ def record_devices(root: Path) -> list[dict]:
 
 
 def main() -> None:
-    """`--devices`: the "devices" key alone (with the RPC build: LLAMA_CPP_LIB_PATH); else the adapters named
-    (all without), tiny and skeleton, into "compute" and "graphs"."""
+    """`--scales`: the "scales", "tied" and "pairs" keys alone; `--devices`: the "devices" key alone (with the RPC
+    build: LLAMA_CPP_LIB_PATH); else the adapters named (all without), tiny and skeleton, into "compute" and
+    "graphs"."""
     record = json.loads(OUT.read_text())
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         if sys.argv[1:] == ["--devices"]:
             record["devices"] = record_devices(root)
+        elif sys.argv[1:] == ["--scales"]:
+            record["scales"] = [c for case in SCALED for c in measure_scaled(root, case)]
+            record["tied"] = measure_tied(root)
+            oracle = O.LlamaOracle()
+            record["pairs"] = [measure_pair(oracle, root, case) for case in PAIRS]
         else:
             skeletons = {lora_skeletons.adapter_name(case): case for case in lora_skeletons.GRAPHS}
             chosen = sys.argv[1:] or [name for name, _ in ADAPTERS] + list(skeletons)

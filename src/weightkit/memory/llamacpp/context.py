@@ -85,8 +85,9 @@ class Context:
     embeddings: bool
     offload_kqv: bool
     pooling: int
-    #: the LoRA adapters applied (`llama_context::loras`, each at a nonzero scale): each adapter's tensors by
-    #: name (`<weight>.lora_a`, `<weight>.lora_b`), which the graph multiplies beside the weights they adapt
+    #: the LoRA adapters applied (`llama_context::loras`, each at a nonzero scale, in the order the graph goes
+    #: through them): each adapter's tensors by name (`<weight>.lora_a`, `<weight>.lora_b`), which the graph
+    #: multiplies beside the weights they adapt
     loras: tuple[Mapping[str, TensorInfo], ...] = field(default=(), compare=False)
 
 

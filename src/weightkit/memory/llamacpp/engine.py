@@ -100,13 +100,16 @@ def applied_adapters(settings: LlamaCppSettings, adapters: Sequence[ModelFile],
                      scales: Sequence[float]) -> tuple[Mapping[str, TensorInfo], ...]:  # fmt: skip
     """The tensors of the adapters whose products the graph has (`llama_context::loras`): none with
     `--lora-init-without-apply` (`common_set_adapter_lora` not called), else those at a nonzero scale
-    (`llama_context::set_adapters_lora` skips a 0)."""
+    (`llama_context::set_adapters_lora` skips a 0), the last given first: the graph goes through them in their
+    `std::unordered_map`'s order, and libstdc++'s (as libc++'s) puts each new key at the front of its bucket or,
+    in a new bucket, of the whole list, so two come out reversed (more in an order of their addresses; the
+    compute buffer was found the same in either order)."""
     if len(scales) > len(adapters):
         raise ArgumentError(f"adapter_scales: {len(scales)} scales for {len(adapters)} adapters")
     if settings.lora_init_without_apply:
         return ()
     scales = [*scales, *[1.0] * (len(adapters) - len(scales))]
-    return tuple(adapter.tensors for adapter, scale in zip(adapters, scales, strict=True) if scale != 0)
+    return tuple(adapter.tensors for adapter, scale in zip(adapters, scales, strict=True) if scale != 0)[::-1]
 
 
 def estimate(model: ModelFile, settings: LlamaCppSettings | None = None, gpus: Sequence[GPU] = (), *,

@@ -309,10 +309,11 @@ class GraphBuilder:
         return res
 
     def lora_pairs(self, weight: Tensor) -> list[tuple[Tensor, Tensor]]:
-        """Each applied adapter's (A, B) for `weight`, in the order given, on the weight's device (the adapter's
-        buffer is of the weight's buffer type) but not weights to the scheduler: llama.cpp leaves the adapter's
-        buffer's usage unset, so their products are scheduled by their neighbours, as over a cache, and a product
-        scheduled on another device copies them there (the token embeddings' pair, on the CPU, onto the first GPU)."""
+        """Each applied adapter's (A, B) for `weight`, in `Context.loras`'s order, on the weight's device (the
+        adapter's buffer is of the weight's buffer type) but not weights to the scheduler: llama.cpp leaves the
+        adapter's buffer's usage unset, so their products are scheduled by their neighbours, as over a cache, and a
+        product scheduled on another device copies them there (the token embeddings' pair, on the CPU, onto the
+        first GPU)."""
         pairs = []
         for tensors in self.ctx.loras:
             if (a := tensors.get(f"{weight.name}.lora_a")) is not None:
