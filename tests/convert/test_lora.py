@@ -4,20 +4,24 @@ of them but their tensors' names, which it never needs)."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
+from typer.testing import CliRunner
 
 import weightkit
 from weightkit import GGMLType, TensorInfo
+from weightkit.cli import app
 from weightkit.convert.hf import convert_hf, convert_lora
-from weightkit.errors import ArgumentError, FormatError, UnsupportedError
+from weightkit.errors import ArgumentError, FormatError, UnsupportedError, WeightkitError
 from weightkit.gguf import GGUFValueType, Value, plan_tensor, write_gguf
 from weightkit.memory import GPU, LlamaCppSettings
 from weightkit.memory.llamacpp import estimate
@@ -269,3 +273,105 @@ def test_estimate_checks_the_adapter_as_libllama(tmp_path, arch, kind, tensors, 
     path = _adapter_gguf(tmp_path / "a.gguf", arch, tensors, kind)
     with weightkit.open(path) as adapter, pytest.raises(FormatError, match=error):
         lora_weights_per_device("qwen2", model, adapter, Placement((), (-1,), -1))
+
+
+SCALES = json.loads((DATA / "lora_memory.json").read_text())["scales"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("adapters", sorted({json.dumps(c["adapters"]) for c in SCALES}))
+def test_adapters_at_scales_give_libllamas_compute_buffer(hf_checkpoints, lora_root, adapters):
+    """The CPU's compute buffer with adapters loaded at scales as `--lora-scaled` gives them (a 0: loaded, left
+    out of the graph) or not applied (`--lora-init-without-apply`, a null scale in the record), several on one
+    weight, to the byte, against libllama (tests/data/make_lora_compute.py --scales); in either order, as
+    llama.cpp's own order is its unordered_map's."""
+    cases = [c for c in SCALES if json.dumps(c["adapters"]) == adapters]
+    base = hf_checkpoints[make_lora_adapters.ADAPTERS[cases[0]["adapters"][0][0]].base]
+    model_path = lora_root / f"{base.name}.gguf"
+    if not model_path.exists():
+        convert_hf(base, model_path, "f16")
+    paths = []
+    for (name, _), outtype in zip(cases[0]["adapters"], cases[0]["outtypes"], strict=True):
+        paths.append(lora_root / f"{name}-{outtype}.gguf")
+        if not paths[-1].exists():
+            convert_lora(adapter_folder(lora_root, name), paths[-1], base, outtype)
+    scales = [1.0 if scale is None else scale for _, scale in cases[0]["adapters"]]
+    unapplied = any(scale is None for _, scale in cases[0]["adapters"])
+    with weightkit.open(model_path) as model, contextlib.ExitStack() as opened:
+        files = [opened.enter_context(weightkit.open(path)) for path in paths]
+        for case in cases:
+            settings = LlamaCppSettings(ctx_size=case["n_ctx"], ubatch_size=case["n_ubatch"],
+                                        flash_attn=case["flash_attn"], lora_init_without_apply=unapplied)  # fmt: skip
+            assert estimate(model, settings).devices[-1].compute == case["before"]
+            for order in (slice(None), slice(None, None, -1)):
+                est = estimate(model, settings, adapters=files[order], adapter_scales=scales[order])
+                assert est.devices[-1].compute == case["after"], case
+            assert est.devices[-1].lora > 0  # (loaded, whatever the scale)
+
+
+PAIRS = json.loads((DATA / "lora_memory.json").read_text())["pairs"]
+
+
+@pytest.mark.parametrize("case", PAIRS, ids=[c["model"] for c in PAIRS])
+def test_two_adapters_on_one_weight(tmp_path, case):
+    """Two skeleton adapters on some of the same weights of a real-size skeleton model, against libllama's graph
+    and compute buffer (tests/data/make_lora_compute.py --scales): the graph goes through them last given first
+    (its unordered_map's order for two), and the compute buffer is the same in either order."""
+    model_path = memory_models.write_model(case["model"], tmp_path)
+    paths = [lora_skeletons.write_adapter(model_path, tuple(targets), rank, tmp_path / f"a{i}.gguf")
+             for i, (targets, rank) in enumerate(case["adapters"])]  # fmt: skip
+    settings = LlamaCppSettings(ctx_size=case["n_ctx"], ubatch_size=case["n_ubatch"], flash_attn=case["flash_attn"])
+    with weightkit.open(model_path) as model, weightkit.open(paths[0]) as first, weightkit.open(paths[1]) as second:
+        est = estimate(model, settings, adapters=[first, second])
+        graph = build_graph(est.hparams, est.context, est.memory, model.tensors, *case["batch"]).graph
+        swapped = estimate(model, settings, adapters=[second, first]).devices[-1].compute
+        assert estimate(model, settings).devices[-1].compute == case["before"]
+    assert len(graph.nodes) == case["nodes"]
+    assert lora_skeletons.graph_digest([(t.op, t.ne) for t in graph.nodes]) == case["graph"]
+    assert est.devices[-1].compute == swapped == case["after"]
+
+
+TIED = json.loads((DATA / "lora_memory.json").read_text())["tied"]
+
+
+def test_a_tied_output_with_a_token_embeddings_adapter_is_refused(tmp_path):
+    """libllama aborts on it (tests/data/make_lora_compute.py --scales: the output's product finds the token
+    embeddings' flipped pair, and ggml_mul_mat's GGML_ASSERT fails); weightkit refuses it, unless the adapter is
+    not applied (a scale of 0, `--lora-init-without-apply`)."""
+    assert TIED["returncode"] != 0 and TIED["says"] == ["GGML_ASSERT(ggml_can_mul_mat(a, b)) failed"]
+    model_path = memory_models.write_model(TIED["model"], tmp_path)
+    path = lora_skeletons.write_adapter(model_path, tuple(TIED["targets"]), TIED["rank"], tmp_path / "a.gguf")
+    settings = LlamaCppSettings(ctx_size=TIED["n_ctx"], flash_attn=TIED["flash_attn"])
+    with weightkit.open(model_path) as model, weightkit.open(path) as adapter:
+        assert "output.weight" not in model.tensors
+        with pytest.raises(UnsupportedError, match=r"token_embd\.weight\.lora_a .*tied token.*ggml_can_mul_mat"):
+            estimate(model, settings, adapters=[adapter])
+        plain = estimate(model, settings).devices[-1].compute
+        for est in (estimate(model, settings, adapters=[adapter], adapter_scales=[0.0]),
+                    estimate(model, replace(settings, lora_init_without_apply=True), adapters=[adapter])):  # fmt: skip
+            assert est.devices[-1].compute == plain and est.devices[-1].lora > 0
+
+
+def test_the_lora_flags(tmp_path):
+    """`--lora A,B`, `--lora-scaled FNAME:SCALE,...` and `--lora-init-without-apply` as llama.cpp's common/arg.cpp
+    reads them (each adapter loaded, whatever its scale); a bad one, or a tied output's token-embeddings pair
+    applied, refused naming it."""
+    model_path = memory_models.write_model(TIED["model"], tmp_path)
+    path = lora_skeletons.write_adapter(model_path, ("attn_q",), 8, tmp_path / "a.gguf")
+    embd = lora_skeletons.write_adapter(model_path, ("token_embd",), 8, tmp_path / "e.gguf")
+
+    def run(*flags: str):
+        return CliRunner().invoke(app, ["estimate", str(model_path), "-c", "256", "--json", *flags])
+
+    loaded = []
+    for flags in (["--lora", str(path)], ["--lora", f"{path},{path}"], ["--lora-scaled", f"{path}:0.5,{embd}:0"],
+                  ["--lora", f"{path},{embd}", "--lora-init-without-apply"]):  # fmt: skip
+        result = run(*flags)
+        assert result.exit_code == 0, result.output
+        loaded.append(json.loads(result.output)["devices"][-1]["lora"])
+    assert loaded[1] == 2 * loaded[0] and loaded[2] == loaded[3] > loaded[0]
+    for flags, error in ((["--lora-scaled", str(path)], "lora-scaled format: FNAME:SCALE"),
+                         (["--lora-scaled", f"{path}:x"], "is not a number"),
+                         (["--lora", str(embd)], "tied token embeddings")):  # fmt: skip
+        result = run(*flags)
+        assert isinstance(result.exception, WeightkitError) and error in str(result.exception)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 
 from ...dtypes import ggml_type
-from ...errors import FormatError
+from ...errors import UnsupportedError
 from ...model import TensorInfo
 from . import ggml as g
 from .cache import KVCache, Memory
@@ -73,12 +73,13 @@ class GraphBuilder:
 
     def output_weight(self) -> Tensor:
         """`output.weight`, or the token embeddings when the output is tied to them (as a copy on the output
-        layer's device: `TENSOR_DUPLICATED`)."""
+        layer's device: `TENSOR_DUPLICATED`, named `token_embd.weight` as the original, so that an adapter's
+        token-embeddings pair is found for it)."""
         if (output := self.w("output.weight")) is not None:
             return output
         embd = self.w("token_embd.weight")
         device = -1 if self.placement is None else self.placement.output
-        return g.external(embd.type, embd.ne, "output.weight", device=device, weight=True)
+        return g.external(embd.type, embd.ne, embd.name, device=device, weight=True)
 
     def layer_device(self, il: int) -> int:
         """Where a layer's KV cache and recurrent state live."""
@@ -304,7 +305,7 @@ class GraphBuilder:
         if self.ctx.loras:  # (the estimates without adapters, most, skip the look-up)
             for a, b in self.lora_pairs(weight):
                 if a.ne[0] != cur.ne[0] or b.ne[0] != a.ne[1]:
-                    raise FormatError(_unfit_pair(weight, a, cur))
+                    raise UnsupportedError(_unfit_pair(weight, a, cur))
                 res = g.add(res, g.scale(g.mul_mat(b, g.mul_mat(a, cur))))
         return res
 
