@@ -215,7 +215,7 @@ def estimate_command(
         raise ArgumentError("--mmproj applies to --engine llama.cpp, not ollama")
     adapters = [(name, 1.0) for name in comma_list(lora)] + parse_lora_scaled(lora_scaled)
     if engine == "ollama" and adapters:
-        raise ArgumentError("--lora and --lora-scaled apply to --engine llama.cpp: Ollama no longer loads LoRA adapters")
+        raise ArgumentError("--lora, --lora-scaled: for --engine llama.cpp; Ollama no longer loads LoRA adapters")
     if flash_attn not in (None, *FLASH_ATTN):
         raise ArgumentError(f"--flash-attn {flash_attn!r}: on, off or auto")
     fitting = parse_fit_options(llama.pop("fit_target", None), llama.pop("fit_ctx", None))
