@@ -158,12 +158,12 @@ def layer_kinds(hp: LlamaCppHParams, tensors: Mapping[str, TensorInfo], placemen
     of the LoRA adapters applied to it, and its device), as a number per layer: equal for layers alike (numbers,
     which `repetition` compares many times over, where the tuples would be compared tensor by tensor)."""
     own: dict[str, list] = {str(il): [] for il in range(hp.n_layer)}  # by the number as the names spell it
+    layer_of = own.get
     for k, group in enumerate((tensors, *loras)):
-        for name, info in group.items():
-            if name.startswith("blk."):
-                index, _, rest = name[4:].partition(".")
-                if (layer := own.get(index)) is not None:
-                    layer.append((k, rest, info.shape, int(info.dtype)))
+        for name, info in group.items():  # (a layer's tensor: blk.<number>.<rest>; the graphs read no other)
+            parts = name.split(".", 2)
+            if parts[0] == "blk" and len(parts) == 3 and (layer := layer_of(parts[1])) is not None:
+                layer.append((k, parts[2], info.shape, info.dtype))
     numbers: dict[tuple, int] = {}
     return [
         numbers.setdefault(
@@ -347,14 +347,14 @@ class _Replay:
 
     def sizes(self, moves: list[Move], reserved: Sequence[int]) -> list[int]:
         """The CPU buffer's size for the whole graph whose shortened graph made `moves` (at least `reserved`)."""
-        if reserved and fit_side_by_side([_placed(moves) + self.left_out * sum(_placed(moves[s]) for s in self.placed)],
-                                         reserved):  # fmt: skip
+        placed = _placed(moves) + self.left_out * sum(_placed(moves[s]) for s in self.placed)
+        if reserved and fit_side_by_side([placed], reserved):
             return list(reserved)  # (the token-generation graph, as a rule: no allocator pass needed)
         whole = self.whole
         if moves is not self.moves:
             whole = [(PLACE, m[1], m[2], moves[o][3], m[4]) if m[0] == PLACE else m
                      for m, o in zip(whole, self.origin, strict=True)]  # fmt: skip
-        (top,) = make_moves(whole, 1)
+        (top,) = make_moves(whole, 1, bound=(reserved[0], placed) if reserved else None)
         return [max(top, *reserved, 0)]
 
 
