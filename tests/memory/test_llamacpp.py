@@ -214,6 +214,28 @@ def test_two_repetitions_and_the_tail_stand_for_the_whole(model_path, monkeypatc
     assert [None if layers is None else len(layers) for layers in built] == [30, None]
 
 
+def test_the_token_generation_graph_replays_as_the_prompt_graph_does(model_path):
+    """Qwen3.8-Flash-Next's (QSA) token-generation graph makes the moves its prompt graph does but for their
+    sizes: it is replayed through the prompt graph's assembly of them, with no checks of its own, and needs its
+    whole graph's buffer (here without the prompt graph's buffer to hide it), or the prompt graph's where the
+    allocator's moves are seen to stay within that before the last."""
+    from weightkit.memory.llamacpp import compute
+
+    with weightkit.open(model_path("qwen3.8-flash-next")) as m:
+        hp = read_hparams(m)
+        ctx = make_context(hp, ContextParams(n_ctx=8192, n_seq_max=4, kv_unified=True, n_outputs_max=4))
+        reserve = compute._Reserve(hp, ctx, make_memory(hp, ctx), m.tensors)
+        plan, reps = reserve.replayed, reserve.replayed_reps
+        prompt, generation = (reserve.build(batch, plan.layers(reps)) for batch in compute._batches(ctx))
+        replays = []
+        (reserved,) = compute.replayed_sizes(prompt, plan, reps, (), replays)
+        (whole,) = reserve.sizes(reserve.build(compute._batches(ctx)[1]))
+        assert compute.replayed_sizes(generation, plan, reps, (), replays) == [whole] and len(replays) == 1
+        # within the prompt graph's buffer (told before the last move) or just not
+        for limit in (reserved, whole - 32):
+            assert compute.replayed_sizes(generation, plan, reps, (limit,), replays) == [max(limit, whole)]
+
+
 def test_the_allocators_states_tell_carried_tensors_apart(model_path):
     """A Qwen 3.5 MoE layer pattern swaps the places of two tensors it carries on: the state at the start of each
     repetition looks the same every time by places alone, but only every other one is the same, and a graph of

@@ -133,6 +133,7 @@ Move = (
     tuple  # one step of the allocator: (PLACE, tensor, buffer, size, node), (TAKE, node, parent, node), (FREE, tensor)
 )
 PLACE, TAKE, FREE = 0, 1, 2
+_BOUND_EVERY = 512  # the moves made between checks of `make_moves`'s bound
 
 
 def allocator_moves(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: Sequence[tuple[int, AllocSize]],
@@ -222,26 +223,38 @@ def allocator_moves(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: S
 
 
 def make_moves(moves: Sequence[Move], n_buffers: int, snapshots: Mapping[int, list[list[State]]] | None = None,
-               previous: int = 0) -> list[int]:  # fmt: skip
+               previous: int = 0, bound: tuple[int, int] | None = None) -> list[int]:  # fmt: skip
     """The allocator's moves made over `n_buffers` buffers: each buffer's size, the highest end
     ever reached. `snapshots` maps a move's index to lists that receive the state just before it (as
-    `buffer_sizes` says; `previous`: the node of the snapshot before the first)."""
+    `buffer_sizes` says; `previous`: the node of the snapshot before the first). `bound`: one buffer's limit and
+    the bytes the moves place in all; its size is that limit as soon as the moves are seen to stay within it: the
+    end reached so far within it, and the last block's start plus the bytes still to place (a tensor placed in
+    another free block ends below that start, one placed in the last block ends its size above it, and only
+    placing moves it up)."""
     allocators = [_Blocks() for _ in range(n_buffers)]
     allocs = [blocks.alloc for blocks in allocators]
     releases = [blocks.release for blocks in allocators]
     offset: dict = {}  # (buffer, offset, size) of tensors placed and still owned
     pop = offset.pop
     if not snapshots:
-        for move in moves:
-            kind = move[0]
-            if kind == PLACE:
-                buffer, size = move[2], move[3]
-                offset[move[1]] = (buffer, allocs[buffer](size), size)
-            elif kind == FREE:
-                buffer, at, size = pop(move[1])
-                releases[buffer](at, size)
-            else:
-                offset[move[1]] = pop(move[2])
+        limit, left = bound or (0, 0)
+        step = _BOUND_EVERY if bound else len(moves) or 1
+        for start in range(0, len(moves), step):
+            chunk = moves[start : start + step]
+            for move in chunk:
+                kind = move[0]
+                if kind == PLACE:
+                    buffer, size = move[2], move[3]
+                    offset[move[1]] = (buffer, allocs[buffer](size), size)
+                elif kind == FREE:
+                    buffer, at, size = pop(move[1])
+                    releases[buffer](at, size)
+                else:
+                    offset[move[1]] = pop(move[2])
+            if bound:
+                left -= sum(move[3] for move in chunk if move[0] == PLACE)
+                if allocators[0].top <= limit and allocators[0].free[-1][0] + left <= limit:
+                    return [limit]
         return [blocks.top for blocks in allocators]
     made: dict = {}  # the node that gave each tensor its memory
     done = 0

@@ -25,7 +25,7 @@ from .alloc import FREE, PLACE, TAKE, Move, allocator_moves, buffer_sizes, fit_s
 from .architectures import architecture
 from .cache import Memory
 from .context import Context
-from .ggml import INPUT, Tensor
+from .ggml import INPUT, Graph, Tensor
 from .graph_builder import GraphBuilder, Weights
 from .hparams import LlamaCppHParams
 from .placement import Placement, buffer_of
@@ -158,12 +158,12 @@ def layer_kinds(hp: LlamaCppHParams, tensors: Mapping[str, TensorInfo], placemen
     of the LoRA adapters applied to it, and its device), as a number per layer: equal for layers alike (numbers,
     which `repetition` compares many times over, where the tuples would be compared tensor by tensor)."""
     own: dict[str, list] = {str(il): [] for il in range(hp.n_layer)}  # by the number as the names spell it
+    layer_of = own.get
     for k, group in enumerate((tensors, *loras)):
-        for name, info in group.items():
-            if name.startswith("blk."):
-                index, _, rest = name[4:].partition(".")
-                if (layer := own.get(index)) is not None:
-                    layer.append((k, rest, info.shape, int(info.dtype)))
+        for name, info in group.items():  # (a layer's tensor: blk.<number>.<rest>; the graphs read no other)
+            parts = name.split(".", 2)
+            if parts[0] == "blk" and len(parts) == 3 and (layer := layer_of(parts[1])) is not None:
+                layer.append((k, parts[2], info.shape, info.dtype))
     numbers: dict[tuple, int] = {}
     return [
         numbers.setdefault(
@@ -199,6 +199,7 @@ class _Reserve:
     shorten: bool = True  # through a shortened graph where it suffices
     weights: Weights = field(default_factory=dict)  # the weights' tensors, made once for every graph
     whole: list[GraphBuilder] = field(default_factory=list)  # the whole graphs built so far
+    replays: list[_Replay] = field(default_factory=list)  # the shortened graphs' moves assembled so far
 
     @cached_property
     def kinds(self) -> list[int]:
@@ -254,7 +255,7 @@ class _Reserve:
         tail) starts at i or later."""
         if self.replayed is not None and self.hp.is_dsa:
             plan, reps = self.replayed, self.replayed_reps
-            sizes = replayed_sizes(self.build(batch, plan.layers(reps)), plan, reps, reserved)
+            sizes = replayed_sizes(self.build(batch, plan.layers(reps)), plan, reps, reserved, self.replays)
             if sizes is not None:
                 return sizes, None
         plan = self.plan
@@ -279,7 +280,7 @@ class _Reserve:
         if self.replayed is not None and not self.hp.is_dsa:
             layers = self.replayed.layers(self.replayed_reps)
             builder = built.get(tuple(layers)) or self.build(batch, layers)
-            sizes = replayed_sizes(builder, self.replayed, self.replayed_reps, reserved)
+            sizes = replayed_sizes(builder, self.replayed, self.replayed_reps, reserved, self.replays)
             if sizes is not None:
                 return sizes, None
         self.whole.append(self.build(batch))
@@ -312,9 +313,77 @@ class _Reserve:
         return fit_side_by_side([total + (plan.reps - reps) * each], reserved)
 
 
-def replayed_sizes(builder: GraphBuilder, plan: Repetition, reps: int, reserved: Sequence[int]) -> list[int] | None:
+@dataclass(frozen=True)
+class _Replay:
+    """A shortened graph's allocator moves assembled into the whole graph's (`replayed_sizes`), kept for the
+    other batch's graph: where its moves are these but for their sizes (each naming the tensor at the same place,
+    as the token-generation graph's do as a rule: the same layers at another batch size), the same assembly with
+    its own sizes is its whole graph's moves, and none of the checks or renaming is needed again."""
+
+    tensors: tuple[Tensor, ...]  # the shortened graph's nodes, then its leaves
+    layout: tuple  # the plan, where the graph's layers, leaves' flags and each node's moves begin
+    moves: list[Move]
+    compared: tuple[tuple[slice, slice], ...]  # the moves whose sizes the checks found alike
+    placed: tuple[slice, ...]  # the moves of the repetition repeated
+    left_out: int
+    whole: list[Move] = field(default_factory=list)  # (empty: not assembled, the graph fitting side by side)
+    origin: list[int] = field(default_factory=list)  # the move of `moves` each of `whole` makes
+
+    def repeated_by(self, graph: Graph, layout: tuple, moves: list[Move]) -> bool:
+        """Whether `graph`'s `moves` are these but for their sizes, and their sizes alike where the checks ask."""
+        if not self.whole or layout != self.layout or len(moves) != len(self.moves):
+            return False
+        same = dict(zip((*graph.nodes, *graph.leafs), self.tensors, strict=True)).get
+        for m, r in zip(moves, self.moves, strict=True):
+            kind = m[0]
+            if kind != r[0] or same(m[1]) is not r[1]:
+                return False
+            if kind == PLACE:
+                if m[2] != r[2] or m[4] != r[4]:
+                    return False
+            elif kind == TAKE and (same(m[2]) is not r[2] or m[3] != r[3]):
+                return False
+        return all(_place_sizes(moves[a]) == _place_sizes(moves[b]) for a, b in self.compared)
+
+    def sizes(self, moves: list[Move], reserved: Sequence[int]) -> list[int]:
+        """The CPU buffer's size for the whole graph whose shortened graph made `moves` (at least `reserved`)."""
+        placed = _placed(moves) + self.left_out * sum(_placed(moves[s]) for s in self.placed)
+        if reserved and fit_side_by_side([placed], reserved):
+            return list(reserved)  # (the token-generation graph, as a rule: no allocator pass needed)
+        whole = self.whole
+        if moves is not self.moves:
+            whole = [(PLACE, m[1], m[2], moves[o][3], m[4]) if m[0] == PLACE else m
+                     for m, o in zip(whole, self.origin, strict=True)]  # fmt: skip
+        (top,) = make_moves(whole, 1, bound=(reserved[0], placed) if reserved else None)
+        return [max(top, *reserved, 0)]
+
+
+def replayed_sizes(builder: GraphBuilder, plan: Repetition, reps: int, reserved: Sequence[int],
+                   replays: list[_Replay]) -> list[int] | None:  # fmt: skip
     """The CPU buffer's size for the whole graph (at least `reserved`), from the allocator moves of `builder`'s
-    graph of `reps` repetitions (three or four), or None where its repetitions' moves are not alike.
+    graph of `reps` repetitions (three or four), or None where its repetitions' moves are not alike: by one of
+    `replays` (those of the other graphs of the reservation) where it fits, else by its own, kept in `replays`."""
+    graph = builder.graph
+    if any(node.flags & INPUT for node in graph.nodes):  # inputs placed in node order: not split by repetition
+        return None
+    moves, starts = allocator_moves(graph.leafs, graph.nodes, [(32, None)], lambda t: 0)
+    layout = (plan, reps, len(graph.nodes), tuple(builder.layer_starts), tuple(builder.leaf_starts),
+              tuple(t.flags for t in graph.leafs), tuple(starts))  # fmt: skip
+    replay = next((r for r in replays if r.repeated_by(graph, layout, moves)), None)
+    if replay is None:
+        replay = _replayed(builder, plan, reps, moves, starts, layout, reserved)
+        if replay is None:
+            return None
+        if replay.whole:
+            replays.append(replay)
+    return replay.sizes(moves, reserved)
+
+
+def _replayed(builder: GraphBuilder, plan: Repetition, reps: int, moves: list[Move], starts: list[int],
+              layout: tuple, reserved: Sequence[int]) -> _Replay | None:  # fmt: skip
+    """The whole graph's allocator moves assembled from `moves`, those of `builder`'s graph of `reps` repetitions
+    (not assembled where the graph fits side by side in `reserved`), or None where its repetitions' moves are not
+    alike.
 
     None of the allocator's moves (`alloc.allocator_moves`: which tensor is placed, taken over or freed, and when)
     depends on where memory is, so the whole graph's moves are the shortened graph's with the moves of its
@@ -324,9 +393,6 @@ def replayed_sizes(builder: GraphBuilder, plan: Repetition, reps: int, reserved:
     the third (a fourth repetition, the tail, the last layer) may name only such tensors, then the whole graph's
     own, or the graph's inputs. The allocator then makes every move, as it does over the whole graph."""
     graph = builder.graph
-    if any(node.flags & INPUT for node in graph.nodes):  # inputs placed in node order: not split by repetition
-        return None
-    moves, starts = allocator_moves(graph.leafs, graph.nodes, [(32, None)], lambda t: 0)
     bounds = plan.rep_starts(reps + 1)
     node_at = [builder.layer_starts[at] for at in bounds]
     leaf_at = [builder.leaf_starts[at] for at in bounds]
@@ -377,8 +443,13 @@ def replayed_sizes(builder: GraphBuilder, plan: Repetition, reps: int, reserved:
            for m in later for t in _named(m)):  # fmt: skip
         return None  # they name what a repetition made that the repetitions do not name alike: not known to repeat
     left_out = plan.reps - reps
+    leaf_spans = [slice(cut[k + 1], cut[k + 2]) for k in (middle - 1, middle)]  # (as `rep_moves` cuts them)
+    node_spans = [slice(starts[node_at[k]], starts[node_at[k + 1]]) for k in (middle - 1, middle)]
+    unassembled = _Replay(tuple((*graph.nodes, *graph.leafs)), layout, moves,
+                          ((leaf_spans[0], leaf_spans[1]), (node_spans[0], node_spans[1])), (leaf_spans[1],
+                          node_spans[1]), left_out)  # fmt: skip
     if reserved and fit_side_by_side([_placed(moves) + left_out * sum(map(_placed, template))], reserved):
-        return list(reserved)  # (the token-generation graph, as a rule: no allocator pass needed)
+        return unassembled  # (the token-generation graph, as a rule: no allocator pass needed)
 
     # a tensor a repetition up to the repeated one made (and not every repetition names alike) is named, `shift`
     # repetitions on, by the tensor at its place in that repetition while the graph built has it; later, a node by
@@ -433,8 +504,16 @@ def replayed_sizes(builder: GraphBuilder, plan: Repetition, reps: int, reserved:
     whole = [*leaf_moves[: cut[middle + 2]], *(m for v in repeated for m in renamed(template[0], v)),
              *leaf_moves[cut[middle + 2] :], *moves[starts[0] : starts[node_at[middle + 1]]],
              *(m for v in repeated for m in repeated_nodes(v)), *tail]  # fmt: skip
-    (top,) = make_moves(whole, 1)
-    return [max(top, *reserved, 0)]
+    origin = [*range(cut[middle + 2]), *list(range(cut[middle + 1], cut[middle + 2])) * left_out,
+              *range(cut[middle + 2], starts[node_at[middle + 1]]),
+              *list(range(starts[node_at[middle]], starts[node_at[middle + 1]])) * left_out,
+              *range(starts[node_at[middle + 1]], len(moves))]  # fmt: skip
+    return replace(unassembled, whole=whole, origin=origin)
+
+
+def _place_sizes(moves: list[Move]) -> list[int]:
+    """The sizes of the tensors `moves` place, in order."""
+    return [m[3] for m in moves if m[0] == PLACE]
 
 
 def _placed(moves: list[Move]) -> int:
