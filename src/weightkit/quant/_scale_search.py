@@ -401,6 +401,20 @@ def make_qp_quants(x: np.ndarray, nmax: int, w: np.ndarray) -> tuple[np.ndarray,
     return scale, (L & 0xFF).astype(np.uint8)
 
 
+def _affine_fit(
+    sum_w: np.ndarray, sum_x: np.ndarray, sum_l: np.ndarray, sum_l2: np.ndarray, sum_xl: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """make_qkx2_quants' weighted least-squares (D, scale, min) for given levels; a positive min is set to 0
+    and the scale refit without it, as in C. Only groups with D > 0 have a fit."""
+    D = sum_w * sum_l2 - sum_l * sum_l
+    scale = (sum_w * sum_xl - sum_x * sum_l) / D
+    the_min = (sum_l2 * sum_x - sum_l * sum_xl) / D
+    clamp = the_min > 0
+    the_min[clamp] = 0
+    scale[clamp] = (sum_xl / sum_l2)[clamp]
+    return D, scale, the_min
+
+
 def make_qkx_quants(
     x: np.ndarray,
     w: np.ndarray,
@@ -447,7 +461,7 @@ def _qkx_block(
         else:
             np.square(diff, out=diff)
         diff *= w
-        return np.add.reduce(diff, axis=0) + F32(0)
+        return seq_sum(diff)
 
     iscale = F32(nmax) / (mx - mn)
     scale = F32(1) / iscale
@@ -460,13 +474,7 @@ def _qkx_block(
         np.multiply(w, lf, out=prods[0])
         np.multiply(prods[0], lf, out=prods[1])
         np.multiply(prods[0], x, out=prods[2])
-        sum_l, sum_l2, sum_xl = np.add.reduce(prods, axis=1) + F32(0)
-        D = sum_w * sum_l2 - sum_l * sum_l
-        this_scale = (sum_w * sum_xl - sum_x * sum_l) / D
-        this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D
-        clamp = this_min > 0
-        this_min[clamp] = 0
-        this_scale[clamp] = (sum_xl / sum_l2)[clamp]
+        D, this_scale, this_min = _affine_fit(sum_w, sum_x, *seq_sum(prods, axis=1))
         err = error(this_scale, this_min)
         better = (D > 0) & (err < best)
         np.copyto(best, err, where=better)
