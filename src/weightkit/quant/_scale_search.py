@@ -224,11 +224,35 @@ def position_major(x: np.ndarray, group: int) -> np.ndarray:
     return np.ascontiguousarray(x.reshape(-1, group).T)
 
 
+# Elements per block of a scale search: its half-dozen float32 arrays of this size stay in a core's cache
+# across the candidate steps (larger blocks stream every pass from memory, smaller ones pay numpy's cost
+# per call more often). Measured: docs/benchmarks.md.
+SEARCH_BLOCK_ELEMENTS = 1 << 17
+
+
+def in_blocks(search: Callable[..., tuple[np.ndarray, ...]], x: np.ndarray, w: np.ndarray, *args) -> tuple:
+    """`search(x, w, *args)` over cache-sized blocks of groups (columns), its results ((m,) or (n, m)
+    arrays) joined: every group's search is independent, so this only changes the memory traffic."""
+    step = max(1, SEARCH_BLOCK_ELEMENTS // x.shape[0])
+    if x.shape[1] <= step:
+        return search(x, w, *args)
+    parts = [
+        search(np.ascontiguousarray(x[:, i : i + step]), np.ascontiguousarray(w[:, i : i + step]), *args)
+        for i in range(0, x.shape[1], step)
+    ]
+    return tuple(np.concatenate(results, axis=-1) for results in zip(*parts, strict=True))
+
+
 def make_qx_quants(x: np.ndarray, nmax: int, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """ggml `make_qx_quants(n, nmax, x, L, rmse_type=1, w)`: symmetric scale with a 19-step search.
 
     Returns (scale (m,), L uint8 (n, m) in [0, 2*nmax)); all-zero groups get scale 0 and L 0.
     """
+    return in_blocks(_qx_block, x, w, nmax)
+
+
+def _qx_block(x: np.ndarray, w: np.ndarray, nmax: int) -> tuple[np.ndarray, np.ndarray]:
+    """`make_qx_quants` on one block of groups."""
     amax, mx = signed_absmax(x)
     zero = amax < GROUP_MAX_EPS
     mx = np.where(zero, F32(1), mx)
@@ -377,6 +401,20 @@ def make_qp_quants(x: np.ndarray, nmax: int, w: np.ndarray) -> tuple[np.ndarray,
     return scale, (L & 0xFF).astype(np.uint8)
 
 
+def _affine_fit(
+    sum_w: np.ndarray, sum_x: np.ndarray, sum_l: np.ndarray, sum_l2: np.ndarray, sum_xl: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """make_qkx2_quants' weighted least-squares (D, scale, min) for given levels; a positive min is set to 0
+    and the scale refit without it, as in C. Only groups with D > 0 have a fit."""
+    D = sum_w * sum_l2 - sum_l * sum_l
+    scale = (sum_w * sum_xl - sum_x * sum_l) / D
+    the_min = (sum_l2 * sum_x - sum_l * sum_xl) / D
+    clamp = the_min > 0
+    the_min[clamp] = 0
+    scale[clamp] = (sum_xl / sum_l2)[clamp]
+    return D, scale, the_min
+
+
 def make_qkx_quants(
     x: np.ndarray,
     w: np.ndarray,
@@ -394,58 +432,56 @@ def make_qkx_quants(
     Returns (scale (m,), the_min (m,) = -min >= 0, L uint8 (n, m) in [0, nmax]).
     """
     with np.errstate(all="ignore"):
-        mx = np.max(x, axis=0)
-        mn = np.min(x, axis=0)
-        mn[mn > 0] = 0
-        flat = ~(mx > mn)
-        sum_w = seq_sum(w)
-        sum_x = seq_sum(w * x)
-        lf, tmp = np.empty_like(x), np.empty_like(x)  # the levels (as float) and scratch
-        sums = np.empty((3, *x.shape), F32)
+        return in_blocks(_qkx_block, x, w, nmax, rmin, rdelta, nstep, use_mad)
 
-        def levels(iscale: np.ndarray, base: np.ndarray) -> None:
-            np.subtract(x, base, out=lf)
-            np.multiply(lf, iscale, out=lf)
-            round_clip(lf, 0, nmax)
 
-        def error(scale: np.ndarray, the_min: np.ndarray) -> np.ndarray:
-            diff = np.multiply(lf, scale, out=tmp)
-            diff += the_min
-            diff -= x
-            if use_mad:
-                np.abs(diff, out=diff)
-            else:
-                diff *= diff
-            diff *= w
-            return seq_sum(diff)
+def _qkx_block(
+    x: np.ndarray, w: np.ndarray, nmax: int, rmin: float, rdelta: float, nstep: int, use_mad: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`make_qkx_quants` on one block of groups; one scratch array serves the products and the error."""
+    mx = np.max(x, axis=0)
+    mn = np.min(x, axis=0)
+    mn[mn > 0] = 0
+    flat = ~(mx > mn)
+    sum_w = seq_sum(w)
+    sum_x = seq_sum(w * x)
+    lf = np.empty_like(x)  # the levels, as float
+    prods = np.empty((3, *x.shape), F32)
 
-        iscale = F32(nmax) / (mx - mn)
-        scale = F32(1) / iscale
-        levels(iscale, mn)
-        best = error(scale, mn)
-        cur_min = mn
-        best_iscale, best_base = iscale, mn
-        for step in range(nstep + 1):
-            cand = (F32(rmin) + F32(rdelta) * F32(step) + F32(nmax)) / (mx - cur_min)
-            levels(cand, cur_min)
-            np.multiply(w, lf, out=sums[0])
-            np.multiply(sums[0], lf, out=sums[1])
-            np.multiply(sums[0], x, out=sums[2])
-            sum_l, sum_l2, sum_xl = seq_sum(sums, axis=1)
-            D = sum_w * sum_l2 - sum_l * sum_l
-            this_scale = (sum_w * sum_xl - sum_x * sum_l) / D
-            this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D
-            clamp = this_min > 0
-            this_min[clamp] = 0
-            this_scale[clamp] = (sum_xl / sum_l2)[clamp]
-            err = error(this_scale, this_min)
-            better = (D > 0) & (err < best)
-            if better.any():
-                best[better] = err[better]
-                scale = np.where(better, this_scale, scale)
-                best_iscale = np.where(better, cand, best_iscale)
-                best_base = np.where(better, cur_min, best_base)
-                cur_min = np.where(better, this_min, cur_min)
-        levels(best_iscale, best_base)
+    def levels(iscale: np.ndarray, base: np.ndarray) -> None:
+        np.subtract(x, base, out=lf)
+        round_clip(np.multiply(lf, iscale, out=lf), 0, nmax)
+
+    def error(scale: np.ndarray, the_min: np.ndarray) -> np.ndarray:
+        diff = np.multiply(lf, scale, out=prods[0])
+        diff += the_min
+        diff -= x
+        if use_mad:
+            np.abs(diff, out=diff)
+        else:
+            np.square(diff, out=diff)
+        diff *= w
+        return seq_sum(diff)
+
+    iscale = F32(nmax) / (mx - mn)
+    scale = F32(1) / iscale
+    levels(iscale, mn)
+    best = error(scale, mn)
+    cur_min, best_iscale, best_base = mn.copy(), iscale, mn
+    for step in range(nstep + 1):
+        cand = (F32(rmin) + F32(rdelta) * F32(step) + F32(nmax)) / (mx - cur_min)
+        levels(cand, cur_min)
+        np.multiply(w, lf, out=prods[0])
+        np.multiply(prods[0], lf, out=prods[1])
+        np.multiply(prods[0], x, out=prods[2])
+        D, this_scale, this_min = _affine_fit(sum_w, sum_x, *seq_sum(prods, axis=1))
+        err = error(this_scale, this_min)
+        better = (D > 0) & (err < best)
+        np.copyto(best, err, where=better)
+        np.copyto(scale, this_scale, where=better)
+        best_iscale = np.where(better, cand, best_iscale)
+        best_base = np.where(better, cur_min, best_base)
+        np.copyto(cur_min, this_min, where=better)
+    levels(best_iscale, best_base)
     lf[:, flat] = 0
     return np.where(flat, F32(0), scale), -cur_min, lf.astype(np.uint8)
