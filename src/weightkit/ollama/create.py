@@ -5,6 +5,7 @@ to a llama.cpp type as llama-quantize would) stored as a `.model` layer."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -191,8 +192,7 @@ def _gguf_draft_layer(tx: Transaction, path: Path) -> tuple[Layer, str]:
     with open_gguf(path) as draft:
         arch = draft.metadata.get(KEY_ARCHITECTURE, "")
         if not _is_split(draft):
-            layer = tx.add_file(path, MEDIA_TYPES["draft"])
-            return Layer(layer.media_type, layer.digest, layer.size, layer.name, path.name), arch
+            return _as_given(tx, path, MEDIA_TYPES["draft"]), arch
         if _has_compatibility_tensors(draft):
             return _go_merged_layer(tx, path, draft, MEDIA_TYPES["draft"])[0], arch
         tmp = tx.temp_path()
@@ -286,8 +286,12 @@ def _file_layer(tx: Transaction, path: Path, model: GGUFFile) -> Layer:
         tmp = tx.temp_path()
         write_go_gguf(model, {**kv, "clip.projector_type": Value("mlp", _T.STRING)}, tmp)
         return tx.adopt(tmp, MEDIA_TYPES[kind])
-    layer = tx.add_file(path, MEDIA_TYPES[kind])
-    return Layer(layer.media_type, layer.digest, layer.size, layer.name, path.name)
+    return _as_given(tx, path, MEDIA_TYPES[kind])
+
+
+def _as_given(tx: Transaction, path: Path, media_type: str) -> Layer:
+    """A file stored as it is, its layer marked as from the file's name (createModel's layers of user files)."""
+    return dataclasses.replace(tx.add_file(path, media_type), from_=path.name)
 
 
 def _fp8_sourced(model: GGUFFile) -> bool:
@@ -406,13 +410,13 @@ def _model_layer(
     quantization (`_server_quantize`); one with compatibility tensors as given (named from its file), a split
     one merged by Ollama's Go GGUF writer, refused where it would be quantized."""
     options = _server_quantize(model, quantize)
-    if _has_compatibility_tensors(model) and options.type != COPY:
+    if not _has_compatibility_tensors(model):
+        return _quantized_layer(tx, model, options, progress)
+    if options.type != COPY:
         _refuse_compatibility_quantize(path)
-    if _has_compatibility_tensors(model) and _is_split(model):
+    if _is_split(model):
         return _go_merged_layer(tx, path, model, MEDIA_TYPES["model"])
-    if _has_compatibility_tensors(model):
-        return _file_layer(tx, path, model), gguf_config(model)
-    return _quantized_layer(tx, model, options, progress)
+    return _file_layer(tx, path, model), gguf_config(model)
 
 
 def _quantized_layer(
