@@ -240,7 +240,7 @@ def make_moves(moves: Sequence[Move], n_buffers: int, snapshots: Mapping[int, li
         limit, left = bound or (0, 0)
         step = _BOUND_EVERY if bound else len(moves) or 1
         for start in range(0, len(moves), step):
-            chunk = moves[start : start + step]
+            chunk = moves[start : start + step] if bound else moves  # (no copy of the moves without a bound)
             for move in chunk:
                 kind = move[0]
                 if kind == PLACE:

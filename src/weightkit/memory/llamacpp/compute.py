@@ -345,9 +345,13 @@ class _Replay:
                 return False
         return all(_place_sizes(moves[a]) == _place_sizes(moves[b]) for a, b in self.compared)
 
+    def side_by_side(self, moves: list[Move]) -> int:
+        """The bytes the whole graph whose shortened graph made `moves` places, side by side."""
+        return _placed(moves) + self.left_out * sum(_placed(moves[s]) for s in self.placed)
+
     def sizes(self, moves: list[Move], reserved: Sequence[int]) -> list[int]:
         """The CPU buffer's size for the whole graph whose shortened graph made `moves` (at least `reserved`)."""
-        placed = _placed(moves) + self.left_out * sum(_placed(moves[s]) for s in self.placed)
+        placed = self.side_by_side(moves)
         if reserved and fit_side_by_side([placed], reserved):
             return list(reserved)  # (the token-generation graph, as a rule: no allocator pass needed)
         whole = self.whole
@@ -448,7 +452,7 @@ def _replayed(builder: GraphBuilder, plan: Repetition, reps: int, moves: list[Mo
     unassembled = _Replay(tuple((*graph.nodes, *graph.leafs)), layout, moves,
                           ((leaf_spans[0], leaf_spans[1]), (node_spans[0], node_spans[1])), (leaf_spans[1],
                           node_spans[1]), left_out)  # fmt: skip
-    if reserved and fit_side_by_side([_placed(moves) + left_out * sum(map(_placed, template))], reserved):
+    if reserved and fit_side_by_side([unassembled.side_by_side(moves)], reserved):
         return unassembled  # (the token-generation graph, as a rule: no allocator pass needed)
 
     # a tensor a repetition up to the repeated one made (and not every repetition names alike) is named, `shift`
