@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import chain
 from operator import attrgetter
 
-from .ggml import INPUT, OUTPUT, Graph, Tensor
+from .ggml import INPUT, OUTPUT, Graph, Tensor, any_input
 
 #: ggml_op_can_inplace
 INPLACE_OPS = frozenset({
@@ -111,7 +111,7 @@ def allocator_moves(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: S
     for leaf in leafs:
         if not leaf.external and leaf.view_src is None and leaf not in owned:
             place(leaf, -1)
-    if any(node.flags & INPUT for node in nodes):  # else every input is a leaf, placed already
+    if any_input(nodes):  # else every input is a leaf, placed already
         for t in (s for node in nodes for s in (node, *node.src) if s is not None and s.flags & INPUT):
             if not t.external and t.view_src is None and t not in owned:
                 place(t, -1)
@@ -277,12 +277,17 @@ def buffer_sizes(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: Sequ
     blocks and tops, and where each live tensor is: one made since the snapshot before named by how many nodes
     back (its place in the repetition it is carried from, which says what will use it: two tensors a layer swaps
     are told apart), the others (inputs, and what every later layer reads) by identity."""
-    if reserved and not snapshot_at and fit_side_by_side(placed_bytes((*leafs, *nodes), buffers, buffer_of), reserved):
-        return list(reserved)
+    bound = None
+    if reserved and not snapshot_at:
+        placed = placed_bytes((*leafs, *nodes), buffers, buffer_of)
+        if fit_side_by_side(placed, reserved):
+            return list(reserved)
+        if len(buffers) == 1:  # (what the moves place is at most what the graph's tensors take side by side)
+            bound = (reserved[0], placed[0])
     moves, starts = allocator_moves(leafs, nodes, buffers, buffer_of)
     snapshots: dict[int, list] = {}
     for index, got in sorted((snapshot_at or {}).items()):
         if index < len(nodes):
             snapshots.setdefault(starts[index], []).append((index, got))
-    tops = make_moves(moves, len(buffers), snapshots, min(snapshot_at, default=0) if snapshot_at else 0)
+    tops = make_moves(moves, len(buffers), snapshots, min(snapshot_at, default=0) if snapshot_at else 0, bound)
     return [max(top, have) for top, have in zip(tops, reserved or [0] * len(tops), strict=True)]

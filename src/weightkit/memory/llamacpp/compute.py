@@ -25,7 +25,7 @@ from .alloc import FREE, PLACE, TAKE, Move, allocator_moves, buffer_sizes, fit_s
 from .architectures import architecture
 from .cache import Memory
 from .context import Context
-from .ggml import INPUT, Graph, Tensor
+from .ggml import INPUT, Graph, Tensor, any_input
 from .graph_builder import GraphBuilder, Weights
 from .hparams import LlamaCppHParams
 from .placement import Placement, buffer_of
@@ -368,7 +368,7 @@ def replayed_sizes(builder: GraphBuilder, plan: Repetition, reps: int, reserved:
     graph of `reps` repetitions (three or four), or None where its repetitions' moves are not alike: by one of
     `replays` (those of the other graphs of the reservation) where it fits, else by its own, kept in `replays`."""
     graph = builder.graph
-    if any(node.flags & INPUT for node in graph.nodes):  # inputs placed in node order: not split by repetition
+    if any_input(graph.nodes):  # inputs placed in node order: not split by repetition
         return None
     moves, starts = allocator_moves(graph.leafs, graph.nodes, [(32, None)], lambda t: 0)
     layout = (plan, reps, len(graph.nodes), tuple(builder.layer_starts), tuple(builder.leaf_starts),
