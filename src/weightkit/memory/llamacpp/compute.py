@@ -18,6 +18,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from functools import cached_property
+from itertools import chain
 
 from ...errors import UnsupportedError
 from ...model import TensorInfo
@@ -437,7 +438,7 @@ def _replayed(builder: GraphBuilder, plan: Repetition, reps: int, moves: list[Mo
     template = rep_moves(middle)
     if not all(map(alike, rep_moves(middle - 1), template)) or shared & handed:
         return None
-    shared.update(t for t in where if t.flags & INPUT)  # a graph's inputs are made once, before the layers
+    shared.update([t for t in where if t.flags & INPUT])  # a graph's inputs are made once, before the layers
     repeated_named = {t for k in range(1, middle + 1) for ms in rep_moves(k) for m in ms for t in _named(m)}
     shared.update(t for t, place in where.items() if place[0] == 0 and t not in repeated_named and t not in handed)
     # (what the first repetition makes for every later one, as Gemma 4's per-layer inputs: no repetition after it
@@ -505,9 +506,9 @@ def _replayed(builder: GraphBuilder, plan: Repetition, reps: int, moves: list[Mo
         return ms
 
     repeated = range(1, left_out + 1)
-    whole = [*leaf_moves[: cut[middle + 2]], *(m for v in repeated for m in renamed(template[0], v)),
+    whole = [*leaf_moves[: cut[middle + 2]], *chain.from_iterable(renamed(template[0], v) for v in repeated),
              *leaf_moves[cut[middle + 2] :], *moves[starts[0] : starts[node_at[middle + 1]]],
-             *(m for v in repeated for m in repeated_nodes(v)), *tail]  # fmt: skip
+             *chain.from_iterable(map(repeated_nodes, repeated)), *tail]  # fmt: skip
     origin = [*range(cut[middle + 2]), *list(range(cut[middle + 1], cut[middle + 2])) * left_out,
               *range(cut[middle + 2], starts[node_at[middle + 1]]),
               *list(range(starts[node_at[middle]], starts[node_at[middle + 1]])) * left_out,
