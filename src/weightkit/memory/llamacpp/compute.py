@@ -177,7 +177,7 @@ def layer_kinds(hp: LlamaCppHParams, tensors: Mapping[str, TensorInfo], placemen
                 hp.has_kv(il),
                 hp.rescaled(il),
                 None if placement is None else placement.device_of(il),
-                tuple(sorted(own[str(il)])),
+                frozenset(own[str(il)]),  # (a layer names each tensor once: a set, not sorted)
             ),
             len(numbers),
         )
