@@ -167,21 +167,30 @@ def allocator_moves(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: S
 _END = 1 << 62  # the size of the last free block: it reaches to infinity
 
 
+def _insert_at(starts: list[int], at: int) -> int:
+    """Where `ggml_dyn_tallocr_insert_block` puts a new free block starting at `at`: before the first one not below
+    it, as it scans (the list is not always sorted: a zero-size block can be left inside a range another allocation
+    took)."""
+    i = 0
+    for start in starts:
+        if start >= at:
+            break
+        i += 1
+    return i
+
+
 def _make(moves: Iterable[Move], free: list[tuple[list[int], list[int]]], tops: list[int], offset: dict,
           made: dict | None) -> None:  # fmt: skip
-    """Makes `moves` as `ggml_dyn_tallocr` with one chunk does. `free` holds each buffer's free blocks (their starts
-    and sizes, in ggml's order: by offset, but for zero-size blocks left behind; the last reaching to infinity),
-    `tops` each buffer's highest end, `offset` the (buffer, offset, size) of each tensor placed and still owned,
-    `made` (where kept) the node that gave each its memory. Sizes come rounded up to the buffer's alignment (as
-    `allocator_moves` gives them). The steps are written out in the loop: a call for each cost a seventh more."""
+    """Makes `moves` as `ggml_dyn_tallocr` with one chunk does, the steps written out (a call for each cost a seventh
+    more): `free` holds each buffer's free blocks (starts, sizes: in ggml's order, the last reaching to infinity),
+    `tops` its highest end, `offset` each owned tensor's (buffer, offset, size), `made` (if kept) who placed it."""
     pop = offset.pop
     for move in moves:
         kind = move[0]
         if kind == PLACE:  # best fit ('<=': the later of equal blocks); the last block, reaching to infinity (and
             _, t, buffer, size, index = move  # smaller than that), only where no block below it fits
             starts, sizes = free[buffer]
-            best = i = 0
-            best_size = _END
+            best, best_size, i = 0, _END, 0
             for block in sizes:
                 if size <= block <= best_size:
                     best, best_size = i, block
@@ -213,13 +222,8 @@ def _make(moves: Iterable[Move], free: list[tuple[list[int], list[int]]], tops: 
                     starts[i], sizes[i] = at, sizes[i] + size
                     break
                 i += 1
-            else:  # a new block goes before the first one not below it, as `ggml_dyn_tallocr_insert_block` scans:
-                i = 0  # the lists are not always sorted (a zero-size block can be left inside a range another
-                for start in starts:  # allocation took)
-                    if start >= at:
-                        break
-                    i += 1
-                starts.insert(i, at)
+            else:  # a new block (rarer: a call here costs little)
+                starts.insert(i := _insert_at(starts, at), at)
                 sizes.insert(i, size)
         else:
             offset[move[1]] = pop(move[2])
