@@ -27,71 +27,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import chain
 from operator import attrgetter
 
-from .ggml import INPUT, OUTPUT, Graph, Tensor
+from .ggml import INPUT, OUTPUT, Graph, Tensor, any_input
 
 #: ggml_op_can_inplace
 INPLACE_OPS = frozenset({
     "FILL", "SCALE", "DIAG_MASK_ZERO", "DIAG_MASK_INF", "ADD", "ADD_ID", "ADD1", "SUB", "MUL", "DIV", "SQR", "SQRT",
     "LOG", "UNARY", "ROPE", "ROPE_BACK", "SILU_BACK", "RMS_NORM", "RMS_NORM_BACK", "CLAMP", "SOFT_MAX", "SOFT_MAX_BACK",
 })  # fmt: skip
-
-
-class _Blocks:
-    """`ggml_dyn_tallocr` with one chunk: free blocks in ggml's order (by offset, but for zero-size blocks left
-    behind), the last one reaching to infinity. Sizes come rounded up to the buffer's alignment (as
-    `allocator_moves` gives them)."""
-
-    __slots__ = ("free", "top")
-
-    def __init__(self) -> None:
-        self.free: list[list[int]] = [[0, 1 << 62]]  # [offset, size]
-        self.top = 0
-
-    def alloc(self, size: int) -> int:
-        blocks = self.free
-        best, best_size = None, 1 << 62
-        for block in blocks:  # best fit ('<=': the later of equal blocks); the last block, reaching to infinity
-            if size <= block[1] <= best_size:  # (and smaller than that), only where no block below it fits
-                best, best_size = block, block[1]
-        offset = best[0]
-        end = offset + size
-        if best_size == size:
-            blocks.remove(best)  # (a block equal to it before it would leave the same list)
-        else:
-            best[0] = end
-            best[1] = best_size - size
-        if end > self.top:
-            self.top = end
-        return offset
-
-    def release(self, offset: int, size: int) -> None:
-        end = offset + size
-        blocks = self.free
-        i = 0
-        for block in blocks:
-            at = block[0]
-            if at + block[1] == offset:  # grow this block forward, maybe into the next one
-                length = block[1] + size
-                i += 1
-                if i < len(blocks) and at + length == blocks[i][0]:
-                    length += blocks[i][1]
-                    del blocks[i]
-                block[1] = length
-                return
-            if end == at:  # grow it backward, maybe into the previous one
-                block[0] = offset
-                block[1] += size
-                if i and blocks[i - 1][0] + blocks[i - 1][1] == offset:
-                    blocks[i - 1][1] += block[1]
-                    del blocks[i]
-                return
-            i += 1
-        # a new block goes before the first one not below it, as `ggml_dyn_tallocr_insert_block` scans: the list
-        # is not always sorted (a zero-size block can be left inside a range another allocation took)
-        at = 0
-        while at < len(blocks) and blocks[at][0] < offset:
-            at += 1
-        blocks.insert(at, [offset, size])
 
 
 def buffer_size(graph: Graph, align: int = 32) -> int:
@@ -169,7 +111,7 @@ def allocator_moves(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: S
     for leaf in leafs:
         if not leaf.external and leaf.view_src is None and leaf not in owned:
             place(leaf, -1)
-    if any(node.flags & INPUT for node in nodes):  # else every input is a leaf, placed already
+    if any_input(nodes):  # else every input is a leaf, placed already
         for t in (s for node in nodes for s in (node, *node.src) if s is not None and s.flags & INPUT):
             if not t.external and t.view_src is None and t not in owned:
                 place(t, -1)
@@ -222,6 +164,73 @@ def allocator_moves(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: S
     return moves, starts
 
 
+_END = 1 << 62  # the size of the last free block: it reaches to infinity
+
+
+def _insert_at(starts: list[int], at: int) -> int:
+    """Where `ggml_dyn_tallocr_insert_block` puts a new free block starting at `at`: before the first one not below
+    it, as it scans (the list is not always sorted: a zero-size block can be left inside a range another allocation
+    took)."""
+    i = 0
+    for start in starts:
+        if start >= at:
+            break
+        i += 1
+    return i
+
+
+def _make(moves: Iterable[Move], free: list[tuple[list[int], list[int]]], tops: list[int], offset: dict,
+          made: dict | None) -> None:  # fmt: skip
+    """Makes `moves` as `ggml_dyn_tallocr` with one chunk does, the steps written out (a call for each cost a seventh
+    more): `free` holds each buffer's free blocks (starts, sizes: in ggml's order, the last reaching to infinity),
+    `tops` its highest end, `offset` each owned tensor's (buffer, offset, size), `made` (if kept) who placed it."""
+    pop = offset.pop
+    for move in moves:
+        kind = move[0]
+        if kind == PLACE:  # best fit ('<=': the later of equal blocks); the last block, reaching to infinity (and
+            _, t, buffer, size, index = move  # smaller than that), only where no block below it fits
+            starts, sizes = free[buffer]
+            best, best_size, i = 0, _END, 0
+            for block in sizes:
+                if size <= block <= best_size:
+                    best, best_size = i, block
+                i += 1  # noqa: SIM113 (a counter: enumerate costs more here)
+            at = starts[best]
+            if best_size == size:
+                del starts[best], sizes[best]  # (a block equal to it before it would leave the same lists)
+            else:
+                starts[best] = at + size
+                sizes[best] = best_size - size
+            if at + size > tops[buffer]:
+                tops[buffer] = at + size
+            offset[t] = (buffer, at, size)
+            if made is not None:
+                made[t] = index
+        elif kind == FREE:
+            buffer, at, size = pop(move[1])
+            starts, sizes = free[buffer]
+            end = at + size
+            i = 0
+            for start in starts:
+                if start + sizes[i] == at:  # grow this block forward, maybe into the next one
+                    sizes[i] += size
+                    if i + 1 < len(starts) and starts[i + 1] == end:
+                        sizes[i] += sizes[i + 1]
+                        del starts[i + 1], sizes[i + 1]
+                    break
+                if start == end:  # grow it backward (no block before it ends at `at`: it would have grown)
+                    starts[i], sizes[i] = at, sizes[i] + size
+                    break
+                i += 1
+            else:  # a new block (rarer: a call here costs little)
+                starts.insert(i := _insert_at(starts, at), at)
+                sizes.insert(i, size)
+        else:
+            offset[move[1]] = pop(move[2])
+            if made is not None:
+                made[move[1]] = move[3]
+
+
 def make_moves(moves: Sequence[Move], n_buffers: int, snapshots: Mapping[int, list[list[State]]] | None = None,
                previous: int = 0, bound: tuple[int, int] | None = None) -> list[int]:  # fmt: skip
     """The allocator's moves made over `n_buffers` buffers: each buffer's size, the highest end
@@ -231,55 +240,32 @@ def make_moves(moves: Sequence[Move], n_buffers: int, snapshots: Mapping[int, li
     end reached so far within it, and the last block's start plus the bytes still to place (a tensor placed in
     another free block ends below that start, one placed in the last block ends its size above it, and only
     placing moves it up)."""
-    allocators = [_Blocks() for _ in range(n_buffers)]
-    allocs = [blocks.alloc for blocks in allocators]
-    releases = [blocks.release for blocks in allocators]
-    offset: dict = {}  # (buffer, offset, size) of tensors placed and still owned
-    pop = offset.pop
+    free = [([0], [_END]) for _ in range(n_buffers)]
+    tops = [0] * n_buffers
+    offset: dict = {}
     if not snapshots:
         limit, left = bound or (0, 0)
         step = _BOUND_EVERY if bound else len(moves) or 1
         for start in range(0, len(moves), step):
             chunk = moves[start : start + step] if bound else moves  # (no copy of the moves without a bound)
-            for move in chunk:
-                kind = move[0]
-                if kind == PLACE:
-                    buffer, size = move[2], move[3]
-                    offset[move[1]] = (buffer, allocs[buffer](size), size)
-                elif kind == FREE:
-                    buffer, at, size = pop(move[1])
-                    releases[buffer](at, size)
-                else:
-                    offset[move[1]] = pop(move[2])
+            _make(chunk, free, tops, offset, None)
             if bound:
                 left -= sum(move[3] for move in chunk if move[0] == PLACE)
-                if allocators[0].top <= limit and allocators[0].free[-1][0] + left <= limit:
+                if tops[0] <= limit and free[0][0][-1] + left <= limit:
                     return [limit]
-        return [blocks.top for blocks in allocators]
+        return tops
     made: dict = {}  # the node that gave each tensor its memory
     done = 0
     for stop in (*sorted(at for at in snapshots if at < len(moves)), len(moves)):  # the moves up to a snapshot
-        for move in moves[done:stop]:
-            kind = move[0]
-            if kind == PLACE:
-                _, t, buffer, size, index = move
-                offset[t] = (buffer, allocs[buffer](size), size)
-                made[t] = index
-            elif kind == FREE:
-                buffer, at, size = pop(move[1])
-                releases[buffer](at, size)
-            else:
-                _, node, parent, index = move
-                offset[node] = pop(parent)
-                made[node] = index
+        _make(moves[done:stop], free, tops, offset, made)
         done = stop
         for index, got in snapshots[stop] if stop < len(moves) else ():
             live = tuple(sorted((*where, index - made[t] if made[t] >= previous else id(t))
                                 for t, where in offset.items()))  # fmt: skip
             previous = index
-            free_lists = tuple(tuple(map(tuple, blocks.free)) for blocks in allocators)
-            got.append((free_lists, tuple(blocks.top for blocks in allocators), live))
-    return [blocks.top for blocks in allocators]
+            free_lists = tuple(tuple(zip(*blocks, strict=True)) for blocks in free)
+            got.append((free_lists, tuple(tops), live))
+    return tops
 
 
 def buffer_sizes(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: Sequence[tuple[int, AllocSize]],
@@ -295,12 +281,17 @@ def buffer_sizes(leafs: Sequence[Tensor], nodes: Sequence[Tensor], buffers: Sequ
     blocks and tops, and where each live tensor is: one made since the snapshot before named by how many nodes
     back (its place in the repetition it is carried from, which says what will use it: two tensors a layer swaps
     are told apart), the others (inputs, and what every later layer reads) by identity."""
-    if reserved and not snapshot_at and fit_side_by_side(placed_bytes((*leafs, *nodes), buffers, buffer_of), reserved):
-        return list(reserved)
+    bound = None
+    if reserved and not snapshot_at:
+        placed = placed_bytes((*leafs, *nodes), buffers, buffer_of)
+        if fit_side_by_side(placed, reserved):
+            return list(reserved)
+        if len(buffers) == 1:  # (what the moves place is at most what the graph's tensors take side by side)
+            bound = (reserved[0], placed[0])
     moves, starts = allocator_moves(leafs, nodes, buffers, buffer_of)
     snapshots: dict[int, list] = {}
     for index, got in sorted((snapshot_at or {}).items()):
         if index < len(nodes):
             snapshots.setdefault(starts[index], []).append((index, got))
-    tops = make_moves(moves, len(buffers), snapshots, min(snapshot_at, default=0) if snapshot_at else 0)
+    tops = make_moves(moves, len(buffers), snapshots, min(snapshot_at, default=0) if snapshot_at else 0, bound)
     return [max(top, have) for top, have in zip(tops, reserved or [0] * len(tops), strict=True)]

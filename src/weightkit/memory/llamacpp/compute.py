@@ -18,6 +18,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from functools import cached_property
+from itertools import chain
 
 from ...errors import UnsupportedError
 from ...model import TensorInfo
@@ -25,7 +26,7 @@ from .alloc import FREE, PLACE, TAKE, Move, allocator_moves, buffer_sizes, fit_s
 from .architectures import architecture
 from .cache import Memory
 from .context import Context
-from .ggml import INPUT, Graph, Tensor
+from .ggml import INPUT, Graph, Tensor, any_input
 from .graph_builder import GraphBuilder, Weights
 from .hparams import LlamaCppHParams
 from .placement import Placement, buffer_of
@@ -176,7 +177,7 @@ def layer_kinds(hp: LlamaCppHParams, tensors: Mapping[str, TensorInfo], placemen
                 hp.has_kv(il),
                 hp.rescaled(il),
                 None if placement is None else placement.device_of(il),
-                tuple(sorted(own[str(il)])),
+                frozenset(own[str(il)]),  # (a layer names each tensor once: a set, not sorted)
             ),
             len(numbers),
         )
@@ -368,7 +369,7 @@ def replayed_sizes(builder: GraphBuilder, plan: Repetition, reps: int, reserved:
     graph of `reps` repetitions (three or four), or None where its repetitions' moves are not alike: by one of
     `replays` (those of the other graphs of the reservation) where it fits, else by its own, kept in `replays`."""
     graph = builder.graph
-    if any(node.flags & INPUT for node in graph.nodes):  # inputs placed in node order: not split by repetition
+    if any_input(graph.nodes):  # inputs placed in node order: not split by repetition
         return None
     moves, starts = allocator_moves(graph.leafs, graph.nodes, [(32, None)], lambda t: 0)
     layout = (plan, reps, len(graph.nodes), tuple(builder.layer_starts), tuple(builder.leaf_starts),
@@ -437,7 +438,7 @@ def _replayed(builder: GraphBuilder, plan: Repetition, reps: int, moves: list[Mo
     template = rep_moves(middle)
     if not all(map(alike, rep_moves(middle - 1), template)) or shared & handed:
         return None
-    shared.update(t for t in where if t.flags & INPUT)  # a graph's inputs are made once, before the layers
+    shared.update([t for t in where if t.flags & INPUT])  # a graph's inputs are made once, before the layers
     repeated_named = {t for k in range(1, middle + 1) for ms in rep_moves(k) for m in ms for t in _named(m)}
     shared.update(t for t, place in where.items() if place[0] == 0 and t not in repeated_named and t not in handed)
     # (what the first repetition makes for every later one, as Gemma 4's per-layer inputs: no repetition after it
@@ -505,9 +506,9 @@ def _replayed(builder: GraphBuilder, plan: Repetition, reps: int, moves: list[Mo
         return ms
 
     repeated = range(1, left_out + 1)
-    whole = [*leaf_moves[: cut[middle + 2]], *(m for v in repeated for m in renamed(template[0], v)),
+    whole = [*leaf_moves[: cut[middle + 2]], *chain.from_iterable(renamed(template[0], v) for v in repeated),
              *leaf_moves[cut[middle + 2] :], *moves[starts[0] : starts[node_at[middle + 1]]],
-             *(m for v in repeated for m in repeated_nodes(v)), *tail]  # fmt: skip
+             *chain.from_iterable(map(repeated_nodes, repeated)), *tail]  # fmt: skip
     origin = [*range(cut[middle + 2]), *list(range(cut[middle + 1], cut[middle + 2])) * left_out,
               *range(cut[middle + 2], starts[node_at[middle + 1]]),
               *list(range(starts[node_at[middle]], starts[node_at[middle + 1]])) * left_out,

@@ -11,7 +11,9 @@ llama-cpp-python 0.3.36 bundles.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
+from operator import attrgetter
 
 from ...dtypes import GGMLType, ggml_type
 
@@ -28,6 +30,17 @@ def row_size(type: int, n: int) -> int:
     """`ggml_row_size`: bytes of `n` elements of `type`."""
     size, block = _SIZES[type]
     return size * n // block
+
+
+@lru_cache(maxsize=4096)
+def _contiguous(type: int, ne: tuple[int, int, int, int]) -> tuple[tuple[int, int, int, int], int]:
+    """The strides and `ggml_nbytes` of a contiguous tensor (no element beyond the last row's end), kept for the
+    shapes seen last: a graph makes most of its shapes many times over."""
+    size, block = _SIZES[type]
+    nb1 = size * (ne[0] // block)
+    nb2 = nb1 * ne[1]
+    nb3 = nb2 * ne[2]
+    return (size, nb1, nb2, nb3), nb3 * ne[3]
 
 
 class Tensor:
@@ -48,14 +61,10 @@ class Tensor:
         if view_src is not None and view_src.view_src is not None:
             view_src = view_src.view_src  # views always point at the tensor that owns the memory
         self.view_src = view_src
-        size, block = _SIZES[type]
         if nb is None:
-            nb1 = size * (ne[0] // block)
-            nb2 = nb1 * ne[1]
-            nb3 = nb2 * ne[2]
-            self.nb = (size, nb1, nb2, nb3)
-            self.nbytes = nb3 * ne[3]  # (contiguous: no element beyond the last row's end)
+            self.nb, self.nbytes = _contiguous(type, ne)
         else:
+            size, block = _SIZES[type]
             self.nb = nb = tuple(nb)
             ne0, ne1, ne2, ne3 = ne
             if ne0 <= 0 or ne1 <= 0 or ne2 <= 0 or ne3 <= 0:
@@ -77,6 +86,14 @@ class Tensor:
 
     def __repr__(self) -> str:
         return f"{self.op}({self.name or '?'} {ggml_type(self.type).name} {list(self.ne)})"
+
+
+_flags = attrgetter("flags")
+
+
+def any_input(tensors: Iterable[Tensor]) -> bool:
+    """Whether any of `tensors` is flagged INPUT (their flags gathered at C speed: a graph's nodes number thousands)."""
+    return any(flags & INPUT for flags in set(map(_flags, tensors)))
 
 
 def external(type: int, ne: Sequence[int], name: str = "", *, device: int = -1, weight: bool = False) -> Tensor:
