@@ -271,17 +271,21 @@ def _qx_block(x: np.ndarray, w: np.ndarray, nmax: int) -> tuple[np.ndarray, np.n
     amax, mx = signed_absmax(x)
     zero = amax < GROUP_MAX_EPS
     mx = np.where(zero, F32(1), mx)
-    wx = w * x
+    weights = np.stack((w * x, w))  # the products' first factors: w*x, w
     lf = np.empty_like(x)
     products = np.empty((2, *x.shape), F32)
 
-    def sums(iscale: np.ndarray) -> np.ndarray:
-        """(Σ w*x*l, Σ w*l*l) for the levels l = clamp(nearest_int(iscale * x))."""
-        round_clip(np.multiply(x, iscale, out=lf), -nmax, nmax - 1)
-        np.multiply(wx, lf, out=products[0])
-        np.multiply(w, lf, out=products[1])
+    def sums(iscale: np.ndarray, within: bool = False) -> np.ndarray:
+        """(Σ w*x*l, Σ w*l*l) for the levels l = clamp(nearest_int(iscale * x)), summed from 0 in index
+        order as C does; `within`: the products are known to round inside the range, unclamped."""
+        np.multiply(x, iscale, out=lf)
+        if within:
+            np.rint(lf, out=lf)
+        else:
+            round_clip(lf, -nmax, nmax - 1)
+        np.multiply(weights, lf, out=products)
         products[1] *= lf
-        return seq_sum(products, axis=1)
+        return np.add.reduce(products, axis=1, initial=F32(0))
 
     # the best so far and each step's candidate: (scale, scale * Σ w*x*l, iscale), swapped in lane by lane
     best, cand = np.empty((3, x.shape[1]), F32), np.empty((3, x.shape[1]), F32)
@@ -293,7 +297,8 @@ def _qx_block(x: np.ndarray, w: np.ndarray, nmax: int) -> tuple[np.ndarray, np.n
         if step == 0:
             continue
         np.divide(-(F32(nmax) + F32(0.1) * F32(step)), mx, out=cand[2])
-        sumlx, suml2 = sums(cand[2])
+        # |x| <= |max|, so a step of -6 or less keeps |x * iscale| <= nmax - 0.6: its levels need no clamp
+        sumlx, suml2 = sums(cand[2], within=step <= -6)
         better = (suml2 > 0) & (sumlx * sumlx > best[1] * suml2)
         np.divide(sumlx, suml2, out=cand[0])  # used only where better: suml2 > 0
         np.multiply(cand[0], sumlx, out=cand[1])
