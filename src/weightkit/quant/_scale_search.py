@@ -47,6 +47,16 @@ def nearest_int(v: np.ndarray) -> np.ndarray:
     return (bits & 0x7FFFFF) - 0x400000
 
 
+def clamped_codes(v: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """`MAX(lo, MIN(hi, nearest_int(v))) - lo` as int32, made in place in `v`'s memory (float32, used up):
+    `nearest_int`'s low mantissa bits clamped and offset in two passes, not three."""
+    bits = np.add(v, _MAGIC, out=v).view(np.int32)
+    bits &= 0x7FFFFF
+    np.clip(bits, 0x400000 + lo, 0x400000 + hi, out=bits)
+    bits -= 0x400000 + lo
+    return bits
+
+
 def round_clip(v: np.ndarray, lo: float, hi: float) -> np.ndarray:
     """`MAX(lo, MIN(hi, nearest_int(v)))` as float32, for arguments known to lie within ±2^22.
 
