@@ -47,6 +47,16 @@ def nearest_int(v: np.ndarray) -> np.ndarray:
     return (bits & 0x7FFFFF) - 0x400000
 
 
+def clamped_codes(v: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """`MAX(lo, MIN(hi, nearest_int(v))) - lo` as int32, made in place in `v`'s memory (float32, used up):
+    `nearest_int`'s low mantissa bits clamped and offset in two passes, not three."""
+    bits = np.add(v, _MAGIC, out=v).view(np.int32)
+    bits &= 0x7FFFFF
+    np.clip(bits, 0x400000 + lo, 0x400000 + hi, out=bits)
+    bits -= 0x400000 + lo
+    return bits
+
+
 def round_clip(v: np.ndarray, lo: float, hi: float) -> np.ndarray:
     """`MAX(lo, MIN(hi, nearest_int(v)))` as float32, for arguments known to lie within ±2^22.
 
@@ -105,6 +115,21 @@ def inverse(d: np.ndarray) -> np.ndarray:
         inv = F32(1) / d
     inv[d == 0] = 0
     return inv
+
+
+def lane_mask(take: np.ndarray) -> np.ndarray:
+    """int32 -1 where `take` (a bool array) is true, else 0: the mask `copy_lanes` selects with."""
+    return np.negative(take.view(np.int8), dtype=np.int32)
+
+
+def copy_lanes(mask: np.ndarray, src: np.ndarray, dst: np.ndarray) -> None:
+    """`np.copyto(dst, src, where=mask != 0)` for float32 arrays (`mask` from `lane_mask`, broadcast over
+    leading axes), bit for bit, as three bitwise passes: numpy's masked copy and `np.where` branch on every
+    element and cost ten times more when the mask is unpredictable, as a search's "this step is better" is."""
+    bits = dst.view(np.int32)
+    flips = np.bitwise_xor(src.view(np.int32), bits)
+    flips &= mask
+    bits ^= flips
 
 
 def half_round(v: np.ndarray) -> np.ndarray:
@@ -256,38 +281,42 @@ def _qx_block(x: np.ndarray, w: np.ndarray, nmax: int) -> tuple[np.ndarray, np.n
     amax, mx = signed_absmax(x)
     zero = amax < GROUP_MAX_EPS
     mx = np.where(zero, F32(1), mx)
-    wx = w * x
+    weights = np.stack((w * x, w))  # the products' first factors: w*x, w
     lf = np.empty_like(x)
     products = np.empty((2, *x.shape), F32)
 
-    def sums(iscale: np.ndarray) -> np.ndarray:
-        """(Σ w*x*l, Σ w*l*l) for the levels l = clamp(nearest_int(iscale * x))."""
-        round_clip(np.multiply(x, iscale, out=lf), -nmax, nmax - 1)
-        np.multiply(wx, lf, out=products[0])
-        np.multiply(w, lf, out=products[1])
+    def sums(iscale: np.ndarray, within: bool = False) -> np.ndarray:
+        """(Σ w*x*l, Σ w*l*l) for the levels l = clamp(nearest_int(iscale * x)), summed from 0 in index
+        order as C does; `within`: the products are known to round inside the range, unclamped."""
+        np.multiply(x, iscale, out=lf)
+        if within:
+            np.rint(lf, out=lf)
+        else:
+            round_clip(lf, -nmax, nmax - 1)
+        np.multiply(weights, lf, out=products)
         products[1] *= lf
-        return seq_sum(products, axis=1)
+        return np.add.reduce(products, axis=1, initial=F32(0))
 
-    iscale = F32(-nmax) / mx
-    sumlx, suml2 = sums(iscale)
-    scale = np.where(suml2 != 0, sumlx / np.where(suml2 != 0, suml2, F32(1)), F32(0))
-    best = scale * sumlx
-    best_iscale = iscale
+    # the best so far and each step's candidate: (scale, scale * Σ w*x*l, iscale), swapped in lane by lane
+    best, cand = np.empty((3, x.shape[1]), F32), np.empty((3, x.shape[1]), F32)
+    np.divide(F32(-nmax), mx, out=best[2])
+    sumlx, suml2 = sums(best[2])
+    best[0] = np.where(suml2 != 0, sumlx / np.where(suml2 != 0, suml2, F32(1)), F32(0))
+    np.multiply(best[0], sumlx, out=best[1])
     for step in range(-9, 10):
         if step == 0:
             continue
-        cand = -(F32(nmax) + F32(0.1) * F32(step)) / mx
-        sumlx, suml2 = sums(cand)
-        better = (suml2 > 0) & (sumlx * sumlx > best * suml2)
-        if better.any():
-            new_scale = sumlx / np.where(better, suml2, F32(1))
-            scale = np.where(better, new_scale, scale)
-            best = np.where(better, scale * sumlx, best)
-            best_iscale = np.where(better, cand, best_iscale)
-    levels = round_clip(np.multiply(x, best_iscale, out=lf), -nmax, nmax - 1)
+        np.divide(-(F32(nmax) + F32(0.1) * F32(step)), mx, out=cand[2])
+        # |x| <= |max|, so a step of -6 or less keeps |x * iscale| <= nmax - 0.6: its levels need no clamp
+        sumlx, suml2 = sums(cand[2], within=step <= -6)
+        better = (suml2 > 0) & (sumlx * sumlx > best[1] * suml2)
+        np.divide(sumlx, suml2, out=cand[0])  # used only where better: suml2 > 0
+        np.multiply(cand[0], sumlx, out=cand[1])
+        copy_lanes(lane_mask(better)[None], cand, best)
+    levels = round_clip(np.multiply(x, best[2], out=lf), -nmax, nmax - 1)
     levels += F32(nmax)
     levels[:, zero] = 0
-    return np.where(zero, F32(0), scale), levels.astype(np.uint8)
+    return np.where(zero, F32(0), best[0]), levels.astype(np.uint8)
 
 
 def _refine_pass(
@@ -467,7 +496,7 @@ def _qkx_block(
     scale = F32(1) / iscale
     levels(iscale, mn)
     best = error(scale, mn)
-    cur_min, best_iscale, best_base = mn.copy(), iscale, mn
+    cur_min, best_iscale, best_base = mn.copy(), iscale, mn.copy()
     for step in range(nstep + 1):
         cand = (F32(rmin) + F32(rdelta) * F32(step) + F32(nmax)) / (mx - cur_min)
         levels(cand, cur_min)
@@ -476,12 +505,10 @@ def _qkx_block(
         np.multiply(prods[0], x, out=prods[2])
         D, this_scale, this_min = _affine_fit(sum_w, sum_x, *seq_sum(prods, axis=1))
         err = error(this_scale, this_min)
-        better = (D > 0) & (err < best)
-        np.copyto(best, err, where=better)
-        np.copyto(scale, this_scale, where=better)
-        best_iscale = np.where(better, cand, best_iscale)
-        best_base = np.where(better, cur_min, best_base)
-        np.copyto(cur_min, this_min, where=better)
+        better = lane_mask((D > 0) & (err < best))
+        for src, dst in ((err, best), (this_scale, scale), (cand, best_iscale), (cur_min, best_base)):
+            copy_lanes(better, src, dst)
+        copy_lanes(better, this_min, cur_min)  # after best_base took the min it was measured against
     levels(best_iscale, best_base)
     lf[:, flat] = 0
     return np.where(flat, F32(0), scale), -cur_min, lf.astype(np.uint8)

@@ -15,6 +15,7 @@ from ._parallel import Scratch, readonly
 from ._scale_search import (
     F32,
     GROUP_MAX_EPS,
+    clamped_codes,
     half_round,
     make_q3_quants,
     make_qkx_quants,
@@ -213,11 +214,9 @@ def _requantize(x: np.ndarray, L: np.ndarray, d: np.ndarray, dm: np.ndarray | No
     Sub-blocks whose scale is 0 keep the codes of the search (`if (!d) continue;`). Shapes: x, L
     (nb, n_sub, size); d, dm (nb, n_sub). Codes come back offset by -lo, as uint8.
     """
-    size = x.shape[2]
-    v = x + np.repeat(dm, size).reshape(x.shape) if dm is not None else x.copy()
-    v /= np.repeat(d, size).reshape(x.shape)
-    q = np.clip(nearest_int(v), lo, hi) - lo
-    q = q.astype(np.uint8)
+    v = x + dm[..., None] if dm is not None else x.copy()
+    v /= d[..., None]
+    q = clamped_codes(v, lo, hi).astype(np.uint8)
     keep = d == 0
     q[keep] = L[keep]
     return q

@@ -68,35 +68,53 @@ def _piece(msg: Message, index: int) -> tuple[bytes, int, int]:
 def _common_run(data: bytes, pos: int, pieces: _Pieces) -> int:
     """Read the run of pieces at `pos` that have the layout sentencepiece writes (a text of < 128 bytes, a score,
     an optional type), without the general reader; return where the run stops (any other field, or any other
-    layout, is left to the general reader, which also makes the checks). 262,144 pieces take a fraction of a
-    second this way."""
+    layout, is left to the general reader, which also makes the checks). The loop only steps over the pieces by
+    their lengths; their layouts are checked, and their fields found, for all at once (`_common_layout`):
+    262,144 pieces take a quarter of a second this way."""
     end = len(data)
+    starts: list[int] = []
     while pos + 9 <= end and data[pos] == 0x0A:
         n = data[pos + 1]
-        body = pos + 2
         if n >= 0x80:
             if data[pos + 2] >= 0x80:
                 break
-            n = (n & 0x7F) | data[pos + 2] << 7
-            body += 1
-        stop = body + n
-        if stop > end or n < 7 or data[body] != 0x0A:
-            break
-        text_end = body + 2 + data[body + 1]
-        if data[body + 1] >= 0x80 or text_end + 5 > stop or data[text_end] != 0x15:
-            break
-        if text_end + 5 == stop:
-            kind = 1
-        elif text_end + 7 == stop and data[text_end + 5] == 0x18 and 0 < data[text_end + 6] < 7:
-            kind = data[text_end + 6]
-        else:
-            break
-        pieces.texts.append(data[body + 2 : text_end])
-        pieces.score_at.append(text_end + 1)
-        pieces.types.append(kind)
-        pieces.offsets.append(pos)
-        pos = stop
+            n = ((n & 0x7F) | data[pos + 2] << 7) + 1  # and the length's second byte
+        starts.append(pos)
+        pos += 2 + n
+    at = np.array(starts, dtype=np.int64)
+    text, text_end, kind, ok = _common_layout(np.frombuffer(data, dtype=np.uint8), at)
+    bad = np.flatnonzero(~ok)
+    count = int(bad[0]) if bad.size else len(starts)
+    if count < len(starts):
+        pos = starts[count]
+    pieces.texts += [data[a:b] for a, b in zip(text[:count].tolist(), text_end[:count].tolist(), strict=True)]
+    pieces.score_at += (text_end[:count] + 1).tolist()
+    pieces.types += kind[:count].tolist()
+    pieces.offsets += starts[:count]
     return pos
+
+
+def _common_layout(raw: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """For the pieces starting at offsets `at`: where each text starts and ends, its type, and whether the
+    piece has the common layout (field 1: a text of < 128 bytes; 2: the score; 3: a type from 1 to 6, or none,
+    meaning 1). Reads past the end (of a piece that is not whole) read the last byte, and fail the check."""
+
+    def byte(i: np.ndarray) -> np.ndarray:
+        return raw[np.minimum(i, len(raw) - 1)].astype(np.int64)
+
+    first = byte(at + 1)
+    two = first >= 0x80
+    n = np.where(two, (first & 0x7F) | byte(at + 2) << 7, first)
+    body = at + 2 + two
+    stop = body + n
+    length = byte(body + 1)
+    text_end = body + 2 + length
+    typed = text_end + 7 == stop
+    kind = np.where(typed, byte(text_end + 6), 1)
+    ok = (stop <= len(raw)) & (n >= 7) & (byte(body) == 0x0A) & (length < 0x80)
+    ok &= (text_end + 5 <= stop) & (byte(text_end) == 0x15)
+    ok &= (text_end + 5 == stop) | (typed & (byte(text_end + 5) == 0x18) & (kind > 0) & (kind < 7))
+    return body + 2, text_end, kind, ok
 
 
 @dataclass
