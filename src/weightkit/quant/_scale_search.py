@@ -251,43 +251,54 @@ def make_qx_quants(x: np.ndarray, nmax: int, w: np.ndarray) -> tuple[np.ndarray,
     return in_blocks(_qx_block, x, w, nmax)
 
 
+#: At most this many values in one numpy call of `_qx_sums`: a block of up to half as many takes several candidate
+#: scales a call (faster below 16K values; above, one at a time is as fast). Measured: docs/benchmarks.md.
+_QX_CALL_ELEMENTS = 1 << 15
+#: `make_qx_quants`'s candidate steps, the first scale (step 0) first: each a scale of -(nmax + 0.1 * step) / max.
+_QX_STEPS = np.array([0, *range(-9, 0), *range(1, 10)], dtype=F32)
+
+
 def _qx_block(x: np.ndarray, w: np.ndarray, nmax: int) -> tuple[np.ndarray, np.ndarray]:
-    """`make_qx_quants` on one block of groups."""
+    """`make_qx_quants` on one block of groups: every candidate's sums first, then ggml's choice in its order."""
     amax, mx = signed_absmax(x)
     zero = amax < GROUP_MAX_EPS
     mx = np.where(zero, F32(1), mx)
-    wx = w * x
-    lf = np.empty_like(x)
-    products = np.empty((2, *x.shape), F32)
-
-    def sums(iscale: np.ndarray) -> np.ndarray:
-        """(Σ w*x*l, Σ w*l*l) for the levels l = clamp(nearest_int(iscale * x))."""
-        round_clip(np.multiply(x, iscale, out=lf), -nmax, nmax - 1)
-        np.multiply(wx, lf, out=products[0])
-        np.multiply(w, lf, out=products[1])
-        products[1] *= lf
-        return seq_sum(products, axis=1)
-
-    iscale = F32(-nmax) / mx
-    sumlx, suml2 = sums(iscale)
-    scale = np.where(suml2 != 0, sumlx / np.where(suml2 != 0, suml2, F32(1)), F32(0))
-    best = scale * sumlx
-    best_iscale = iscale
-    for step in range(-9, 10):
-        if step == 0:
-            continue
-        cand = -(F32(nmax) + F32(0.1) * F32(step)) / mx
-        sumlx, suml2 = sums(cand)
-        better = (suml2 > 0) & (sumlx * sumlx > best * suml2)
+    candidates = -(F32(nmax) + F32(0.1) * _QX_STEPS)[:, None] / mx
+    sumlx, suml2 = _qx_sums(x, w, candidates, nmax)
+    scale = np.where(suml2[0] != 0, sumlx[0] / np.where(suml2[0] != 0, suml2[0], F32(1)), F32(0))
+    best = scale * sumlx[0]
+    best_iscale = candidates[0]
+    for k in range(1, len(candidates)):
+        better = (suml2[k] > 0) & (sumlx[k] * sumlx[k] > best * suml2[k])
         if better.any():
-            new_scale = sumlx / np.where(better, suml2, F32(1))
+            new_scale = sumlx[k] / np.where(better, suml2[k], F32(1))
             scale = np.where(better, new_scale, scale)
-            best = np.where(better, scale * sumlx, best)
-            best_iscale = np.where(better, cand, best_iscale)
-    levels = round_clip(np.multiply(x, best_iscale, out=lf), -nmax, nmax - 1)
+            best = np.where(better, scale * sumlx[k], best)
+            best_iscale = np.where(better, candidates[k], best_iscale)
+    levels = round_clip(x * best_iscale, -nmax, nmax - 1)
     levels += F32(nmax)
     levels[:, zero] = 0
     return np.where(zero, F32(0), scale), levels.astype(np.uint8)
+
+
+def _qx_sums(x: np.ndarray, w: np.ndarray, candidates: np.ndarray, nmax: int) -> np.ndarray:
+    """(Σ w*x*l, Σ w*l*l) per group for each row of `candidates` (inverse scales), the levels l being
+    clamp(nearest_int(iscale * x)). A small block (a small tensor, or a few rows of one) takes several candidates
+    a numpy call, up to `_QX_CALL_ELEMENTS` values, where numpy's cost per call would otherwise dominate."""
+    wx = w * x
+    per_call = min(len(candidates), max(1, _QX_CALL_ELEMENTS // x.size))
+    lf = np.empty((per_call, *x.shape), F32)
+    products = np.empty((2, *lf.shape), F32)
+    sums = np.empty((2, *candidates.shape), F32)
+    for first in range(0, len(candidates), per_call):
+        k = min(per_call, len(candidates) - first)
+        levels, made = lf[:k], products[:, :k]
+        round_clip(np.multiply(x, candidates[first : first + k, None, :], out=levels), -nmax, nmax - 1)
+        np.multiply(wx, levels, out=made[0])
+        np.multiply(w, levels, out=made[1])
+        made[1] *= levels
+        sums[:, first : first + k] = seq_sum(made, axis=2)
+    return sums
 
 
 def _refine_pass(
