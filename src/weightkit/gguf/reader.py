@@ -2,7 +2,8 @@
 
 Every count, length and offset read from the file is checked against the bytes that remain before it is
 used, so a hostile file costs at most its own size in memory and raises `FormatError` at the byte where
-it goes wrong. Large arrays are parsed with numpy; string arrays with one tight loop.
+it goes wrong. Large arrays are parsed with numpy; string arrays are checked by one tight loop and decoded
+when first used.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from .constants import (
     SCALAR_CODES,
     GGUFValueType,
 )
-from .values import Value
+from .values import ReadStrings, Value
 
 _T = GGUFValueType
 _INT64_MAX = 2**63 - 1
@@ -145,7 +146,7 @@ class _Parser:
         # the list of them is made: the file's size a server claims would not bound that allocation.
         self.src.need(self.pos, n * size, f"the elements of {key!r}")
         if element == _T.STRING:
-            return Value(self.strings(n, key), _T.ARRAY, element)
+            return self.strings(n, key, count_at - 4)
         if element == _T.ARRAY:  # each item is itself (element type, count, items)
             return Value([self.array(key, depth + 1) for _ in range(n)], _T.ARRAY, element)
         raw = np.frombuffer(self.buf, np.dtype(self.order + SCALAR_CODES[element]), n, self.pos)
@@ -153,28 +154,37 @@ class _Parser:
         arr = raw != 0 if element == _T.BOOL else raw.astype(raw.dtype.newbyteorder("="))
         return Value(arr, _T.ARRAY, element)
 
-    def strings(self, n: int, key: str) -> list[str]:
-        """`n` length-prefixed strings; the hot loop of every vocabulary (262,144 tokens for Gemma 3). Where it
-        runs past the bytes held, the source fetches more (or refuses) and the loop goes on from that string."""
+    def strings(self, n: int, key: str, head: int) -> ReadStrings:
+        """The array of `n` length-prefixed strings whose element type is at `head`, its lengths checked here
+        and its text decoded when first used. The hot loop of every vocabulary (262,144 tokens for Gemma 3)
+        skips from length to length unchecked; if it runs past the bytes held, `_check_strings` finds where."""
+        unpack, buf, pos = self.u64.unpack_from, self.buf, self.pos
+        try:
+            for _ in itertools.repeat(None, n):
+                pos += 8 + unpack(buf, pos)[0]
+            held = pos <= self.src.held
+        except (struct.error, OverflowError):  # a length led past the end of the buffer
+            held = False
+        self.pos = pos if held else self._check_strings(n, key)
+        return ReadStrings(encoded=(self.order, bytes(self.buf[head : self.pos])))
+
+    def _check_strings(self, n: int, key: str) -> int:
+        """Where `n` strings from `pos` end, string by string: where one runs past the bytes held, the source
+        fetches more (or refuses, naming the string) and the loop goes on from that string."""
         unpack = self.u64.unpack_from
-        out: list[str] = [""] * n
         pos, first = self.pos, 0
         while True:
             buf, end = self.buf, self.src.held
             try:
                 for i in range(first, n):
                     (length,) = unpack(buf, pos)
-                    pos += 8
-                    stop = pos + length
+                    stop = pos + 8 + length
                     if stop > end:
-                        pos -= 8
                         reason = f"{key!r}: string {i} claims {length} bytes; only {self.src.size - pos - 8} remain"
                         break
-                    out[i] = buf[pos:stop].decode("utf-8", "surrogateescape")
                     pos = stop
                 else:
-                    self.pos = pos
-                    return out
+                    return pos
             except struct.error:  # not even the 8-byte length is held
                 stop, reason = pos + 8, f"{key!r}: the file ends inside string {i} of {n}"
             first = i

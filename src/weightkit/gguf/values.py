@@ -6,6 +6,7 @@ mapping hands out plain Python/numpy values for everyday use.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,10 +34,10 @@ class Value:
     """One metadata value with its GGUF type; `element` is the element type of an array.
 
     Arrays hold a numpy array (numeric and bool elements), a list of str (strings), or a list of `Value`
-    (arrays of arrays). `encoded` is set on scalars read from a file: (byte order, the bytes as stored), which
-    a writer in that byte order copies instead of encoding `value` again, so a read value is written back bit
-    for bit (a float32 signalling NaN becomes a quiet one on its way through a Python float). A BOOL has none:
-    it is written back as 0 or 1, as ggml writes it.
+    (arrays of arrays). `encoded` is set on scalars and string arrays read from a file: (byte order, the bytes as
+    stored), which a writer in that byte order copies instead of encoding `value` again, so a read value is
+    written back bit for bit (a float32 signalling NaN becomes a quiet one on its way through a Python float).
+    A BOOL has none: it is written back as 0 or 1, as ggml writes it.
     """
 
     value: Any
@@ -63,6 +64,37 @@ class Value:
         return a == b
 
     __hash__ = None  # type: ignore[assignment]
+
+
+class ReadStrings(Value):
+    """A string array read from a file, its strings decoded on the first use of `value`: a vocabulary's
+    tokens and merges (up to 777k strings) take about a second to decode, and most opens never look at them.
+    The reader has checked every length; `encoded` holds the array's bytes (element type, count, strings)."""
+
+    def __init__(self, value: Any = None, type: GGUFValueType = _T.ARRAY, element: GGUFValueType | None = _T.STRING,
+                 encoded: tuple[str, bytes] | None = None) -> None:  # fmt: skip
+        # Value's fields, so that `dataclasses.replace` makes one too (given the decoded strings).
+        for name, given in (("type", type), ("element", element), ("encoded", encoded)):
+            object.__setattr__(self, name, given)
+        if value is not None or encoded is None:
+            object.__setattr__(self, "value", value)
+
+    def __getattr__(self, name: str) -> Any:
+        """`value`, decoded from `encoded` the first time it is asked for (only then is it not set)."""
+        if name != "value" or self.__dict__.get("encoded") is None:
+            raise AttributeError(name)
+        order, raw = self.__dict__["encoded"]
+        unpack = struct.Struct(order + "Q").unpack_from
+        (n,) = unpack(raw, 4)
+        strings: list[str] = [""] * n
+        pos = 12
+        for i in range(n):
+            (length,) = unpack(raw, pos)
+            pos += 8
+            strings[i] = raw[pos : pos + length].decode("utf-8", "surrogateescape")
+            pos += length
+        object.__setattr__(self, "value", strings)
+        return strings
 
 
 def numpy_dtype(t: GGUFValueType, order: str = "<") -> np.dtype:

@@ -276,47 +276,62 @@ def make_qx_quants(x: np.ndarray, nmax: int, w: np.ndarray) -> tuple[np.ndarray,
     return in_blocks(_qx_block, x, w, nmax)
 
 
+#: At most this many values in one numpy call of `_qx_sums`: a block of up to half as many takes several candidate
+#: scales a call (faster below 16K values; above, one at a time is as fast). Measured: docs/benchmarks.md.
+_QX_CALL_ELEMENTS = 1 << 15
+#: `make_qx_quants`'s candidate steps, the first scale (step 0) first: each a scale of -(nmax + 0.1 * step) / max.
+_QX_STEPS = np.array([0, *range(-9, 0), *range(1, 10)], dtype=F32)
+
+
 def _qx_block(x: np.ndarray, w: np.ndarray, nmax: int) -> tuple[np.ndarray, np.ndarray]:
-    """`make_qx_quants` on one block of groups."""
+    """`make_qx_quants` on one block of groups: every candidate's sums first, then ggml's choice in its order."""
     amax, mx = signed_absmax(x)
     zero = amax < GROUP_MAX_EPS
     mx = np.where(zero, F32(1), mx)
-    weights = np.stack((w * x, w))  # the products' first factors: w*x, w
-    lf = np.empty_like(x)
-    products = np.empty((2, *x.shape), F32)
-
-    def sums(iscale: np.ndarray, within: bool = False) -> np.ndarray:
-        """(Σ w*x*l, Σ w*l*l) for the levels l = clamp(nearest_int(iscale * x)), summed from 0 in index
-        order as C does; `within`: the products are known to round inside the range, unclamped."""
-        np.multiply(x, iscale, out=lf)
-        if within:
-            np.rint(lf, out=lf)
-        else:
-            round_clip(lf, -nmax, nmax - 1)
-        np.multiply(weights, lf, out=products)
-        products[1] *= lf
-        return np.add.reduce(products, axis=1, initial=F32(0))
-
-    # the best so far and each step's candidate: (scale, scale * Σ w*x*l, iscale), swapped in lane by lane
+    candidates = -(F32(nmax) + F32(0.1) * _QX_STEPS)[:, None] / mx
+    sumlx, suml2 = _qx_sums(x, w, candidates, nmax)
+    # the best so far and each candidate: (scale, scale * Σ w*x*l, iscale), swapped in lane by lane
     best, cand = np.empty((3, x.shape[1]), F32), np.empty((3, x.shape[1]), F32)
-    np.divide(F32(-nmax), mx, out=best[2])
-    sumlx, suml2 = sums(best[2])
-    best[0] = np.where(suml2 != 0, sumlx / np.where(suml2 != 0, suml2, F32(1)), F32(0))
-    np.multiply(best[0], sumlx, out=best[1])
-    for step in range(-9, 10):
-        if step == 0:
+    best[0] = np.where(suml2[0] != 0, sumlx[0] / np.where(suml2[0] != 0, suml2[0], F32(1)), F32(0))
+    np.multiply(best[0], sumlx[0], out=best[1])
+    best[2] = candidates[0]
+    for k in range(1, len(candidates)):
+        better = (suml2[k] > 0) & (sumlx[k] * sumlx[k] > best[1] * suml2[k])
+        if not better.any():
             continue
-        np.divide(-(F32(nmax) + F32(0.1) * F32(step)), mx, out=cand[2])
-        # |x| <= |max|, so a step of -6 or less keeps |x * iscale| <= nmax - 0.6: its levels need no clamp
-        sumlx, suml2 = sums(cand[2], within=step <= -6)
-        better = (suml2 > 0) & (sumlx * sumlx > best[1] * suml2)
-        np.divide(sumlx, suml2, out=cand[0])  # used only where better: suml2 > 0
-        np.multiply(cand[0], sumlx, out=cand[1])
+        np.divide(sumlx[k], suml2[k], out=cand[0])  # used only where better: suml2 > 0
+        np.multiply(cand[0], sumlx[k], out=cand[1])
+        cand[2] = candidates[k]
         copy_lanes(lane_mask(better)[None], cand, best)
-    levels = round_clip(np.multiply(x, best[2], out=lf), -nmax, nmax - 1)
+    levels = round_clip(x * best[2], -nmax, nmax - 1)
     levels += F32(nmax)
     levels[:, zero] = 0
     return np.where(zero, F32(0), best[0]), levels.astype(np.uint8)
+
+
+def _qx_sums(x: np.ndarray, w: np.ndarray, candidates: np.ndarray, nmax: int) -> np.ndarray:
+    """(Σ w*x*l, Σ w*l*l) per group for each row of `candidates` (inverse scales), the levels l being
+    clamp(nearest_int(iscale * x)), summed from 0 in index order as C does. A small block (a small tensor, or a
+    few rows of one) takes several candidates a numpy call, up to `_QX_CALL_ELEMENTS` values, where numpy's cost
+    per call would otherwise dominate."""
+    weights = np.stack((w * x, w))[:, None]  # the products' first factors: w*x, w
+    per_call = min(len(candidates), max(1, _QX_CALL_ELEMENTS // x.size))
+    lf = np.empty((per_call, *x.shape), F32)
+    products = np.empty((2, *lf.shape), F32)
+    sums = np.empty((2, *candidates.shape), F32)
+    for first in range(0, len(candidates), per_call):
+        k = min(per_call, len(candidates) - first)
+        levels, made = lf[:k], products[:, :k]
+        np.multiply(x, candidates[first : first + k, None, :], out=levels)
+        # |x| <= |max|, so a step of -6 or less keeps |x * iscale| <= nmax - 0.6: its levels need no clamp
+        if _QX_STEPS[first : first + k].max() <= -6:
+            np.rint(levels, out=levels)
+        else:
+            round_clip(levels, -nmax, nmax - 1)
+        np.multiply(weights, levels, out=made)
+        made[1] *= levels
+        np.add.reduce(made, axis=2, initial=F32(0), out=sums[:, first : first + k])
+    return sums
 
 
 def _refine_pass(

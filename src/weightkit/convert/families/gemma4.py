@@ -130,8 +130,8 @@ def _rope_freqs(h: HFConfig, rope: dict[str, Any]) -> list[tuple[str, np.ndarray
 
 
 #: Tokens the converter marks user-defined, so that llama.cpp renders them for the chat parser.
-_VISIBLE = ("<|channel>", "<channel|>", "<|tool_call>", "<tool_call|>", "<|tool_response>", "<tool_response|>",
-            '<|"|>')  # fmt: skip
+_VISIBLE = frozenset(("<|channel>", "<channel|>", "<|tool_call>", "<tool_call|>", "<|tool_response>",
+                      "<tool_response|>", '<|"|>'))  # fmt: skip
 
 
 def _vocab(kv: KV, folder: Path, h: HFConfig) -> None:

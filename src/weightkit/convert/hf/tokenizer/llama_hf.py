@@ -9,7 +9,6 @@ tokens beyond it (CONTROL if special, else USER_DEFINED); every score is -1000.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +20,8 @@ from .fast import TOKENIZER_JSON, load_fast_tokenizer
 from .sentencepiece import ADDED_SCORE, LlamaVocab, write_llama_vocab
 from .vocab import TokenType
 
-_BYTE_TOKEN = re.compile(r"<0x[0-9A-Fa-f]{2}>")
+#: Every spelling of a byte token, `<0x[0-9A-Fa-f]{2}>`.
+_BYTE_TOKENS = tuple(f"<0x{a}{b}>" for a in "0123456789ABCDEFabcdef" for b in "0123456789ABCDEFabcdef")
 
 
 def is_llama_hf_bpe(folder: Path) -> bool:
@@ -51,24 +51,26 @@ def llama_hf_vocab(folder: Path, hparams: HFConfig) -> LlamaVocab:
     special_ids = {vocab[t] for t in tok.special_tokens}
     base = tok.base_size()
     by_id = {i: t for t, i in vocab.items()}
-    tokens: list[str] = []
-    types: list[int] = []
-    for token_id in range(base):
-        token = by_id.get(token_id)
-        if token is None:
-            raise FormatError(folder / TOKENIZER_JSON, None, f"no token has id {token_id} (of {base})")
-        tokens.append(token)
-        if _BYTE_TOKEN.fullmatch(token):
-            types.append(TokenType.BYTE)
-        else:
-            types.append(TokenType.CONTROL if token_id in special_ids else TokenType.NORMAL)
+    tokens = list(map(by_id.get, range(base)))
+    if None in tokens:
+        raise FormatError(folder / TOKENIZER_JSON, None, f"no token has id {tokens.index(None)} (of {base})")
+    types = np.full(base, TokenType.NORMAL, dtype=np.int32)
+    types[[i for i in special_ids if i < base]] = TokenType.CONTROL
+    types[_byte_token_ids(vocab, by_id, base)] = TokenType.BYTE  # BYTE before CONTROL, as the reference asks
     added = {t.content: i for i, t in tok.added_tokens().items()}  # `get_added_vocab`: by id, last id wins
+    more: list[int] = []
     for token, token_id in sorted(added.items(), key=lambda item: item[1]):
         if token_id >= base:
             tokens.append(token)
-            types.append(TokenType.CONTROL if token in tok.special_tokens else TokenType.USER_DEFINED)
+            more.append(TokenType.CONTROL if token in tok.special_tokens else TokenType.USER_DEFINED)
     scores = np.full(len(tokens), ADDED_SCORE, dtype=np.float32)
-    return LlamaVocab(tokens, scores, np.array(types, dtype=np.int32))
+    return LlamaVocab(tokens, scores, np.concatenate([types, np.array(more, dtype=np.int32)]))
+
+
+def _byte_token_ids(vocab: dict[str, int], by_id: dict[int, str], base: int) -> list[int]:
+    """The ids below `base` whose token is a byte, `<0xXX>`: each of its 484 spellings looked up, rather than
+    every token matched against the pattern."""
+    return [i for s in _BYTE_TOKENS if (i := vocab.get(s, base)) < base and by_id[i] == s]
 
 
 def write_llama_hf_vocab(kv: KV, folder: Path, hparams: HFConfig) -> None:

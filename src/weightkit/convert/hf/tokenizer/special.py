@@ -8,6 +8,7 @@ token ids come from tokenizer_config.json (looked up among tokenizer.json's adde
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -80,8 +81,11 @@ class _Loader:
         if isinstance(merges[0], str):
             self.found.merges = merges
         elif isinstance(merges[0], list) and len(merges[0]) == 2 and isinstance(merges[0][0], str):
-            try:  # the pair form (transformers >= 4.45): spaces inside a part become U+0120
-                self.found.merges = [" ".join([part.replace(" ", "\u0120") for part in pair]) for pair in merges]
+            try:  # the pair form (transformers >= 4.45): spaces inside a part become U+0120 (where there are any)
+                if " " in "".join(itertools.chain.from_iterable(merges)):
+                    self.found.merges = [" ".join([p.replace(" ", "\u0120") for p in pair]) for pair in merges]
+                else:
+                    self.found.merges = [" ".join(pair) for pair in merges]
             except (TypeError, AttributeError):
                 raise FormatError(path, None, "model.merges mixes strings and pairs") from None
         else:

@@ -43,28 +43,22 @@ def vocab_base(tok: FastTokenizer, vocab_size: int | None) -> tuple[list[str], n
             TOKENIZER_JSON, None, f"token id {max(vocab.values())} is not below config.json's vocab_size {vocab_size}"
         )
     by_id = {i: t for t, i in vocab.items()}
-    added = tok.added_tokens()
-    added_texts = {t.content for t in added.values()}
-    tokens: list[str] = []
+    tokens: list[str] = list(map(by_id.get, range(vocab_size)))
     types = np.full(vocab_size, TokenType.NORMAL, dtype=np.int32)
-    for i in range(vocab_size):
-        token = by_id.get(i)
-        if token is None:
-            tokens.append(f"[PAD{i}]")
-            types[i] = TokenType.UNUSED
-            continue
-        if token in added_texts:
-            info = added.get(i)
-            if info is None:
-                raise FormatError(
-                    TOKENIZER_JSON, None, f"added token {token!r} is not at id {i}, where the vocabulary has it"
-                )
-            if not info.normalized:
-                token = tok.round_trip(token)
-            if info.special or looks_special(token):
-                types[i] = TokenType.CONTROL
-            else:
-                token = token.replace("\u2581", " ")
-                types[i] = TokenType.USER_DEFINED
-        tokens.append(token)
+    for i in sorted(set(range(vocab_size)).difference(by_id)):
+        tokens[i] = f"[PAD{i}]"
+        types[i] = TokenType.UNUSED
+    added = tok.added_tokens()
+    texts = {t.content for t in added.values()}  # each is one id's token at most: the vocabulary maps it to one
+    for i in sorted(vocab[t] for t in texts if t in vocab and by_id[vocab[t]] == t):
+        info = added.get(i)
+        if info is None:
+            raise FormatError(
+                TOKENIZER_JSON, None, f"added token {tokens[i]!r} is not at id {i}, where the vocabulary has it"
+            )
+        token = tokens[i] if info.normalized else tok.round_trip(tokens[i])
+        if info.special or looks_special(token):
+            tokens[i], types[i] = token, TokenType.CONTROL
+        else:
+            tokens[i], types[i] = token.replace("\u2581", " "), TokenType.USER_DEFINED
     return tokens, types
