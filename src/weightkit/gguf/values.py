@@ -65,6 +65,10 @@ class Value:
 
     __hash__ = None  # type: ignore[assignment]
 
+    def array_length(self) -> int:
+        """`len(value)`: for a string array read from a file, without decoding it."""
+        return len(self.value)
+
 
 class ReadStrings(Value):
     """A string array read from a file, its strings decoded on the first use of `value`: a vocabulary's
@@ -95,6 +99,18 @@ class ReadStrings(Value):
             pos += length
         object.__setattr__(self, "value", strings)
         return strings
+
+    def array_length(self) -> int:
+        if "value" in self.__dict__ or self.encoded is None:
+            return len(self.value)
+        order, raw = self.encoded
+        return int.from_bytes(raw[4:12], "little" if order == "<" else "big")
+
+
+def array_length(metadata: Mapping[str, Any], key: str) -> int:
+    """`len(metadata[key])`; a string array of a GGUF file's `Metadata` (a vocabulary) is counted, not decoded."""
+    typed = getattr(metadata, "typed", None)
+    return typed(key).array_length() if typed is not None else len(metadata[key])
 
 
 def numpy_dtype(t: GGUFValueType, order: str = "<") -> np.dtype:
@@ -242,6 +258,9 @@ class Metadata(Mapping[str, Any]):
 
     def __getitem__(self, key: str) -> Any:
         return self._values[key].plain()
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._values  # Mapping's would make the value (decoding a string array)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._values)

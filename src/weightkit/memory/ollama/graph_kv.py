@@ -20,6 +20,7 @@ import numpy as np
 
 from ...errors import FormatError
 from ...gguf.constants import GGUFValueType
+from ...gguf.values import array_length
 
 _T = GGUFValueType
 MASK64 = (1 << 64) - 1
@@ -225,13 +226,14 @@ class OllamaKV:
 
     def vocab_size(self) -> U64:
         """The length of `tokenizer.ggml.tokens` (Ollama panics when it is missing or not strings)."""
-        found = _typed(self.metadata, "tokenizer.ggml.tokens")
-        if found is None:
+        key = "tokenizer.ggml.tokens"
+        if key not in self.metadata:
             raise self.error("tokenizer.ggml.tokens is missing: the vocabulary size comes from its length")
-        value, kind, element = found
+        typed = getattr(self.metadata, "typed", None)  # a GGUF file's types, known without decoding its strings
+        kind, element = (typed(key).type, typed(key).element) if typed else _typed(self.metadata, key)[1:]
         if kind != _T.ARRAY or element != _T.STRING:
-            raise self._bad_type("tokenizer.ggml.tokens", kind, element, "*array[string]")
-        return U64(len(value))
+            raise self._bad_type(key, kind, element, "*array[string]")
+        return U64(array_length(self.metadata, key))
 
     # per-layer values ---------------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from ....errors import FormatError
+from ....gguf.values import array_length
 from ....model import ModelFile
 from ..ggml import Graph
 from ..graph_builder import GraphBuilder
@@ -383,10 +384,9 @@ def _vocab_size(keys: _Keys) -> int:
     tokenizer = keys.get("tokenizer.ggml.model")
     if tokenizer in ("none", "no_vocab"):
         return keys.number("vocab_size")
-    tokens = keys.metadata.get("tokenizer.ggml.tokens")
-    if tokens is None:
+    if "tokenizer.ggml.tokens" not in keys.metadata:
         raise keys.error("tokenizer.ggml.tokens is missing: llama.cpp sizes its logits by the vocabulary")
-    return len(tokens)
+    return array_length(keys.metadata, "tokenizer.ggml.tokens")  # a GGUF file's tokens counted, not decoded
 
 
 def _swa(keys: _Keys, swa: SlidingWindow, n_layer_all: int, n_layer: int) -> dict[str, Any]:
