@@ -14,15 +14,27 @@ settled, the whole graph is built.
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from itertools import chain
+from operator import attrgetter
 
 from ...errors import UnsupportedError
 from ...model import TensorInfo
-from .alloc import FREE, PLACE, TAKE, Move, allocator_moves, buffer_sizes, fit_side_by_side, make_moves, placed_bytes
+from .alloc import (
+    FREE,
+    INPLACE_OPS,
+    PLACE,
+    TAKE,
+    Move,
+    allocator_moves,
+    buffer_sizes,
+    fit_side_by_side,
+    make_moves,
+    placed_bytes,
+)
 from .architectures import architecture
 from .cache import Memory
 from .context import Context
@@ -322,7 +334,7 @@ class _Replay:
     its own sizes is its whole graph's moves, and none of the checks or renaming is needed again."""
 
     tensors: tuple[Tensor, ...]  # the shortened graph's nodes, then its leaves
-    layout: tuple  # the plan, where the graph's layers, leaves' flags and each node's moves begin
+    layout: tuple  # the plan, its repetitions, the graph's nodes, and where its layers' nodes and leaves begin
     moves: list[Move]
     compared: tuple[tuple[slice, slice], ...]  # the moves whose sizes the checks found alike
     placed: tuple[slice, ...]  # the moves of the repetition repeated
@@ -330,21 +342,26 @@ class _Replay:
     whole: list[Move] = field(default_factory=list)  # (empty: not assembled, the graph fitting side by side)
     origin: list[int] = field(default_factory=list)  # the move of `moves` each of `whole` makes
 
-    def repeated_by(self, graph: Graph, layout: tuple, moves: list[Move]) -> bool:
-        """Whether `graph`'s `moves` are these but for their sizes, and their sizes alike where the checks ask."""
-        if not self.whole or layout != self.layout or len(moves) != len(self.moves):
-            return False
-        same = dict(zip((*graph.nodes, *graph.leafs), self.tensors, strict=True)).get
-        for m, r in zip(moves, self.moves, strict=True):
-            kind = m[0]
-            if kind != r[0] or same(m[1]) is not r[1]:
-                return False
-            if kind == PLACE:
-                if m[2] != r[2] or m[4] != r[4]:
-                    return False
-            elif kind == TAKE and (same(m[2]) is not r[2] or m[3] != r[3]):
-                return False
-        return all(_place_sizes(moves[a]) == _place_sizes(moves[b]) for a, b in self.compared)
+    def moves_of(self, graph: Graph, layout: tuple) -> list[Move] | None:
+        """`graph`'s allocator moves, named as this replay's graph's tensors, where its structure is this replay's
+        graph's (then so are its moves but for their sizes: what `alloc.allocator_moves` decides follows from it)
+        and its sizes are alike where the checks ask; else None. No moves listed: the check runs at C speed but
+        for the in-place ops' sources."""
+        if not self.whole or layout != self.layout:
+            return None
+        tensors = (*graph.nodes, *graph.leafs)
+        if len(tensors) != len(self.tensors):
+            return None
+        mine = len(graph.nodes)
+        rename = dict(zip(tensors, self.tensors, strict=True)).get
+        if _structure(graph.nodes, graph.leafs, rename) != _structure(self.tensors[:mine], self.tensors[mine:]):
+            return None
+        size_of = dict(zip(self.tensors, tensors, strict=True))
+        moves = [(PLACE, m[1], m[2], -(-size_of[m[1]].nbytes // 32) * 32, m[4]) if m[0] == PLACE else m
+                 for m in self.moves]  # fmt: skip
+        if all(_place_sizes(moves[a]) == _place_sizes(moves[b]) for a, b in self.compared):
+            return moves
+        return None
 
     def side_by_side(self, moves: list[Move]) -> int:
         """The bytes the whole graph whose shortened graph made `moves` places, side by side."""
@@ -371,16 +388,16 @@ def replayed_sizes(builder: GraphBuilder, plan: Repetition, reps: int, reserved:
     graph = builder.graph
     if any_input(graph.nodes):  # inputs placed in node order: not split by repetition
         return None
+    layout = (plan, reps, len(graph.nodes), tuple(builder.layer_starts), tuple(builder.leaf_starts))
+    for replay in replays:
+        if (moves := replay.moves_of(graph, layout)) is not None:
+            return replay.sizes(moves, reserved)
     moves, starts = allocator_moves(graph.leafs, graph.nodes, [(32, None)], lambda t: 0)
-    layout = (plan, reps, len(graph.nodes), tuple(builder.layer_starts), tuple(builder.leaf_starts),
-              tuple(t.flags for t in graph.leafs), tuple(starts))  # fmt: skip
-    replay = next((r for r in replays if r.repeated_by(graph, layout, moves)), None)
+    replay = _replayed(builder, plan, reps, moves, starts, layout, reserved)
     if replay is None:
-        replay = _replayed(builder, plan, reps, moves, starts, layout, reserved)
-        if replay is None:
-            return None
-        if replay.whole:
-            replays.append(replay)
+        return None
+    if replay.whole:
+        replays.append(replay)
     return replay.sizes(moves, reserved)
 
 
@@ -524,6 +541,23 @@ def _place_sizes(moves: list[Move]) -> list[int]:
 def _placed(moves: list[Move]) -> int:
     """The bytes the tensors `moves` place take side by side in the CPU buffer (a buffer's end never passes it)."""
     return sum(m[3] for m in moves if m[0] == PLACE)
+
+
+_op, _flags, _external, _view_src, _sources = map(attrgetter, ("op", "flags", "external", "view_src", "src"))
+
+
+def _structure(nodes: Sequence[Tensor], leafs: Sequence[Tensor],
+               rename: Callable[[Tensor | None], Tensor | None] | None = None) -> tuple:  # fmt: skip
+    """What the allocator's moves over a graph follow from but for their sizes: each node's op and sources
+    (`rename`d: by their place in another graph), each tensor's flags, ownership and view (a leaf has no op or
+    sources), and whether each source of a node that may run in place is alike to it in type, shape and strides."""
+    srcs = list(map(_sources, nodes))
+    sources, views = chain.from_iterable(srcs), chain(map(_view_src, nodes), map(_view_src, leafs))
+    return (list(map(_op, nodes)), list(map(len, srcs)), list(map(rename, sources) if rename else sources),
+            list(map(rename, views) if rename else views), list(map(_flags, chain(nodes, leafs))),
+            list(map(_external, chain(nodes, leafs))),
+            [t.type == s.type and t.ne == s.ne and t.nb == s.nb
+             for t in nodes if t.op in INPLACE_OPS for s in t.src if s is not None])  # fmt: skip
 
 
 def _named(move: Move) -> tuple:
