@@ -80,13 +80,16 @@ class BuiltEach(Mapping[str, Path]):
 
 
 @pytest.fixture
-def weightkit_cli(capsys) -> Callable[..., subprocess.CompletedProcess]:
-    """The `weightkit` command run in this process (`weightkit.cli.main`, as `python -m weightkit` runs it): its
-    status and output as a subprocess's, without the second or more that starting Python and importing weightkit
-    again takes, for the tests whose point is the command's output rather than a process of its own."""
+def weightkit_cli(capsys, monkeypatch) -> Callable[..., subprocess.CompletedProcess]:
+    """The `weightkit` command run in this process (`weightkit.cli.main`, as `python -m weightkit` runs it), with
+    `env`'s variables set for the rest of the test: its status and output as a subprocess's, without the second
+    or more that starting Python and importing weightkit again takes, for the tests whose point is the command's
+    output rather than a process of its own."""
     from weightkit.cli import main
 
-    def run(*args: str | Path) -> subprocess.CompletedProcess:
+    def run(*args: str | Path, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:
+        for name, value in (env or {}).items():
+            monkeypatch.setenv(name, value)
         capsys.readouterr()
         with pytest.raises(SystemExit) as exit_:
             main([str(a) for a in args])

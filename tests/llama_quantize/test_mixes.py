@@ -207,18 +207,9 @@ def test_command_line_mixture_and_dry_run(weightkit_cli, tmp_path):
 def test_command_line_tensor_types_and_leave_output(weightkit_cli, tmp_path):
     path = _model_file(tmp_path / "m.gguf", RECORD["models"]["llama-gqa4"])
     r = weightkit_cli(
-        "quantize",
-        str(path),
-        "-t",
-        "Q4_K_M",
-        "--dry-run",
-        "--json",
-        "--tensor-type",
-        r"blk\.[01]\.ATTN_V=q8_0",
-        "--tensor-type",
-        "attn_v=f32",
-        "--leave-output-tensor",
-    )
+        "quantize", str(path), "-t", "Q4_K_M", "--dry-run", "--json", "--tensor-type", r"blk\.[01]\.ATTN_V=q8_0",
+        "--tensor-type", "attn_v=f32", "--leave-output-tensor"
+    )  # fmt: skip
     assert r.returncode == 0, r.stderr
     changed = json.loads(r.stdout)["changed"]
     assert changed["blk.0.attn_v.weight"]["to"] == changed["blk.1.attn_v.weight"]["to"] == "Q8_0"  # first match
@@ -239,17 +230,9 @@ def test_command_line_tensor_type_file(weightkit_cli, tmp_path):
     types = tmp_path / "types.txt"
     types.write_text("blk\\.0\\.attn_v=q5_0\nattn_v=q8_0\n")
     r = weightkit_cli(
-        "quantize",
-        str(path),
-        "-t",
-        "Q4_K_M",
-        "--dry-run",
-        "--json",
-        "--tensor-type",
-        "blk\\.1\\.attn_v=bf16",
-        "--tensor-type-file",
-        str(types),
-    )
+        "quantize", str(path), "-t", "Q4_K_M", "--dry-run", "--json", "--tensor-type", "blk\\.1\\.attn_v=bf16",
+        "--tensor-type-file", str(types)
+    )  # fmt: skip
     assert r.returncode == 0, r.stderr
     changed = json.loads(r.stdout)["changed"]
     assert [changed[f"blk.{i}.attn_v.weight"]["to"] for i in range(3)] == ["Q5_0", "BF16", "Q8_0"]

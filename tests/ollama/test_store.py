@@ -181,11 +181,11 @@ def test_malformed_manifests(tmp_path, manifest, message):
 
 
 @pytest.mark.slow
-def test_command_line(tmp_path, gguf_file):
-    env = cli_env(OLLAMA_MODELS=str(tmp_path / "store"))
+def test_command_line(tmp_path, gguf_file, weightkit_cli):
+    env = {"OLLAMA_MODELS": str(tmp_path / "store")}
 
     def run(*args):
-        return run_cli(*args, env=env)
+        return weightkit_cli(*args, env=env)
 
     r = run("create", "tiny:v1", "--from", str(gguf_file))
     assert r.returncode == 0 and "created tiny:v1" in r.stdout, r.stderr
