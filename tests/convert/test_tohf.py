@@ -15,8 +15,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -259,11 +257,10 @@ def test_refusals_leave_nothing(tiny_ggufs, tmp_path, hf_checkpoints):
 
 
 @pytest.mark.slow
-def test_command_line(tiny_ggufs, tmp_path):
-    env = {"PATH": "", "COLUMNS": "150"}
+def test_command_line(tiny_ggufs, tmp_path, weightkit_cli):
     gguf = str(tiny_ggufs["tiny-qwen2"])
-    cmd = [sys.executable, "-m", "weightkit", "convert", gguf, str(tmp_path / "hf"), "--to", "hf"]
-    r = subprocess.run([*cmd, "--dtype", "bf16", "--json"], capture_output=True, text=True, env=env)
+    cmd = ["convert", gguf, str(tmp_path / "hf"), "--to", "hf"]
+    r = weightkit_cli(*cmd, "--dtype", "bf16", "--json")
     assert r.returncode == 0, r.stderr
     answer = json.loads(r.stdout)
     assert (answer["hf_architecture"], answer["dtype"]) == ("Qwen2ForCausalLM", "bf16")
@@ -271,10 +268,9 @@ def test_command_line(tiny_ggufs, tmp_path):
     assert "model.safetensors" in answer["files"] and "tokenizer.json" in answer["files"]
     with weightkit.open(tmp_path / "hf" / "model.safetensors") as m:
         assert len(m.tensors) == len(answer["tensors"])
-    again = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    again = weightkit_cli(*cmd)
     assert again.returncode != 0 and "already exists" in again.stderr and len(again.stderr.splitlines()) == 1
-    wrong = subprocess.run([*cmd[:-3], str(tmp_path / "x"), "--to", "hf", "--outtype", "f16"], capture_output=True,
-                           text=True, env=env)  # fmt: skip
+    wrong = weightkit_cli(*cmd[:-3], str(tmp_path / "x"), "--to", "hf", "--outtype", "f16")
     assert wrong.returncode != 0 and "--outtype applies to --to gguf" in wrong.stderr
 
 
