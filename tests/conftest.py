@@ -6,6 +6,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import subprocess
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -76,6 +77,26 @@ class BuiltEach(Mapping[str, Path]):
 
     def __len__(self) -> int:
         return len(self._names)
+
+
+@pytest.fixture
+def weightkit_cli(capsys, monkeypatch) -> Callable[..., subprocess.CompletedProcess]:
+    """The `weightkit` command run in this process (`weightkit.cli.main`, as `python -m weightkit` runs it), with
+    `env`'s variables set for the rest of the test: its status and output as a subprocess's, without the second
+    or more that starting Python and importing weightkit again takes, for the tests whose point is the command's
+    output rather than a process of its own."""
+    from weightkit.cli import main
+
+    def run(*args: str | Path, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:
+        for name, value in (env or {}).items():
+            monkeypatch.setenv(name, value)
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as exit_:
+            main([str(a) for a in args])
+        out, err = capsys.readouterr()
+        return subprocess.CompletedProcess(["weightkit", *map(str, args)], exit_.value.code, out, err)
+
+    return run
 
 
 @pytest.fixture(scope="session")

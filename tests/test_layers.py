@@ -8,6 +8,7 @@ inside functions, under `TYPE_CHECKING`, relative or absolute.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -61,8 +62,9 @@ def layer_of(module: str) -> str:
     return ".".join(module.split(".")[:2])
 
 
+@functools.cache
 def import_graph() -> dict[str, dict[str, int]]:
-    """module -> {module it imports: the first line that does}."""
+    """module -> {module it imports: the first line that does}; read once a process (two tests walk it)."""
     modules = source_modules()
     graph: dict[str, dict[str, int]] = {}
     for name, path in modules.items():

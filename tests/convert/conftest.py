@@ -6,6 +6,7 @@ import dataclasses
 import fcntl
 import functools
 import hashlib
+import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 
 from weightkit.convert import families
+from weightkit.convert.hf import convert_hf
 from weightkit.gguf import GGUFValueType, writer
 
 from ..conftest import BuiltEach
@@ -20,6 +22,7 @@ from ..scripts import load_script
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 make_hf_checkpoints = load_script(DATA / "make_hf_checkpoints.py")
+make_tohf_tokenizer_golden = load_script(DATA / "make_tohf_tokenizer_golden.py")
 
 
 @functools.cache
@@ -59,15 +62,51 @@ def hf_checkpoints(tmp_path_factory) -> Mapping[str, Path]:
     return checkpoints
 
 
-def output_sha256(path: Path) -> str:
-    """The sha256 of a conversion's output, read a MiB at a time, and the file then removed: the golden tests check
-    an output by its size and hash, and their outputs, kept, would fill gigabytes of the temporary folder a run."""
+#: (checkpoint, outtype) of each GGUF that the GGUF -> HF tests start from (tests/convert/test_tohf.py): the file
+#: that the golden test of that checkpoint and outtype converts and checks, kept for them by `converted`
+TOHF_SOURCES = {make_tohf_tokenizer_golden.case_source(name) for name in make_tohf_tokenizer_golden.CASES} & {
+    (name, outtype) for name, runs in json.loads((DATA / "convert_golden.json").read_text())["checkpoints"].items()
+    for outtype in runs
+}  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def converted(hf_checkpoints, tmp_path_factory) -> Callable[[str, str], tuple[Path, Any]]:
+    """`convert_hf` of test checkpoint `name` to `outtype`: the output and the report. One of TOHF_SOURCES is
+    converted once a process and kept (the golden test and the GGUF -> HF tests of a checkpoint run on one
+    worker, `checkpoint_group`); any other is written over the last such output, so that a run does not leave
+    gigabytes of them in the temporary folder."""
+    root, kept = tmp_path_factory.mktemp("converted"), {}
+
+    def convert(name: str, outtype: str) -> tuple[Path, Any]:
+        if (name, outtype) in kept:
+            return kept[name, outtype]
+        out = root / (f"{name}-{outtype}.gguf" if (name, outtype) in TOHF_SOURCES else "scratch.gguf")
+        out.unlink(missing_ok=True)
+        mistral_format = name in make_hf_checkpoints.MISTRAL_FORMAT
+        done = out, convert_hf(hf_checkpoints[name], out, outtype, mistral_format=mistral_format)
+        if (name, outtype) in TOHF_SOURCES:
+            kept[name, outtype] = done
+        return done
+
+    return convert
+
+
+def file_sha256(path: Path) -> str:
+    """The sha256 of a file, read a MiB at a time."""
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         while chunk := f.read(1 << 20):
             digest.update(chunk)
-    path.unlink()
     return digest.hexdigest()
+
+
+def output_sha256(path: Path) -> str:
+    """The sha256 of a conversion's output, read a MiB at a time, and the file then removed: the golden tests check
+    an output by its size and hash, and their outputs, kept, would fill gigabytes of the temporary folder a run."""
+    sha256 = file_sha256(path)
+    path.unlink()
+    return sha256
 
 
 class _Recorded:

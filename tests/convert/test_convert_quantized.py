@@ -88,7 +88,7 @@ def test_quantized_a_group_of_rows_at_a_time(hf_checkpoints, tmp_path, monkeypat
 
 
 @pytest.mark.slow
-def test_command_line_imatrix_file_as_weightkit_quantize(hf_checkpoints, tmp_path):
+def test_command_line_imatrix_file_as_weightkit_quantize(hf_checkpoints, tmp_path, weightkit_cli):
     """`convert --type --imatrix FILE` (and the other llama-quantize options) gives what `quantize` gives with
     them from the converter's output, the imatrix's provenance included."""
     folder = hf_checkpoints["tiny-llama-256"]
@@ -100,14 +100,12 @@ def test_command_line_imatrix_file_as_weightkit_quantize(hf_checkpoints, tmp_pat
                "--override-kv", "general.name=str:renamed", "--token-embedding-type", "q4_k",
                "--tensor-type", "ffn_down=q5_k", "--prune-layers", "0"]  # fmt: skip
     one = tmp_path / "one.gguf"
-    run = [sys.executable, "-m", "weightkit"]
-    r = subprocess.run([*run, "convert", str(folder), str(one), *options, "--json"], capture_output=True, text=True)
+    r = weightkit_cli("convert", folder, one, *options, "--json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["type"] == "IQ3_S" and doc["outtype"] == "bf16" and doc["file_type"] == 26
     convert_hf(folder, tmp_path / "mid.gguf", "bf16")
-    r = subprocess.run([*run, "quantize", str(tmp_path / "mid.gguf"), str(tmp_path / "two.gguf"), *options],
-                       capture_output=True, text=True)  # fmt: skip
+    r = weightkit_cli("quantize", tmp_path / "mid.gguf", tmp_path / "two.gguf", *options)
     assert r.returncode == 0, r.stderr
     assert _sha256(one) == _sha256(tmp_path / "two.gguf")
     with weightkit.open(one) as m:
@@ -148,9 +146,8 @@ def test_keep_split_and_missing_imatrix_refused(hf_checkpoints, tmp_path):
     assert not list(tmp_path.iterdir())
 
 
-def test_command_line_quantize_options_need_type(hf_checkpoints, tmp_path):
-    r = subprocess.run([sys.executable, "-m", "weightkit", "convert", str(hf_checkpoints["tiny-bert"]),
-                        str(tmp_path / "out.gguf"), "--imatrix", "x.dat"], capture_output=True, text=True)  # fmt: skip
+def test_command_line_quantize_options_need_type(hf_checkpoints, tmp_path, weightkit_cli):
+    r = weightkit_cli("convert", hf_checkpoints["tiny-bert"], tmp_path / "out.gguf", "--imatrix", "x.dat")
     assert r.returncode == 2 and "--imatrix" in r.stderr and "--type" in r.stderr and "Traceback" not in r.stderr
     assert not list(tmp_path.iterdir())
 
@@ -195,18 +192,15 @@ def test_create_from_a_modelfile_with_a_llama_type(hf_checkpoints, tmp_path):
 
 
 @pytest.mark.slow
-def test_create_command_line(hf_checkpoints, tmp_path):
+def test_create_command_line(hf_checkpoints, tmp_path, weightkit_cli):
     """The CLI: a llama.cpp type converts to a GGUF layer; an unknown one is an argument error, leaving nothing."""
-    run = [sys.executable, "-m", "weightkit", "create"]
     store = ["--store", str(tmp_path / "models")]
     folder = str(hf_checkpoints["tiny-mistral-v0.1"])
-    r = subprocess.run([*run, "m:q8", "--from", folder, "--quantize", "Q8_0", *store, "--json"],
-                       capture_output=True, text=True)  # fmt: skip
+    r = weightkit_cli("create", "m:q8", "--from", folder, "--quantize", "Q8_0", *store, "--json")
     assert r.returncode == 0, r.stderr
     [layer] = json.loads(r.stdout)["layers"]
     assert layer["digest"] == "sha256:" + GOLDEN["checkpoints"]["tiny-mistral-v0.1"]["runs"]["Q8_0"]["sha256"]
-    bad = subprocess.run([*run, "m:bad", "--from", folder, "--quantize", "Q9_X", *store],
-                         capture_output=True, text=True)  # fmt: skip
+    bad = weightkit_cli("create", "m:bad", "--from", folder, "--quantize", "Q9_X", *store)
     assert bad.returncode == 2 and "--quantize 'Q9_X'" in bad.stderr and "Traceback" not in bad.stderr
     assert len(list((tmp_path / "models" / "blobs").iterdir())) == 2
 

@@ -14,11 +14,9 @@ from weightkit.convert.hf import convert_hf
 from weightkit.errors import WeightkitError
 from weightkit.gguf import writer as gguf_writer
 
-from .conftest import checkpoint_group, make_hf_checkpoints, output_sha256
+from .conftest import checkpoint_group, file_sha256, output_sha256
 
 GOLDEN = json.loads((Path(__file__).resolve().parents[1] / "data" / "convert_golden.json").read_text())
-#: the checkpoints in Mistral's own format, converted as `--mistral-format`
-MISTRAL_FORMAT = make_hf_checkpoints.MISTRAL_FORMAT
 #: The checkpoints whose conversions take 3 s or more (GPT-OSS's o200k vocabulary; Gemma 3's and Gemma 4's 262k
 #: ones, from tokenizer.json alone), and their saves by transformers 5.x: marked `slow`.
 SLOW = {n + s for n in ("tiny-gpt-oss", "tiny-gpt-oss-dense", "tiny-gemma-3-fast") for s in ("", "-tf5")} | {
@@ -52,18 +50,17 @@ CASES = [
 
 
 @pytest.mark.parametrize(("name", "outtype"), CASES)
-def test_same_bytes_as_convert_hf_to_gguf(hf_checkpoints, tmp_path, vocabulary_once, name, outtype):
+def test_same_bytes_as_convert_hf_to_gguf(converted, vocabulary_once, name, outtype):
     """The reference's file; or, where the reference refuses the checkpoint (recorded with its last line), an
-    error of weightkit's."""
+    error of weightkit's. (`converted` keeps the files the GGUF -> HF tests start from.)"""
     expected = GOLDEN["checkpoints"][name][outtype]
-    out = tmp_path / "out.gguf"
     if "refused" in expected:
         with pytest.raises(WeightkitError):
-            convert_hf(hf_checkpoints[name], out, outtype, mistral_format=name in MISTRAL_FORMAT)
+            converted(name, outtype)
         return
-    report = convert_hf(hf_checkpoints[name], out, outtype, mistral_format=name in MISTRAL_FORMAT)
+    out, report = converted(name, outtype)
     assert out.stat().st_size == expected["bytes"]
-    assert output_sha256(out) == expected["sha256"]
+    assert file_sha256(out) == expected["sha256"]
     assert len(report.tensors) == expected["tensors"] and report.metadata_keys == expected["keys"]
     assert report.bytes_written == expected["bytes"]
 

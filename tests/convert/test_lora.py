@@ -8,8 +8,6 @@ import contextlib
 import hashlib
 import json
 import shutil
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -97,13 +95,11 @@ def test_the_base_named_by_the_adapter_config_when_a_local_folder(lora_root, tmp
     assert hashlib.sha256((tmp_path / "out.gguf").read_bytes()).hexdigest() == record["sha256"]
 
 
-def test_the_command(lora_root, tmp_path):
+def test_the_command(lora_root, tmp_path, weightkit_cli):
     """`weightkit convert ADAPTER OUT --lora --base BASE --outtype f16 --json`, then `estimate --lora`."""
     adapter, base = adapter_folder(lora_root, "lora-qwen2"), base_folder(lora_root, "tiny-qwen2")
     out = tmp_path / "adapter.gguf"
-    run = [sys.executable, "-m", "weightkit"]
-    r = subprocess.run([*run, "convert", str(adapter), str(out), "--lora", "--base", str(base), "--outtype", "f16",
-                        "--json"], capture_output=True, text=True)  # fmt: skip
+    r = weightkit_cli("convert", adapter, out, "--lora", "--base", base, "--outtype", "f16", "--json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     record = GOLDEN["adapters"]["lora-qwen2"]["outputs"]["f16"]

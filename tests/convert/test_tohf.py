@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import subprocess
-import sys
+import os
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -43,7 +42,7 @@ make_tohf_tokenizer_golden = load_script(DATA / "make_tohf_tokenizer_golden.py")
 EXTRA_TOKEN_CASES = [n for n in TOKENS["cases"] if n not in TINY and n != make_tohf_tokenizer_golden.GEMMA]
 #: the conversion tests' checkpoint each tiny GGUF, and each tokenizer case's GGUF, is converted from
 BASES = {name: base for name, (base, _, _) in make_tohf_golden.TINY.items()}
-TOKEN_SOURCES = {name: source for name, (_, source) in make_tohf_tokenizer_golden.CASES.items()}
+TOKEN_BASES = {name: BASES.get(name, make_tohf_tokenizer_golden.case_source(name)[0]) for name in TOKENS["cases"]}
 
 
 def _on_checkpoint_worker(names: list[str], checkpoint: Mapping[str, str]) -> list:
@@ -57,15 +56,17 @@ def _sha(values: np.ndarray) -> str:
 
 
 @pytest.fixture(scope="session")
-def tiny_ggufs(hf_checkpoints, tmp_path_factory) -> Mapping[str, Path]:
+def tiny_ggufs(converted, tmp_path_factory) -> Mapping[str, Path]:
     """The reference's GGUF for each tiny checkpoint (written by weightkit, checked against its hash), each made
-    once a run; from the conversion tests' own checkpoint where it has no config changes (the same build)."""
+    once a run; where it has no config changes, the golden test's conversion of the same checkpoint (`converted`)."""
 
     def build(name: str, root: Path) -> None:
-        gguf = root / f"{name}.gguf"
+        gguf, outtype = root / f"{name}.gguf", GOLDEN["tiny"][name]["outtype"]
         base, changes, _ = make_tohf_golden.TINY[name]
-        folder = hf_checkpoints[base] if not changes else make_tohf_golden.build_tiny(name, root / "hf")
-        convert_hf(folder, gguf, GOLDEN["tiny"][name]["outtype"])
+        if changes:
+            convert_hf(make_tohf_golden.build_tiny(name, root / "hf"), gguf, outtype)
+        else:
+            os.link(converted(base, outtype)[0], gguf)
         assert hashlib.sha256(gguf.read_bytes()).hexdigest() == GOLDEN["tiny"][name]["gguf_sha256"]
 
     return BuiltEach(tmp_path_factory, "tohf", list(TINY), build, lambda name, root: root / f"{name}.gguf")
@@ -81,13 +82,15 @@ def tiny_folders(tiny_ggufs, tmp_path_factory) -> Mapping[str, Path]:
 
 
 @pytest.fixture(scope="session")
-def extra_token_folders(hf_checkpoints, tmp_path_factory) -> Mapping[str, Path]:
+def extra_token_folders(converted, tmp_path_factory) -> Mapping[str, Path]:
     """weightkit's folder of each tokenizer case that is not a tohf_golden.json checkpoint (so a checkpoint of
-    the conversion tests, with no config changes), made once a run."""
+    the conversion tests, with no config changes), from the golden test's conversion (`converted`), made once a
+    run."""
 
     def build(name: str, root: Path) -> None:
-        source = hf_checkpoints[make_tohf_tokenizer_golden.CASES[name][0]]
-        convert_gguf_to_hf(make_tohf_tokenizer_golden.case_gguf(name, root, source), root / f"{name}-hf", "f32")
+        gguf = root / f"{name}.gguf"  # named as when recorded
+        os.link(converted(*make_tohf_tokenizer_golden.case_source(name))[0], gguf)
+        convert_gguf_to_hf(gguf, root / f"{name}-hf", "f32")
 
     return BuiltEach(tmp_path_factory, "tohf-tokens", EXTRA_TOKEN_CASES, build, lambda name, root: root / f"{name}-hf")
 
@@ -124,7 +127,7 @@ def test_tiny_folder_is_what_transformers_loads(tiny_folders, vocabulary_once, n
 
 
 @pytest.mark.parametrize(
-    "name", _on_checkpoint_worker([n for n in TOKENS["cases"] if n != make_tohf_tokenizer_golden.GEMMA], TOKEN_SOURCES)
+    "name", _on_checkpoint_worker([n for n in TOKENS["cases"] if n != make_tohf_tokenizer_golden.GEMMA], TOKEN_BASES)
 )
 def test_tiny_folder_tokenizes_like_its_source(tiny_folders, extra_token_folders, vocabulary_once, name):
     """Each family's folder (one case per family and vocabulary kind) gives its source tokenizer's ids on
@@ -254,11 +257,10 @@ def test_refusals_leave_nothing(tiny_ggufs, tmp_path, hf_checkpoints):
 
 
 @pytest.mark.slow
-def test_command_line(tiny_ggufs, tmp_path):
-    env = {"PATH": "", "COLUMNS": "150"}
+def test_command_line(tiny_ggufs, tmp_path, weightkit_cli):
     gguf = str(tiny_ggufs["tiny-qwen2"])
-    cmd = [sys.executable, "-m", "weightkit", "convert", gguf, str(tmp_path / "hf"), "--to", "hf"]
-    r = subprocess.run([*cmd, "--dtype", "bf16", "--json"], capture_output=True, text=True, env=env)
+    cmd = ["convert", gguf, str(tmp_path / "hf"), "--to", "hf"]
+    r = weightkit_cli(*cmd, "--dtype", "bf16", "--json")
     assert r.returncode == 0, r.stderr
     answer = json.loads(r.stdout)
     assert (answer["hf_architecture"], answer["dtype"]) == ("Qwen2ForCausalLM", "bf16")
@@ -266,10 +268,9 @@ def test_command_line(tiny_ggufs, tmp_path):
     assert "model.safetensors" in answer["files"] and "tokenizer.json" in answer["files"]
     with weightkit.open(tmp_path / "hf" / "model.safetensors") as m:
         assert len(m.tensors) == len(answer["tensors"])
-    again = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    again = weightkit_cli(*cmd)
     assert again.returncode != 0 and "already exists" in again.stderr and len(again.stderr.splitlines()) == 1
-    wrong = subprocess.run([*cmd[:-3], str(tmp_path / "x"), "--to", "hf", "--outtype", "f16"], capture_output=True,
-                           text=True, env=env)  # fmt: skip
+    wrong = weightkit_cli(*cmd[:-3], str(tmp_path / "x"), "--to", "hf", "--outtype", "f16")
     assert wrong.returncode != 0 and "--outtype applies to --to gguf" in wrong.stderr
 
 

@@ -103,11 +103,17 @@ def build_checkpoint(name: str, root: Path, vocabs: dict[str, Path]) -> Path:
     return make_hf_checkpoints.build(name, root, vocabs)
 
 
-def case_gguf(name: str, root: Path, source: Path | None = None) -> Path:
-    """The GGUF of a tiny case, converted by weightkit (make_tohf_golden's outtype, else f32) from `source`, its
-    checkpoint already built (the tests share their builds), else built here."""
+def case_source(name: str) -> tuple[str, str]:
+    """The checkpoint whose GGUF case `name` exports, and the outtype it is converted to (make_tohf_golden's,
+    else f32)."""
     checkpoint = CASES[name][0]
-    outtype = make_tohf_golden.TINY[checkpoint][2] if checkpoint in make_tohf_golden.TINY else "f32"
+    return checkpoint, make_tohf_golden.TINY[checkpoint][2] if checkpoint in make_tohf_golden.TINY else "f32"
+
+
+def case_gguf(name: str, root: Path, source: Path | None = None) -> Path:
+    """The GGUF of a tiny case, converted by weightkit (`case_source`) from `source`, its checkpoint already built
+    (the tests share their builds), else built here."""
+    checkpoint, outtype = case_source(name)
     gguf = root / f"{name}.gguf"
     source = source or build_checkpoint(checkpoint, root / "hf", make_hf_checkpoints.vocab_files())
     convert_hf(source, gguf, outtype)

@@ -160,29 +160,23 @@ def test_gguf_imatrix_provenance_and_long_names(tmp_path):
 
 
 @pytest.mark.slow
-def test_command_line_imatrix_selection_and_overrides(tmp_path):
-    import subprocess
-    import sys
-
+def test_command_line_imatrix_selection_and_overrides(tmp_path, weightkit_cli):
     rng = np.random.default_rng(3)
     write_gguf(tmp_path / "m.gguf", {"general.architecture": "llama", "general.name": "tiny"},
                {"blk.0.attn_q.weight": rng.standard_normal((8, 256)).astype(np.float32)})  # fmt: skip
     (tmp_path / "imatrix.dat").write_bytes(_legacy([("blk.0.attn_q.weight", 1, np.ones(256, np.float32))]))
     out = tmp_path / "q.gguf"
-    r = subprocess.run(
-        [sys.executable, "-m", "weightkit", "quantize", str(tmp_path / "m.gguf"), str(out), "-t", "Q4_K", "--pure",
-         "--imatrix", str(tmp_path / "imatrix.dat"), "--exclude-weights", "ffn",
-         "--override-kv", "general.name=str:renamed", "--override-kv", "llama.context_length=int:4096"],
-        capture_output=True, text=True, env={"PATH": ""},
+    r = weightkit_cli(
+        "quantize", str(tmp_path / "m.gguf"), str(out), "-t", "Q4_K", "--pure", "--imatrix",
+        str(tmp_path / "imatrix.dat"), "--exclude-weights", "ffn", "--override-kv", "general.name=str:renamed",
+        "--override-kv", "llama.context_length=int:4096"
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     with weightkit.open(out) as m:
         assert m.metadata["general.name"] == "renamed" and m.metadata["llama.context_length"] == 4096
         assert m.metadata["quantize.imatrix.entries_count"] == 1
         assert list(m.metadata)[-6:-4] == ["general.name", "llama.context_length"]  # moved last, then the imatrix's
-    bad = subprocess.run(
-        [sys.executable, "-m", "weightkit", "quantize", str(tmp_path / "m.gguf"), str(out), "-t", "Q4_K", "--pure",
-         "--override-kv", "general.name=text:x"],
-        capture_output=True, text=True, env={"PATH": ""},
-    )  # fmt: skip
+    bad = weightkit_cli(
+        "quantize", str(tmp_path / "m.gguf"), str(out), "-t", "Q4_K", "--pure", "--override-kv", "general.name=text:x"
+    )
     assert bad.returncode == 2 and "--override-kv" in bad.stderr and "Traceback" not in bad.stderr

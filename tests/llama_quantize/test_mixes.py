@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -109,11 +107,10 @@ def test_output_is_llama_quantizes_file_byte_for_byte(tmp_path, model_name, key)
     assert [hashlib.sha256(Path(p).read_bytes()).hexdigest() for p in report.outputs] == record["sha256"][key]
 
 
-def test_copy_on_the_command_line(tmp_path):
+def test_copy_on_the_command_line(weightkit_cli, tmp_path):
     """`weightkit quantize IN OUT -t COPY`, as `llama-quantize IN OUT COPY`: the recorded file."""
     src = GENERATOR.write_source(tmp_path, "tiny-llama-bf16")
-    command = [sys.executable, "-m", "weightkit", "quantize", str(src), str(tmp_path / "out.gguf"), "-t", "COPY"]
-    r = subprocess.run(command, capture_output=True, text=True)
+    r = weightkit_cli("quantize", src, tmp_path / "out.gguf", "-t", "COPY")
     assert r.returncode == 0, r.stderr
     digest = hashlib.sha256((tmp_path / "out.gguf").read_bytes()).hexdigest()
     assert digest == RECORD["files"]["tiny-llama-bf16"]["sha256"]["COPY"][0]
@@ -178,15 +175,11 @@ def test_mixture_needs_the_layer_count(tmp_path):
 
 
 @pytest.mark.slow
-def test_command_line_mixture_and_dry_run(tmp_path):
+def test_command_line_mixture_and_dry_run(weightkit_cli, tmp_path):
     record = RECORD["models"]["llama-gqa4"]
     path = _model_file(tmp_path / "m.gguf", record)
-    env = {"PATH": "", "COLUMNS": "150"}
     out = tmp_path / "q.gguf"
-    r = subprocess.run(
-        [sys.executable, "-m", "weightkit", "quantize", str(path), str(out), "-t", "Q4_K_M"],
-        capture_output=True, text=True, env=env,
-    )  # fmt: skip
+    r = weightkit_cli("quantize", str(path), str(out), "-t", "Q4_K_M")
     assert r.returncode == 0, r.stderr
     assert "Q4_K_M: tensor data" in r.stdout and "written to" in r.stdout
     with weightkit.open(path) as src, weightkit.open(out) as m:
@@ -194,10 +187,7 @@ def test_command_line_mixture_and_dry_run(tmp_path):
         assert {n: i.dtype for n, i in m.tensors.items()} == plan_types(src, "Q4_K_M")
         assert m.tensors["blk.0.attn_v.weight"].dtype == T.Q6_K and m.tensors["blk.2.attn_v.weight"].dtype == T.Q4_K
 
-    dry = subprocess.run(
-        [sys.executable, "-m", "weightkit", "quantize", str(path), "-t", "Q4_K", "--dry-run", "--json"],
-        capture_output=True, text=True, env=env,
-    )  # fmt: skip
+    dry = weightkit_cli("quantize", str(path), "-t", "Q4_K", "--dry-run", "--json")
     assert dry.returncode == 0, dry.stderr
     summary = json.loads(dry.stdout)
     assert summary["type"] == "Q4_K_M" and summary["dry_run"] is True and summary["output"] is None
@@ -205,28 +195,20 @@ def test_command_line_mixture_and_dry_run(tmp_path):
     with weightkit.open(out) as m:
         assert summary["bytes_after"] == sum(i.nbytes for i in m.tensors.values())
         assert summary["changed"]["blk.0.attn_v.weight"] == {"from": "F16", "to": "Q6_K"}
-    text = subprocess.run(
-        [sys.executable, "-m", "weightkit", "quantize", str(path), "-t", "Q3_K_L", "--dry-run"],
-        capture_output=True, text=True, env=env,
-    )  # fmt: skip
+    text = weightkit_cli("quantize", str(path), "-t", "Q3_K_L", "--dry-run")
     assert text.returncode == 0, text.stderr
     assert "Planned changes (Q3_K_L)" in text.stdout and "nothing written (--dry-run)" in text.stdout
     assert "blk.0.attn_output.weight" in text.stdout
-    missing = subprocess.run(
-        [sys.executable, "-m", "weightkit", "quantize", str(path), "-t", "Q4_K_M"],
-        capture_output=True, text=True, env=env,
-    )  # fmt: skip
+    missing = weightkit_cli("quantize", str(path), "-t", "Q4_K_M")
     assert missing.returncode == 2 and "give an output path, or --dry-run" in missing.stderr
 
 
 @pytest.mark.slow
-def test_command_line_tensor_types_and_leave_output(tmp_path):
+def test_command_line_tensor_types_and_leave_output(weightkit_cli, tmp_path):
     path = _model_file(tmp_path / "m.gguf", RECORD["models"]["llama-gqa4"])
-    env = {"PATH": "", "COLUMNS": "150"}
-    r = subprocess.run(
-        [sys.executable, "-m", "weightkit", "quantize", str(path), "-t", "Q4_K_M", "--dry-run", "--json",
-         "--tensor-type", r"blk\.[01]\.ATTN_V=q8_0", "--tensor-type", "attn_v=f32", "--leave-output-tensor"],
-        capture_output=True, text=True, env=env,
+    r = weightkit_cli(
+        "quantize", str(path), "-t", "Q4_K_M", "--dry-run", "--json", "--tensor-type", r"blk\.[01]\.ATTN_V=q8_0",
+        "--tensor-type", "attn_v=f32", "--leave-output-tensor"
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     changed = json.loads(r.stdout)["changed"]
@@ -238,34 +220,26 @@ def test_command_line_tensor_types_and_leave_output(tmp_path):
         ("attn_v=q9", "--tensor-type 'q9': not a GGML type"),
         ("attn_v[=q8_0", "--tensor-type pattern 'attn_v['"),
     ]:
-        bad = subprocess.run(
-            [sys.executable, "-m", "weightkit", "quantize", str(path), "-t", "Q4_K", "--dry-run",
-             "--tensor-type", option],
-            capture_output=True, text=True, env=env,
-        )  # fmt: skip
+        bad = weightkit_cli("quantize", str(path), "-t", "Q4_K", "--dry-run", "--tensor-type", option)
         assert bad.returncode == 2 and message in bad.stderr.replace("\n", " "), bad.stderr
         assert "Traceback" not in bad.stderr
 
 
-def test_command_line_tensor_type_file(tmp_path):
+def test_command_line_tensor_type_file(weightkit_cli, tmp_path):
     path = _model_file(tmp_path / "m.gguf", RECORD["models"]["llama-gqa4"])
     types = tmp_path / "types.txt"
     types.write_text("blk\\.0\\.attn_v=q5_0\nattn_v=q8_0\n")
-    r = subprocess.run(
-        [sys.executable, "-m", "weightkit", "quantize", str(path), "-t", "Q4_K_M", "--dry-run", "--json",
-         "--tensor-type", "blk\\.1\\.attn_v=bf16", "--tensor-type-file", str(types)],
-        capture_output=True, text=True, env={"PATH": ""},
+    r = weightkit_cli(
+        "quantize", str(path), "-t", "Q4_K_M", "--dry-run", "--json", "--tensor-type", "blk\\.1\\.attn_v=bf16",
+        "--tensor-type-file", str(types)
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     changed = json.loads(r.stdout)["changed"]
     assert [changed[f"blk.{i}.attn_v.weight"]["to"] for i in range(3)] == ["Q5_0", "BF16", "Q8_0"]
 
 
-def test_command_line_says_when_tensors_are_quantized_again(gemma_path):
-    r = subprocess.run(
-        [sys.executable, "-m", "weightkit", "quantize", str(gemma_path), "-t", "Q3_K_M", "--dry-run"],
-        capture_output=True, text=True, env={"PATH": "", "COLUMNS": "200"},
-    )  # fmt: skip
+def test_command_line_says_when_tensors_are_quantized_again(weightkit_cli, gemma_path):
+    r = weightkit_cli("quantize", str(gemma_path), "-t", "Q3_K_M", "--dry-run")
     assert r.returncode == 0, r.stderr
     with weightkit.open(gemma_path) as m:
         plan = plan_types(m, "Q3_K_M")
@@ -274,15 +248,12 @@ def test_command_line_says_when_tensors_are_quantized_again(gemma_path):
 
 
 @pytest.mark.parametrize(("name", "flags", "key"), [("q4_0", [], "Q4_0"), ("Q4_K_M", ["--pure"], "Q4_K_M --pure")])
-def test_command_line_type_means_llama_quantizes_file_type(tmp_path, name, flags, key):
+def test_command_line_type_means_llama_quantizes_file_type(weightkit_cli, tmp_path, name, flags, key):
     """`-t Q4_0` is llama-quantize's Q4_0 file type (its mixture gives the output matrix more bits), and
     --pure gives every matrix the base type: both as libllama chose (the record)."""
     record = RECORD["models"]["llama-gqa4"]
     path = _model_file(tmp_path / "m.gguf", record)
-    r = subprocess.run(
-        [sys.executable, "-m", "weightkit", "quantize", str(path), "-t", name, "--dry-run", "--json", *flags],
-        capture_output=True, text=True, env={"PATH": ""},
-    )  # fmt: skip
+    r = weightkit_cli("quantize", str(path), "-t", name, "--dry-run", "--json", *flags)
     assert r.returncode == 0, r.stderr
     summary = json.loads(r.stdout)
     assert summary["type"] == key.split()[0] and summary["pure"] is bool(flags)

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import gguf
 import numpy as np
@@ -152,23 +150,15 @@ def test_types_that_need_an_imatrix_refuse_without_one(tmp_path, model):
 
 
 @pytest.mark.slow
-def test_command_line(tmp_path, model):
+def test_command_line(tmp_path, model, weightkit_cli):
     path, _ = model
     out = tmp_path / "cli.gguf"
-    r = subprocess.run(
-        [sys.executable, "-m", "weightkit", "quantize", str(path), str(out), "--type", "Q4_K",
-         "--pure", "--output-tensor-type", "Q8_0"],
-        capture_output=True, text=True, env={"COLUMNS": "120", "PATH": ""},
-    )  # fmt: skip
+    r = weightkit_cli("quantize", str(path), str(out), "--type", "Q4_K", "--pure", "--output-tensor-type", "Q8_0")
     assert r.returncode == 0, r.stderr
     assert "Q4_K" in r.stdout and "->" in r.stdout and "tensors changed type" in r.stdout
     with weightkit.open(out) as m:
         assert m.tensors["output.weight"].dtype == T.Q8_0
-    as_json = subprocess.run(
-        [sys.executable, "-m", "weightkit", "quantize", str(path), str(tmp_path / "j.gguf"), "-t", "Q8_0", "--pure",
-         "--json"],
-        capture_output=True, text=True, env={"PATH": ""},
-    )  # fmt: skip
+    as_json = weightkit_cli("quantize", str(path), str(tmp_path / "j.gguf"), "-t", "Q8_0", "--pure", "--json")
     assert as_json.returncode == 0, as_json.stderr
     summary = json.loads(as_json.stdout)  # only JSON on stdout: the progress bar is on stderr
     with weightkit.open(path) as src, weightkit.open(tmp_path / "j.gguf") as m:
@@ -178,10 +168,7 @@ def test_command_line(tmp_path, model):
         changed = {n: {"from": src.tensors[n].dtype.name, "to": m.tensors[n].dtype.name} for n in m.tensors}
         assert summary["changed"] == {n: c for n, c in changed.items() if c["from"] != c["to"]}
         assert summary["changed"]  # the fixture's weight matrices do change type
-    bad = subprocess.run(
-        [sys.executable, "-m", "weightkit", "quantize", str(path), str(out), "--type", "Q9"],
-        capture_output=True, text=True, env={"PATH": ""},
-    )  # fmt: skip
+    bad = weightkit_cli("quantize", str(path), str(out), "--type", "Q9")
     assert bad.returncode == 2 and "--type 'Q9': neither" in bad.stderr and "Traceback" not in bad.stderr
 
 

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
@@ -76,14 +74,9 @@ def test_estimate_adds_up(gemma_path):
 
 
 @pytest.mark.slow
-def test_command(gemma_path):
+def test_command(gemma_path, weightkit_cli):
     def run(*args):
-        return subprocess.run(
-            [sys.executable, "-m", "weightkit", "estimate", str(gemma_path), "--engine", "ollama", *args],
-            capture_output=True,
-            text=True,
-            env={"PATH": "", "COLUMNS": "160"},
-        )
+        return weightkit_cli("estimate", gemma_path, "--engine", "ollama", *args)
 
     r = run("--ctx", "2048,32768", "--gpu", "CUDA:24GiB", "--json")
     assert r.returncode == 0, r.stderr

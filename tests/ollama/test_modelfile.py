@@ -28,9 +28,6 @@ from weightkit.ollama.modelfile import (
 )
 from weightkit.safetensors import write_checkpoint
 
-from ._cli import cli_env
-from ._cli import run as run_cli
-
 GO = json.loads((Path(__file__).parents[1] / "data" / "ollama_modelfile_go.json").read_text())
 LLAMA3 = (
     "{{ if .System }}<|start_header_id|>system<|end_header_id|>\n\n{{ .System }}<|eot_id|>{{ end }}{{ if .Prompt }}"
@@ -382,15 +379,15 @@ def test_draft_layer(model_dir):
         create_from_modelfile(store, "same", model_dir / "Same")
 
 
-def test_command_line(model_dir):
-    env = cli_env(OLLAMA_MODELS=str(model_dir / "store"))
+def test_command_line(model_dir, weightkit_cli):
+    env = {"OLLAMA_MODELS": str(model_dir / "store")}
     (model_dir / "Modelfile").write_text("FROM ./tiny.gguf\nSYSTEM hi\n")
-    r = run_cli("create", "m", "-f", model_dir / "Modelfile", env=env)
+    r = weightkit_cli("create", "m", "-f", model_dir / "Modelfile", env=env)
     assert r.returncode == 0 and "created m:latest" in r.stdout, r.stderr
-    r = run_cli("show", "m", "--modelfile", env=env)
+    r = weightkit_cli("show", "m", "--modelfile", env=env)
     assert r.returncode == 0 and r.stdout.endswith("TEMPLATE {{ .Prompt }}\nSYSTEM hi\n"), r.stderr
     (model_dir / "Bad").write_text("FROM ./tiny.gguf\nMESSAGE robot hi\n")
-    r = run_cli("create", "bad", "-f", model_dir / "Bad", env=env)
+    r = weightkit_cli("create", "bad", "-f", model_dir / "Bad", env=env)
     assert r.returncode != 0 and 'message role must be one of "system", "user", or "assistant"' in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
 

@@ -18,9 +18,6 @@ from weightkit.ollama import Store
 from weightkit.ollama.create import create_from_checkpoint, create_from_gguf, create_from_request, read_modelfile
 from weightkit.safetensors import write_checkpoint
 
-from ._cli import cli_env
-from ._cli import run as run_cli
-
 
 def _gguf(path, arch="llama", file_type=0, extra=()):
     rng = np.random.default_rng(29)
@@ -103,14 +100,14 @@ def test_refused_as_ollama(tmp_path, file_type, quantize, error, message):
     assert not list(store.models())
 
 
-def test_command_line(tmp_path):
+def test_command_line(tmp_path, weightkit_cli):
     _gguf(tmp_path / "f32.gguf")
     (tmp_path / "Modelfile").write_text("FROM ./f32.gguf\nPARAMETER top_k 7\n")
-    env = cli_env(OLLAMA_MODELS=str(tmp_path / "store"))
-    r = run_cli("create", "m", "-f", tmp_path / "Modelfile", "--quantize", "Q8_0", "--json", env=env)
+    env = {"OLLAMA_MODELS": str(tmp_path / "store")}
+    r = weightkit_cli("create", "m", "-f", tmp_path / "Modelfile", "--quantize", "Q8_0", "--json", env=env)
     assert r.returncode == 0, r.stderr
     assert [layer["mediaType"].rsplit(".", 1)[1] for layer in json.loads(r.stdout)["layers"]] == ["model", "params"]
-    r = run_cli("create", "n", "-f", tmp_path / "Modelfile", "--quantize", "Q2_K", env=env)
+    r = weightkit_cli("create", "n", "-f", tmp_path / "Modelfile", "--quantize", "Q2_K", env=env)
     assert r.returncode == 2 and "unsupported quantization type Q2_K" in r.stderr
 
 

@@ -313,17 +313,17 @@ def test_an_unreadable_manifest_keeps_every_blob(tmp_path, small_gguf):
 
 
 @pytest.mark.slow
-def test_command_line_text(tmp_path):
-    env = cli_env(OLLAMA_MODELS=str(tmp_path / "store"))
-    r = run("prune", env=env)
+def test_command_line_text(tmp_path, weightkit_cli):
+    env = {"OLLAMA_MODELS": str(tmp_path / "store")}
+    r = weightkit_cli("prune", env=env)
     assert r.returncode == 0 and "nothing to prune" in r.stdout and not (tmp_path / "store").exists()
     temp = tmp_path / "store" / "blobs" / "sha256-ab_c1234.partial"
     temp.parent.mkdir(parents=True)
     temp.write_bytes(b"x" * 2048)
-    dry = run("prune", "--dry-run", env=env)
+    dry = weightkit_cli("prune", "--dry-run", env=env)
     assert "would remove" in dry.stdout and "blobs/sha256-ab_c1234.partial" in dry.stdout
     assert "1 file, would free 2.0 KiB" in dry.stdout and temp.exists()
-    done = run("prune", env=env)
+    done = weightkit_cli("prune", env=env)
     assert done.returncode == 0 and "1 file, freed 2.0 KiB" in done.stdout and not temp.exists()
 
 

@@ -18,8 +18,6 @@ from weightkit.ollama import InvalidName, ModelNotFound, Store, create_from_gguf
 from weightkit.ollama.create import create_from_modelfile, human_number
 
 from ..scripts import load_script
-from ._cli import cli_env
-from ._cli import run as run_cli
 
 # llama-quantize's own COPY of tiny models (f16, bf16, Q8_0, split), recorded by tests/data/make_llama_mixes.py
 MIXES = json.loads((Path(__file__).parents[1] / "data" / "llama_mixes.json").read_text())["files"]
@@ -181,11 +179,11 @@ def test_malformed_manifests(tmp_path, manifest, message):
 
 
 @pytest.mark.slow
-def test_command_line(tmp_path, gguf_file):
-    env = cli_env(OLLAMA_MODELS=str(tmp_path / "store"))
+def test_command_line(tmp_path, gguf_file, weightkit_cli):
+    env = {"OLLAMA_MODELS": str(tmp_path / "store")}
 
     def run(*args):
-        return run_cli(*args, env=env)
+        return weightkit_cli(*args, env=env)
 
     r = run("create", "tiny:v1", "--from", str(gguf_file))
     assert r.returncode == 0 and "created tiny:v1" in r.stdout, r.stderr
@@ -237,7 +235,7 @@ def test_create_stores_an_fp8_sourced_gguf_as_q8_0(tmp_path):
     assert layer.digest == "sha256:" + MIXES["tiny-llama-hf-fp8"]["sha256"]["Q8_0"][0]
 
 
-def test_create_merges_a_split_gguf_into_one_layer(tmp_path):
+def test_create_merges_a_split_gguf_into_one_layer(tmp_path, weightkit_cli):
     """A split GGUF (`create --from` any shard, or a Modelfile's FROM its folder, as Ollama groups the shards) is
     one model layer: llama-quantize COPY of the whole model, with no split keys. A Modelfile's FROM one shard
     is refused, as Ollama's server then has that shard alone."""
@@ -247,7 +245,9 @@ def test_create_merges_a_split_gguf_into_one_layer(tmp_path):
     [layer] = create_from_gguf(store, "split", first).layers
     assert layer.digest == expected
     (tmp_path / "Modelfile").write_text(f"FROM {tmp_path}\n")
-    r = run_cli("create", "split2", "-f", tmp_path / "Modelfile", "--json", env=cli_env(OLLAMA_MODELS=str(store.root)))
+    r = weightkit_cli(
+        "create", "split2", "-f", tmp_path / "Modelfile", "--json", env={"OLLAMA_MODELS": str(store.root)}
+    )
     assert r.returncode == 0, r.stderr
     assert [layer["digest"] for layer in json.loads(r.stdout)["layers"]] == [expected]
     with weightkit.open(store.blob_path(layer.digest)) as m:

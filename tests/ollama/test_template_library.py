@@ -19,9 +19,6 @@ from weightkit.ollama.create import create_from_gguf, create_from_modelfile
 from weightkit.ollama.go_template import check_template
 from weightkit.ollama.template_library import edit_distance, library, match_template
 
-from ._cli import cli_env
-from ._cli import run as run_cli
-
 DATA = Path(__file__).parents[1] / "data"
 GO = json.loads((DATA / "ollama_template_library.json").read_text())
 
@@ -111,7 +108,7 @@ def test_wrapped_distance_as_go():
         assert edit_distance(long, short, 1 << 20) == case["distance"]
 
 
-def test_command_line_says_which(chatml_gguf):
-    env = cli_env(OLLAMA_MODELS=str(chatml_gguf / "store"))
-    r = run_cli("create", "m", "--from", chatml_gguf / "chat.gguf", env=env)
+def test_command_line_says_which(chatml_gguf, weightkit_cli):
+    env = {"OLLAMA_MODELS": str(chatml_gguf / "store")}
+    r = weightkit_cli("create", "m", "--from", chatml_gguf / "chat.gguf", env=env)
     assert r.returncode == 0 and r.stdout.startswith("using autodetected template chatml\ncreated m:latest"), r.stderr

@@ -222,22 +222,17 @@ def test_minilm_int8_end_to_end(tmp_path):
 
 
 @pytest.mark.slow
-def test_show_lists_quant_types(tmp_path):
-    import subprocess
-    import sys
-
+def test_show_lists_quant_types(tmp_path, weightkit_cli):
     rng = np.random.default_rng(3)
     write_checkpoint(tmp_path / "ckpt", {
         "model.layers.0.self_attn.q_proj.weight": rng.standard_normal((64, 128)).astype(np.float32),
         "model.layers.0.self_attn.v_proj.weight": rng.standard_normal((64, 128)).astype(np.float32),
     })  # fmt: skip
     (tmp_path / "ckpt" / "config.json").write_text("{}")
-    env = {"OLLAMA_MODELS": str(tmp_path / "store"), "PATH": "", "COLUMNS": "200"}
-    run = [sys.executable, "-m", "weightkit"]
-    r = subprocess.run([*run, "create", "q4", "--from", str(tmp_path / "ckpt"), "--quantize", "int4"],
-                       capture_output=True, text=True, env=env)  # fmt: skip
+    env = {"OLLAMA_MODELS": str(tmp_path / "store")}
+    r = weightkit_cli("create", "q4", "--from", tmp_path / "ckpt", "--quantize", "int4", env=env)
     assert r.returncode == 0, r.stderr
-    doc = json.loads(subprocess.run([*run, "show", "q4", "--json"], capture_output=True, text=True, env=env).stdout)
+    doc = json.loads(weightkit_cli("show", "q4", "--json").stdout)
     by_name = {layer["name"]: layer["quant_types"] for layer in doc["layers"]}
     assert by_name["model.layers.0.self_attn.q_proj.weight"] == ["int4"]
     assert by_name["model.layers.0.self_attn.v_proj.weight"] == ["int8"]  # promoted, as Ollama does

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -143,12 +141,8 @@ def test_minilm_parity_with_reference():
     assert len(reference) == 104
 
 
-def test_minilm_inspect():
-    r = subprocess.run(
-        [sys.executable, "-m", "weightkit", "inspect", str(minilm_folder()), "--json"],
-        capture_output=True,
-        text=True,
-    )
+def test_minilm_inspect(weightkit_cli):
+    r = weightkit_cli("inspect", minilm_folder(), "--json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     s = doc["summary"]
