@@ -280,11 +280,18 @@ def test_ctrl_c_during_a_forked_conversion(hf_checkpoints, tmp_path):
     exits with 130, its workers are gone, and nothing is left in the output folder."""
     out = tmp_path / "out" / "model.gguf"
     out.parent.mkdir()
+    started = tmp_path / "a worker quantizes"  # made by the first worker task, which then takes a second longer
     driver = (
-        "import sys, time\n"
+        "import os, sys, time\n"
         "import weightkit.quant as q\n"
-        "q4_k = q.QUANTIZERS[q.GGMLType.Q4_K]\n"
-        "q.QUANTIZERS[q.GGMLType.Q4_K] = lambda x, w: (time.sleep(0.2), q4_k(x, w))[1]\n"
+        "parent, q4_k = os.getpid(), q.QUANTIZERS[q.GGMLType.Q4_K]\n"
+        "def slowed(x, w):\n"
+        f"    if os.getpid() != parent and not os.path.exists({str(started)!r}):\n"
+        f"        open({str(started)!r}, 'a').close()\n"
+        "        time.sleep(1)\n"
+        "    time.sleep(0.2)\n"
+        "    return q4_k(x, w)\n"
+        "q.QUANTIZERS[q.GGMLType.Q4_K] = slowed\n"
         "q.workers = lambda: 2\n"
         "q.MIN_FORKED_ELEMENTS = 0\n"
         "q._quantize_chunk = lambda qtype, weighted: 16 * 256\n"
@@ -295,12 +302,13 @@ def test_ctrl_c_during_a_forked_conversion(hf_checkpoints, tmp_path):
     env = {**os.environ, "WEIGHTKIT_PROCESSES": "1"}
     proc = subprocess.Popen([sys.executable, "-c", driver, *args], env=env, start_new_session=True,
                             stderr=subprocess.PIPE)  # fmt: skip
-    workers: set[int] = set()
+    # Ctrl-C only once a worker is inside a task: under load, children seen as they are forked may belong to a
+    # call that is already ending
     deadline = time.monotonic() + 120
-    while not workers and proc.poll() is None and time.monotonic() < deadline:
-        workers = children(proc.pid)
+    while not started.exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert workers, "no worker process started"
+    workers = children(proc.pid)
+    assert started.exists() and workers, "no worker process started"
     os.killpg(proc.pid, signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err.decode()[-2000:]
