@@ -16,7 +16,6 @@ Run from the repository: PYTHONPATH=src python tests/data/make_ollama_projector_
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import shutil
 import subprocess
@@ -32,7 +31,7 @@ import make_ollama_split_gguf
 from weightkit.gguf import GGUFValueType, Value, plan_tensor, write_gguf
 
 T = GGUFValueType
-OLLAMA_COMMIT = "fb30760996871fa9460115c753afd2c60d4ab0f7"
+OLLAMA_COMMIT = make_ollama_split_gguf.OLLAMA_COMMIT
 # The server functions the recorder runs as Ollama has them (file, function).
 _COPIED = [("server/create.go", "isProjectorGGUF"), ("server/quantization.go", "needsDefaultLlavaProjectorType")]
 
@@ -121,9 +120,7 @@ def main(go: str, module: Path, git_dir: str) -> None:
         shutil.rmtree(work)
     for case in recorded:
         case["input"] = inputs[case["name"]]
-    version = subprocess.run([go, "version"], capture_output=True, text=True).stdout.strip()
-    doc = {"ollama_commit": OLLAMA_COMMIT, "go": version, "cases": recorded}
-    (Path(__file__).parent / "ollama_projector_gguf.json").write_text(json.dumps(doc, indent=1) + "\n")
+    make_ollama_split_gguf.save_recording(go, recorded, "ollama_projector_gguf.json")
 
 
 if __name__ == "__main__":

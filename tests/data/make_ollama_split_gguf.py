@@ -138,9 +138,14 @@ def main(go: str, module: Path) -> None:
         shutil.rmtree(work)
     for case in recorded:
         case["shards"] = shards[case["name"]]
+    save_recording(go, recorded, "ollama_split_gguf.json")
+
+
+def save_recording(go: str, recorded: list[dict], name: str) -> None:
+    """Write a Go recorder's cases to tests/data/`name`, with the Ollama commit and the Go version that ran them."""
     version = subprocess.run([go, "version"], capture_output=True, text=True).stdout.strip()
     doc = {"ollama_commit": OLLAMA_COMMIT, "go": version, "cases": recorded}
-    (Path(__file__).parent / "ollama_split_gguf.json").write_text(json.dumps(doc, indent=1) + "\n")
+    (Path(__file__).parent / name).write_text(json.dumps(doc, indent=1) + "\n")
 
 
 if __name__ == "__main__":
