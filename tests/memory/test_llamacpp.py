@@ -214,6 +214,29 @@ def test_two_repetitions_and_the_tail_stand_for_the_whole(model_path, monkeypatc
     assert [None if layers is None else len(layers) for layers in built] == [30, None]
 
 
+@pytest.mark.parametrize(("name", "n_ctx", "told"), [("granite-4.0-h-tiny", 8192, True),
+                                                      ("qwen3.8-flash-next", 8192, True),
+                                                      ("qwen3.8-flash-next", 32768, False)])  # fmt: skip
+def test_a_graph_seen_to_stay_within_a_buffer_without_its_moves(model_path, name, n_ctx, told):
+    """A token-generation graph (4 sequences) takes more than the prompt graph's buffer side by side, but no
+    tensor its moves place can end above that buffer (each one placed on top finds the free blocks below it
+    smaller than itself, a live tensor after each): its moves are not made. Qwen3.8-Flash-Next's at a context of
+    32768 cannot be told so (its moves are made until they are seen to stay within it). Where the moves made end
+    higher than a limit, the check never says they stay within it."""
+    from weightkit.memory.llamacpp import alloc, compute
+
+    with weightkit.open(model_path(name)) as m:
+        hp = read_hparams(m)
+        ctx = make_context(hp, ContextParams(n_ctx=n_ctx, n_seq_max=4))
+        memory = make_memory(hp, ctx)
+        reserved = compute_buffer(hp, ctx, memory, m.tensors).prompt
+        graph = compute._Reserve(hp, ctx, memory, m.tensors).build(compute._batches(ctx)[1]).graph
+    moves, _ = alloc.allocator_moves(graph.leafs, graph.nodes, [(32, None)], lambda t: 0)
+    (top,) = alloc.make_moves(moves, 1)
+    assert alloc._stays_within(moves, reserved) == told and top <= reserved
+    assert not any(alloc._stays_within(moves, limit) for limit in (top - 32, top // 2))
+
+
 def test_the_token_generation_graph_replays_as_the_prompt_graph_does(model_path):
     """Qwen3.8-Flash-Next's (QSA) token-generation graph makes the moves its prompt graph does but for their
     sizes: it is replayed through the prompt graph's assembly of them, with no checks of its own, and needs its

@@ -231,6 +231,51 @@ def _make(moves: Iterable[Move], free: list[tuple[list[int], list[int]]], tops: 
                 made[move[1]] = move[3]
 
 
+def _stays_within(moves: Sequence[Move], limit: int) -> bool:
+    """Whether one buffer's moves provably never end above `limit`, told without making them. While no free block
+    borders another and none is empty (so at the start), a tensor placed in the last block finds each block below
+    it smaller than itself (best fit would take one that is not), and each of those is followed by a live tensor
+    of its own: it ends within the live bytes, (live tensors) x (its size - 1), and its size. A tensor placed in
+    another block ends below the last one's start, and no release leaves blocks bordering: one found ending where
+    it starts grows over it and merges with the next block, which is the one (if any) starting where it ends, the
+    list being sorted. An empty tensor's release, though, adds an empty block unless a block starts where it was
+    placed, as one does if no other tensor was placed or freed in between (a release could grow that block down,
+    a placing move it up). From the first such, every end stays within the ends bounded so far (the last block's
+    start among them) plus what is still to place (a placing moves that start up by at most its size)."""
+    size_of: dict = {}
+    live = count = reached = 0
+    empty = None  # an empty tensor placed (or what took it over) and not yet freed
+    for i, move in enumerate(moves):
+        kind = move[0]
+        if kind == TAKE:
+            size_of[move[1]] = size_of.pop(move[2])
+            if move[2] is empty:
+                empty = move[1]
+            continue
+        if empty is not None:
+            if move[1] is not empty:  # (its release may leave an empty block)
+                return reached + sum(m[3] for m in moves[i:] if m[0] == PLACE) <= limit
+            empty = None
+        if kind == PLACE:
+            size = size_of[move[1]] = move[3]
+            if not size:
+                empty = move[1]
+                continue
+            end = live + count * (size - 1) + size
+            if end > reached:
+                if end > limit:
+                    return False
+                reached = end
+            live += size
+            count += 1
+        else:
+            size = size_of.pop(move[1])
+            if size:
+                live -= size
+                count -= 1
+    return True
+
+
 def make_moves(moves: Sequence[Move], n_buffers: int, snapshots: Mapping[int, list[list[State]]] | None = None,
                previous: int = 0, bound: tuple[int, int] | None = None) -> list[int]:  # fmt: skip
     """The allocator's moves made over `n_buffers` buffers: each buffer's size, the highest end
@@ -245,6 +290,8 @@ def make_moves(moves: Sequence[Move], n_buffers: int, snapshots: Mapping[int, li
     offset: dict = {}
     if not snapshots:
         limit, left = bound or (0, 0)
+        if bound and _stays_within(moves, limit):
+            return [limit]
         step = _BOUND_EVERY if bound else len(moves) or 1
         for start in range(0, len(moves), step):
             chunk = moves[start : start + step] if bound else moves  # (no copy of the moves without a bound)
