@@ -280,7 +280,7 @@ def test_ctrl_c_during_a_forked_conversion(hf_checkpoints, tmp_path):
     exits with 130, its workers are gone, and nothing is left in the output folder."""
     out = tmp_path / "out" / "model.gguf"
     out.parent.mkdir()
-    started = tmp_path / "a worker quantizes"  # made by the first worker task, which then takes a second longer
+    started = tmp_path / "a worker quantizes"  # made by the first worker task, which then waits to be killed
     driver = (
         "import os, sys, time\n"
         "import weightkit.quant as q\n"
@@ -288,7 +288,7 @@ def test_ctrl_c_during_a_forked_conversion(hf_checkpoints, tmp_path):
         "def slowed(x, w):\n"
         f"    if os.getpid() != parent and not os.path.exists({str(started)!r}):\n"
         f"        open({str(started)!r}, 'a').close()\n"
-        "        time.sleep(1)\n"
+        "        time.sleep(120)\n"
         "    time.sleep(0.2)\n"
         "    return q4_k(x, w)\n"
         "q.QUANTIZERS[q.GGMLType.Q4_K] = slowed\n"
@@ -303,7 +303,8 @@ def test_ctrl_c_during_a_forked_conversion(hf_checkpoints, tmp_path):
     proc = subprocess.Popen([sys.executable, "-c", driver, *args], env=env, start_new_session=True,
                             stderr=subprocess.PIPE)  # fmt: skip
     # Ctrl-C only once a worker is inside a task: under load, children seen as they are forked may belong to a
-    # call that is already ending
+    # call that is already ending. That task lasts until the worker is killed, so the conversion cannot end before
+    # the Ctrl-C, however late it comes
     deadline = time.monotonic() + 120
     while not started.exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)
