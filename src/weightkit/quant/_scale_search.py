@@ -117,15 +117,27 @@ def inverse(d: np.ndarray) -> np.ndarray:
     return inv
 
 
+#: Groups at which `copy_lanes` turns bitwise: below, a masked copy costs less (numpy's cost per call dominates, a
+#: small search's steps are many calls on a few hundred groups). Measured: docs/benchmarks.md.
+BITWISE_LANES = 4096
+
+
 def lane_mask(take: np.ndarray) -> np.ndarray:
-    """int32 -1 where `take` (a bool array) is true, else 0: the mask `copy_lanes` selects with."""
+    """The mask `copy_lanes` selects with from `take` (a bool array): `take` itself when small, else int32 -1
+    where `take` is true and 0 elsewhere."""
+    if take.size < BITWISE_LANES:
+        return take
     return np.negative(take.view(np.int8), dtype=np.int32)
 
 
-def copy_lanes(mask: np.ndarray, src: np.ndarray, dst: np.ndarray) -> None:
-    """`np.copyto(dst, src, where=mask != 0)` for float32 arrays (`mask` from `lane_mask`, broadcast over
-    leading axes), bit for bit, as three bitwise passes: numpy's masked copy and `np.where` branch on every
-    element and cost ten times more when the mask is unpredictable, as a search's "this step is better" is."""
+def copy_lanes(mask: np.ndarray, src: np.ndarray | np.generic, dst: np.ndarray) -> None:
+    """`np.copyto(dst, src, where=mask)` for 4-byte arrays (`mask` from `lane_mask`, `src` of `dst`'s shape or
+    a scalar), bit for bit. A large mask is applied as three bitwise passes: numpy's masked copy and `np.where`
+    branch on every element and cost ten times more when the mask is unpredictable, as a search's "this step is
+    better" is; a small one by `np.putmask`, one call."""
+    if mask.dtype == np.bool_:
+        np.putmask(dst, mask, src)
+        return
     bits = dst.view(np.int32)
     flips = np.bitwise_xor(src.view(np.int32), bits)
     flips &= mask
@@ -284,29 +296,31 @@ _QX_STEPS = np.array([0, *range(-9, 0), *range(1, 10)], dtype=F32)
 
 
 def _qx_block(x: np.ndarray, w: np.ndarray, nmax: int) -> tuple[np.ndarray, np.ndarray]:
-    """`make_qx_quants` on one block of groups: every candidate's sums first, then ggml's choice in its order."""
+    """`make_qx_quants` on one block of groups: every candidate's sums, scale and score first, then ggml's
+    choice in its order, which only compares and keeps the winner's index."""
     amax, mx = signed_absmax(x)
     zero = amax < GROUP_MAX_EPS
     mx = np.where(zero, F32(1), mx)
     candidates = -(F32(nmax) + F32(0.1) * _QX_STEPS)[:, None] / mx
     sumlx, suml2 = _qx_sums(x, w, candidates, nmax)
-    # the best so far and each candidate: (scale, scale * Σ w*x*l, iscale), swapped in lane by lane
-    best, cand = np.empty((3, x.shape[1]), F32), np.empty((3, x.shape[1]), F32)
-    best[0] = np.where(suml2[0] != 0, sumlx[0] / np.where(suml2[0] != 0, suml2[0], F32(1)), F32(0))
-    np.multiply(best[0], sumlx[0], out=best[1])
-    best[2] = candidates[0]
+    # each candidate's scale Σ w*x*l / Σ w*l*l (0 where the sum is 0: only the first can be kept then) and
+    # score scale * Σ w*x*l, as C forms them; a candidate whose Σ w*l*l is not positive is never better
+    scale = sumlx / np.where(suml2 != 0, suml2, F32(1))
+    scale[suml2 == 0] = 0
+    score = scale * sumlx
+    square = sumlx * sumlx
+    square[suml2 <= 0] = -np.inf
+    best, winner = score[0].copy(), np.zeros(x.shape[1], np.int32)
+    product = np.empty_like(best)
     for k in range(1, len(candidates)):
-        better = (suml2[k] > 0) & (sumlx[k] * sumlx[k] > best[1] * suml2[k])
-        if not better.any():
-            continue
-        np.divide(sumlx[k], suml2[k], out=cand[0])  # used only where better: suml2 > 0
-        np.multiply(cand[0], sumlx[k], out=cand[1])
-        cand[2] = candidates[k]
-        copy_lanes(lane_mask(better)[None], cand, best)
-    levels = round_clip(x * best[2], -nmax, nmax - 1)
+        better = np.greater(square[k], np.multiply(best, suml2[k], out=product))
+        mask = lane_mask(better)
+        copy_lanes(mask, score[k], best)
+        copy_lanes(mask, np.int32(k), winner)
+    levels = round_clip(x * np.take_along_axis(candidates, winner[None], 0), -nmax, nmax - 1)
     levels += F32(nmax)
     levels[:, zero] = 0
-    return np.where(zero, F32(0), best[0]), levels.astype(np.uint8)
+    return np.where(zero, F32(0), np.take_along_axis(scale, winner[None], 0)[0]), levels.astype(np.uint8)
 
 
 def _qx_sums(x: np.ndarray, w: np.ndarray, candidates: np.ndarray, nmax: int) -> np.ndarray:
