@@ -317,10 +317,11 @@ def _qx_block(x: np.ndarray, w: np.ndarray, nmax: int) -> tuple[np.ndarray, np.n
         mask = lane_mask(better)
         copy_lanes(mask, score[k], best)
         copy_lanes(mask, np.int32(k), winner)
-    levels = round_clip(x * np.take_along_axis(candidates, winner[None], 0), -nmax, nmax - 1)
+    groups = np.arange(x.shape[1])
+    levels = round_clip(x * candidates[winner, groups], -nmax, nmax - 1)
     levels += F32(nmax)
     levels[:, zero] = 0
-    return np.where(zero, F32(0), np.take_along_axis(scale, winner[None], 0)[0]), levels.astype(np.uint8)
+    return np.where(zero, F32(0), scale[winner, groups]), levels.astype(np.uint8)
 
 
 def _qx_sums(x: np.ndarray, w: np.ndarray, candidates: np.ndarray, nmax: int) -> np.ndarray:
