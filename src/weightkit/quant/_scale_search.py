@@ -352,11 +352,14 @@ def _qx_sums(x: np.ndarray, w: np.ndarray, candidates: np.ndarray, nmax: int) ->
 def _refine_pass(
     x: np.ndarray, w: np.ndarray, L: np.ndarray, sumlx: np.ndarray, suml2: np.ndarray, lo: int, hi: int, qp: bool
 ) -> np.ndarray:
-    """One pass of `_refine` over groups (columns), in place; returns which groups changed."""
+    """One pass of `_refine` over groups (columns), in place; returns which groups changed. Row i's levels
+    are read before the pass: only rows before it have changed."""
     wx = w * x
+    levels = L.astype(F32)
+    lo, hi = np.int32(lo), np.int32(hi)  # numpy scalars: a Python int bound costs a range check a call
     changed = np.zeros(x.shape[1], dtype=bool)
     for i in range(x.shape[0]):
-        li = L[i].astype(F32)
+        li = levels[i]
         slx = sumlx - wx[i] * li
         sl2 = suml2 - w[i] * li * li
         ok = (slx > 0) & (sl2 > 0) if qp else slx > 0
@@ -369,9 +372,9 @@ def _refine_pass(
         sl2 += w[i] * nl * nl
         better = slx * slx * suml2 > sumlx * sumlx * sl2
         ok &= better if qp else (sl2 > 0) & better
-        L[i, ok] = (new_l & 0xFF if qp else new_l)[ok]
-        sumlx[ok] = slx[ok]
-        suml2[ok] = sl2[ok]
+        np.putmask(L[i], ok, new_l & 0xFF if qp else new_l)
+        np.putmask(sumlx, ok, slx)
+        np.putmask(suml2, ok, sl2)
         changed |= ok
     return changed
 
@@ -469,8 +472,8 @@ def _affine_fit(
     scale = (sum_w * sum_xl - sum_x * sum_l) / D
     the_min = (sum_l2 * sum_x - sum_l * sum_xl) / D
     clamp = the_min > 0
-    the_min[clamp] = 0
-    scale[clamp] = (sum_xl / sum_l2)[clamp]
+    np.putmask(the_min, clamp, F32(0))
+    np.putmask(scale, clamp, sum_xl / sum_l2)
     return D, scale, the_min
 
 
