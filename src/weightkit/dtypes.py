@@ -130,6 +130,8 @@ for _t in GGMLType:
 
 def ggml_type(spec: GGMLType | int | str) -> GGMLTypeInfo:
     """Look a GGML type up by enum, id, or name (case-insensitive: "q4_k", "Q4_K")."""
+    if type(spec) is GGMLType:  # the common case first: planning a model looks up every tensor's type
+        return GGML_TYPES[spec]
     if isinstance(spec, str):
         try:
             return GGML_TYPES[GGMLType[spec.upper()]]

@@ -16,6 +16,7 @@ from weightkit.cli import main
 from weightkit.convert.hf import convert_hf
 from weightkit.errors import FormatError, UnsupportedError
 
+from .conftest import checkpoint_group
 from .test_hf_golden import GOLDEN
 
 GEMMA3 = "tiny-gemma-3-mmproj"
@@ -61,7 +62,8 @@ def _encode_image(llama_cpp, mtmd, text_model: str, projector: str, side: int, w
 
 
 @pytest.mark.slow
-def test_libmtmd_loads_the_gemma3_projector_and_encodes_an_image(hf_checkpoints, tmp_path):
+@checkpoint_group(GEMMA3)
+def test_libmtmd_loads_the_gemma3_projector_and_encodes_an_image(hf_checkpoints, tmp_path, vocabulary_once):
     """The Gemma 3 projector weightkit writes, loaded by libmtmd beside weightkit's text model of the same
     checkpoint: an image becomes the processor's image_seq_length tokens of the text model's width."""
     llama_cpp = pytest.importorskip("llama_cpp")
@@ -79,7 +81,8 @@ def test_libmtmd_loads_the_gemma3_projector_and_encodes_an_image(hf_checkpoints,
 
 
 @pytest.mark.slow
-def test_libmtmd_loads_the_llama4_projector_and_encodes_an_image(hf_checkpoints, tmp_path):
+@checkpoint_group("tiny-llama4")
+def test_libmtmd_loads_the_llama4_projector_and_encodes_an_image(hf_checkpoints, tmp_path, vocabulary_once):
     """The Llama 4 projector weightkit writes, loaded by libmtmd beside weightkit's text model of the same
     checkpoint: a 56-pixel image, 4 x 4 patches pixel-shuffled by 2, becomes 4 tokens of the text model's width."""
     llama_cpp = pytest.importorskip("llama_cpp")
@@ -94,7 +97,8 @@ def test_libmtmd_loads_the_llama4_projector_and_encodes_an_image(hf_checkpoints,
 
 
 @pytest.mark.slow
-def test_libmtmd_loads_the_gemma4_projector_and_encodes_an_image(hf_checkpoints, tmp_path):
+@checkpoint_group(GEMMA4)
+def test_libmtmd_loads_the_gemma4_projector_and_encodes_an_image(hf_checkpoints, tmp_path, vocabulary_once):
     """The Gemma 4 projector weightkit writes (vision and audio encoders in one file, both loaded and warmed up),
     loaded by libmtmd beside weightkit's text model of the same checkpoint: a 96-pixel image, scaled up to
     libmtmd's minimum of 70 tokens (9 x 9 tokens of 3 x 3 patches of 16 pixels), becomes 81 tokens of the text
@@ -111,7 +115,8 @@ def test_libmtmd_loads_the_gemma4_projector_and_encodes_an_image(hf_checkpoints,
 
 
 @pytest.mark.slow
-def test_libmtmd_refuses_the_pixtral_projector_as_the_reference_writes_it(hf_checkpoints, tmp_path):
+@checkpoint_group("tiny-mistral3")
+def test_libmtmd_refuses_the_pixtral_projector_as_the_reference_writes_it(hf_checkpoints, tmp_path, vocabulary_once):
     """Mistral Small 3's projector from a transformers-format checkpoint is written as the reference writes it
     (the recorded file), and libmtmd refuses that file: the reference drops the language model's tensors before
     it would take the [IMG_BREAK] row of the token embedding (`v.token_embd.img_break`), which libmtmd needs."""
@@ -140,9 +145,13 @@ def test_libmtmd_refuses_the_pixtral_projector_as_the_reference_writes_it(hf_che
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("name", "side", "tokens"), [("tiny-qwen2.5-vl", 56, 9), ("tiny-qwen3-vl", 64, 9), ("tiny-qwen3-vl-moe", 64, 9)]
-)
-def test_libmtmd_loads_the_qwen_vl_projectors_and_encodes_an_image(hf_checkpoints, tmp_path, name, side, tokens):
+    ("name", "side", "tokens"),
+    [pytest.param(n, s, t, marks=checkpoint_group(n))
+     for n, s, t in (("tiny-qwen2.5-vl", 56, 9), ("tiny-qwen3-vl", 64, 9), ("tiny-qwen3-vl-moe", 64, 9))],
+)  # fmt: skip
+def test_libmtmd_loads_the_qwen_vl_projectors_and_encodes_an_image(
+    hf_checkpoints, tmp_path, vocabulary_once, name, side, tokens
+):
     """The Qwen2.5-VL and Qwen3-VL projectors weightkit writes, loaded by libmtmd beside weightkit's language model
     of the same checkpoint (Qwen3-VL's input width counting its deepstack layers): libmtmd scales the image up to
     its minimum pixel count (8 merged patches: 84 and 96 pixels), 3 x 3 tokens of the text model's input width."""

@@ -72,21 +72,21 @@ def test_every_mixture_matches_llama_quantize(tmp_path, model_name):
     path = _model_file(tmp_path / "m.gguf", record)
     names = list(record["tensors"])
     wrong = []
-    for key, expected in record["plans"].items():
-        weighted = parse_key(key)[1]["imatrix"]
-        options = _options(key, dict.fromkeys(names, np.ones(1, np.float32)) if weighted else None)
-        try:
-            # dry_run: the plan and llama-quantize's imatrix refusals, without quantizing
-            quantize_gguf(path, None, options, dry_run=True)
-        except WeightkitError:
-            got = "error"
-        else:
-            with weightkit.open(path) as m:
+    with weightkit.open(path) as m:  # the plans read the one open file; each dry run opens its own
+        for key, expected in record["plans"].items():
+            weighted = parse_key(key)[1]["imatrix"]
+            options = _options(key, dict.fromkeys(names, np.ones(1, np.float32)) if weighted else None)
+            try:
+                # dry_run: the plan and llama-quantize's imatrix refusals, without quantizing
+                quantize_gguf(path, None, options, dry_run=True)
+            except WeightkitError:
+                got = "error"
+            else:
                 plan = plan_types(m, options, has_imatrix=weighted)
-            got = "".join(chr(ord("a") + RECORD["types"].index(plan[n].name)) for n in names)
-        if got != expected:
-            first = next((i for i, (a, b) in enumerate(zip(got, expected, strict=False)) if a != b), 0)
-            wrong.append((key, names[first] if got != "error" and expected != "error" else got))
+                got = "".join(chr(ord("a") + RECORD["types"].index(plan[n].name)) for n in names)
+            if got != expected:
+                first = next((i for i, (a, b) in enumerate(zip(got, expected, strict=False)) if a != b), 0)
+                wrong.append((key, names[first] if got != "error" and expected != "error" else got))
     assert not wrong, wrong
     assert len(record["plans"]) > 70  # every file type with and without an imatrix, and the option runs
 

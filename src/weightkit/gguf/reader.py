@@ -9,6 +9,7 @@ when first used.
 from __future__ import annotations
 
 import itertools
+import math
 import mmap
 import struct
 from dataclasses import dataclass
@@ -208,7 +209,53 @@ class _Parser:
         return values, spans
 
     def tensor_infos(self, n: int) -> list[tuple[str, GGMLType, tuple[int, ...], int, int, int]]:
-        """(name, type, numpy shape, relative offset, nbytes, position of the entry) for every tensor."""
+        """(name, type, numpy shape, relative offset, nbytes, position of the entry) for every tensor.
+
+        The hot loop (`_tensor_infos_held`) reads the entries from the bytes held and tests only that each is
+        well formed; at anything else `_check_tensor_infos` reads them again, number by number, to say where
+        the file goes wrong (or to fetch the bytes a partial source does not hold yet)."""
+        start = self.pos
+        try:
+            infos = self._tensor_infos_held(n)
+        except (struct.error, ZeroDivisionError):  # an entry ran past the bytes held; a type with no blocks
+            infos = None
+        if infos is not None:
+            return infos
+        self.pos = start
+        return self._check_tensor_infos(n)
+
+    def _tensor_infos_held(self, n: int) -> list[tuple[str, GGMLType, tuple[int, ...], int, int, int]] | None:
+        """`tensor_infos` from the buffer as it is, or None at the first entry that is not plainly valid."""
+        buf, held, pos = self.buf, self.src.held, self.pos
+        length_of, dims_of = self.u64.unpack_from, self.u32.unpack_from
+        shapes = [struct.Struct(f"{self.order}{k}Q").unpack_from for k in range(MAX_DIMS + 1)]
+        type_and_offset = struct.Struct(self.order + "IQ").unpack_from
+        infos, seen = [], set()
+        for _ in itertools.repeat(None, n):
+            start = pos
+            end = pos + 8 + length_of(buf, pos)[0]
+            if end > held:
+                return None
+            name = buf[pos + 8 : end].decode("utf-8", "surrogateescape")
+            (n_dims,) = dims_of(buf, end)
+            if n_dims > MAX_DIMS or name in seen:
+                return None
+            ne = shapes[n_dims](buf, end + 4)
+            pos = end + 4 + 8 * n_dims
+            type_id, offset = type_and_offset(buf, pos)
+            pos += 12
+            count = math.prod(ne)
+            tinfo = GGML_TYPES.get(type_id)  # type: ignore[call-overload]
+            # a zero dimension (allowed) goes the careful way: its product hides the others' sizes
+            if not 0 < count <= _INT64_MAX or tinfo is None or tinfo.removed or (ne[0] if ne else 1) % tinfo.block_size:
+                return None
+            seen.add(name)
+            infos.append((name, tinfo.type, tuple(reversed(ne)), offset, tinfo.nbytes(count), start))
+        self.pos = pos
+        return infos
+
+    def _check_tensor_infos(self, n: int) -> list[tuple[str, GGMLType, tuple[int, ...], int, int, int]]:
+        """`tensor_infos` number by number, each checked against the bytes left: raises where one is wrong."""
         infos = []
         seen: set[str] = set()
         for i in range(n):

@@ -7,6 +7,7 @@ zero padding to the alignment after the infos and after every tensor, tensor off
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import struct
 from collections.abc import Iterable, Iterator, Mapping
@@ -66,7 +67,7 @@ def plan_tensor(name: str, shape: Iterable[int], dtype: GGMLType | int | str, da
     row = shape[-1] if shape else 1
     if row % info.block_size:
         raise ArgumentError(f"{name}: rows of {row} are not whole {info.name} blocks of {info.block_size}")
-    n = int(np.prod(shape, dtype=object)) if shape else 1
+    n = math.prod(shape)
     return PlannedTensor(name, info.type, shape, info.nbytes(n), data=data)
 
 

@@ -11,6 +11,7 @@ they count as attention-V matrices first; they get the attention-V rules here to
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -99,7 +100,9 @@ OUTPUT = "output.weight"
 _ATTN_V_LIKE = (Role.ATTN_V, Role.ATTN_QKV, Role.ATTN_KV_B)
 
 
+@functools.lru_cache(maxsize=1 << 14)
 def role(name: str) -> Role:
+    """The part a tensor plays, by its name (kept per name: a plan asks for every tensor's role several times)."""
     if name == OUTPUT:
         return Role.OUTPUT
     if name in TOKEN_EMBEDDINGS:

@@ -10,8 +10,10 @@ overrides, the imatrix file and `general.file_type` follow llama.cpp's `src/llam
 
 from __future__ import annotations
 
+import functools
 import math
 import os
+import re
 from collections import ChainMap
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -88,8 +90,15 @@ def is_quantizable(name: str, shape: tuple[int, ...], arch: str = "") -> bool:
         name.endswith("weight")
         and len(shape) >= 2
         and name not in _NEVER_EXACT
-        and not any(fragment in name for fragment in (*_NEVER, *_NEVER_FOR.get(arch, ())))
+        and _never_pattern(arch).search(name) is None
     )
+
+
+@functools.cache
+def _never_pattern(arch: str) -> re.Pattern[str]:
+    """One pattern matching any of the fragments `arch`'s tensors are never quantized for: a plan asks for
+    every tensor of a model, and dozens of substring tests a name add up over thousands of tensors."""
+    return re.compile("|".join(map(re.escape, (*_NEVER, *_NEVER_FOR.get(arch, ())))))
 
 
 def ggml_dims(shape: tuple[int, ...]) -> tuple[int, ...]:

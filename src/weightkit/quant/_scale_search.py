@@ -117,15 +117,27 @@ def inverse(d: np.ndarray) -> np.ndarray:
     return inv
 
 
+#: Groups at which `copy_lanes` turns bitwise: below, a masked copy costs less (numpy's cost per call dominates, a
+#: small search's steps are many calls on a few hundred groups). Measured: docs/benchmarks.md.
+BITWISE_LANES = 4096
+
+
 def lane_mask(take: np.ndarray) -> np.ndarray:
-    """int32 -1 where `take` (a bool array) is true, else 0: the mask `copy_lanes` selects with."""
+    """The mask `copy_lanes` selects with from `take` (a bool array): `take` itself when small, else int32 -1
+    where `take` is true and 0 elsewhere."""
+    if take.size < BITWISE_LANES:
+        return take
     return np.negative(take.view(np.int8), dtype=np.int32)
 
 
-def copy_lanes(mask: np.ndarray, src: np.ndarray, dst: np.ndarray) -> None:
-    """`np.copyto(dst, src, where=mask != 0)` for float32 arrays (`mask` from `lane_mask`, broadcast over
-    leading axes), bit for bit, as three bitwise passes: numpy's masked copy and `np.where` branch on every
-    element and cost ten times more when the mask is unpredictable, as a search's "this step is better" is."""
+def copy_lanes(mask: np.ndarray, src: np.ndarray | np.generic, dst: np.ndarray) -> None:
+    """`np.copyto(dst, src, where=mask)` for 4-byte arrays (`mask` from `lane_mask`, `src` of `dst`'s shape or
+    a scalar), bit for bit. A large mask is applied as three bitwise passes: numpy's masked copy and `np.where`
+    branch on every element and cost ten times more when the mask is unpredictable, as a search's "this step is
+    better" is; a small one by `np.putmask`, one call."""
+    if mask.dtype == np.bool_:
+        np.putmask(dst, mask, src)
+        return
     bits = dst.view(np.int32)
     flips = np.bitwise_xor(src.view(np.int32), bits)
     flips &= mask
@@ -284,29 +296,32 @@ _QX_STEPS = np.array([0, *range(-9, 0), *range(1, 10)], dtype=F32)
 
 
 def _qx_block(x: np.ndarray, w: np.ndarray, nmax: int) -> tuple[np.ndarray, np.ndarray]:
-    """`make_qx_quants` on one block of groups: every candidate's sums first, then ggml's choice in its order."""
+    """`make_qx_quants` on one block of groups: every candidate's sums, scale and score first, then ggml's
+    choice in its order, which only compares and keeps the winner's index."""
     amax, mx = signed_absmax(x)
     zero = amax < GROUP_MAX_EPS
     mx = np.where(zero, F32(1), mx)
     candidates = -(F32(nmax) + F32(0.1) * _QX_STEPS)[:, None] / mx
     sumlx, suml2 = _qx_sums(x, w, candidates, nmax)
-    # the best so far and each candidate: (scale, scale * Σ w*x*l, iscale), swapped in lane by lane
-    best, cand = np.empty((3, x.shape[1]), F32), np.empty((3, x.shape[1]), F32)
-    best[0] = np.where(suml2[0] != 0, sumlx[0] / np.where(suml2[0] != 0, suml2[0], F32(1)), F32(0))
-    np.multiply(best[0], sumlx[0], out=best[1])
-    best[2] = candidates[0]
+    # each candidate's scale Σ w*x*l / Σ w*l*l (0 where the sum is 0: only the first can be kept then) and
+    # score scale * Σ w*x*l, as C forms them; a candidate whose Σ w*l*l is not positive is never better
+    scale = sumlx / np.where(suml2 != 0, suml2, F32(1))
+    scale[suml2 == 0] = 0
+    score = scale * sumlx
+    square = sumlx * sumlx
+    square[suml2 <= 0] = -np.inf
+    best, winner = score[0].copy(), np.zeros(x.shape[1], np.int32)
+    product = np.empty_like(best)
     for k in range(1, len(candidates)):
-        better = (suml2[k] > 0) & (sumlx[k] * sumlx[k] > best[1] * suml2[k])
-        if not better.any():
-            continue
-        np.divide(sumlx[k], suml2[k], out=cand[0])  # used only where better: suml2 > 0
-        np.multiply(cand[0], sumlx[k], out=cand[1])
-        cand[2] = candidates[k]
-        copy_lanes(lane_mask(better)[None], cand, best)
-    levels = round_clip(x * best[2], -nmax, nmax - 1)
+        better = np.greater(square[k], np.multiply(best, suml2[k], out=product))
+        mask = lane_mask(better)
+        copy_lanes(mask, score[k], best)
+        copy_lanes(mask, np.int32(k), winner)
+    groups = np.arange(x.shape[1])
+    levels = round_clip(x * candidates[winner, groups], -nmax, nmax - 1)
     levels += F32(nmax)
     levels[:, zero] = 0
-    return np.where(zero, F32(0), best[0]), levels.astype(np.uint8)
+    return np.where(zero, F32(0), scale[winner, groups]), levels.astype(np.uint8)
 
 
 def _qx_sums(x: np.ndarray, w: np.ndarray, candidates: np.ndarray, nmax: int) -> np.ndarray:
@@ -337,11 +352,14 @@ def _qx_sums(x: np.ndarray, w: np.ndarray, candidates: np.ndarray, nmax: int) ->
 def _refine_pass(
     x: np.ndarray, w: np.ndarray, L: np.ndarray, sumlx: np.ndarray, suml2: np.ndarray, lo: int, hi: int, qp: bool
 ) -> np.ndarray:
-    """One pass of `_refine` over groups (columns), in place; returns which groups changed."""
+    """One pass of `_refine` over groups (columns), in place; returns which groups changed. Row i's levels
+    are read before the pass: only rows before it have changed."""
     wx = w * x
+    levels = L.astype(F32)
+    lo, hi = np.int32(lo), np.int32(hi)  # numpy scalars: a Python int bound costs a range check a call
     changed = np.zeros(x.shape[1], dtype=bool)
     for i in range(x.shape[0]):
-        li = L[i].astype(F32)
+        li = levels[i]
         slx = sumlx - wx[i] * li
         sl2 = suml2 - w[i] * li * li
         ok = (slx > 0) & (sl2 > 0) if qp else slx > 0
@@ -354,9 +372,9 @@ def _refine_pass(
         sl2 += w[i] * nl * nl
         better = slx * slx * suml2 > sumlx * sumlx * sl2
         ok &= better if qp else (sl2 > 0) & better
-        L[i, ok] = (new_l & 0xFF if qp else new_l)[ok]
-        sumlx[ok] = slx[ok]
-        suml2[ok] = sl2[ok]
+        np.putmask(L[i], ok, new_l & 0xFF if qp else new_l)
+        np.putmask(sumlx, ok, slx)
+        np.putmask(suml2, ok, sl2)
         changed |= ok
     return changed
 
@@ -454,8 +472,8 @@ def _affine_fit(
     scale = (sum_w * sum_xl - sum_x * sum_l) / D
     the_min = (sum_l2 * sum_x - sum_l * sum_xl) / D
     clamp = the_min > 0
-    the_min[clamp] = 0
-    scale[clamp] = (sum_xl / sum_l2)[clamp]
+    np.putmask(the_min, clamp, F32(0))
+    np.putmask(scale, clamp, sum_xl / sum_l2)
     return D, scale, the_min
 
 
