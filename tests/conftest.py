@@ -21,9 +21,19 @@ GGML_FIXTURES = REPO / "tests" / "data" / "ggml"  # recorded by tools/make_ggml_
 
 def pytest_configure(config: pytest.Config) -> None:
     """A pytest-xdist worker starts with COLUMNS=80 in its environment; the tests that run the command in-process
-    expect its layout for a pipe (PIPE_WIDTH, chosen when weightkit.cli is imported), as a serial run gives."""
+    expect its layout for a pipe (PIPE_WIDTH, chosen when weightkit.cli is imported), as a serial run gives. And
+    `os.fsync` checks its descriptor without waiting for the disk (`fsync_without_flush`)."""
     if "PYTEST_XDIST_WORKER" in os.environ:
         os.environ.pop("COLUMNS", None)
+    os.fsync = fsync_without_flush
+
+
+def fsync_without_flush(fd: int) -> None:
+    """`os.fsync` in the test processes: a bad descriptor fails as it would (`os.fstat`), but nothing waits for
+    the disk. That a write outlives a power cut is nothing a test can see, and the suite's thousands of fsyncs
+    (tests/gguf alone: 918, 5 s of its 61) are time on the clock; the commands the tests start as processes of
+    their own still flush."""
+    os.fstat(fd)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -32,6 +42,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         for marker in NEEDS:
             if item.get_closest_marker(marker) is not None and (reason := missing(marker)):
                 item.add_marker(pytest.mark.skip(reason=reason))
+
+
+def overwrite(path: Path, data: bytes) -> None:
+    """`data` written over the file at `path` in place (made if missing), cut to its length. The tests that write
+    one file thousands of times use this, not `Path.write_bytes`: ext4 starts writing a file back to the disk when
+    it is closed after being truncated to nothing and written again (auto_da_alloc), a millisecond each time."""
+    with open(path, "r+b" if path.exists() else "wb") as f:
+        f.write(data)
+        f.truncate()
 
 
 @contextmanager

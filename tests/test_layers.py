@@ -13,11 +13,15 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import REPO
 
 ARCHITECTURE = REPO / "docs" / "architecture.md"
 SRC = REPO / "src"
 _TABLE_NAME = re.compile(r"^\|\s*`(weightkit(?:\.\w+)?)`\s*\|")
+#: one test process reads the import graph (`import_graph`) for the two tests that walk it
+pytestmark = pytest.mark.xdist_group("import_graph")
 
 
 def layer_table() -> list[str]:
@@ -40,7 +44,7 @@ def imports(name: str, path: Path, modules: dict[str, Path]) -> Iterator[tuple[s
     """(module imported, line) for every import statement in the module `name`: a `from X import y` names
     the module X.y when there is one, else X."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+    for node in statements(ast.parse(path.read_text(encoding="utf-8"), str(path)).body):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name.split(".")[0] == "weightkit":
@@ -55,6 +59,20 @@ def imports(name: str, path: Path, modules: dict[str, Path]) -> Iterator[tuple[s
                 continue
             for alias in node.names:
                 yield (f"{origin}.{alias.name}" if f"{origin}.{alias.name}" in modules else origin), node.lineno
+
+
+def statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """Every statement in `body` and in the bodies nested in it (functions, classes, branches, handlers, match
+    cases): where an import can stand, without walking the expressions, which hold none and most of the nodes."""
+    stack = list(reversed(body))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.stmt):
+            yield node
+        for field in node._fields:
+            value = getattr(node, field, None)
+            if isinstance(value, list):
+                stack.extend(x for x in reversed(value) if isinstance(x, (ast.stmt, ast.excepthandler, ast.match_case)))
 
 
 def layer_of(module: str) -> str:

@@ -17,6 +17,8 @@ from weightkit.errors import FormatError
 from weightkit.gguf import GGUFFile, Value, open_gguf, write_gguf
 from weightkit.gguf import GGUFValueType as T
 
+from ..conftest import overwrite
+
 
 def s(text: str | bytes) -> bytes:
     raw = text.encode() if isinstance(text, str) else text
@@ -147,10 +149,10 @@ def test_truncated_anywhere_raises_format_error(tmp_path, valid_file):
     raw, _, data_end = valid_file
     p = tmp_path / "t.gguf"
     for size in range(data_end):
-        p.write_bytes(raw[:size])
+        overwrite(p, raw[:size])
         with pytest.raises(FormatError):
             weightkit.open(p)
-    p.write_bytes(raw[:data_end])  # the padding after the last tensor is not needed
+    overwrite(p, raw[:data_end])  # the padding after the last tensor is not needed
     weightkit.open(p).close()
 
 
@@ -163,7 +165,7 @@ def test_every_header_bit_flip_is_format_error_or_valid(tmp_path, valid_file):
         for bit in range(8):
             mutated = bytearray(raw)
             mutated[pos] ^= 1 << bit
-            p.write_bytes(mutated)
+            overwrite(p, mutated)
             try:
                 with weightkit.open(p) as m:
                     for name in m.tensors:
@@ -182,7 +184,7 @@ def test_every_length_and_count_set_huge(tmp_path, valid_file, value):
     for pos in range(8, header_end - 8):
         mutated = bytearray(raw)
         mutated[pos : pos + 8] = struct.pack("<Q", value)
-        p.write_bytes(mutated)
+        overwrite(p, mutated)
         with contextlib.suppress(FormatError):
             weightkit.open(p).close()
 
@@ -196,6 +198,6 @@ def test_random_corruption(tmp_path, valid_file, data):
         pos = data.draw(st.integers(0, header_end - 1))
         mutated[pos] = data.draw(st.integers(0, 255))
     p = tmp_path / "r.gguf"
-    p.write_bytes(mutated)
+    overwrite(p, mutated)
     with contextlib.suppress(FormatError):
         weightkit.open(p).close()

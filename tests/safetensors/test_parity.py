@@ -16,6 +16,8 @@ from safetensors import SafetensorError, safe_open
 from weightkit.errors import FormatError
 from weightkit.safetensors import SafetensorsFile
 
+from ..conftest import overwrite
+
 
 def st_file(header: str | bytes, data: bytes = b"", length: int | None = None) -> bytes:
     h = header.encode() if isinstance(header, str) else header
@@ -315,7 +317,7 @@ def test_random_corruption_same_verdict(tmp_path, valid_bytes, data):
     if data.draw(st.booleans()):
         raw = raw[: data.draw(st.integers(0, len(raw)))]
     path = tmp_path / "r.safetensors"
-    path.write_bytes(raw)
+    overwrite(path, raw)
     ours, theirs = weightkit_reads(path), reference_reads(path)
     if ours is None and theirs is not None:
         assert repeats_a_key(bytes(raw))  # the one deliberate departure
@@ -326,7 +328,7 @@ def test_random_corruption_same_verdict(tmp_path, valid_bytes, data):
 def test_truncation_anywhere(tmp_path, valid_bytes):
     path = tmp_path / "t.safetensors"
     for size in range(len(valid_bytes)):
-        path.write_bytes(valid_bytes[:size])
+        overwrite(path, valid_bytes[:size])
         assert weightkit_reads(path) is None and reference_reads(path) is None
-    path.write_bytes(valid_bytes)
+    overwrite(path, valid_bytes)
     assert weightkit_reads(path) == (["a", "b", "c"], {"format": "pt"})

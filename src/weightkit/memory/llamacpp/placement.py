@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -88,9 +88,13 @@ class Override:
 
     pattern: str
     device: int
+    _regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_regex", re.compile(self.pattern))  # compiled once: fit tries it on every weight
 
     def matches(self, name: str) -> bool:
-        return re.search(self.pattern, name) is not None
+        return self._regex.search(name) is not None
 
 
 @dataclass(frozen=True)
@@ -103,6 +107,8 @@ class Placement:
     output: int
     overrides: tuple[Override, ...] = ()
     output_norm_embd: bool = False  # `token_embd_norm` is the final norm (`LlamaCppHParams.output_norm_embd`)
+    #: `tensor_device`'s answers so far: the weights' sums and the compute graph ask for each weight
+    devices: dict[str, int] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def device_of(self, il: int) -> int:
         return self.output if il >= len(self.layers) else self.layers[il]
@@ -160,6 +166,13 @@ def tensor_device(name: str, placement: Placement) -> int:
     """The device a weight lives on: input tensors on the CPU, a layer's on its layer's device (the embedding
     norm on the first layer's unless it is the final norm), the rest (output, output_norm, ...) on the output
     layer's; an override first."""
+    device = placement.devices.get(name)
+    if device is None:
+        device = placement.devices[name] = _tensor_device(name, placement)
+    return device
+
+
+def _tensor_device(name: str, placement: Placement) -> int:
     for override in placement.overrides:
         if override.matches(name):
             return override.device
