@@ -3,6 +3,7 @@ import os
 import numpy as np
 import pytest
 
+from weightkit import _io
 from weightkit._io import ByteSource, atomic_write
 from weightkit.errors import FormatError
 
@@ -43,6 +44,24 @@ def test_atomic_write_replaces_only_on_success(tmp_path):
         f.write(b"new")
     assert p.read_bytes() == b"new"
     assert os.listdir(tmp_path) == ["out.bin"]
+
+
+def test_atomic_write_starts_the_disk_writes_as_it_goes(tmp_path, monkeypatch):
+    """Each WRITEBACK_BYTES written have their disk writes started, flushed first, in order, covering all but
+    the last few bytes (the closing fsync's); the file is what was written."""
+    started = []
+    monkeypatch.setattr(_io, "WRITEBACK_BYTES", 10)
+
+    def start_writeback(fd: int, offset: int, length: int) -> None:
+        started.append((offset, length, os.fstat(fd).st_size))  # the bytes are in the file by then
+
+    monkeypatch.setattr(_io, "start_writeback", start_writeback)
+    p = tmp_path / "out.bin"
+    with atomic_write(p) as f:
+        for piece in (b"a" * 4, b"b" * 7, b"c" * 25, np.arange(3, dtype=np.float32), b"d"):
+            f.write(piece)
+    assert p.read_bytes() == b"a" * 4 + b"b" * 7 + b"c" * 25 + np.arange(3, dtype=np.float32).tobytes() + b"d"
+    assert started == [(0, 11, 11), (11, 25, 36), (36, 12, 48)]
 
 
 def test_atomic_write_keeps_mode(tmp_path):

