@@ -175,15 +175,18 @@ _contiguous = lru_cache(maxsize=4096)(_strides)  # (kept for the shapes seen las
 # shapes many times over)
 
 
-def _values(n: Pair | int) -> tuple[int, int] | int:
-    """A shape's entry as a key that says both of a `Pair`'s values (a pair cannot be hashed)."""
-    return (n.prompt, n.token) if n.__class__ is Pair else n
+def _contiguous_paired(type: int, ne: tuple) -> tuple[tuple, Pair | int]:
+    """`_contiguous` of a shape holding `Pair`s (which cannot be hashed), kept by both values of each."""
+    a, b, c, d = ne
+    return _contiguous_by_values(type, a if a.__class__ is not Pair else (a.prompt, a.token),
+                                 b if b.__class__ is not Pair else (b.prompt, b.token),
+                                 c if c.__class__ is not Pair else (c.prompt, c.token),
+                                 d if d.__class__ is not Pair else (d.prompt, d.token))  # fmt: skip
 
 
 @lru_cache(maxsize=1024)
-def _contiguous_paired(type: int, key: tuple) -> tuple[tuple[int, int, int, int], int]:
-    """`_contiguous` of a shape holding `Pair`s, kept by `_values` of its entries."""
-    return _strides(type, tuple(pair(*n) if n.__class__ is tuple else n for n in key))
+def _contiguous_by_values(type: int, *values: int | tuple[int, int]) -> tuple[tuple, Pair | int]:
+    return _strides(type, tuple(pair(*n) if n.__class__ is tuple else n for n in values))
 
 
 class Tensor:
@@ -206,12 +209,12 @@ class Tensor:
         self.view_src = view_src
         if nb is None:
             if ne[1].__class__ is Pair or ne[2].__class__ is Pair:  # (a token count's usual places)
-                self.nb, self.nbytes = _contiguous_paired(type, tuple(map(_values, ne)))
+                self.nb, self.nbytes = _contiguous_paired(type, ne)
             else:
                 try:
                     self.nb, self.nbytes = _contiguous(type, ne)
-                except PairDiverged:  # (a shape holding a `Pair`: kept by both of its values)
-                    self.nb, self.nbytes = _contiguous_paired(type, tuple(map(_values, ne)))
+                except PairDiverged:  # (a `Pair` elsewhere in the shape)
+                    self.nb, self.nbytes = _contiguous_paired(type, ne)
         else:
             size, block = _SIZES[type]
             self.nb = nb = tuple(nb)
