@@ -6,7 +6,8 @@ and leaves in, since ggml's allocator (`alloc.py`) works from exactly that.
 Weights and cache tensors are `external` leaves: they have buffers of their own, so the allocator skips
 them; only their shapes matter. Graph inputs are leaves flagged INPUT; every op result is a node, views
 included. Each op follows the function of the same name in `ggml/src/ggml.c` of the llama.cpp that
-llama-cpp-python 0.3.36 bundles.
+llama-cpp-python 0.3.36 bundles. A shape's entries may be `Pair`s: one build then makes two graphs' shapes, the
+prompt graph's and the token-generation graph's, wherever their code goes the same way.
 """
 
 from __future__ import annotations
