@@ -259,6 +259,77 @@ def test_the_token_generation_graph_replays_as_the_prompt_graph_does(model_path)
             assert compute.replayed_sizes(generation, plan, reps, (limit,), replays) == [max(limit, whole)]
 
 
+def test_a_count_paired_between_the_two_graphs():
+    """`ggml.Pair`: the token count of the prompt graph and of the token-generation graph in one. Arithmetic keeps
+    both values, a comparison both answer alike gives that answer, and a tensor's sizes are both graphs'; a
+    comparison they answer differently, hashing, and any use as one int raise `PairDiverged`."""
+    from weightkit.memory.llamacpp.ggml import F32, Pair, PairDiverged, Tensor, pair
+
+    def sized(n):
+        return -(-(3 * n + 1 - 2) // 64) * 64 % 100_000
+
+    n = pair(512, 4)
+    assert type(pair(4, 4)) is int and type(n) is Pair
+    assert (sized(n).prompt, sized(n).token) == (sized(512), sized(4))
+    assert n > 0 and n != 0 and not n < 2 and n and max(n, 1) is n
+    t = Tensor(F32, (4096, n))
+    assert (t.nbytes.prompt, t.nbytes.token) == (Tensor(F32, (4096, 512)).nbytes, Tensor(F32, (4096, 4)).nbytes)
+    for use in (lambda: n > 64, lambda: n == 4, lambda: hash(n), lambda: range(n), lambda: [0, 1][n],
+                lambda: [0] * n, lambda: int(n), lambda: f"{n}", lambda: {512: 0}[n], lambda: n / 2):  # fmt: skip
+        with pytest.raises(PairDiverged):
+            use()
+
+
+def test_the_allocators_in_place_check_must_agree_for_both_graphs():
+    """A node that could take over its source's memory in one graph and not in the other (their shapes alike at
+    one token count only): listing its moves raises `PairDiverged`."""
+    from weightkit.memory.llamacpp import alloc
+    from weightkit.memory.llamacpp.ggml import F32, PairDiverged, Tensor, pair
+
+    source = Tensor(F32, (512,), "SCALE")
+    node = Tensor(F32, (pair(512, 4),), "ADD", (source, Tensor(F32, (512,))))
+    with pytest.raises(PairDiverged):
+        alloc.allocator_moves([], [source, node], [(32, None)], lambda t: 0)
+
+
+@pytest.mark.parametrize(
+    ("name", "n_ubatch", "n_seq_max", "as_one"),
+    [("qwen3.8-flash-next", 16, 16, True), ("deepseek_v32-default", 32, 64, False)],
+)
+def test_the_two_graphs_built_as_one_or_apart_where_they_differ(model_path, monkeypatch, name, n_ubatch, n_seq_max,
+                                                                as_one):  # fmt: skip
+    """The sparse-attention models' two graphs (replayed from the same layers) are built as one, the batch's
+    counts `Pair`s, and give what building them apart gives: Qwen3.8-Flash-Next's with 16 sequences, one output in
+    the prompt graph, where the token-generation graph (16 outputs) needs 32 bytes more. Where the code goes
+    different ways for the two batches they are built apart, with the same answer: 32 tokens are rounded up to 64
+    sequences' 64 in the prompt graph alone, and a branch added to the architecture's code."""
+    from weightkit.memory.llamacpp import compute
+
+    taken = []
+    as_one_of = compute._replayed_as_one
+    monkeypatch.setattr(compute, "_replayed_as_one", lambda *a: taken.append(as_one_of(*a)) or taken[-1])
+    with weightkit.open(model_path(name)) as m:
+        hp = read_hparams(m)
+        params = ContextParams(n_ctx=8192, n_ubatch=n_ubatch, n_seq_max=n_seq_max, n_outputs_max=1, kv_unified=True)
+        ctx = make_context(hp, params)
+        memory = make_memory(hp, ctx)
+        paired = compute_buffer(hp, ctx, memory, m.tensors)
+        graph = compute.architecture(hp.arch).graph
+
+        def branching(builder):
+            if builder.n_tokens > 16 or builder.n_outputs > 1:  # (true of one graph only)
+                pass
+            graph(builder)
+
+        monkeypatch.setattr(compute, "architecture", lambda arch: type("", (), {"graph": branching}))
+        branched = compute_buffer(hp, ctx, memory, m.tensors)
+        monkeypatch.setattr(compute, "_replayed_as_one", lambda *a: None)
+        apart = compute_buffer(hp, ctx, memory, m.tensors)
+    assert (taken[0] is not None) == as_one and taken[1] is None and paired == branched == apart
+    if as_one:
+        assert taken[0] == [[paired.prompt], [paired.bytes]] and paired.bytes == paired.prompt + 32
+
+
 def test_the_allocators_states_tell_carried_tensors_apart(model_path):
     """A Qwen 3.5 MoE layer pattern swaps the places of two tensors it carries on: the state at the start of each
     repetition looks the same every time by places alone, but only every other one is the same, and a graph of

@@ -38,7 +38,7 @@ from .alloc import (
 from .architectures import architecture
 from .cache import Memory
 from .context import Context
-from .ggml import INPUT, Graph, Tensor, any_input
+from .ggml import INPUT, Graph, PairDiverged, Tensor, any_input, pair, unpair
 from .graph_builder import GraphBuilder, Weights
 from .hparams import LlamaCppHParams
 from .placement import Placement, buffer_of
@@ -356,8 +356,12 @@ class _Replay:
         rename = dict(zip(tensors, self.tensors, strict=True)).get
         if _structure(graph.nodes, graph.leafs, rename) != _structure(self.tensors[:mine], self.tensors[mine:]):
             return None
-        size_of = dict(zip(self.tensors, tensors, strict=True))
-        moves = [(PLACE, m[1], m[2], -(-size_of[m[1]].nbytes // 32) * 32, m[4]) if m[0] == PLACE else m
+        return self.resized(dict(zip(self.tensors, map(_nbytes, tensors), strict=True)))
+
+    def resized(self, nbytes: Mapping[Tensor, int]) -> list[Move] | None:
+        """This replay's moves with each tensor placed `nbytes` long (another graph's sizes, by this graph's
+        tensors), or None where the sizes the checks compared are not alike in them."""
+        moves = [(PLACE, m[1], m[2], -(-nbytes[m[1]] // 32) * 32, m[4]) if m[0] == PLACE else m
                  for m in self.moves]  # fmt: skip
         if all(_place_sizes(moves[a]) == _place_sizes(moves[b]) for a, b in self.compared):
             return moves
@@ -543,7 +547,8 @@ def _placed(moves: list[Move]) -> int:
     return sum(m[3] for m in moves if m[0] == PLACE)
 
 
-_op, _flags, _external, _view_src, _sources = map(attrgetter, ("op", "flags", "external", "view_src", "src"))
+_op, _flags, _external, _view_src, _sources, _nbytes = map(attrgetter, ("op", "flags", "external", "view_src",
+                                                                       "src", "nbytes"))  # fmt: skip
 
 
 def _structure(nodes: Sequence[Tensor], leafs: Sequence[Tensor],
@@ -617,6 +622,10 @@ def _reserve(reserve: _Reserve, batches: Sequence[tuple[int, int, int]]) -> list
     repetitions is tried for it only where it leaves half the layers out: its state settles less often in so few
     (Granite 4.0-H's carried tensors move up a little every repetition of ten), and a failed try costs a whole
     graph more."""
+    if len(batches) == 2 and reserve.replayed is not None and reserve.hp.is_dsa:
+        sizes = _replayed_as_one(reserve, batches)
+        if sizes is not None:
+            return sizes
     plan = reserve.plan if reserve.shorten else None
     trials = plan.trials() if plan is not None else []
     out: list[list[int]] = []
@@ -629,6 +638,26 @@ def _reserve(reserve: _Reserve, batches: Sequence[tuple[int, int, int]]) -> list
             shown = plan.shown(cycle)
             trials = [reps for reps in (shown, *plan.trials(shown)) if plan.saves(reps, 1 if reps >= 4 else 2)]
     return out
+
+
+def _replayed_as_one(reserve: _Reserve, batches: Sequence[tuple[int, int, int]]) -> list[list[int]] | None:
+    """The prompt and token-generation graphs' CPU buffer sizes from one build, where both are replayed from the
+    same layers (the sparse-attention models'): the batch's counts are `Pair`s of the two batches', so that each
+    tensor has both graphs' sizes; the moves are listed, checked and assembled once and made with each graph's
+    sizes. None where the two graphs would go different ways anywhere (`PairDiverged`: in the architecture's
+    code, in an in-place check, or in the sizes the replay's checks compared): they are then built apart."""
+    plan, reps = reserve.replayed, reserve.replayed_reps
+    try:
+        builder = reserve.build(tuple(map(pair, *batches)), plan.layers(reps))
+        token_bytes = unpair((*builder.graph.nodes, *builder.graph.leafs))
+        prompt = replayed_sizes(builder, plan, reps, (), reserve.replays)
+    except PairDiverged:
+        prompt = None
+    moves = reserve.replays[-1].resized(token_bytes) if prompt is not None and reserve.replays else None
+    if moves is None:
+        reserve.replays.clear()  # (named by the paired graph's tensors)
+        return None
+    return [prompt, reserve.replays[-1].sizes(moves, prompt)]
 
 
 def compute_buffer(hp: LlamaCppHParams, ctx: Context, memory: Memory, tensors: Mapping[str, TensorInfo], *,

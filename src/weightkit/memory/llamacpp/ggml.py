@@ -6,7 +6,8 @@ and leaves in, since ggml's allocator (`alloc.py`) works from exactly that.
 Weights and cache tensors are `external` leaves: they have buffers of their own, so the allocator skips
 them; only their shapes matter. Graph inputs are leaves flagged INPUT; every op result is a node, views
 included. Each op follows the function of the same name in `ggml/src/ggml.c` of the llama.cpp that
-llama-cpp-python 0.3.36 bundles.
+llama-cpp-python 0.3.36 bundles. A shape's entries may be `Pair`s: one build then makes two graphs' shapes, the
+prompt graph's and the token-generation graph's, wherever their code goes the same way.
 """
 
 from __future__ import annotations
@@ -32,15 +33,161 @@ def row_size(type: int, n: int) -> int:
     return size * n // block
 
 
-@lru_cache(maxsize=4096)
-def _contiguous(type: int, ne: tuple[int, int, int, int]) -> tuple[tuple[int, int, int, int], int]:
-    """The strides and `ggml_nbytes` of a contiguous tensor (no element beyond the last row's end), kept for the
-    shapes seen last: a graph makes most of its shapes many times over."""
+class PairDiverged(Exception):
+    """A `Pair` used where the two graphs it stands for would go different ways (or where that cannot be seen)."""
+
+
+def _diverged(*_: object) -> None:
+    raise PairDiverged
+
+
+class Pair:
+    """A count with one value in the prompt graph (`prompt`) and another in the token-generation graph (`token`),
+    so that one build makes both graphs' shapes (`compute.py`). Arithmetic with ints and pairs gives pairs (or an
+    int where the two agree); a comparison or truth test gives the answer both agree on. Anything that would take
+    one of the two alone raises `PairDiverged` instead: a comparison they answer differently, hashing (a cache
+    keyed by a shape), and every use as an int (`range`, an index, a repetition count: not an int subclass, so
+    Python asks `__index__`), so that the caller builds the two graphs apart."""
+
+    __slots__ = ("prompt", "token")
+
+    def __repr__(self) -> str:
+        return f"Pair({self.prompt}, {self.token})"
+
+    def _both(self, other: object) -> tuple[int, int, int, int]:
+        if other.__class__ is int:
+            return self.prompt, self.token, other, other
+        if other.__class__ is Pair:
+            return self.prompt, self.token, other.prompt, other.token
+        raise PairDiverged
+
+    def __add__(self, other: object) -> Pair | int:
+        if other.__class__ is int:  # (the common case, inline)
+            return pair(self.prompt + other, self.token + other)
+        a, b, c, d = self._both(other)
+        return pair(a + c, b + d)
+
+    def __sub__(self, other: object) -> Pair | int:
+        if other.__class__ is int:  # (the common case, inline)
+            return pair(self.prompt - other, self.token - other)
+        a, b, c, d = self._both(other)
+        return pair(a - c, b - d)
+
+    def __rsub__(self, other: object) -> Pair | int:
+        a, b, c, d = self._both(other)
+        return pair(c - a, d - b)
+
+    def __mul__(self, other: object) -> Pair | int:
+        if other.__class__ is int:  # (the common case, inline)
+            return pair(self.prompt * other, self.token * other)
+        a, b, c, d = self._both(other)
+        return pair(a * c, b * d)
+
+    def __floordiv__(self, other: object) -> Pair | int:
+        if other.__class__ is int:  # (the common case, inline)
+            return pair(self.prompt // other, self.token // other)
+        a, b, c, d = self._both(other)
+        return pair(a // c, b // d)
+
+    def __rfloordiv__(self, other: object) -> Pair | int:
+        a, b, c, d = self._both(other)
+        return pair(c // a, d // b)
+
+    def __mod__(self, other: object) -> Pair | int:
+        if other.__class__ is int:  # (the common case, inline)
+            return pair(self.prompt % other, self.token % other)
+        a, b, c, d = self._both(other)
+        return pair(a % c, b % d)
+
+    def __neg__(self) -> Pair | int:
+        return pair(-self.prompt, -self.token)
+
+    def _agreed(self, first: bool, second: bool) -> bool:
+        if first is not second:
+            raise PairDiverged
+        return first
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is Pair:
+            return self._agreed(self.prompt == other.prompt, self.token == other.token)
+        return self._agreed(self.prompt == other, self.token == other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    def __lt__(self, other: object) -> bool:
+        a, b, c, d = self._both(other)
+        return self._agreed(a < c, b < d)
+
+    def __le__(self, other: object) -> bool:
+        a, b, c, d = self._both(other)
+        return self._agreed(a <= c, b <= d)
+
+    def __gt__(self, other: object) -> bool:
+        a, b, c, d = self._both(other)
+        return self._agreed(a > c, b > d)
+
+    def __ge__(self, other: object) -> bool:
+        a, b, c, d = self._both(other)
+        return self._agreed(a >= c, b >= d)
+
+    def __bool__(self) -> bool:
+        return self._agreed(bool(self.prompt), bool(self.token))
+
+    __radd__, __rmul__ = __add__, __mul__
+    __hash__ = __index__ = __int__ = __float__ = __str__ = __format__ = _diverged  # type: ignore[assignment]
+    __truediv__ = __rtruediv__ = __rmod__ = __divmod__ = __rdivmod__ = __pow__ = __rpow__ = _diverged
+    __lshift__ = __rlshift__ = __rshift__ = __rrshift__ = __and__ = __rand__ = __or__ = __ror__ = _diverged
+    __xor__ = __rxor__ = __pos__ = __abs__ = __invert__ = __round__ = __trunc__ = __floor__ = __ceil__ = _diverged
+
+
+def pair(prompt: int, token: int) -> Pair | int:
+    """The count `prompt` in the prompt graph and `token` in the token-generation graph (an int where alike)."""
+    if prompt == token:
+        return prompt
+    made = object.__new__(Pair)
+    made.prompt, made.token = prompt, token
+    return made
+
+
+def unpair(tensors: Iterable[Tensor]) -> dict[Tensor, int]:
+    """Each tensor's `ggml_nbytes` in the token-generation graph, each tensor's `nbytes` left the prompt graph's
+    (its shape and strides keep both, for the allocator's in-place checks to agree on)."""
+    token_bytes = {}
+    for t in tensors:
+        n = t.nbytes
+        if n.__class__ is Pair:
+            t.nbytes, token_bytes[t] = n.prompt, n.token
+        else:
+            token_bytes[t] = n
+    return token_bytes
+
+
+def _strides(type: int, ne: tuple[int, int, int, int]) -> tuple[tuple[int, int, int, int], int]:
+    """The strides and `ggml_nbytes` of a contiguous tensor (no element beyond the last row's end)."""
     size, block = _SIZES[type]
     nb1 = size * (ne[0] // block)
     nb2 = nb1 * ne[1]
     nb3 = nb2 * ne[2]
     return (size, nb1, nb2, nb3), nb3 * ne[3]
+
+
+_contiguous = lru_cache(maxsize=4096)(_strides)  # (kept for the shapes seen last: a graph makes most of its
+# shapes many times over)
+
+
+def _contiguous_paired(type: int, ne: tuple) -> tuple[tuple, Pair | int]:
+    """`_contiguous` of a shape holding `Pair`s (which cannot be hashed), kept by both values of each."""
+    a, b, c, d = ne
+    return _contiguous_by_values(type, a if a.__class__ is not Pair else (a.prompt, a.token),
+                                 b if b.__class__ is not Pair else (b.prompt, b.token),
+                                 c if c.__class__ is not Pair else (c.prompt, c.token),
+                                 d if d.__class__ is not Pair else (d.prompt, d.token))  # fmt: skip
+
+
+@lru_cache(maxsize=1024)
+def _contiguous_by_values(type: int, *values: int | tuple[int, int]) -> tuple[tuple, Pair | int]:
+    return _strides(type, tuple(pair(*n) if n.__class__ is tuple else n for n in values))
 
 
 class Tensor:
@@ -62,7 +209,13 @@ class Tensor:
             view_src = view_src.view_src  # views always point at the tensor that owns the memory
         self.view_src = view_src
         if nb is None:
-            self.nb, self.nbytes = _contiguous(type, ne)
+            if ne[1].__class__ is Pair or ne[2].__class__ is Pair:  # (a token count's usual places)
+                self.nb, self.nbytes = _contiguous_paired(type, ne)
+            else:
+                try:
+                    self.nb, self.nbytes = _contiguous(type, ne)
+                except PairDiverged:  # (a `Pair` elsewhere in the shape)
+                    self.nb, self.nbytes = _contiguous_paired(type, ne)
         else:
             size, block = _SIZES[type]
             self.nb = nb = tuple(nb)
