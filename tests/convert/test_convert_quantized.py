@@ -69,19 +69,22 @@ def _convert_run(folder: Path, out: Path, name: str, key: str):
     return report
 
 
-#: checkpoint, run: Gemma 3n's padded per-layer embeddings, Llama 4's transposed stacked experts, an
-#: importance-weighted run, and f16 to Q8_0, each tensor quantized and written 3,000 values' rows at a time
-PIECES = [("tiny-gemma-3n", "Q4_K_M"), ("tiny-llama4", "Q4_K_M"), ("tiny-llama-256", "Q4_K_M imatrix"),
-          ("tiny-llama-256", "Q8_0 --outtype f16")]  # fmt: skip
+#: checkpoint, run, values a piece: Gemma 3n's padded per-layer embeddings, Llama 4's transposed stacked experts,
+#: an importance-weighted run, and f16 to Q8_0, each tensor quantized and written a few thousand values' rows at a
+#: time (tiny-llama-256's smallest matrix still in three pieces of 12,000, its 12.9M-value embedding in 1,093 not 4,569)
+PIECES = [("tiny-gemma-3n", "Q4_K_M", 3000), ("tiny-llama4", "Q4_K_M", 3000),
+          ("tiny-llama-256", "Q4_K_M imatrix", 12000), ("tiny-llama-256", "Q8_0 --outtype f16", 3000)]  # fmt: skip
 
 
 @pytest.mark.parametrize(
-    ("name", "key"), [pytest.param(n, k, id=f"{n}-{k}", marks=checkpoint_group(n)) for n, k in PIECES]
+    ("name", "key", "piece"),
+    [pytest.param(n, k, v, id=f"{n}-{k}", marks=checkpoint_group(n)) for n, k, v in PIECES],
 )
-def test_quantized_a_group_of_rows_at_a_time(hf_checkpoints, tmp_path, monkeypatch, vocabulary_once, name, key):
+def test_quantized_a_group_of_rows_at_a_time(hf_checkpoints, tmp_path, monkeypatch, vocabulary_once, name, key,
+                                             piece):  # fmt: skip
     """With `--type`, every tensor is quantized and written a group of rows at a time, never held whole in its new
     type (ggml quantizes each row by itself): the same bytes."""
-    monkeypatch.setattr(gguf_writer, "PIECE_VALUES", 3000)
+    monkeypatch.setattr(gguf_writer, "PIECE_VALUES", piece)
     out = tmp_path / "out.gguf"
     _convert_run(hf_checkpoints[name], out, name, key)
     assert _sha256(out) == GOLDEN["checkpoints"][name]["runs"][key]["sha256"]
