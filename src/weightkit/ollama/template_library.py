@@ -99,27 +99,34 @@ def _codes(s: str) -> np.ndarray:
 
 def _go_wrapped_distance(a: str, b: str) -> int:
     """ComputeDistance in its uint16 arithmetic (each +1 wraps at 65,536), for strings long enough to wrap: the
-    table by anti-diagonals (a cell needs the two before), each one vectorized. Slow (seconds for each
-    library template), and only for chat templates of 65,535 code points or more."""
+    table by anti-diagonals (a cell needs the two before), each one vectorized over the whole short side (cells
+    off the table are computed too, and no cell on it reads them) in three rotating rows and their values plus
+    one, in place. Slow (a second for each library template), and only for chat templates of 65,535 code
+    points or more."""
     short, long = (_codes(a), _codes(b)) if len(a) <= len(b) else (_codes(b), _codes(a))
     n, rows = len(short), len(long)
-    one = np.uint16(1)
-    before = np.zeros(n + 1, np.uint16)  # diagonal d-2
-    last = np.zeros(n + 1, np.uint16)
-    last[:2] = 1  # diagonal 1: (1, 0) and (0, 1)
+    pad = np.zeros(n, np.uint32)
+    backwards = np.concatenate([pad, long, pad])[::-1].copy()  # diagonal d's code points of `long`: a slice
+    size = len(backwards)
+    cells = np.zeros((3, n + 1), np.uint16)  # diagonal d in row d % 3, by the short side's index
+    cells[1, :2] = 1  # diagonal 1: (1, 0) and (0, 1)
+    plus_one = cells + np.uint16(1)
+    same = np.empty(n, bool)
+    views = [(c, c[1:], c[:-1], p, p[1:], p[:-1]) for c, p in zip(cells, plus_one, strict=True)]
     for d in range(2, rows + n + 1):
-        lo, hi = max(1, d - rows), min(n, d - 1)
-        cur = np.zeros(n + 1, np.uint16)
-        if lo <= hi:
-            same = short[lo - 1 : hi] == long[d - hi - 1 : d - lo][::-1]
-            diag, left, up = before[lo - 1 : hi], last[lo - 1 : hi], last[lo : hi + 1]
-            cur[lo : hi + 1] = np.where(same, diag, np.minimum(np.minimum(diag + one, left + one), up + one))
+        cur, inner, _, cur_plus_one, _, _ = views[d % 3]
+        _, _, diag, _, _, diag_plus_one = views[(d - 2) % 3]
+        _, _, _, _, up_plus_one, left_plus_one = views[(d - 1) % 3]
+        np.minimum(diag_plus_one, left_plus_one, out=inner)
+        np.minimum(inner, up_plus_one, out=inner)
+        np.equal(short, backwards[size - d - n + 1 : size - d + 1], out=same)
+        np.copyto(inner, diag, where=same)
         if d <= rows:
             cur[0] = d & 0xFFFF
         if d <= n:
             cur[d] = d & 0xFFFF
-        before, last = last, cur
-    return int(last[n])
+        np.add(cur, np.uint16(1), out=cur_plus_one)
+    return int(cells[(rows + n) % 3, n])
 
 
 def _lower_bound(a: str, counts: Counter, b: str) -> int:
