@@ -126,22 +126,23 @@ def test_killed_create_leaks_nothing(tmp_path, big_gguf, small_gguf, cleaner):
 
 
 @pytest.mark.slow
-def test_prune_beside_a_running_create(tmp_path, big_gguf):
+def test_prune_beside_a_running_create(tmp_path, big_gguf, weightkit_cli):
     """A prune while an import writes (a second process, stopped mid-write so the test is certain) leaves
-    the import's temp file, and the import then finishes as if nothing happened."""
+    the import's temp file, and the import then finishes as if nothing happened. The prunes run in this
+    process: the import is the other one."""
     store = Store(tmp_path / "store")
     env = cli_env(OLLAMA_MODELS=str(store.root))
     proc = start("create", "big", "--from", big_gguf, "--json", env=env)
     try:
         partial = stop_mid_write(proc, store.blobs, big_gguf.stat().st_size)
         size = partial.stat().st_size
-        r = run("prune", "--json", env=env)
+        r = weightkit_cli("prune", "--json", env={"OLLAMA_MODELS": str(store.root)})
         assert r.returncode == 0, r.stderr
         assert json.loads(r.stdout) == {
             "dry_run": False, "removed": [], "bytes_freed": 0, "in_use": [str(partial)], "unreadable_manifests": [],
         }  # fmt: skip
         assert partial.stat().st_size == size
-        assert "kept 1 file that a running import is writing" in run("prune", env=env).stdout
+        assert "kept 1 file that a running import is writing" in weightkit_cli("prune").stdout
     finally:
         os.kill(proc.pid, signal.SIGCONT)
     out, err = proc.communicate(timeout=120)
@@ -149,7 +150,7 @@ def test_prune_beside_a_running_create(tmp_path, big_gguf):
     assert json.loads(out)["model"] == "big:latest"
     assert_consistent(store)
     assert [p.name for p in store.blobs.iterdir()] and not list(store.blobs.glob("*.partial"))
-    assert run("prune", "--json", env=env).stdout.count('"path"') == 0  # everything is named
+    assert weightkit_cli("prune", "--json").stdout.count('"path"') == 0  # everything is named
 
 
 def test_prune_waits_for_a_manifest_being_written(tmp_path, small_gguf, monkeypatch):
