@@ -13,7 +13,6 @@ from weightkit.ollama.store import Layer
 from weightkit.registry import RegistryOptions, pull, push
 from weightkit.registry.download import PartialDownload
 
-from ..ollama._cli import cli_env, run
 from .conftest import FAST, stored_model
 
 pytestmark = pytest.mark.network
@@ -110,18 +109,18 @@ def test_uppercase_names_are_refused_before_any_request(tmp_path, proxy):
 
 
 @pytest.mark.slow
-def test_the_commands(tmp_path, open_registry, tiny_gguf):
+def test_the_commands(tmp_path, open_registry, tiny_gguf, weightkit_cli):
+    """push, cp and pull as the command runs them (in this process: their output is the point)."""
     name, copy = f"{open_registry.host}/library/cli:v1", f"{open_registry.host}/other/cli:v1"
     stored_model(tmp_path / "a", name, tiny_gguf)
-    env = cli_env()
-    pushed = run("push", name, "--insecure", "--store", tmp_path / "a", "--json", env=env)
+    pushed = weightkit_cli("push", name, "--insecure", "--store", tmp_path / "a", "--json")
     assert pushed.returncode == 0 and pushed.stderr == "", pushed.stderr
     doc = json.loads(pushed.stdout)
     assert doc["model"] == name and {b["status"] for b in doc["blobs"]} == {"uploaded"}
-    copied = run("cp", name, copy, "--store", tmp_path / "a", env=env)
+    copied = weightkit_cli("cp", name, copy, "--store", tmp_path / "a")
     assert copied.stdout == f"copied '{name}' to '{copy}'\n"
-    assert "2 mounted" in run("push", copy, "--insecure", "--store", tmp_path / "a", env=env).stdout
-    pulled = run("pull", copy, "--insecure", "--store", tmp_path / "b", env=env)
+    assert "2 mounted" in weightkit_cli("push", copy, "--insecure", "--store", tmp_path / "a").stdout
+    pulled = weightkit_cli("pull", copy, "--insecure", "--store", tmp_path / "b")
     assert pulled.returncode == 0, pulled.stderr
     assert pulled.stdout.startswith(f"pulled {copy} (6.0 MiB; 2 blobs: 2 downloaded; 6.0 MiB transferred), ID ")
     assert pulled.stdout.strip().endswith(doc["digest"][7:19])
