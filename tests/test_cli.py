@@ -73,6 +73,20 @@ def test_inspect_json(model):
     assert t == {"name": "token_embd.weight", "type": "Q8_0", "shape": [4, 32], "offset": t["offset"], "nbytes": 136}
 
 
+def test_json_answers_are_json_dumps_text(capsys):
+    """`--json` writes what `json.dump(doc, indent=1)` writes, byte for byte, at every depth and kind of value."""
+    from weightkit.cli.render import print_json
+
+    plain = [None, True, 0, -(10**20), 1.5, float("nan"), float("-inf"), "", "é\u2028\udcff\x07", []]
+    doc = {
+        "a": plain, "b": {}, "c": [plain, {"d": tuple(plain)}, [[]], ({},)], 1: {2.5: [[1, 2], 3]},
+        False: None, None: "x", "e": {"f": {"g": list(range(50))}}, "nested": [[["deep", 1.0]]],
+    }  # fmt: skip
+    capsys.readouterr()
+    print_json(doc)
+    assert capsys.readouterr().out == json.dumps(doc, indent=1) + "\n"
+
+
 @pytest.mark.parametrize(
     "content, message",
     [(b"GGUF\x01\x00\x00\x00" + bytes(16), "version 1 is no longer supported"), (b"hello", "not a recognised model")],
