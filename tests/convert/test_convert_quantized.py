@@ -100,7 +100,7 @@ def test_command_line_imatrix_file_as_weightkit_quantize(hf_checkpoints, tmp_pat
                for i in range(2) for t, n in (("attn_q", 256), ("ffn_down", 512))]  # fmt: skip
     (tmp_path / "imatrix.dat").write_bytes(_legacy(entries))
     options = ["-t", "IQ3_S", "--imatrix", str(tmp_path / "imatrix.dat"), "--exclude-weights", "ffn_down",
-               "--override-kv", "general.name=str:renamed", "--token-embedding-type", "q4_k",
+               "--override-kv", "general.name=str:renamed", "--token-embedding-type", "q4_0",
                "--tensor-type", "ffn_down=q5_k", "--prune-layers", "0"]  # fmt: skip
     one = tmp_path / "one.gguf"
     r = weightkit_cli("convert", folder, one, *options, "--json")
@@ -114,6 +114,7 @@ def test_command_line_imatrix_file_as_weightkit_quantize(hf_checkpoints, tmp_pat
     with weightkit.open(one) as m:
         assert m.metadata["general.name"] == "renamed" and m.metadata["quantize.imatrix.entries_count"] == 2
         assert m.tensors["blk.0.attn_q.weight"].dtype.name == "IQ3_S" and "blk.1.attn_q.weight" not in m.tensors
+        assert m.tensors["token_embd.weight"].dtype.name == "Q4_0"  # not q4_k: 12.9M values twice in it cost 4 s
 
 
 def test_explicit_outtype_before_quantizing(hf_checkpoints, tmp_path):
