@@ -471,11 +471,10 @@ def _decoder_entry(content: str, special: bool, **flags: bool) -> dict[str, Any]
 
 
 def _spm_tokenizer_json(pieces: Sequence[tuple[str, float, int]], added: dict[int, dict[str, Any]], bos: str,
-                        normalizer: Any, pre_tokenizer: Any = None, merges: list[list[str]] | None = None
-                        ) -> dict[str, Any]:  # fmt: skip
-    """tokenizer.json as transformers writes it for Llama and Gemma (byte-fallback BPE); the merges are left out
-    unless given (beside a tokenizer.model the converter reads only the added tokens, post-processor and
-    normalizer)."""
+                        normalizer: Any, pre_tokenizer: Any = None) -> dict[str, Any]:  # fmt: skip
+    """tokenizer.json as transformers writes it for Llama and Gemma (byte-fallback BPE), with no merges (beside a
+    tokenizer.model the converter reads only the added tokens, post-processor and normalizer; `_write_spm_tokenizer`
+    puts in those of a save without one)."""
     bos_id = next(i for i, (t, _, _) in enumerate(pieces) if t == bos)
     template = {"type": "TemplateProcessing",
                 "single": [{"SpecialToken": {"id": bos, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
@@ -491,21 +490,23 @@ def _spm_tokenizer_json(pieces: Sequence[tuple[str, float, int]], added: dict[in
                                                       "content": " "}, {"type": "ByteFallback"}, {"type": "Fuse"}]},
         "model": {"type": "BPE", "dropout": None, "unk_token": "<unk>", "continuing_subword_prefix": None,
                   "end_of_word_suffix": None, "fuse_unk": True, "byte_fallback": True, "ignore_merges": False,
-                  "vocab": {t: i for i, (t, _, _) in enumerate(pieces)}, "merges": merges or []},
+                  "vocab": {t: i for i, (t, _, _) in enumerate(pieces)}, "merges": []},
     }  # fmt: skip
 
 
 def _write_spm_tokenizer(folder: Path, pieces: Sequence[tuple[str, float, int]], added: dict[int, dict[str, Any]],
-                         settings: dict[str, Any], normalizer: Any, *, model: bool | bytes = True, **json_parts: Any
-                         ) -> None:  # fmt: skip
+                         settings: dict[str, Any], normalizer: Any, *, model: bool | bytes = True,
+                         merges_json: str = "[]", **json_parts: Any) -> None:  # fmt: skip
     """tokenizer.model (made from the pieces, or the bytes `model` gives; none if `model` is false: a fast-only
-    save), tokenizer.json (with `json_parts` of `_spm_tokenizer_json`), tokenizer_config.json and
+    save), tokenizer.json (with `json_parts` of `_spm_tokenizer_json`, and the merges given as their JSON text,
+    put in unparsed: half a million of them take a second to parse and write again), tokenizer_config.json and
     special_tokens_map.json."""
     if model:
         data = model if isinstance(model, bytes) else spm_model(list(pieces), byte_fallback=True)
         (folder / "tokenizer.model").write_bytes(data)
-    _write_json(folder / "tokenizer.json", _spm_tokenizer_json(pieces, added, settings["bos_token"], normalizer,
-                                                               **json_parts), None)  # fmt: skip
+    tj = _spm_tokenizer_json(pieces, added, settings["bos_token"], normalizer, **json_parts)
+    text = json.dumps(tj, ensure_ascii=False)  # ends "[]}}": the merges end the model, the model the file
+    (folder / "tokenizer.json").write_text(text.removesuffix("[]}}") + merges_json + "}}\n", encoding="utf-8")
     _write_json(folder / "tokenizer_config.json", {"added_tokens_decoder": {str(i): e for i, e in added.items()},
                                                    **settings})  # fmt: skip
     named = ("bos_token", "eos_token", "unk_token", "pad_token")
@@ -581,14 +582,14 @@ def write_phi3_tokenizer(folder: Path, vocabs: dict[str, Path]) -> None:
     _write_json(folder / "added_tokens.json", {e["content"]: i for i, e in added.items() if i >= 32000})
 
 
-def gemma3_merges(pieces: Sequence[tuple[str, float, int]]) -> list[list[str]]:
-    """`spm_merges` of Gemma 3's pieces, cached as JSON beside them (they take seconds to make)."""
+def gemma3_merges_json(pieces: Sequence[tuple[str, float, int]]) -> str:
+    """`spm_merges` of Gemma 3's pieces as JSON text, cached beside them (they take seconds to make)."""
     cache = asset_dir() / "gemma3-merges.json"
     if not cache.is_file():
         with tempfile.TemporaryDirectory(dir=cache.parent) as tmp:
             _write_json(Path(tmp) / "merges.json", spm_merges(pieces), None)
             (Path(tmp) / "merges.json").replace(cache)
-    return json.loads(cache.read_text(encoding="utf-8"))
+    return cache.read_text(encoding="utf-8").removesuffix("\n")
 
 
 def write_gemma3_tokenizer(folder: Path, _: dict[str, Path], *, unmarked: tuple[str, ...] = (),
@@ -603,7 +604,7 @@ def write_gemma3_tokenizer(folder: Path, _: dict[str, Path], *, unmarked: tuple[
              if k in (2, 3, 4)}  # fmt: skip
     added |= {i: _decoder_entry(t, True) for i, t in (extra_tokens or {}).items()}
     split = {"type": "Split", "pattern": {"String": " "}, "behavior": "MergedWithPrevious", "invert": False}
-    converted = ({"model": False, "merges": gemma3_merges(pieces), "pre_tokenizer": split} if fast_only
+    converted = ({"model": False, "merges_json": gemma3_merges_json(pieces), "pre_tokenizer": split} if fast_only
                  else {"model": gemma3_model()})  # fmt: skip
     _write_spm_tokenizer(folder, pieces, added, {
         "add_bos_token": True, "add_eos_token": False, "bos_token": "<bos>", "clean_up_tokenization_spaces": False,
