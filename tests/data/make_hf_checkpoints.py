@@ -261,18 +261,14 @@ def tiktoken_json(ranks_name: str, specials: dict[int, str], split: str) -> str:
     TikTokenConverter derives them), with `specials` as added tokens, as JSON text."""
     ranks = tiktoken_ranks(ranks_name)
     table = _byte_chars()  # byte -> its printable character, as str.translate takes it (latin-1: ord == byte)
-
-    def text(b: bytes) -> str:
-        return b.decode("latin-1").translate(table)
-
-    merges = []
-    for token, rank in ranks.items():
-        pairs = [(token[:i], token[i:]) for i in range(1, len(token)) if token[:i] in ranks and token[i:] in ranks]
-        merges += [(rank, ranks[a], ranks[b], f"{text(a)} {text(b)}") for a, b in pairs]
-    merges.sort()
+    texts = {token: token.decode("latin-1").translate(table) for token in ranks}
+    get = ranks.get
+    merges = sorted((rank, left, right) for token, rank in ranks.items() for i in range(1, len(token))
+                    if (left := get(token[:i])) is not None and (right := get(token[i:])) is not None)  # fmt: skip
+    by_rank = {rank: texts[token] for token, rank in ranks.items()}
     return json.dumps({
         "version": "1.0", "truncation": None, "padding": None,
-        "added_tokens": [_added(i, name) for i, name in specials.items()], "normalizer": None,
+        "added_tokens": _added_tokens(specials), "normalizer": None,
         "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
             {"type": "Split", "pattern": {"Regex": split}, "behavior": "Isolated", "invert": False},
             {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]},
@@ -280,16 +276,24 @@ def tiktoken_json(ranks_name: str, specials: dict[int, str], split: str) -> str:
         "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
         "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
                   "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
-                  "vocab": {text(t): r for t, r in ranks.items()} | {v: k for k, v in specials.items()},
-                  "merges": [m[-1] for m in merges]},
+                  "vocab": {texts[t]: r for t, r in ranks.items()} | {v: k for k, v in specials.items()},
+                  "merges": [f"{by_rank[a]} {by_rank[b]}" for _, a, b in merges]},
     }, ensure_ascii=False)  # fmt: skip
+
+
+def _added_tokens(specials: dict[int, str]) -> list[dict[str, Any]]:
+    """tokenizer.json's `added_tokens` of a tiktoken vocabulary's special tokens."""
+    return [_added(i, name) for i, name in specials.items()]
+
+
+#: o200k_harmony's special tokens: the harmony ones, the rest of 199998-200018 reserved
+O200K_HARMONY_SPECIALS = {i: HARMONY.get(i, f"<|reserved_{i}|>") for i in range(199998, 200019)}
 
 
 @functools.cache
 def o200k_harmony_json() -> str:
     """GPT-OSS's tokenizer.json: o200k_base with the harmony special tokens (made once per process)."""
-    names = {i: HARMONY.get(i, f"<|reserved_{i}|>") for i in range(199998, 200019)}
-    return tiktoken_json("o200k_base", names, O200K_SPLIT)
+    return tiktoken_json("o200k_base", O200K_HARMONY_SPECIALS, O200K_SPLIT)
 
 
 @functools.cache
@@ -301,7 +305,7 @@ def dolma2_json() -> str:
 
 def write_olmo2_tokenizer(folder: Path, vocabs: dict[str, Path]) -> None:
     """OLMo 2's tokenizer files as allenai ships them (GPT2Tokenizer; EOS, BOS and unknown all <|endoftext|>)."""
-    tj = json.loads(dolma2_json())
+    tj = {"added_tokens": _added_tokens(DOLMA2_SPECIALS)}  # all of it that tokenizer_config.json takes
     (folder / "tokenizer.json").write_text(dolma2_json() + "\n", encoding="utf-8")
     _write_json(folder / "tokenizer_config.json", _tokenizer_config(
         tj, "GPT2Tokenizer", add_bos_token=False, add_prefix_space=False, bos_token="<|endoftext|>",
@@ -312,7 +316,7 @@ def write_olmo2_tokenizer(folder: Path, vocabs: dict[str, Path]) -> None:
 
 def write_gpt_oss_tokenizer(folder: Path, vocabs: dict[str, Path]) -> None:
     """GPT-OSS's o200k_harmony tokenizer and its real chat template."""
-    tj = json.loads(o200k_harmony_json())
+    tj = {"added_tokens": _added_tokens(O200K_HARMONY_SPECIALS)}  # all of it that tokenizer_config.json takes
     (folder / "tokenizer.json").write_text(o200k_harmony_json() + "\n", encoding="utf-8")
     _write_json(folder / "tokenizer_config.json", _tokenizer_config(
         tj, "PreTrainedTokenizerFast", bos_token="<|startoftext|>", clean_up_tokenization_spaces=False,
