@@ -261,18 +261,14 @@ def tiktoken_json(ranks_name: str, specials: dict[int, str], split: str) -> str:
     TikTokenConverter derives them), with `specials` as added tokens, as JSON text."""
     ranks = tiktoken_ranks(ranks_name)
     table = _byte_chars()  # byte -> its printable character, as str.translate takes it (latin-1: ord == byte)
-
-    def text(b: bytes) -> str:
-        return b.decode("latin-1").translate(table)
-
-    merges = []
-    for token, rank in ranks.items():
-        pairs = [(token[:i], token[i:]) for i in range(1, len(token)) if token[:i] in ranks and token[i:] in ranks]
-        merges += [(rank, ranks[a], ranks[b], f"{text(a)} {text(b)}") for a, b in pairs]
-    merges.sort()
+    texts = {token: token.decode("latin-1").translate(table) for token in ranks}
+    get = ranks.get
+    merges = sorted((rank, left, right) for token, rank in ranks.items() for i in range(1, len(token))
+                    if (left := get(token[:i])) is not None and (right := get(token[i:])) is not None)  # fmt: skip
+    by_rank = {rank: texts[token] for token, rank in ranks.items()}
     return json.dumps({
         "version": "1.0", "truncation": None, "padding": None,
-        "added_tokens": [_added(i, name) for i, name in specials.items()], "normalizer": None,
+        "added_tokens": _added_tokens(specials), "normalizer": None,
         "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
             {"type": "Split", "pattern": {"Regex": split}, "behavior": "Isolated", "invert": False},
             {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]},
@@ -280,16 +276,24 @@ def tiktoken_json(ranks_name: str, specials: dict[int, str], split: str) -> str:
         "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
         "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
                   "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
-                  "vocab": {text(t): r for t, r in ranks.items()} | {v: k for k, v in specials.items()},
-                  "merges": [m[-1] for m in merges]},
+                  "vocab": {texts[t]: r for t, r in ranks.items()} | {v: k for k, v in specials.items()},
+                  "merges": [f"{by_rank[a]} {by_rank[b]}" for _, a, b in merges]},
     }, ensure_ascii=False)  # fmt: skip
+
+
+def _added_tokens(specials: dict[int, str]) -> list[dict[str, Any]]:
+    """tokenizer.json's `added_tokens` of a tiktoken vocabulary's special tokens."""
+    return [_added(i, name) for i, name in specials.items()]
+
+
+#: o200k_harmony's special tokens: the harmony ones, the rest of 199998-200018 reserved
+O200K_HARMONY_SPECIALS = {i: HARMONY.get(i, f"<|reserved_{i}|>") for i in range(199998, 200019)}
 
 
 @functools.cache
 def o200k_harmony_json() -> str:
     """GPT-OSS's tokenizer.json: o200k_base with the harmony special tokens (made once per process)."""
-    names = {i: HARMONY.get(i, f"<|reserved_{i}|>") for i in range(199998, 200019)}
-    return tiktoken_json("o200k_base", names, O200K_SPLIT)
+    return tiktoken_json("o200k_base", O200K_HARMONY_SPECIALS, O200K_SPLIT)
 
 
 @functools.cache
@@ -301,7 +305,7 @@ def dolma2_json() -> str:
 
 def write_olmo2_tokenizer(folder: Path, vocabs: dict[str, Path]) -> None:
     """OLMo 2's tokenizer files as allenai ships them (GPT2Tokenizer; EOS, BOS and unknown all <|endoftext|>)."""
-    tj = json.loads(dolma2_json())
+    tj = {"added_tokens": _added_tokens(DOLMA2_SPECIALS)}  # all of it that tokenizer_config.json takes
     (folder / "tokenizer.json").write_text(dolma2_json() + "\n", encoding="utf-8")
     _write_json(folder / "tokenizer_config.json", _tokenizer_config(
         tj, "GPT2Tokenizer", add_bos_token=False, add_prefix_space=False, bos_token="<|endoftext|>",
@@ -312,7 +316,7 @@ def write_olmo2_tokenizer(folder: Path, vocabs: dict[str, Path]) -> None:
 
 def write_gpt_oss_tokenizer(folder: Path, vocabs: dict[str, Path]) -> None:
     """GPT-OSS's o200k_harmony tokenizer and its real chat template."""
-    tj = json.loads(o200k_harmony_json())
+    tj = {"added_tokens": _added_tokens(O200K_HARMONY_SPECIALS)}  # all of it that tokenizer_config.json takes
     (folder / "tokenizer.json").write_text(o200k_harmony_json() + "\n", encoding="utf-8")
     _write_json(folder / "tokenizer_config.json", _tokenizer_config(
         tj, "PreTrainedTokenizerFast", bos_token="<|startoftext|>", clean_up_tokenization_spaces=False,
@@ -471,11 +475,10 @@ def _decoder_entry(content: str, special: bool, **flags: bool) -> dict[str, Any]
 
 
 def _spm_tokenizer_json(pieces: Sequence[tuple[str, float, int]], added: dict[int, dict[str, Any]], bos: str,
-                        normalizer: Any, pre_tokenizer: Any = None, merges: list[list[str]] | None = None
-                        ) -> dict[str, Any]:  # fmt: skip
-    """tokenizer.json as transformers writes it for Llama and Gemma (byte-fallback BPE); the merges are left out
-    unless given (beside a tokenizer.model the converter reads only the added tokens, post-processor and
-    normalizer)."""
+                        normalizer: Any, pre_tokenizer: Any = None) -> dict[str, Any]:  # fmt: skip
+    """tokenizer.json as transformers writes it for Llama and Gemma (byte-fallback BPE), with no merges (beside a
+    tokenizer.model the converter reads only the added tokens, post-processor and normalizer; `_write_spm_tokenizer`
+    puts in those of a save without one)."""
     bos_id = next(i for i, (t, _, _) in enumerate(pieces) if t == bos)
     template = {"type": "TemplateProcessing",
                 "single": [{"SpecialToken": {"id": bos, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
@@ -491,21 +494,23 @@ def _spm_tokenizer_json(pieces: Sequence[tuple[str, float, int]], added: dict[in
                                                       "content": " "}, {"type": "ByteFallback"}, {"type": "Fuse"}]},
         "model": {"type": "BPE", "dropout": None, "unk_token": "<unk>", "continuing_subword_prefix": None,
                   "end_of_word_suffix": None, "fuse_unk": True, "byte_fallback": True, "ignore_merges": False,
-                  "vocab": {t: i for i, (t, _, _) in enumerate(pieces)}, "merges": merges or []},
+                  "vocab": {t: i for i, (t, _, _) in enumerate(pieces)}, "merges": []},
     }  # fmt: skip
 
 
 def _write_spm_tokenizer(folder: Path, pieces: Sequence[tuple[str, float, int]], added: dict[int, dict[str, Any]],
-                         settings: dict[str, Any], normalizer: Any, *, model: bool | bytes = True, **json_parts: Any
-                         ) -> None:  # fmt: skip
+                         settings: dict[str, Any], normalizer: Any, *, model: bool | bytes = True,
+                         merges_json: str = "[]", **json_parts: Any) -> None:  # fmt: skip
     """tokenizer.model (made from the pieces, or the bytes `model` gives; none if `model` is false: a fast-only
-    save), tokenizer.json (with `json_parts` of `_spm_tokenizer_json`), tokenizer_config.json and
+    save), tokenizer.json (with `json_parts` of `_spm_tokenizer_json`, and the merges given as their JSON text,
+    put in unparsed: half a million of them take a second to parse and write again), tokenizer_config.json and
     special_tokens_map.json."""
     if model:
         data = model if isinstance(model, bytes) else spm_model(list(pieces), byte_fallback=True)
         (folder / "tokenizer.model").write_bytes(data)
-    _write_json(folder / "tokenizer.json", _spm_tokenizer_json(pieces, added, settings["bos_token"], normalizer,
-                                                               **json_parts), None)  # fmt: skip
+    tj = _spm_tokenizer_json(pieces, added, settings["bos_token"], normalizer, **json_parts)
+    text = json.dumps(tj, ensure_ascii=False)  # ends "[]}}": the merges end the model, the model the file
+    (folder / "tokenizer.json").write_text(text.removesuffix("[]}}") + merges_json + "}}\n", encoding="utf-8")
     _write_json(folder / "tokenizer_config.json", {"added_tokens_decoder": {str(i): e for i, e in added.items()},
                                                    **settings})  # fmt: skip
     named = ("bos_token", "eos_token", "unk_token", "pad_token")
@@ -581,14 +586,14 @@ def write_phi3_tokenizer(folder: Path, vocabs: dict[str, Path]) -> None:
     _write_json(folder / "added_tokens.json", {e["content"]: i for i, e in added.items() if i >= 32000})
 
 
-def gemma3_merges(pieces: Sequence[tuple[str, float, int]]) -> list[list[str]]:
-    """`spm_merges` of Gemma 3's pieces, cached as JSON beside them (they take seconds to make)."""
+def gemma3_merges_json(pieces: Sequence[tuple[str, float, int]]) -> str:
+    """`spm_merges` of Gemma 3's pieces as JSON text, cached beside them (they take seconds to make)."""
     cache = asset_dir() / "gemma3-merges.json"
     if not cache.is_file():
         with tempfile.TemporaryDirectory(dir=cache.parent) as tmp:
             _write_json(Path(tmp) / "merges.json", spm_merges(pieces), None)
             (Path(tmp) / "merges.json").replace(cache)
-    return json.loads(cache.read_text(encoding="utf-8"))
+    return cache.read_text(encoding="utf-8").removesuffix("\n")
 
 
 def write_gemma3_tokenizer(folder: Path, _: dict[str, Path], *, unmarked: tuple[str, ...] = (),
@@ -603,7 +608,7 @@ def write_gemma3_tokenizer(folder: Path, _: dict[str, Path], *, unmarked: tuple[
              if k in (2, 3, 4)}  # fmt: skip
     added |= {i: _decoder_entry(t, True) for i, t in (extra_tokens or {}).items()}
     split = {"type": "Split", "pattern": {"String": " "}, "behavior": "MergedWithPrevious", "invert": False}
-    converted = ({"model": False, "merges": gemma3_merges(pieces), "pre_tokenizer": split} if fast_only
+    converted = ({"model": False, "merges_json": gemma3_merges_json(pieces), "pre_tokenizer": split} if fast_only
                  else {"model": gemma3_model()})  # fmt: skip
     _write_spm_tokenizer(folder, pieces, added, {
         "add_bos_token": True, "add_eos_token": False, "bos_token": "<bos>", "clean_up_tokenization_spaces": False,

@@ -42,10 +42,11 @@ def vocab_base(tok: FastTokenizer, vocab_size: int | None) -> tuple[list[str], n
         raise FormatError(
             TOKENIZER_JSON, None, f"token id {max(vocab.values())} is not below config.json's vocab_size {vocab_size}"
         )
-    by_id = {i: t for t, i in vocab.items()}
+    by_id = dict(zip(vocab.values(), vocab, strict=True))
     tokens: list[str] = list(map(by_id.get, range(vocab_size)))
     types = np.full(vocab_size, TokenType.NORMAL, dtype=np.int32)
-    for i in sorted(set(range(vocab_size)).difference(by_id)):
+    gaps = [i for i, t in enumerate(tokens) if t is None] if len(by_id) < vocab_size else []
+    for i in gaps:
         tokens[i] = f"[PAD{i}]"
         types[i] = TokenType.UNUSED
     added = tok.added_tokens()
