@@ -7,7 +7,7 @@ import fcntl
 import functools
 import hashlib
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -148,9 +148,18 @@ def _once(vocab: Callable[..., None]) -> Callable[..., None]:
     return write
 
 
+def kept_last(store: dict, key: Hashable, make: Callable[[], Any], keep: int) -> Any:
+    """`store[key]`, made by `make` where it is not there yet; `store` holds the `keep` made last (the oldest is
+    dropped first): a memo for results too large to keep them all a run."""
+    if key not in store:
+        if len(store) >= keep:
+            del store[next(iter(store))]
+        store[key] = make()
+    return store[key]
+
+
 #: The string arrays (token lists, merges) of the last few conversions, with their bytes in a GGUF header.
 _ENCODED: dict[tuple[str, tuple[str, ...]], bytes] = {}
-_KEEP = 8
 
 
 def _encoded_once(encode: Callable[..., bytes]) -> Callable[..., bytes]:
@@ -160,12 +169,7 @@ def _encoded_once(encode: Callable[..., bytes]) -> Callable[..., bytes]:
     def encode_value(value: Any, order: str = "<") -> bytes:
         if value.element != GGUFValueType.STRING or len(value.value) < 1000:
             return encode(value, order)
-        key = (order, tuple(value.value))
-        if key not in _ENCODED:
-            if len(_ENCODED) >= _KEEP:
-                del _ENCODED[next(iter(_ENCODED))]
-            _ENCODED[key] = encode(value, order)
-        return _ENCODED[key]
+        return kept_last(_ENCODED, (order, tuple(value.value)), lambda: encode(value, order), 8)
 
     return encode_value
 

@@ -31,7 +31,7 @@ from weightkit.safetensors import SafetensorsCheckpoint
 
 from ..conftest import BuiltEach
 from ..scripts import load_script
-from .conftest import DATA, checkpoint_group
+from .conftest import DATA, checkpoint_group, kept_last
 
 GOLDEN = json.loads((DATA / "tohf_golden.json").read_text())
 make_tohf_golden = load_script(DATA / "make_tohf_golden.py")
@@ -105,7 +105,6 @@ def extra_token_folders(converted, tmp_path_factory) -> Mapping[str, Path]:
 
 #: `tokenizer_files` of the last few vocabularies exported, by their content (`_vocabulary_key`)
 _TOKENIZER_FILES: dict[tuple, dict] = {}
-_KEEP = 4
 
 
 def _vocabulary_key(meta: Mapping, family: str, byte_level_class: str | None) -> tuple:
@@ -133,11 +132,7 @@ def _export_tokenizer_once(mp: pytest.MonkeyPatch) -> None:
 
     def files(meta: Mapping, family: str, path: Path, byte_level_class: str | None = None) -> dict:
         key = _vocabulary_key(meta, family, byte_level_class)
-        if key not in _TOKENIZER_FILES:
-            if len(_TOKENIZER_FILES) >= _KEEP:
-                del _TOKENIZER_FILES[next(iter(_TOKENIZER_FILES))]
-            _TOKENIZER_FILES[key] = made(meta, family, path, byte_level_class)
-        return dict(_TOKENIZER_FILES[key])
+        return dict(kept_last(_TOKENIZER_FILES, key, lambda: made(meta, family, path, byte_level_class), 4))
 
     mp.setattr(export, "tokenizer_files", files)
 
